@@ -1,0 +1,220 @@
+"""The hardware description: frozen dataclasses, one per table of a system file.
+
+Each field's metadata names the TOML key (with its unit) and the factor that turns
+it into SI, so the key names, the units and the checks live in exactly one place.
+Field names carry the SI unit: ``bandwidth_Bps``, ``latency_s``, ``capacity_B``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+ARCHITECTURES = ("ampere", "hopper", "blackwell", "rubin")
+FABRICS = ("nvswitch", "shared-memory", "none")
+PROVENANCE_TAGS = (
+    "datasheet",
+    "roadmap",
+    "paper",
+    "microbenchmark",
+    "estimate",
+    "derived",
+    "assumed",
+    "calibrated",
+    "override",
+)
+# Tags that make a prediction partly guesswork (reported as depends_on_assumed).
+GUESS_TAGS = ("roadmap", "estimate", "assumed", "override")
+
+
+def fig(key: str, factor: float = 1.0, *, lo: float = 0.0, lo_open: bool = True,
+        hi: float | None = None, kind: type = float, doc: str = "") -> Any:
+    """A figure: TOML key (unit in its name), SI factor and the allowed range.
+
+    ``lo_open`` means the value must be strictly above ``lo``."""
+    return field(metadata={"key": key, "factor": factor, "lo": lo, "lo_open": lo_open,
+                           "hi": hi, "kind": kind, "doc": doc})
+
+
+def text(key: str, choices: tuple[str, ...] | None = None, doc: str = "") -> Any:
+    return field(metadata={"key": key, "kind": str, "choices": choices, "doc": doc})
+
+
+def flag(key: str, doc: str = "") -> Any:
+    return field(metadata={"key": key, "kind": bool, "doc": doc})
+
+
+def table(key: str, many: bool = False) -> Any:
+    return field(metadata={"key": key, "table": True, "many": many})
+
+
+@dataclass(frozen=True)
+class SmSpec:
+    count: int = fig("count", kind=int, doc="streaming multiprocessors per GPU")
+    clock_Hz: float = fig("clock_MHz", 1e6, doc="boost clock")
+    registers_per_sm: int = fig("registers_per_sm", kind=int, doc="32-bit registers")
+    shared_memory_B: float = fig("shared_memory_per_sm_KiB", 1024.0, doc="max shared memory per SM")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    flops_fp32: float = fig("tflops_fp32", 1e12, doc="plain FP32 (non-tensor)")
+    flops_tf32: float = fig("tflops_tf32", 1e12, lo_open=False, doc="dense; 0 = none")
+    flops_bf16: float = fig("tflops_bf16", 1e12, lo_open=False, doc="dense; 0 = none")
+    flops_fp16: float = fig("tflops_fp16", 1e12, lo_open=False, doc="dense; 0 = none")
+    flops_fp8: float = fig("tflops_fp8", 1e12, lo_open=False, doc="dense; 0 = none")
+    flops_fp4: float = fig("tflops_fp4", 1e12, lo_open=False, doc="dense; 0 = none")
+    gemm_efficiency: float = fig("gemm_efficiency", hi=1.0, doc="library GEMM / peak, large shapes")
+
+    def flops(self, dtype: str) -> float:
+        return float(getattr(self, "flops_" + dtype, 0.0))
+
+
+@dataclass(frozen=True)
+class L2Spec:
+    capacity_B: float = fig("capacity_MiB", 1024.0**2)
+    bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="aggregate read+write")
+    latency_s: float = fig("latency_ns", 1e-9)
+
+
+@dataclass(frozen=True)
+class HbmSpec:
+    capacity_B: float = fig("capacity_GB", 1e9)
+    bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="peak, read+write")
+    efficiency: float = fig("efficiency", hi=1.0, doc="achievable fraction of peak")
+    latency_s: float = fig("latency_ns", 1e-9)
+
+    @property
+    def effective_Bps(self) -> float:
+        return self.bandwidth_Bps * self.efficiency
+
+
+@dataclass(frozen=True)
+class TransferSpec:
+    tma: bool = flag("tma", doc="Tensor Memory Accelerator (bulk async copies) present")
+    ldst_local_Bps_per_sm: float = fig("ldst_local_per_sm_GBps", 1e9,
+                                       doc="payload one SM copies inside its GPU with 16-B ld/st")
+    ldst_remote_Bps_per_sm: float = fig("ldst_remote_per_sm_GBps", 1e9,
+                                        doc="payload one SM stores to a peer over NVLink")
+    tma_local_Bps_per_sm: float = fig("tma_local_per_sm_GBps", 1e9, lo_open=False)
+    tma_remote_Bps_per_sm: float = fig("tma_remote_per_sm_GBps", 1e9, lo_open=False)
+    tma_message_half_B: float = fig("tma_message_half_bytes",
+                                    doc="message size at which TMA reaches half its rate")
+
+
+@dataclass(frozen=True)
+class CopyEngineSpec:
+    count: int = fig("count", kind=int)
+    bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="payload of one engine, local copy")
+    setup_s: float = fig("setup_latency_us", 1e-6, lo_open=False, doc="per transfer")
+
+
+@dataclass(frozen=True)
+class NvlinkSpec:
+    generation: int = fig("generation", kind=int, lo_open=False)
+    links: int = fig("links", kind=int, lo_open=False)
+    link_bandwidth_Bps: float = fig("link_bandwidth_GBps", 1e9, lo_open=False,
+                                    doc="per link, per direction")
+    latency_s: float = fig("latency_ns", 1e-9, lo_open=False, doc="one hop GPU -> switch -> GPU")
+    efficiency_copy_engine: float = fig("efficiency_copy_engine", hi=1.0)
+    efficiency_tma: float = fig("efficiency_tma", hi=1.0)
+    efficiency_register: float = fig("efficiency_register", hi=1.0)
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        """Per direction, all links."""
+        return self.links * self.link_bandwidth_Bps
+
+    def efficiency(self, mechanism: str) -> float:
+        return {"copy-engine": self.efficiency_copy_engine, "tma": self.efficiency_tma,
+                "register": self.efficiency_register, "multimem": self.efficiency_register,
+                }[mechanism]
+
+
+@dataclass(frozen=True)
+class PcieSpec:
+    generation: int = fig("generation", kind=int)
+    bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="per direction")
+
+
+@dataclass(frozen=True)
+class SyncSpec:
+    kernel_launch_s: float = fig("kernel_launch_us", 1e-6)
+    grid_sync_s: float = fig("grid_sync_us", 1e-6)
+    flag_latency_s: float = fig("flag_latency_ns", 1e-9, doc="signal seen by another SM")
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    model: str = text("model")
+    architecture: str = text("architecture", ARCHITECTURES)
+    sm_arch: str = text("sm_arch", doc="nvcc target for generated kernels, '' if none")
+    dies_per_gpu: int = fig("dies_per_gpu", kind=int)
+    sm: SmSpec = table("sm")
+    tensor: TensorSpec = table("tensor")
+    l2: L2Spec = table("l2")
+    hbm: HbmSpec = table("hbm")
+    transfer: TransferSpec = table("transfer")
+    copy_engine: CopyEngineSpec = table("copy_engine")
+    nvlink: NvlinkSpec = table("nvlink")
+    pcie: PcieSpec = table("pcie")
+    sync: SyncSpec = table("sync")
+
+
+@dataclass(frozen=True)
+class SwitchTierSpec:
+    name: str = text("name")
+    gpus_per_group: int = fig("gpus_per_group", kind=int,
+                              doc="GPUs under one group of this tier's switches")
+    chips_per_group: int = fig("chips_per_group", kind=int)
+    ports_per_chip: int = fig("ports_per_chip", kind=int)
+    port_bandwidth_Bps: float = fig("port_bandwidth_GBps", 1e9, doc="per direction")
+    latency_s: float = fig("latency_ns", 1e-9, lo_open=False, doc="added per traversal")
+    uplink_bandwidth_Bps: float = fig("uplink_bandwidth_GBps", 1e9, lo_open=False,
+                                      doc="per group, per direction, to the next tier; 0 at the top")
+    in_switch_reduction: bool = flag("in_switch_reduction")
+    multicast: bool = flag("multicast")
+    reduction_efficiency: float = fig("reduction_efficiency", hi=1.0,
+                                      doc="in-switch reduction throughput / port rate")
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    gpus_per_domain: int = fig("gpus_per_domain", kind=int, doc="CUDA devices (ranks)")
+    fabric: str = text("fabric", FABRICS)
+    switch_tiers: tuple[SwitchTierSpec, ...] = table("switch_tier", many=True)
+
+
+@dataclass(frozen=True)
+class ScaleoutSpec:
+    nic_bandwidth_Bps: float = fig("nic_bandwidth_Gbps", 1e9 / 8, lo_open=False, doc="per GPU")
+    latency_s: float = fig("latency_ns", 1e-9, lo_open=False)
+    efficiency: float = fig("efficiency", hi=1.0)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str
+    tag: str
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    description: str
+    path: str
+    inherits: str | None
+    gpu: GpuSpec
+    domain: DomainSpec
+    scaleout: ScaleoutSpec
+    provenance: Mapping[str, Provenance] = field(default_factory=lambda: MappingProxyType({}))
+    calibrated: Mapping[str, Any] | None = None
+
+    def assumed_keys(self, prefixes: tuple[str, ...] = ("",)) -> list[str]:
+        """Dotted keys under any of ``prefixes`` whose figure is a guess (roadmap,
+        estimate, assumed, or a user override)."""
+        return sorted(key for key, prov in self.provenance.items()
+                      if prov.tag in GUESS_TAGS and key.startswith(prefixes))
+
+    def figure_source(self, key: str) -> Provenance:
+        return self.provenance[key]

@@ -1,0 +1,200 @@
+"""The topology graph of a system: GPUs, switch groups per tier, NVLink ports, NICs.
+
+Every capacity is one direction of one physical thing, in bytes per second. A path
+is the list of resources a transfer crosses plus its latency; the simulator turns
+a path into a fluid flow. Resource names are ``class[index]`` so that symmetric
+simulations can reason about classes (``nvl_out``) and instances (``nvl_out[3]``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hwmodels.errors import ConfigError
+from hwmodels.system import System
+
+
+@dataclass(frozen=True)
+class Resource:
+    name: str          # "nvl_out[3]"
+    cls: str           # "nvl_out"
+    capacity_Bps: float
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Path:
+    resources: tuple[str, ...]
+    latency_s: float
+    hops: tuple[str, ...] = ()   # human-readable node sequence, for path queries
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a rank sits: physical GPU index, domain, and its group at each switch tier."""
+    rank: int
+    gpu: int
+    domain: int
+    groups: tuple[int, ...]   # group index (global) at tier 1, 2, ...
+
+
+@dataclass
+class Topology:
+    system: System
+    domains: int
+    world: int
+    locations: tuple[Location, ...]
+    resources: dict[str, Resource] = field(default_factory=dict)
+
+    # ---- construction -------------------------------------------------------------
+    @classmethod
+    def build(cls, system: System, world: int | None = None, domains: int = 1) -> "Topology":
+        per_domain = system.domain.gpus_per_domain
+        if domains < 1:
+            raise ConfigError(f"--domains must be at least 1, got {domains}")
+        capacity = per_domain * domains
+        world = capacity if world is None else world
+        if world < 1:
+            raise ConfigError(f"--world must be at least 1, got {world}")
+        if world > capacity:
+            raise ConfigError(f"--world {world} is larger than the cluster: {system.name} has "
+                              f"{per_domain} GPUs per domain x {domains} domain(s) = {capacity}")
+        virtual = system.domain.fabric == "shared-memory"
+        tiers = system.domain.switch_tiers
+        locations = []
+        for rank in range(world):
+            gpu = 0 if virtual else rank
+            domain = rank // per_domain
+            local = rank % per_domain
+            groups = tuple(domain * (per_domain // t.gpus_per_group) + local // t.gpus_per_group
+                           for t in tiers)
+            locations.append(Location(rank, gpu, domain, groups))
+        topo = cls(system, domains, world, tuple(locations))
+        topo._add_resources()
+        return topo
+
+    @property
+    def virtual(self) -> bool:
+        return self.system.domain.fabric == "shared-memory"
+
+    @property
+    def gpus(self) -> int:
+        return 1 if self.virtual else self.world
+
+    def sms_per_rank(self) -> int:
+        """SMs a rank owns: a whole GPU, or its share of the one GPU for virtual ranks."""
+        count = self.system.gpu.sm.count
+        return count // self.world if self.virtual else count
+
+    def _add(self, cls: str, index, capacity: float, doc: str = "") -> None:
+        name = f"{cls}[{index}]"
+        self.resources[name] = Resource(name, cls, capacity, doc)
+
+    def _add_resources(self) -> None:
+        gpu = self.system.gpu
+        for g in range(self.gpus):
+            self._add("hbm", g, gpu.hbm.effective_Bps, "HBM read+write")
+            self._add("l2", g, gpu.l2.bandwidth_Bps, "L2 read+write")
+        if self.virtual:
+            return
+        for loc in self.locations:
+            r = loc.rank
+            if self.world > 1 and gpu.nvlink.links > 0:
+                self._add("nvl_out", r, gpu.nvlink.bandwidth_Bps, "NVLink egress")
+                self._add("nvl_in", r, gpu.nvlink.bandwidth_Bps, "NVLink ingress")
+            if self.domains > 1:
+                nic = self.system.scaleout.nic_bandwidth_Bps * self.system.scaleout.efficiency
+                self._add("nic_out", r, nic, "NIC egress")
+                self._add("nic_in", r, nic, "NIC ingress")
+        tiers = self.system.domain.switch_tiers
+        for level, tier in enumerate(tiers, start=1):
+            used_groups = sorted({loc.groups[level - 1] for loc in self.locations})
+            crossbar = tier.chips_per_group * tier.ports_per_chip * tier.port_bandwidth_Bps
+            for g in used_groups:
+                self._add(f"sw{level}", g, crossbar, f"tier-{level} switch group crossbar")
+                if tier.in_switch_reduction:
+                    gpus = min(tier.gpus_per_group, self.world)
+                    self._add(f"nvls{level}", g,
+                              gpus * gpu.nvlink.bandwidth_Bps * tier.reduction_efficiency,
+                              f"tier-{level} in-switch reduction")
+                if level < len(tiers):
+                    self._add(f"up{level}", g, tier.uplink_bandwidth_Bps, f"tier-{level} uplink")
+                    self._add(f"down{level}", g, tier.uplink_bandwidth_Bps, f"tier-{level} downlink")
+
+    # ---- queries ----------------------------------------------------------------
+    def _common_tier(self, a: Location, b: Location) -> int:
+        """Lowest switch tier (1-based) whose group holds both; 0 = other domain."""
+        if a.domain != b.domain:
+            return 0
+        for level, (ga, gb) in enumerate(zip(a.groups, b.groups), start=1):
+            if ga == gb:
+                return level
+        return len(a.groups)
+
+    def gpu_path(self, src: int, dst: int) -> Path:
+        """Resources from rank ``src``'s NVLink/NIC port to rank ``dst``'s (no HBM, no SM)."""
+        a, b = self.locations[src], self.locations[dst]
+        if src == dst or self.virtual:
+            return Path((), 0.0, (f"gpu{a.gpu}",))
+        tiers = self.system.domain.switch_tiers
+        level = self._common_tier(a, b)
+        if level == 0:
+            so = self.system.scaleout
+            return Path((f"nic_out[{src}]", f"nic_in[{dst}]"), so.latency_s,
+                        (f"gpu{src}", f"nic{src}", "scaleout", f"nic{dst}", f"gpu{dst}"))
+        res = [f"nvl_out[{src}]"]
+        hops = [f"gpu{src}"]
+        latency = self.system.gpu.nvlink.latency_s
+        for lvl in range(1, level):
+            res += [f"sw{lvl}[{a.groups[lvl - 1]}]", f"up{lvl}[{a.groups[lvl - 1]}]"]
+            hops.append(f"sw{lvl}.{a.groups[lvl - 1]}")
+        res.append(f"sw{level}[{a.groups[level - 1]}]")
+        hops.append(f"sw{level}.{a.groups[level - 1]}")
+        for lvl in range(level - 1, 0, -1):
+            res += [f"down{lvl}[{b.groups[lvl - 1]}]", f"sw{lvl}[{b.groups[lvl - 1]}]"]
+            hops.append(f"sw{lvl}.{b.groups[lvl - 1]}")
+            latency += tiers[lvl].latency_s
+        res.append(f"nvl_in[{dst}]")
+        hops.append(f"gpu{dst}")
+        return Path(tuple(res), latency, tuple(hops))
+
+    def span_level(self) -> int:
+        """Lowest switch tier whose one group holds every rank (0: several domains or none)."""
+        if self.domains > 1 and self.locations[-1].domain != self.locations[0].domain:
+            return 0
+        for level in range(1, len(self.system.domain.switch_tiers) + 1):
+            if len({loc.groups[level - 1] for loc in self.locations}) == 1:
+                return level
+        return 0
+
+    def reduction_path(self, rank: int) -> Path:
+        """From a rank up to the in-switch reduction unit of the tier that spans the world:
+        the path one way of a multimem operation's data."""
+        loc = self.locations[rank]
+        tiers = self.system.domain.switch_tiers
+        level = self.span_level()
+        if self.virtual or level == 0 or not tiers[level - 1].in_switch_reduction:
+            raise ConfigError(f"{self.system.name}: no in-switch reduction unit spans "
+                              f"{self.world} ranks")
+        res = [f"nvl_out[{rank}]"]
+        hops = [f"gpu{rank}"]
+        latency = self.system.gpu.nvlink.latency_s / 2
+        for lvl in range(1, level):
+            res += [f"sw{lvl}[{loc.groups[lvl - 1]}]", f"up{lvl}[{loc.groups[lvl - 1]}]"]
+            hops.append(f"sw{lvl}.{loc.groups[lvl - 1]}")
+            latency += tiers[lvl].latency_s / 2
+        res += [f"sw{level}[{loc.groups[level - 1]}]", f"nvls{level}[{loc.groups[level - 1]}]"]
+        hops.append(f"nvls{level}.{loc.groups[level - 1]}")
+        return Path(tuple(res), latency, tuple(hops))
+
+    def counts(self) -> dict[str, int]:
+        """Number of GPUs, switch groups per tier, switch chips, NVLink ports, NICs."""
+        out = {"gpus": self.gpus, "ranks": self.world, "domains": self.domains}
+        tiers = self.system.domain.switch_tiers
+        for level, tier in enumerate(tiers, start=1):
+            groups = sum(1 for r in self.resources.values() if r.cls == f"sw{level}")
+            out[f"tier{level}_groups"] = groups
+            out[f"tier{level}_chips"] = groups * tier.chips_per_group
+        out["nvlink_ports"] = 0 if self.virtual else (
+            self.world * self.system.gpu.nvlink.links if self.world > 1 else 0)
+        out["nics"] = self.world if self.domains > 1 else 0
+        return out

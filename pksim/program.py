@@ -1,0 +1,93 @@
+"""What an algorithm does, as data: steps of concurrent transfers between ranks.
+
+A Transfer moves some blocks of a buffer from one rank to another. ``kind``:
+- ``copy``: the destination's blocks become the source's;
+- ``reduce``: the destination accumulates the source's blocks (store-add / add on arrival);
+- ``switch-reduce``: ``dst`` loads its blocks reduced over every rank through the
+  switch (multimem.ld_reduce); ``src`` is ``dst``;
+- ``multicast``: ``src`` stores its blocks to every rank through the switch (multimem.st).
+
+A Step's ``key`` names its traffic pattern (who sends how much to whom): steps with
+equal keys cost the same, so the simulator prepares each pattern once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Hashable
+
+KINDS = ("copy", "reduce", "switch-reduce", "multicast")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    src: int
+    dst: int
+    nbytes: float
+    kind: str = "copy"
+    blocks: tuple[Hashable, ...] = ()
+
+
+@dataclass
+class Step:
+    key: Hashable
+    build: Callable[[], list[Transfer]]
+    _cache: list[Transfer] | None = field(default=None, repr=False)
+
+    def transfers(self) -> list[Transfer]:
+        if self._cache is None:
+            self._cache = self.build()
+        return self._cache
+
+
+@dataclass
+class Program:
+    """An algorithm instance: its steps in order, and the initial block placement."""
+    steps: list[Step]
+    world: int
+
+    def patterns(self) -> dict[Hashable, Step]:
+        """One step per distinct traffic pattern."""
+        out: dict[Hashable, Step] = {}
+        for step in self.steps:
+            out.setdefault(step.key, step)
+        return out
+
+
+def execute_symbolic(program: Program, initial: dict[tuple[int, Hashable], frozenset]
+                     ) -> dict[tuple[int, Hashable], frozenset]:
+    """Run the program on sets of contributing ranks instead of numbers.
+
+    ``state[(rank, block)]`` is the set of ranks whose data that block holds. A
+    reduce that would add a contribution twice raises ValueError: that is a wrong
+    algorithm, not a rounding matter. Transfers of one step read the state as it
+    was before the step.
+    """
+    state = dict(initial)
+    for step in program.steps:
+        before = dict(state)
+        for t in step.transfers():
+            for block in t.blocks:
+                if t.kind == "copy":
+                    state[(t.dst, block)] = before[(t.src, block)]
+                elif t.kind == "reduce":
+                    mine = state.get((t.dst, block), frozenset())
+                    theirs = before[(t.src, block)]
+                    if mine & theirs:
+                        raise ValueError(f"step {step.key}: block {block!r} of rank {t.dst} "
+                                         f"would count ranks {sorted(mine & theirs)} twice")
+                    state[(t.dst, block)] = mine | theirs
+                elif t.kind == "switch-reduce":
+                    total: frozenset = frozenset()
+                    for rank in range(program.world):
+                        part = before[(rank, block)]
+                        if total & part:
+                            raise ValueError(f"switch-reduce of block {block!r} counts "
+                                             f"ranks {sorted(total & part)} twice")
+                        total |= part
+                    state[(t.dst, block)] = total
+                elif t.kind == "multicast":
+                    for rank in range(program.world):
+                        state[(rank, block)] = before[(t.src, block)]
+                else:
+                    raise ValueError(f"unknown transfer kind {t.kind!r}")
+    return state

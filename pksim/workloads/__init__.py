@@ -1,0 +1,1 @@
+"""Workloads: operations, their sizes, and the algorithms that implement them."""

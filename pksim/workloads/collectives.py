@@ -1,0 +1,365 @@
+"""Collectives: size conventions (as nccl-tests), semantics, and their algorithms.
+
+``nbytes`` follows nccl-tests: the per-rank buffer for all-reduce, broadcast and
+reduce; the total received per rank for all-gather and gather; the total sent per
+rank for reduce-scatter, scatter and all-to-all. Blocks are the per-rank shards
+(``nbytes / world``) unless the op works on the whole buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Hashable
+
+from hwmodels.errors import InfeasibleError
+from pksim.program import Program, Step, Transfer
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+               "broadcast", "reduce", "gather", "scatter")
+REDUCING = ("all-reduce", "reduce-scatter", "reduce")
+
+
+def busbw_factor(op: str, world: int) -> float:
+    """nccl-tests bus-bandwidth factor: busbw = algbw x factor."""
+    n = world
+    if op == "all-reduce":
+        return 2 * (n - 1) / n
+    if op in ("all-gather", "reduce-scatter", "all-to-all", "gather", "scatter"):
+        return (n - 1) / n
+    return 1.0
+
+
+# ---- semantics: initial placement and the expected result ------------------------
+def initial_state(op: str, n: int, root: int = 0) -> dict[tuple[int, Hashable], frozenset]:
+    if op == "all-to-all":
+        return {(q, (q, r)): frozenset({q}) for q in range(n) for r in range(n)}
+    if op in ("all-gather", "gather"):
+        return {(r, r): frozenset({r}) for r in range(n)}
+    if op == "scatter":
+        return {(root, b): frozenset({root}) for b in range(n)}
+    if op == "broadcast":
+        return {(root, "x"): frozenset({root})}
+    if op == "reduce":
+        return {(r, "x"): frozenset({r}) for r in range(n)}
+    return {(r, b): frozenset({r}) for r in range(n) for b in range(n)}  # AR, RS
+
+
+def expected_state(op: str, n: int, root: int = 0) -> dict[tuple[int, Hashable], frozenset]:
+    """The (rank, block) entries the op must produce; other entries are scratch."""
+    everyone = frozenset(range(n))
+    if op == "all-reduce":
+        return {(r, b): everyone for r in range(n) for b in range(n)}
+    if op == "reduce-scatter":
+        return {(r, r): everyone for r in range(n)}
+    if op == "all-gather":
+        return {(r, b): frozenset({b}) for r in range(n) for b in range(n)}
+    if op == "gather":
+        return {(root, b): frozenset({b}) for b in range(n)}
+    if op == "scatter":
+        return {(r, r): frozenset({root}) for r in range(n)}
+    if op == "all-to-all":
+        return {(r, (q, r)): frozenset({q}) for r in range(n) for q in range(n)}
+    if op == "broadcast":
+        return {(r, "x"): frozenset({root}) for r in range(n)}
+    if op == "reduce":
+        return {(root, "x"): everyone}
+    raise KeyError(op)
+
+
+# ---- building blocks ---------------------------------------------------------------
+def _ring(n: int, steps: int, shard: float, kind: str, block_of: Callable[[int, int], Hashable],
+          tag: str, ranks: list[int] | None = None) -> list[Step]:
+    """``steps`` ring steps over ``ranks`` (default all): position i sends to i+1."""
+    ranks = ranks if ranks is not None else list(range(n))
+    m = len(ranks)
+    out = []
+    for s in range(steps):
+        def build(s: int = s) -> list[Transfer]:
+            return [Transfer(ranks[i], ranks[(i + 1) % m], shard, kind, (block_of(i, s),))
+                    for i in range(m)]
+        out.append(Step((tag, "shift1", m, shard, kind), build))
+    return out
+
+
+def _direct(n: int, shard: float, kind: str, block_of: Callable[[int, int], Hashable],
+            tag: str, sequential: bool = False) -> list[Step]:
+    """Every rank r sends ``block_of(r, q)`` to every other rank q: one step, or
+    ``n - 1`` steps of one peer each (r sends to r + s + 1) when sequential."""
+    if sequential:
+        out = []
+        for s in range(n - 1):
+            def build(s: int = s) -> list[Transfer]:
+                return [Transfer(r, (r + s + 1) % n, shard, kind, (block_of(r, (r + s + 1) % n),))
+                        for r in range(n)]
+            out.append(Step((tag, "shift", s + 1, n, shard, kind), build))
+        return out
+
+    def build_all() -> list[Transfer]:
+        return [Transfer(r, (r + d) % n, shard, kind, (block_of(r, (r + d) % n),))
+                for r in range(n) for d in range(1, n)]
+    return [Step((tag, "all-pairs", n, shard, kind), build_all)]
+
+
+def _halving(n: int, shard: float, tag: str) -> list[Step]:
+    """Recursive halving reduce-scatter over blocks 0..n-1: rank r ends with block r."""
+    steps = []
+    d = n // 2
+    while d >= 1:
+        def build(d: int = d) -> list[Transfer]:
+            out = []
+            for r in range(n):
+                p = r ^ d
+                # r still holds blocks whose bits above d's position match r's; it sends p's half
+                sent = tuple(b for b in range(n) if (b & ~(2 * d - 1)) == (r & ~(2 * d - 1))
+                             and (b & d) == (p & d))
+                out.append(Transfer(r, p, shard * len(sent), "reduce", sent))
+            return out
+        steps.append(Step((tag, "xor", d, n, shard), build))
+        d //= 2
+    return steps
+
+
+def _doubling(n: int, shard: float, tag: str) -> list[Step]:
+    """Recursive doubling all-gather: rank r starts with block r, ends with all."""
+    steps = []
+    d = 1
+    while d < n:
+        def build(d: int = d) -> list[Transfer]:
+            out = []
+            for r in range(n):
+                held = tuple(b for b in range(n) if (b & ~(d - 1)) == (r & ~(d - 1)))
+                out.append(Transfer(r, r ^ d, shard * len(held), "copy", held))
+            return out
+        steps.append(Step((tag, "xor", d, n, shard), build))
+        d *= 2
+    return steps
+
+
+def _switch(n: int, shard: float, kind: str, tag: str, ranks: list[int] | None = None,
+            block_of: Callable[[int], Hashable] = lambda r: r) -> list[Step]:
+    ranks = ranks if ranks is not None else list(range(n))
+
+    def build() -> list[Transfer]:
+        return [Transfer(r, r, shard, kind, (block_of(r),)) for r in ranks]
+    return [Step((tag, kind, len(ranks), shard), build)]
+
+
+# ---- algorithms per op -------------------------------------------------------------
+def build_program(op: str, algorithm: str, n: int, nbytes: float, root: int = 0,
+                  sequential: bool = False, domains: int = 1) -> Program:
+    """The steps of ``algorithm`` for ``op`` on ``n`` ranks (``domains`` equal NVLink
+    domains of consecutive ranks). Raises InfeasibleError for combinations that do
+    not exist, with the reason."""
+    if op not in COLLECTIVES:
+        raise InfeasibleError(f"unknown collective {op!r} (known: {', '.join(COLLECTIVES)})")
+    if n == 1:
+        return Program([], 1)
+    shard = nbytes / n
+    if algorithm == "hierarchical":
+        if op not in _HIERARCHICAL:
+            raise InfeasibleError(f"{op} has no hierarchical algorithm "
+                                  f"(available for {', '.join(_HIERARCHICAL)})")
+        if domains < 2 or n % domains:
+            raise InfeasibleError(f"hierarchical {op} needs ranks spread evenly over 2 or more "
+                                  f"domains (world {n}, domains {domains})")
+        return Program(_HIERARCHICAL[op](n, domains, shard), n)
+    table = _ALGORITHMS.get(op, {})
+    if algorithm not in table:
+        raise InfeasibleError(f"{op} has no {algorithm!r} algorithm "
+                              f"(available: {', '.join(sorted(table))})")
+    if algorithm == "rhd" and n & (n - 1):
+        raise InfeasibleError(f"recursive halving/doubling needs a power-of-two world, got {n}")
+    steps = table[algorithm](n, nbytes, shard, root, sequential)
+    return Program(steps, n)
+
+
+def _ar_ring(n, nbytes, shard, root, seq):
+    return (_ring(n, n - 1, shard, "reduce", lambda i, s: (i - s) % n, "rs")
+            + _ring(n, n - 1, shard, "copy", lambda i, s: (i + 1 - s) % n, "ag"))
+
+
+def _ar_direct(n, nbytes, shard, root, seq):
+    # one-shot: every rank store-adds all its blocks into every peer
+    def build() -> list[Transfer]:
+        return [Transfer(r, (r + d) % n, nbytes, "reduce", tuple(range(n)))
+                for r in range(n) for d in range(1, n)]
+    if seq:
+        return [Step(("ar1", "shift", d, n, nbytes), lambda d=d: [
+            Transfer(r, (r + d) % n, nbytes, "reduce", tuple(range(n))) for r in range(n)])
+            for d in range(1, n)]
+    return [Step(("ar1", "all-pairs", n, nbytes), build)]
+
+
+def _ar_two_shot(n, nbytes, shard, root, seq):
+    return (_direct(n, shard, "reduce", lambda r, q: q, "rs", seq)
+            + _direct(n, shard, "copy", lambda r, q: r, "ag", seq))
+
+
+def _ar_rhd(n, nbytes, shard, root, seq):
+    return _halving(n, shard, "rs") + _doubling(n, shard, "ag")
+
+
+def _ar_in_network(n, nbytes, shard, root, seq):
+    return _switch(n, shard, "switch-reduce", "rs") + _switch(n, shard, "multicast", "ag")
+
+
+def _ag_ring(n, nbytes, shard, root, seq):
+    return _ring(n, n - 1, shard, "copy", lambda i, s: (i - s) % n, "ag")
+
+
+def _ag_direct(n, nbytes, shard, root, seq):
+    return _direct(n, shard, "copy", lambda r, q: r, "ag", seq)
+
+
+def _rs_ring(n, nbytes, shard, root, seq):
+    return _ring(n, n - 1, shard, "reduce", lambda i, s: (i - s - 1) % n, "rs")
+
+
+def _rs_direct(n, nbytes, shard, root, seq):
+    return _direct(n, shard, "reduce", lambda r, q: q, "rs", seq)
+
+
+def _a2a_direct(n, nbytes, shard, root, seq):
+    return _direct(n, shard, "copy", lambda r, q: (r, q), "a2a", seq)
+
+
+def _a2a_pairwise(n, nbytes, shard, root, seq):
+    return _direct(n, shard, "copy", lambda r, q: (r, q), "a2a", True)
+
+
+def _chain(n, nbytes, root, kind, towards_root):
+    """A chain through all ranks starting (broadcast) or ending (reduce) at the root."""
+    order = [(root + i) % n for i in range(n)]
+    if towards_root:
+        order = order[::-1]
+    steps = []
+    for s in range(n - 1):
+        src, dst = order[s], order[s + 1]
+        steps.append(Step(("chain", kind, n, nbytes), lambda src=src, dst=dst: [
+            Transfer(src, dst, nbytes, kind, ("x",))]))
+    return steps
+
+
+def _bcast_direct(n, nbytes, shard, root, seq):
+    def build() -> list[Transfer]:
+        return [Transfer(root, q, nbytes, "copy", ("x",)) for q in range(n) if q != root]
+    return [Step(("bcast", "fan-out", n, nbytes), build)]
+
+
+def _bcast_ring(n, nbytes, shard, root, seq):
+    return _chain(n, nbytes, root, "copy", towards_root=False)
+
+
+def _bcast_in_network(n, nbytes, shard, root, seq):
+    return _switch(n, nbytes, "multicast", "bcast", [root], lambda r: "x")
+
+
+def _reduce_direct(n, nbytes, shard, root, seq):
+    def build() -> list[Transfer]:
+        return [Transfer(q, root, nbytes, "reduce", ("x",)) for q in range(n) if q != root]
+    return [Step(("reduce", "fan-in", n, nbytes), build)]
+
+
+def _reduce_ring(n, nbytes, shard, root, seq):
+    return _chain(n, nbytes, root, "reduce", towards_root=True)
+
+
+def _reduce_in_network(n, nbytes, shard, root, seq):
+    return _switch(n, nbytes, "switch-reduce", "reduce", [root], lambda r: "x")
+
+
+def _gather_direct(n, nbytes, shard, root, seq):
+    def build() -> list[Transfer]:
+        return [Transfer(q, root, shard, "copy", (q,)) for q in range(n) if q != root]
+    return [Step(("gather", "fan-in", n, shard), build)]
+
+
+def _scatter_direct(n, nbytes, shard, root, seq):
+    def build() -> list[Transfer]:
+        return [Transfer(root, q, shard, "copy", (q,)) for q in range(n) if q != root]
+    return [Step(("scatter", "fan-out", n, shard), build)]
+
+
+def _hier_ar(n: int, D: int, shard: float) -> list[Step]:
+    """Reduce-scatter inside each domain (ring), all-reduce across domains between
+    ranks of the same local index (ring), all-gather inside each domain (ring).
+    Block b = j * D + k: super-block j (local index) split into D sub-blocks."""
+    m = n // D
+    sup = lambda j: tuple(j * D + k for k in range(D))
+    steps = []
+    for s in range(m - 1):
+        steps.append(Step(("h-rs-in", m, D, shard), lambda s=s: [
+            Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "reduce", sup((i - s) % m))
+            for d in range(D) for i in range(m)]))
+    for phase, kind, off in (("h-rs-x", "reduce", 0), ("h-ag-x", "copy", 1)):
+        for s in range(D - 1):
+            steps.append(Step((phase, m, D, shard), lambda s=s, kind=kind, off=off: [
+                Transfer(d * m + i, ((d + 1) % D) * m + i, shard, kind,
+                         (((i + 1) % m) * D + (d + off - s) % D,))
+                for d in range(D) for i in range(m)]))
+    for s in range(m - 1):
+        steps.append(Step(("h-ag-in", m, D, shard), lambda s=s: [
+            Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "copy", sup((i + 1 - s) % m))
+            for d in range(D) for i in range(m)]))
+    return steps
+
+
+def _hier_ag(n: int, D: int, shard: float) -> list[Step]:
+    """All-gather across domains (ring among equal local indices), then inside."""
+    m = n // D
+    steps = []
+    for s in range(D - 1):
+        steps.append(Step(("h-ag-x", m, D, shard), lambda s=s: [
+            Transfer(d * m + i, ((d + 1) % D) * m + i, shard, "copy", (((d - s) % D) * m + i,))
+            for d in range(D) for i in range(m)]))
+    for s in range(m - 1):
+        steps.append(Step(("h-ag-in", m, D, shard), lambda s=s: [
+            Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "copy",
+                     tuple(e * m + (i - s) % m for e in range(D)))
+            for d in range(D) for i in range(m)]))
+    return steps
+
+
+def _hier_rs(n: int, D: int, shard: float) -> list[Step]:
+    """Reduce-scatter inside each domain on super-blocks, then across domains."""
+    m = n // D
+    steps = []
+    for s in range(m - 1):
+        steps.append(Step(("h-rs-in", m, D, shard), lambda s=s: [
+            Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "reduce",
+                     tuple(e * m + (i - s - 1) % m for e in range(D)))
+            for d in range(D) for i in range(m)]))
+    for s in range(D - 1):
+        steps.append(Step(("h-rs-x", m, D, shard), lambda s=s: [
+            Transfer(d * m + i, ((d + 1) % D) * m + i, shard, "reduce",
+                     (((d - s - 1) % D) * m + i,))
+            for d in range(D) for i in range(m)]))
+    return steps
+
+
+_HIERARCHICAL = {"all-reduce": _hier_ar, "all-gather": _hier_ag, "reduce-scatter": _hier_rs}
+
+
+_ALGORITHMS: dict[str, dict[str, Callable]] = {
+    "all-reduce": {"ring": _ar_ring, "direct": _ar_direct, "two-shot": _ar_two_shot,
+                   "rhd": _ar_rhd, "in-network": _ar_in_network},
+    "all-gather": {"ring": _ag_ring, "direct": _ag_direct, "rhd": lambda n, b, s, r, q:
+                   _doubling(n, s, "ag"), "in-network": lambda n, b, s, r, q:
+                   _switch(n, s, "multicast", "ag")},
+    "reduce-scatter": {"ring": _rs_ring, "direct": _rs_direct, "rhd": lambda n, b, s, r, q:
+                       _halving(n, s, "rs"), "in-network": lambda n, b, s, r, q:
+                       _switch(n, s, "switch-reduce", "rs")},
+    "all-to-all": {"direct": _a2a_direct, "pairwise": _a2a_pairwise},
+    "broadcast": {"direct": _bcast_direct, "ring": _bcast_ring, "in-network": _bcast_in_network},
+    "reduce": {"direct": _reduce_direct, "ring": _reduce_ring, "in-network": _reduce_in_network},
+    "gather": {"direct": _gather_direct},
+    "scatter": {"direct": _scatter_direct},
+}
+
+
+def algorithms_for(op: str) -> list[str]:
+    extra = ["hierarchical"] if op in _HIERARCHICAL else []
+    return sorted(list(_ALGORITHMS.get(op, {})) + extra)
+
+
+def uses_kinds(program: Program) -> set[str]:
+    return {t.kind for step in program.patterns().values() for t in step.transfers()}
