@@ -202,6 +202,12 @@ def _ar_in_network(n, nbytes, shard, root, seq):
     return _switch(n, shard, "switch-reduce", "rs") + _switch(n, shard, "multicast", "ag")
 
 
+def _ar_tree(n, nbytes, shard, root, seq):
+    # a chain reduce into the root, then a chain broadcast back (NCCL's tree inside a node)
+    return (_chain(n, nbytes, root, "reduce", towards_root=True)
+            + _chain(n, nbytes, root, "copy", towards_root=False))
+
+
 def _ag_ring(n, nbytes, shard, root, seq):
     return _ring(n, n - 1, shard, "copy", lambda i, s: (i - s) % n, "ag")
 
@@ -341,7 +347,7 @@ _HIERARCHICAL = {"all-reduce": _hier_ar, "all-gather": _hier_ag, "reduce-scatter
 
 _ALGORITHMS: dict[str, dict[str, Callable]] = {
     "all-reduce": {"ring": _ar_ring, "direct": _ar_direct, "two-shot": _ar_two_shot,
-                   "rhd": _ar_rhd, "in-network": _ar_in_network},
+                   "rhd": _ar_rhd, "in-network": _ar_in_network, "tree": _ar_tree},
     "all-gather": {"ring": _ag_ring, "direct": _ag_direct, "rhd": lambda n, b, s, r, q:
                    _doubling(n, s, "ag"), "in-network": lambda n, b, s, r, q:
                    _switch(n, s, "multicast", "ag")},

@@ -1,0 +1,156 @@
+"""From a Transfer to a fluid flow: which resources it crosses, with what weight.
+
+Weights: 1 per byte for memory and switch crossbars, 1/efficiency on NVLink ports
+(protocol overhead of the mechanism), 2 for a destination that reads, adds and
+writes back, 1/message-efficiency on the TMA issue resource. Issue capacities:
+communication SMs x the per-SM rate of the mechanism (remote over NVLink, local
+within one GPU); the copy engines' own rate; all from the system file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwmodels.errors import InfeasibleError
+from hwmodels.topology import Topology
+from pksim.program import Program, Transfer
+from pksim.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    usage: tuple[tuple[str, float], ...]
+    latency_s: float
+    nbytes: float
+    issuer: int
+
+
+def check_feasible(topo: Topology, sched: Schedule, kinds: set[str]) -> None:
+    """Raise InfeasibleError naming what the hardware or the mechanism lacks."""
+    gpu = topo.system.gpu
+    name = topo.system.name
+    mech = sched.mechanism
+    if mech == "copy-engine" and kinds & {"reduce", "switch-reduce"}:
+        raise InfeasibleError(f"{sched.op}/{sched.algorithm}: the copy engine cannot reduce")
+    if mech == "tma" and not gpu.transfer.tma:
+        raise InfeasibleError(f"{name}: no TMA on {gpu.architecture} "
+                              f"(gpu.transfer.tma = false); TMA arrived with Hopper")
+    switch_kinds = kinds & {"switch-reduce", "multicast"}
+    if switch_kinds and mech != "multimem":
+        raise InfeasibleError(f"the in-network algorithm needs the multimem mechanism, not {mech}")
+    if mech == "multimem":
+        if not switch_kinds:
+            raise InfeasibleError(f"multimem is only used by the in-network algorithm, "
+                                  f"not {sched.algorithm}")
+        level = topo.span_level()
+        tiers = topo.system.domain.switch_tiers
+        if topo.virtual or level == 0:
+            raise InfeasibleError(f"{name}: no NVLink switch spans the {topo.world} ranks "
+                                  f"(in-network needs one)")
+        tier = tiers[level - 1]
+        if "switch-reduce" in kinds and not tier.in_switch_reduction:
+            raise InfeasibleError(f"{name}: switch tier {level} ({tier.name}) has no "
+                                  f"in-switch reduction")
+        if "multicast" in kinds and not tier.multicast:
+            raise InfeasibleError(f"{name}: switch tier {level} ({tier.name}) has no multicast")
+    if mech != "copy-engine" and sched.comm_sms > topo.sms_per_rank():
+        raise InfeasibleError(f"{sched.comm_sms} communication SMs asked, but a rank has "
+                              f"{topo.sms_per_rank()} SMs")
+
+
+def issue_capacity(topo: Topology, sched: Schedule) -> float:
+    """Bytes per second one rank's communication engine (SMs or copy engines) can issue."""
+    gpu = topo.system.gpu
+    t = gpu.transfer
+    remote = not topo.virtual
+    if sched.mechanism == "copy-engine":
+        return gpu.copy_engine.count * gpu.copy_engine.bandwidth_Bps
+    if sched.mechanism == "tma":
+        per_sm = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
+    else:
+        per_sm = t.ldst_remote_Bps_per_sm if remote else t.ldst_local_Bps_per_sm
+    return sched.comm_sms * per_sm
+
+
+def message_bytes(topo: Topology, sched: Schedule, piece: float) -> float:
+    """Size of one TMA message: the chunk, capped by half the SM's shared memory."""
+    cap = topo.system.gpu.sm.shared_memory_B / 2
+    return min(piece, sched.chunk_bytes or cap, cap)
+
+
+def _mem(topo: Topology, rank: int, resident: bool) -> str:
+    gpu = topo.locations[rank].gpu
+    return f"l2[{gpu}]" if resident else f"hbm[{gpu}]"
+
+
+def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
+              resident: bool, link_efficiency: float) -> FlowSpec:
+    """The flow of one piece (``piece`` bytes) of transfer ``t``."""
+    usage: dict[str, float] = {}
+
+    def add(name: str, weight: float) -> None:
+        usage[name] = usage.get(name, 0.0) + weight
+
+    issuer = t.dst if t.kind == "switch-reduce" else t.src
+    if sched.mechanism == "copy-engine":
+        add(f"ce[{issuer}]", 1.0)
+    else:
+        weight = 1.0
+        if sched.mechanism == "tma":
+            half = topo.system.gpu.transfer.tma_message_half_B
+            m = message_bytes(topo, sched, piece)
+            weight = (m + half) / m
+        add(f"issue[{issuer}]", weight)
+    link_w = 1.0 / link_efficiency
+    latency = 0.0
+    everyone = range(topo.world)
+    if t.kind in ("copy", "reduce"):
+        add(_mem(topo, t.src, resident), 1.0)
+        add(_mem(topo, t.dst, resident), 2.0 if t.kind == "reduce" else 1.0)
+        path = topo.gpu_path(t.src, t.dst)
+        for name in path.resources:
+            add(name, 1.0 if name.startswith("sw") else link_w)
+        latency = path.latency_s
+    elif t.kind == "switch-reduce":
+        for q in everyone:
+            add(_mem(topo, q, resident), 1.0)
+            path = topo.reduction_path(q)
+            for name in path.resources:
+                add(name, 1.0 if name.startswith(("sw", "nvls")) else link_w)
+            latency = max(latency, path.latency_s)
+        add(f"nvl_in[{t.dst}]", link_w)
+        add(_mem(topo, t.dst, resident), 1.0)
+        latency *= 2
+    elif t.kind == "multicast":
+        add(_mem(topo, t.src, resident), 1.0)
+        up = topo.reduction_path(t.src)
+        for name in up.resources:
+            if not name.startswith("nvls"):
+                add(name, 1.0 if name.startswith("sw") else link_w)
+        for q in everyone:
+            add(f"nvl_in[{q}]", link_w)
+            add(_mem(topo, q, resident), 1.0)
+        latency = 2 * up.latency_s
+    if sched.mechanism == "copy-engine":
+        latency += topo.system.gpu.copy_engine.setup_s
+    return FlowSpec(tuple(sorted(usage.items())), latency, piece, issuer)
+
+
+def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
+    """Every resource a flow of this schedule may use, with its capacity (B/s)."""
+    caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
+    issue = issue_capacity(topo, sched)
+    prefix = "ce" if sched.mechanism == "copy-engine" else "issue"
+    for rank in range(topo.world):
+        caps[f"{prefix}[{rank}]"] = issue
+    return caps
+
+
+def resident_in_l2(topo: Topology, program_bytes_per_rank: float) -> bool:
+    """A working set (input + output of every rank on a GPU) that fits in L2 is served
+    from L2 rather than HBM."""
+    ranks_per_gpu = topo.world if topo.virtual else 1
+    return 2 * program_bytes_per_rank * ranks_per_gpu <= topo.system.gpu.l2.capacity_B
+
+
+def program_kinds(program: Program) -> set[str]:
+    return {t.kind for step in program.patterns().values() for t in step.transfers()}
