@@ -1,0 +1,1 @@
+"""The click command-line interface: one module per command group."""

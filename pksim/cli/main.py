@@ -1,0 +1,50 @@
+"""Entry point: ``pksim``. Errors of the tool become one line and exit code 2."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hwmodels.errors import PksimError
+from pksim import __version__
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PksimError as exc:
+            click.echo(f"pksim: error: {exc}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("pksim: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pksim")
+def cli() -> None:
+    """pksim: predict, search and generate multi-GPU kernels on modelled topologies."""
+
+
+def _register() -> None:
+    from pksim.cli import predict, systems
+    cli.add_command(systems.systems)
+    cli.add_command(predict.predict)
+    cli.add_command(predict.search)
+    try:
+        from pksim.cli import whatif
+        cli.add_command(whatif.whatif)
+    except ImportError:
+        pass
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="pksim")
+
+
+if __name__ == "__main__":
+    main()

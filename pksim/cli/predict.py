@@ -1,0 +1,138 @@
+"""``pksim predict`` and ``pksim search``: one operation on one system."""
+from __future__ import annotations
+
+import functools
+
+import click
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import ConfigError
+from hwmodels.units import format_bytes, format_time, parse_bytes
+from pksim.cli.output import emit_json, table
+from pksim.prediction import Prediction
+from pksim.schedule import ALGORITHMS, IMPLS, MECHANISMS, PEER_ORDERS, Schedule
+from pksim.search import nccl_schedule, search as run_search, space
+from pksim.simulate import predict as run_predict
+from pksim.workloads.collectives import COLLECTIVES
+
+
+def op_options(fn):
+    """Options shared by predict and search."""
+    options = [
+        click.option("--system", "system_name", required=True,
+                     help="Shipped system name or path to a system .toml."),
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override a system figure (repeatable)."),
+        click.option("--op", required=True, type=click.Choice(COLLECTIVES),
+                     help="Operation."),
+        click.option("--bytes", "size", required=True, metavar="SIZE",
+                     help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB."),
+        click.option("--world", type=int, default=None,
+                     help="Ranks (default: the GPUs of --domains domains)."),
+        click.option("--domains", type=int, default=1, show_default=True,
+                     help="NVLink domains joined by the scale-out network."),
+        click.option("--impl", type=click.Choice(IMPLS), default="pk", show_default=True,
+                     help="pk: ParallelKittens-style kernels; nccl: NCCL's own choice."),
+        click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None,
+                     help="Fix the algorithm (default: search)."),
+        click.option("--mechanism", type=click.Choice(MECHANISMS), default=None,
+                     help="Fix the transfer mechanism (default: search)."),
+        click.option("--comm-sms", type=int, default=None,
+                     help="Fix the number of communication SMs."),
+        click.option("--chunk-bytes", default=None, metavar="SIZE",
+                     help="Fix the pipeline chunk (0: none)."),
+        click.option("--peer-order", type=click.Choice(PEER_ORDERS), default=None,
+                     help="Order of peers for direct algorithms."),
+        click.option("--root", type=int, default=0, show_default=True,
+                     help="Root rank of broadcast/reduce/gather/scatter."),
+        click.option("--full", is_flag=True,
+                     help="Simulate every rank instead of one per symmetry class."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]
+    return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
+
+
+def _candidates(system, kw) -> list[Schedule]:
+    nbytes = parse_bytes(kw["size"])
+    if kw["world"] is not None and kw["world"] < 1:
+        raise ConfigError(f"--world must be at least 1, got {kw['world']}")
+    if kw["impl"] == "nccl":
+        sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"])
+        return [sched.with_(root=kw["root"])]
+    chunk = None if kw["chunk_bytes"] is None else (
+        0 if kw["chunk_bytes"] in ("0", 0) else parse_bytes(kw["chunk_bytes"], "--chunk-bytes"))
+    cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
+                  algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
+                  mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
+                  comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
+                  chunks=(chunk,) if chunk is not None else ())
+    if kw["peer_order"]:
+        cands = list({c.with_(peer_order=kw["peer_order"]) for c in cands})
+    if kw["algorithm"] and kw["mechanism"] is None and kw["algorithm"] == "in-network":
+        cands = [c for c in cands if c.mechanism == "multimem"]
+    return [c.with_(root=kw["root"]) for c in cands]
+
+
+def _prediction_json(p: Prediction) -> dict:
+    return p.to_dict()
+
+
+def _print_prediction(p: Prediction) -> None:
+    click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
+               f"({p.schedule.world} ranks): {p.schedule.label()}")
+    click.echo(f"  time      {format_time(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
+               f"busbw {p.busbw_GBps:.1f} GB/s   link_util {p.link_util:.2f}")
+    click.echo(f"  bound     {format_time(p.bound_s)} ({p.bound_resource})   "
+               f"alpha-beta {format_time(p.alpha_beta_s)}")
+    busy = ", ".join(f"{k} {format_time(v)}" for k, v in
+                     sorted(p.breakdown.items(), key=lambda kv: -kv[1]))
+    click.echo(f"  busy      {busy}")
+    if p.depends_on_assumed:
+        click.echo(f"  assumed   {', '.join(p.depends_on_assumed)}")
+
+
+def _search(kw):
+    system = load_system(kw["system_name"], kw["overrides"])
+    cands = _candidates(system, kw)
+    if kw["full"]:
+        results = [run_predict(system, c, reduced=False) for c in cands[:1]] \
+            if len(cands) == 1 else None
+        if results is not None:
+            return system, results, ()
+    if len(cands) == 1:
+        return system, [run_predict(system, cands[0], reduced=not kw["full"])], ()
+    result = run_search(system, cands)
+    return system, list(result.ranked), result.infeasible
+
+
+@click.command()
+@op_options
+def predict(**kw) -> None:
+    """Predict one collective; without --algorithm/--mechanism, the best schedule found."""
+    _system, ranked, _ = _search(kw)
+    best = ranked[0]
+    if kw["as_json"]:
+        emit_json(_prediction_json(best))
+    else:
+        _print_prediction(best)
+
+
+@click.command()
+@op_options
+@click.option("--top", type=int, default=10, show_default=True, help="How many to list.")
+def search(top: int, **kw) -> None:
+    """Rank candidate schedules by predicted time."""
+    if top < 1:
+        raise ConfigError(f"--top must be at least 1, got {top}")
+    _system, ranked, infeasible = _search(kw)
+    if kw["as_json"]:
+        emit_json({"ranked": [_prediction_json(p) for p in ranked[:top]],
+                   "candidates": len(ranked) + len(infeasible),
+                   "infeasible": [{"schedule": s, "reason": r} for s, r in infeasible]})
+        return
+    table(f"{kw['op']} {kw['size']} on {kw['system_name']}: {len(ranked)} feasible, "
+          f"{len(infeasible)} infeasible",
+          ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
+          [[p.schedule.label(), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
+            format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
+           for p in ranked[:top]])

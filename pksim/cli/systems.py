@@ -1,0 +1,92 @@
+"""``pksim systems list|show|check``: the hardware catalog."""
+from __future__ import annotations
+
+import click
+
+from hwmodels.catalog import list_systems, load_system
+from hwmodels.system import System
+from hwmodels.topology import Topology
+from pksim.cli.output import emit_json, table
+
+
+def summary(system: System) -> dict:
+    gpu, domain = system.gpu, system.domain
+    return {
+        "name": system.name,
+        "gpu": gpu.model,
+        "gpus_per_domain": domain.gpus_per_domain,
+        "dies_per_gpu": gpu.dies_per_gpu,
+        "bf16_dense_PFLOPs": gpu.tensor.flops_bf16 / 1e15,
+        "hbm_TBps": gpu.hbm.bandwidth_Bps / 1e12,
+        "nvlink_GBps_per_direction": gpu.nvlink.bandwidth_Bps / 1e9,
+        "switch_tiers": len(domain.switch_tiers),
+        "in_switch_reduction": any(t.in_switch_reduction for t in domain.switch_tiers),
+        "assumed_figures": len(system.assumed_keys()),
+    }
+
+
+@click.group()
+def systems() -> None:
+    """The hardware catalog: list, show and check system files."""
+
+
+@systems.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def list_cmd(as_json: bool) -> None:
+    """One line per shipped system."""
+    rows = [summary(load_system(name)) for name in list_systems()]
+    if as_json:
+        emit_json(rows)
+        return
+    table("pksim systems", ["system", "GPU", "GPUs/domain", "BF16 PFLOP/s", "HBM TB/s",
+                            "NVLink GB/s/dir", "in-switch reduction"],
+          [[r["name"], r["gpu"], r["gpus_per_domain"], f"{r['bf16_dense_PFLOPs']:.3g}",
+            f"{r['hbm_TBps']:.3g}", f"{r['nvlink_GBps_per_direction']:.0f}",
+            "yes" if r["in_switch_reduction"] else "no"] for r in rows])
+
+
+def _detail(system: System) -> dict:
+    from dataclasses import asdict
+    topo = Topology.build(system)
+    return {"summary": summary(system), "path": system.path, "inherits": system.inherits,
+            "description": system.description, "topology": topo.counts(),
+            "gpu": asdict(system.gpu), "domain": asdict(system.domain),
+            "scaleout": asdict(system.scaleout),
+            "provenance": {k: {"source": v.source, "tag": v.tag}
+                           for k, v in sorted(system.provenance.items())},
+            "assumed": system.assumed_keys(), "calibrated": system.calibrated}
+
+
+@systems.command("show")
+@click.argument("name")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a figure, e.g. gpu.nvlink.link_bandwidth_GBps=50.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(name: str, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Every figure of system NAME (a shipped name or a .toml path), with its source."""
+    system = load_system(name, overrides)
+    detail = _detail(system)
+    if as_json:
+        emit_json(detail)
+        return
+    click.echo(f"{system.name}: {system.description}")
+    click.echo(f"file: {system.path}" + (f" (inherits {system.inherits})" if system.inherits else ""))
+    click.echo("topology: " + ", ".join(f"{k} {v}" for k, v in detail["topology"].items()))
+    table("figures", ["key", "provenance", "source"],
+          [[k, v["tag"], v["source"]] for k, v in detail["provenance"].items()])
+
+
+@systems.command("check")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def check(path: str, as_json: bool) -> None:
+    """Validate a user's system file; exit 2 with the problem named if it is bad."""
+    system = load_system(path)
+    topo = Topology.build(system)
+    result = {"ok": True, "name": system.name, "path": system.path,
+              "topology": topo.counts(), "assumed": system.assumed_keys()}
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"{path}: ok ({system.name}, {topo.counts()['ranks']} GPUs per domain, "
+                   f"{len(result['assumed'])} assumed figures)")
