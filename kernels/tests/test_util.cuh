@@ -1,0 +1,151 @@
+// kernels/tests/test_util.cuh: shared scaffolding for the pk primitive tests.
+//
+// Every test program runs its cases on VIRTUAL ranks: world sizes 2, 4 and 8 on one GPU, one
+// cudaMalloc per rank and buffer, all ranks in one cooperative launch whose grid is
+// world * blocks_per_rank blocks (rank = blockIdx.x / blocks_per_rank). Each case prints one
+// JSON line
+//   {"test": "...", "world": W, "bytes": B, "ok": true|false, "max_err": E}
+// (plus "detail" when it fails) and the program exits non-zero if any case failed.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+
+#include "pk/pk.cuh"
+
+namespace pkt {
+
+constexpr int kWorlds[] = {2, 4, 8};
+constexpr int kMaxRanks = 8;
+
+// Device deadline for healthy waits in the tests (~1 s at 2 GHz) and the host's backstop.
+constexpr long long kTimeoutCycles = 2LL << 30;
+constexpr double kHostDeadlineSeconds = 60.0;
+
+// splitmix64: small, fast, and identical on every platform.
+struct rng {
+  uint64_t s;
+  explicit rng(uint64_t seed) : s(seed) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  uint32_t u32() { return static_cast<uint32_t>(next() >> 32); }
+  // uniform in [-1, 1)
+  float uniform() { return static_cast<float>(static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0); }
+};
+
+inline std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      o += ' ';
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+struct report {
+  int cases = 0;
+  int failures = 0;
+
+  void emit(const char* test, int world, size_t bytes, bool ok, double max_err,
+            const std::string& detail = "") {
+    if (!std::isfinite(max_err)) {  // keep the line valid JSON; a NaN is a failure anyway
+      max_err = 1e300;
+      ok = false;
+    }
+    ++cases;
+    if (!ok) ++failures;
+    std::printf("{\"test\": \"%s\", \"world\": %d, \"bytes\": %zu, \"ok\": %s, \"max_err\": %.6g", test,
+                world, bytes, ok ? "true" : "false", max_err);
+    if (!detail.empty()) std::printf(", \"detail\": \"%s\"", json_escape(detail).c_str());
+    std::printf("}\n");
+    std::fflush(stdout);
+  }
+
+  // Run one case; exceptions become a failed line. A hang leaves the device unusable, so it
+  // ends the program after reporting.
+  template <typename F>
+  void run(const char* test, int world, size_t bytes, F&& body) {
+    try {
+      body();
+    } catch (const pk::hang_error& e) {
+      emit(test, world, bytes, false, -1.0, e.what());
+      std::fprintf(stderr, "%s: giving up after a hang\n", test);
+      std::_Exit(3);
+    } catch (const std::exception& e) {
+      emit(test, world, bytes, false, -1.0, e.what());
+    }
+  }
+
+  int exit_code() const {
+    std::fprintf(stderr, "%d/%d cases passed\n", cases - failures, cases);
+    return failures == 0 ? 0 : 1;
+  }
+};
+
+// Runs a cleanup when the scope ends, also when a check throws.
+template <typename F>
+struct defer {
+  F f;
+  explicit defer(F fn) : f(fn) {}
+  ~defer() { f(); }
+  defer(const defer&) = delete;
+  defer& operator=(const defer&) = delete;
+};
+
+// Call first in main(), before any CUDA call.
+inline void init() {
+  pk::set_eager_module_loading();
+  try {
+    PK_CUDA_CHECK(cudaSetDevice(0));
+    PK_CUDA_CHECK(cudaFree(nullptr));  // create the context now, with eager loading
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "no usable CUDA device: %s\n", e.what());
+    std::exit(2);
+  }
+}
+
+inline void finish_launch(const pk::error_record* err) {
+  PK_CUDA_CHECK(cudaGetLastError());
+  pk::sync_with_deadline(nullptr, kHostDeadlineSeconds);
+  if (err) pk::throw_if_device_error(err);
+}
+
+template <typename T>
+inline void upload(T* dst, const std::vector<T>& src) {
+  PK_CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+template <typename T>
+inline std::vector<T> download(const T* src, size_t count) {
+  std::vector<T> out(count);
+  PK_CUDA_CHECK(cudaMemcpy(out.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+inline float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
+// Tolerance for a sum of `world` terms accumulated in a format with unit roundoff `u`, in no
+// fixed order: each of the world - 1 additions may round by u times the running sum, whose
+// magnitude is at most sum_abs. One extra term covers the final rounding; `floor` covers 0.
+inline double sum_tolerance(int world, double u, double sum_abs, double floor = 1e-6) {
+  return static_cast<double>(world) * u * sum_abs + floor;
+}
+
+constexpr double kUnitRoundoffF32 = 0x1.0p-24;
+constexpr double kUnitRoundoffBF16 = 0x1.0p-8;
+
+}  // namespace pkt
