@@ -1,0 +1,178 @@
+// launch_latency.cu -- kernel launch overhead.
+//
+// Kernel: tick_kernel, where thread 0 of block 0 does `*counter += 1` and all
+// other threads do nothing (an "empty" kernel whose launches can be counted).
+// Modes, for grids (1 x 32), (SMs x 128), (8 x SMs x 128):
+//   gpu_back_to_back  async launches on one stream, CUDA events around batches
+//                     of launches: GPU time per launch (launch throughput);
+//   host_enqueue      host wall time of the same launch loop / launches (the
+//                     CPU cost of one cudaLaunchKernel, queue not full);
+//   launch_sync       host wall time of (launch; cudaStreamSynchronize), one
+//                     sample per iteration: the round-trip latency;
+//   graph_100         CUDA graph of 100 tick nodes, replayed back to back,
+//                     events: time per replay; "time_per_node_s" = / 100;
+//   graph_launch_sync host wall time of (cudaGraphLaunch; synchronize).
+// Check: the counter must equal the number of ticks enqueued (before timing
+// on 10 launches, and after each mode, so every timed launch really ran).
+// Usage: launch_latency [--quick]
+#include <chrono>
+#include "common.cuh"
+
+__global__ void tick_kernel(unsigned* counter) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *counter += 1;
+}
+
+using Clock = std::chrono::steady_clock;
+static double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct Ctx {
+  cudaStream_t st;
+  unsigned* counter;
+  unsigned long long expected = 0;
+  // Resets the counter, returns "ok" or a failure text for the ticks since.
+  std::string verify_and_reset() {
+    unsigned got = 0;
+    CHECK(cudaStreamSynchronize(st));
+    CHECK(cudaMemcpy(&got, counter, sizeof got, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemsetAsync(counter, 0, sizeof got, st));  // on st: ordered before the next launches
+    CHECK(cudaStreamSynchronize(st));
+    std::string r = "ok";
+    if (got != (unsigned)expected)
+      r = "FAIL: counter " + std::to_string(got) + " != launches " + std::to_string(expected);
+    expected = 0;
+    return r;
+  }
+};
+
+static void emit_point(const char* mode, int blocks, int threads, const std::vector<double>& v, int reps,
+                       const std::string& check, double per_node_div = 0) {
+  JsonObj params;
+  params.str("mode", mode).integer("blocks", blocks).integer("threads", threads);
+  JsonObj o;
+  const double med = quantile(v, 0.5);
+  o.str("bench", "launch_latency").obj("params", params).num("time_s", med).num("time_p10_s", quantile(v, 0.1))
+      .num("time_p90_s", quantile(v, 0.9)).integer("samples", (long long)v.size()).integer("reps_per_sample", reps);
+  if (per_node_div > 0) o.num("time_per_node_s", med / per_node_div);
+  o.str("check", check);
+  emit(o);
+}
+
+int main(int argc, char** argv) {
+  const bool quick = has_flag(argc, argv, "--quick");
+  emit_device_record("launch_latency");
+  const int sms = sm_count();
+  Ctx c;
+  CHECK(cudaStreamCreateWithFlags(&c.st, cudaStreamNonBlocking));
+  CHECK(cudaMalloc(&c.counter, sizeof(unsigned)));
+  CHECK(cudaMemset(c.counter, 0, sizeof(unsigned)));
+  CHECK(cudaDeviceSynchronize());
+  const int n_sync = quick ? 300 : 2000, batch = 256, n_batches = quick ? 10 : 30, graph_nodes = 100;
+  int failures = 0;
+
+  const int grids[3][2] = {{1, 32}, {sms, 128}, {8 * sms, 128}};
+  for (const auto& g : grids) {
+    const int blocks = g[0], threads = g[1];
+    auto launch = [&]() { tick_kernel<<<blocks, threads, 0, c.st>>>(c.counter); };
+    // ---- check before timing
+    for (int i = 0; i < 10; ++i) launch();
+    CHECK_LAUNCH();
+    c.expected += 10;
+    std::string check = c.verify_and_reset();
+    if (check != "ok") {
+      ++failures;
+      emit_point("gpu_back_to_back", blocks, threads, {}, 0, check);
+      continue;
+    }
+    // ---- gpu_back_to_back (events, batched) and host_enqueue (wall clock)
+    std::vector<double> host_per_launch;
+    TimeCfg cfg;
+    cfg.target_sample_s = 1e-3;
+    cfg.budget_s = quick ? 0.02 : 0.06;
+    Timing t = time_op(c.st, [&](long long) { launch(); ++c.expected; }, cfg);
+    CHECK_LAUNCH();
+    check = c.verify_and_reset();
+    {
+      JsonObj params;
+      params.str("mode", "gpu_back_to_back").integer("blocks", blocks).integer("threads", threads);
+      JsonObj o;
+      o.str("bench", "launch_latency").obj("params", params);
+      add_timing(o, t).str("check", check);
+      emit(o);
+    }
+    failures += check != "ok";
+    for (int b = 0; b < n_batches; ++b) {
+      CHECK(cudaStreamSynchronize(c.st));
+      auto t0 = Clock::now();
+      for (int i = 0; i < batch; ++i) launch();
+      auto t1 = Clock::now();
+      CHECK_LAUNCH();
+      c.expected += batch;
+      host_per_launch.push_back(secs(t0, t1) / batch);
+    }
+    check = c.verify_and_reset();
+    failures += check != "ok";
+    emit_point("host_enqueue", blocks, threads, host_per_launch, batch, check);
+
+    // ---- launch_sync
+    std::vector<double> ls;
+    for (int i = 0; i < n_sync; ++i) {
+      auto t0 = Clock::now();
+      launch();
+      CHECK(cudaStreamSynchronize(c.st));
+      ls.push_back(secs(t0, Clock::now()));
+    }
+    CHECK_LAUNCH();
+    c.expected += n_sync;
+    check = c.verify_and_reset();
+    failures += check != "ok";
+    emit_point("launch_sync", blocks, threads, ls, 1, check);
+
+    // ---- graph of 100 nodes
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(c.st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < graph_nodes; ++i) launch();
+    CHECK(cudaStreamEndCapture(c.st, &graph));
+    CHECK_LAUNCH();
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, c.st));
+    c.expected += graph_nodes;
+    check = c.verify_and_reset();  // check before timing the graph
+    if (check == "ok") {
+      TimeCfg gcfg;
+      gcfg.target_sample_s = 2e-3;
+      gcfg.budget_s = quick ? 0.02 : 0.06;
+      Timing gt = time_op(c.st, [&](long long) { CHECK(cudaGraphLaunch(exec, c.st)); c.expected += graph_nodes; },
+                          gcfg);
+      check = c.verify_and_reset();
+      JsonObj params;
+      params.str("mode", "graph_100").integer("blocks", blocks).integer("threads", threads)
+          .integer("nodes", graph_nodes);
+      JsonObj o;
+      o.str("bench", "launch_latency").obj("params", params);
+      add_timing(o, gt).num("time_per_node_s", gt.med / graph_nodes).str("check", check);
+      emit(o);
+      failures += check != "ok";
+
+      std::vector<double> gs;
+      for (int i = 0; i < n_sync / 4; ++i) {
+        auto t0 = Clock::now();
+        CHECK(cudaGraphLaunch(exec, c.st));
+        CHECK(cudaStreamSynchronize(c.st));
+        gs.push_back(secs(t0, Clock::now()));
+      }
+      c.expected += (unsigned long long)graph_nodes * (n_sync / 4);
+      check = c.verify_and_reset();
+      failures += check != "ok";
+      emit_point("graph_launch_sync", blocks, threads, gs, 1, check, graph_nodes);
+    } else {
+      ++failures;
+      emit_point("graph_100", blocks, threads, {}, 0, check);
+    }
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+  }
+  CHECK(cudaFree(c.counter));
+  CHECK(cudaStreamDestroy(c.st));
+  return failures ? 2 : 0;
+}
