@@ -16,7 +16,12 @@
 //     cudaLaunchCooperativeKernel, which guarantees co-residency or fails;
 //   * sync_with_deadline(stream, seconds): a wall-clock backstop behind the device deadlines;
 //   * virtual ranks: alloc_virtual_pgl / alloc_virtual_flags (one cudaMalloc per rank, all on
-//     the current device) and the matching free / zero helpers.
+//     the current device) and the matching free / zero helpers;
+//   * 2-D tensor maps: make_tile_map_2d<T>(base, rows, cols, pitch, box_rows, box_cols) encodes
+//     a map for pk::tma::*_tile_async with cuTensorMapEncodeTiled (fetched from the driver
+//     through the runtime, so no -lcuda), after checking the driver's encoding rules with a
+//     readable message; tma_store_cols<T>(cols) is how many columns of each row a tile store
+//     may actually write (see "Store footprint" below).
 //
 // Ordering: the host reads the error record only after the kernel has completed (stream
 // synchronisation orders all device writes before the copy back).
@@ -32,6 +37,10 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
+#include <cuda_bf16.h>
 
 #include "pgl.cuh"
 
@@ -225,6 +234,108 @@ inline void zero_flags(const flags<M>& f, cudaStream_t s = nullptr) {
 template <int M>
 inline void free_virtual_flags(flags<M>& f) {
   free_virtual_pgl(f.ctr);
+}
+
+// ---- 2-D tensor maps ---------------------------------------------------------------------
+// A map over a row-major rows x cols matrix of T whose rows start `pitch` elements apart, cut
+// into box_rows x box_cols boxes; tile coordinates are (c0 = column, c1 = row), in elements.
+//
+// Encoding rules (CUDA driver API, cuTensorMapEncodeTiled), checked here: the base address is
+// 16-byte aligned; globalStrides[0] = pitch * sizeof(T) is a multiple of 16 bytes (below 2^40),
+// so a matrix whose row width is not a multiple of 16 bytes is only encodable with a padded
+// pitch (the driver explicitly allows globalStrides[0] = globalDim[0] * elemsize + padding);
+// boxDim[0] * sizeof(T) is a multiple of 16 bytes; every box dimension is in 1..256; every
+// global dimension in 1..2^32.
+//
+// Store footprint. Loads fill the out-of-bounds part of a box with zeros (OOB_FILL_NONE), and
+// the PTX ISA says tensor stores do not write out-of-bounds elements. Rows past the bottom edge
+// and whole 16-byte chunks past the right edge are indeed not written, but the copy engine
+// writes global memory in whole 16-byte chunks: when cols * sizeof(T) is not a multiple of 16,
+// a store of a box that crosses the right edge also writes columns [cols, tma_store_cols(cols))
+// of every row it covers, with what the shared-memory tile holds there (zeros when the tile
+// came from a tensor load). Measured on an H200 (2026-12-02, test_tensor_map): 100 x 70 and
+// 1000 x 333 float matrices lost exactly rows x 2 and rows x 3 such elements to 0, nothing
+// beyond the 16-byte boundary. Triton documents the same limitation for its descriptor stores
+// (triton-lang/triton#11583, #11893). Reduce-adds of a zero-filled tile add 0 there, so the
+// test cannot tell whether they write the chunk too; assume they do. The columns lie inside
+// the padded pitch, so the next row is never touched, but they are scratch: keep no data there,
+// and never use a column slice of a wider matrix with a ragged width as a store destination
+// (its neighbouring columns up to the 16-byte boundary would be overwritten).
+template <typename T>
+constexpr size_t tma_store_cols(size_t cols) {
+  static_assert(16 % sizeof(T) == 0, "element size must divide 16 bytes");
+  return (cols * sizeof(T) + 15) / 16 * (16 / sizeof(T));
+}
+
+namespace detail {
+template <typename T>
+struct tensor_map_dtype;
+template <>
+struct tensor_map_dtype<float> {
+  static constexpr CUtensorMapDataType value = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+};
+template <>
+struct tensor_map_dtype<__nv_bfloat16> {
+  static constexpr CUtensorMapDataType value = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+};
+
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (fn == nullptr) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    PK_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                   cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || p == nullptr)
+      throw cuda_error("the driver does not export cuTensorMapEncodeTiled (version 12000)");
+    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }
+  return fn;
+}
+}  // namespace detail
+
+// Throws std::invalid_argument naming the broken rule, or cuda_error if the driver refuses.
+template <typename T>
+inline CUtensorMap make_tile_map_2d(T* base, size_t rows, size_t cols, size_t pitch,
+                                    unsigned box_rows, unsigned box_cols) {
+  constexpr size_t E = sizeof(T);
+  std::ostringstream why;
+  if (base == nullptr)
+    why << "null base address";
+  else if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
+    why << "base address is not 16-byte aligned";
+  else if (rows == 0 || cols == 0 || rows > (1ull << 32) || cols > (1ull << 32))
+    why << "dimensions " << rows << " x " << cols << " are not in 1..2^32";
+  else if (pitch < cols)
+    why << "row pitch of " << pitch << " elements is below the width of " << cols;
+  else if ((pitch * E) % 16 != 0)
+    why << "row pitch of " << pitch * E << " bytes is not a multiple of 16 (pad each row of "
+        << cols << " elements to " << tma_store_cols<T>(cols) << ")";
+  else if (pitch * E >= (1ull << 40))
+    why << "row pitch of " << pitch * E << " bytes is not below 2^40";
+  else if (box_rows == 0 || box_cols == 0 || box_rows > 256 || box_cols > 256)
+    why << "box " << box_rows << " x " << box_cols << " has a dimension outside 1..256";
+  else if ((box_cols * E) % 16 != 0)
+    why << "box width of " << box_cols * E << " bytes is not a multiple of 16";
+  if (!why.str().empty()) throw std::invalid_argument("make_tile_map_2d: " + why.str());
+
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(pitch * E)};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = detail::tensor_map_encoder()(
+      &m, detail::tensor_map_dtype<T>::value, 2, static_cast<void*>(base), dims, strides, box,
+      elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::ostringstream os;
+    os << "cuTensorMapEncodeTiled failed with CUresult " << static_cast<int>(r) << " for "
+       << rows << " x " << cols << " (pitch " << pitch << ", box " << box_rows << " x "
+       << box_cols << ")";
+    throw cuda_error(os.str());
+  }
+  return m;
 }
 
 }  // namespace pk

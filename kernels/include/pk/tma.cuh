@@ -11,6 +11,8 @@
 //   * load_tile_async / store_tile_async / store_add_tile_async: 2-D tensor-map tile copies
 //     (cp.async.bulk.tensor.2d) taking a `const CUtensorMap*` that points at a
 //     __grid_constant__ kernel parameter (or __constant__ / global memory), and prefetch_map;
+//     maps come from pk::make_tile_map_2d (pk/host.cuh); stores at a ragged right edge write
+//     up to the next 16-byte boundary (see the tile section below);
 //   * fence_shared_to_async, fence_global_async, complete_writes, acquire_for_async_reads;
 //   * split_for_bulk: how much of a transfer may go through the bulk path; align_smem.
 //
@@ -213,7 +215,16 @@ PK_DEV void acquire_for_async_reads() { fence_global_async(); }
 
 // ---- 2-D tensor-map tiles ----------------------------------------------------------------
 // c0 is the innermost (contiguous) coordinate and c1 the outer one, both in elements. Out of
-// bounds parts of a box read as zero on loads and are not written on stores.
+// bounds parts of a box read as zero on loads. Stores and reduce-adds skip out-of-bounds rows
+// and whole out-of-bounds 16-byte chunks, but they write global memory in whole 16-byte
+// chunks: when the inner extent (cols * element size) is not a multiple of 16 bytes, a box
+// that crosses the right edge also writes the columns up to the next 16-byte boundary of
+// every row it covers (pk::tma_store_cols in pk/host.cuh), with what the tile holds there.
+// Keep those columns as scratch padding (make_tile_map_2d documents the rules).
+//
+// Completion bytes: a tensor load always delivers the whole box (out-of-bounds elements as
+// fill), so mbar_arrive_expect_tx announces box_rows * box_cols * sizeof(T), also for a
+// partial box at an edge.
 
 PK_DEV void prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" : : "l"(reinterpret_cast<uint64_t>(map)) : "memory");
