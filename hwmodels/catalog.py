@@ -86,12 +86,13 @@ def _split_table(path: Path, cls: type, raw: dict, prefix: str,
     table_tag = raw.get("provenance")
     if table_tag is not None:
         _check_tag(path, prefix + "provenance", table_tag)
+    for key in raw:
+        if key not in _TABLE_META and key not in fields:
+            raise _unknown(path, prefix + key, key, fields)
     for key, item in raw.items():
         dotted = prefix + key
         if key in _TABLE_META:
             continue
-        if key not in fields:
-            raise _unknown(path, dotted, key, fields)
         meta = fields[key].metadata
         if meta.get("table"):
             if meta.get("many"):
@@ -166,7 +167,10 @@ def _resolve(path: Path, chain: tuple[Path, ...]) -> tuple[dict, dict, dict, dic
         parent_path = system_path(parent_name, relative_to=path.parent)
     except ConfigError:
         raise ConfigError(f"{path}: inherits unknown system {parent_name!r}") from None
-    _, p_values, p_prov, p_origin = _resolve(parent_path, chain + (path.resolve(),))
+    p_top, p_values, p_prov, p_origin = _resolve(parent_path, chain + (path.resolve(),))
+    for key in ("calibrated", "calibration"):   # a child of a calibrated file is calibrated
+        if key not in top and key in p_top:
+            top[key] = p_top[key]
     if "switch_tier" in values.get("domain", {}):  # an array of tables replaces the parent's
         p_prov = {k: v for k, v in p_prov.items() if not k.startswith("domain.switch_tier.")}
         p_values.get("domain", {}).pop("switch_tier", None)
@@ -269,11 +273,15 @@ def load_system(name_or_path: str, overrides: Iterable[str] = ()) -> System:
     for key in ("name", "description"):
         if not isinstance(top.get(key), str) or not top.get(key):
             raise ConfigError(f"{path}: missing key {key!r}")
+    for key in ("calibrated", "calibration"):
+        if key in top and not isinstance(top[key], dict):
+            raise ConfigError(f"{path}: {key} must be a table, got {top[key]!r}")
     specs = {name: _build(_schema(cls), values.get(name, {}), name + ".", str(path))
              for name, cls in _TOP_TABLES.items()}
     system = System(name=top["name"], description=top["description"], path=str(path),
                     inherits=top.get("inherits"), provenance=MappingProxyType(prov),
-                    calibrated=top.get("calibrated"), **specs)
+                    calibrated=top.get("calibrated"), calibration=top.get("calibration"),
+                    **specs)
     from hwmodels.checks import check_system
     check_system(system)
     return system

@@ -12,9 +12,11 @@ def check_system(system: System) -> None:
         raise ConfigError(f"{where}: gpu.transfer.tma = true, but TMA arrived with Hopper "
                           f"(architecture = {gpu.architecture!r})")
     if gpu.transfer.tma and (gpu.transfer.tma_remote_Bps_per_sm <= 0
-                             or gpu.transfer.tma_local_Bps_per_sm <= 0):
+                             or gpu.transfer.tma_local_Bps_per_sm <= 0
+                             or gpu.transfer.tma_reduce_Bps_per_sm <= 0):
         raise ConfigError(f"{where}: gpu.transfer.tma = true needs positive "
-                          f"tma_local_per_sm_GBps and tma_remote_per_sm_GBps")
+                          f"tma_local_per_sm_GBps, tma_remote_per_sm_GBps and "
+                          f"tma_reduce_per_sm_GBps")
     if gpu.tensor.flops_bf16 <= 0:
         raise ConfigError(f"{where}: gpu.tensor.tflops_bf16 must be above 0")
     tiers = domain.switch_tiers

@@ -91,7 +91,11 @@ class FluidEngine:
                                      + flow.rate * weight * dt / self.capacity[name])
 
     def _reschedule(self) -> None:
-        finished = [f for f in self.flows if f.remaining <= _EPS * max(1.0, f.nbytes)]
+        # Done when nothing is left, or when what is left would take less time than the
+        # clock can resolve at this point (float time stops advancing otherwise).
+        resolution = _EPS * max(self.env.now, 1e-6)
+        finished = [f for f in self.flows if f.remaining <= _EPS * max(1.0, f.nbytes)
+                    or (f.rate > 0 and f.remaining / f.rate <= resolution)]
         if finished:
             self.flows = [f for f in self.flows if f not in finished]
             for flow in finished:

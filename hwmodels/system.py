@@ -65,6 +65,20 @@ class TensorSpec:
     flops_fp8: float = fig("tflops_fp8", 1e12, lo_open=False, doc="dense; 0 = none")
     flops_fp4: float = fig("tflops_fp4", 1e12, lo_open=False, doc="dense; 0 = none")
     gemm_efficiency: float = fig("gemm_efficiency", hi=1.0, doc="library GEMM / peak, large shapes")
+    gemm_k_overhead: float = fig("gemm_k_overhead", lo_open=False,
+                                 doc="fixed work per GEMM tile (prologue, epilogue) in K-steps: "
+                                     "a tile costs K + this")
+    attention_efficiency: float = fig("attention_efficiency", hi=1.0,
+                                      doc="fused attention / peak, long sequences")
+    attention_causal_overhead: float = fig("attention_causal_overhead", lo_open=False,
+                                           doc="extra key positions of fixed work per tile "
+                                               "when causal (diagonal tiles, uneven rows)")
+    sustained_fraction: float = fig("sustained_fraction", hi=1.0,
+                                    doc="tensor rate a long kernel keeps once the power limit "
+                                        "lowers the clock, / its short-run rate")
+    sustained_after_s: float = fig("sustained_after_us", 1e-6,
+                                   doc="tensor-kernel duration after which the power limit "
+                                       "starts to lower the clock")
 
     def flops(self, dtype: str) -> float:
         return float(getattr(self, "flops_" + dtype, 0.0))
@@ -83,6 +97,9 @@ class HbmSpec:
     bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="peak, read+write")
     efficiency: float = fig("efficiency", hi=1.0, doc="achievable fraction of peak")
     latency_s: float = fig("latency_ns", 1e-9)
+    reduce_efficiency: float = fig("reduce_efficiency", hi=1.0,
+                                   doc="achievable fraction of peak for read-modify-write "
+                                       "traffic (reductions into memory)")
 
     @property
     def effective_Bps(self) -> float:
@@ -100,6 +117,14 @@ class TransferSpec:
     tma_remote_Bps_per_sm: float = fig("tma_remote_per_sm_GBps", 1e9, lo_open=False)
     tma_message_half_B: float = fig("tma_message_half_bytes",
                                     doc="message size at which TMA reaches half its rate")
+    tma_reduce_Bps_per_sm: float = fig("tma_reduce_per_sm_GBps", 1e9, lo_open=False,
+                                       doc="payload one SM reduces into its GPU's memory with "
+                                           "bulk reducing stores; 0 = no TMA")
+    tma_reduce_issue_s: float = fig("tma_reduce_issue_ns", 1e-9, lo_open=False,
+                                    doc="least time one SM spends per bulk reducing store")
+    issue_knee: float = fig("issue_knee",
+                            doc="sharpness of the bend where the SMs' combined issue rate meets "
+                                "the memory's: soft-min exponent (large = hard min)")
 
 
 @dataclass(frozen=True)
@@ -107,6 +132,9 @@ class CopyEngineSpec:
     count: int = fig("count", kind=int)
     bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="payload of one engine, local copy")
     setup_s: float = fig("setup_latency_us", 1e-6, lo_open=False, doc="per transfer")
+    hbm_efficiency: float = fig("hbm_efficiency", hi=1.0,
+                                doc="achievable fraction of HBM peak for copy-engine traffic "
+                                    "(SM-issued traffic: gpu.hbm.efficiency)")
 
 
 @dataclass(frozen=True)
@@ -142,6 +170,14 @@ class SyncSpec:
     kernel_launch_s: float = fig("kernel_launch_us", 1e-6)
     grid_sync_s: float = fig("grid_sync_us", 1e-6)
     flag_latency_s: float = fig("flag_latency_ns", 1e-9, doc="signal seen by another SM")
+    flag_latency_sys_s: float = fig("flag_latency_sys_ns", 1e-9,
+                                    doc="the same with .sys scope (what a flag across GPUs needs)")
+    stream_launch_s: float = fig("stream_launch_us", 1e-6,
+                                 doc="GPU time a kernel launched on a stream costs beyond its "
+                                     "transfers, back to back (kernel_launch_us is in a graph)")
+    launch_api_s: float = fig("launch_api_us", 1e-6,
+                              doc="host time of one launch call: back-to-back small operations "
+                                  "on a stream cannot go faster")
 
 
 @dataclass(frozen=True)
@@ -208,7 +244,8 @@ class System:
     domain: DomainSpec
     scaleout: ScaleoutSpec
     provenance: Mapping[str, Provenance] = field(default_factory=lambda: MappingProxyType({}))
-    calibrated: Mapping[str, Any] | None = None
+    calibrated: Mapping[str, Any] | None = None      # device, date, driver of a calibrated file
+    calibration: Mapping[str, Any] | None = None     # its [calibration] table: fit residuals
 
     def assumed_keys(self, prefixes: tuple[str, ...] = ("",)) -> list[str]:
         """Dotted keys under any of ``prefixes`` whose figure is a guess (roadmap,

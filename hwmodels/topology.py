@@ -44,6 +44,7 @@ class Topology:
     world: int
     locations: tuple[Location, ...]
     resources: dict[str, Resource] = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -159,16 +160,24 @@ class Topology:
 
     def span_level(self) -> int:
         """Lowest switch tier whose one group holds every rank (0: several domains or none)."""
-        if self.domains > 1 and self.locations[-1].domain != self.locations[0].domain:
-            return 0
-        for level in range(1, len(self.system.domain.switch_tiers) + 1):
-            if len({loc.groups[level - 1] for loc in self.locations}) == 1:
-                return level
-        return 0
+        if "span" not in self._cache:
+            self._cache["span"] = 0
+            if not (self.domains > 1 and self.locations[-1].domain != self.locations[0].domain):
+                for level in range(1, len(self.system.domain.switch_tiers) + 1):
+                    if len({loc.groups[level - 1] for loc in self.locations}) == 1:
+                        self._cache["span"] = level
+                        break
+        return self._cache["span"]
 
     def reduction_path(self, rank: int) -> Path:
         """From a rank up to the in-switch reduction unit of the tier that spans the world:
         the path one way of a multimem operation's data."""
+        key = ("reduction", rank)
+        if key not in self._cache:
+            self._cache[key] = self._reduction_path(rank)
+        return self._cache[key]
+
+    def _reduction_path(self, rank: int) -> Path:
         loc = self.locations[rank]
         tiers = self.system.domain.switch_tiers
         level = self.span_level()

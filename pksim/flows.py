@@ -2,15 +2,21 @@
 
 Weights: 1 per byte for memory and switch crossbars, 1/efficiency on NVLink ports
 (protocol overhead of the mechanism), 2 for a destination that reads, adds and
-writes back, 1/message-efficiency on the TMA issue resource. Issue capacities:
-communication SMs x the per-SM rate of the mechanism (remote over NVLink, local
-within one GPU); the copy engines' own rate; all from the system file.
+writes back (derated to ``hbm.reduce_efficiency`` in HBM), hbm.efficiency /
+copy_engine.hbm_efficiency per HBM byte a copy engine moves, and on the issue resource
+the ratio of its capacity to the rate ``hwmodels.sm.sm_issue_Bps`` gives the
+communication SMs for this transfer (TMA message round trips; for transfers inside
+one GPU also the knee where the SMs meet the memory). Issue capacities: communication
+SMs x the per-SM rate of the mechanism (remote over NVLink, local within one GPU);
+the copy engines' own rate; all from the system file.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
+from hwmodels.sm import (copy_engine_memory_weight, reduce_memory_weight, sm_issue_Bps,
+                         tma_latency_s)
 from hwmodels.topology import Topology
 from pksim.program import Program, Transfer
 from pksim.schedule import Schedule
@@ -82,6 +88,41 @@ def _mem(topo: Topology, rank: int, resident: bool) -> str:
     return f"l2[{gpu}]" if resident else f"hbm[{gpu}]"
 
 
+def issue_weight(topo: Topology, sched: Schedule, t: Transfer, piece: float,
+                 resident: bool) -> float:
+    """Capacity of the issue resource (comm SMs x per-SM rate) one payload byte of
+    transfer ``t`` uses: that capacity / the rate ``hwmodels.sm.sm_issue_Bps`` gives
+    the communication SMs for it. Remote: the TMA round trip per message (or 1 for
+    ld/st). Inside one GPU (virtual ranks), as calibrated on the H200: every rank's
+    communication SMs feed the one memory, so their combined rate bends at
+    ``transfer.issue_knee``; a TMA reduction (fire-and-forget bulk stores) is
+    issue-bound per message and meets the memory without a knee."""
+    gpu = topo.system.gpu
+    tr = gpu.transfer
+    n = sched.comm_sms
+    capacity = issue_capacity(topo, sched)
+    if n <= 0 or capacity <= 0:
+        return 1.0
+    tma = sched.mechanism == "tma"
+    message = message_bytes(topo, sched, piece) if tma else None
+    if not topo.virtual:
+        per_sm = capacity / n
+        rate = sm_issue_Bps(per_sm, n, tr.issue_knee, None, message,
+                            tma_latency_s(gpu, remote=True) if tma else 0.0)
+        return capacity / rate
+    ranks = topo.world
+    if tma and t.kind == "reduce":      # fire-and-forget: no knee, the memory's hard limit
+        rate = sm_issue_Bps(tr.tma_reduce_Bps_per_sm, n * ranks, tr.issue_knee, None,
+                            message, issue_s=tr.tma_reduce_issue_s)
+    else:
+        mem = _mem(topo, t.src, resident)
+        per_byte = 1.0 + (reduce_memory_weight(gpu, resident) if t.kind == "reduce" else 1.0)
+        shared = topo.resources[mem].capacity_Bps / per_byte
+        rate = sm_issue_Bps(capacity / n, n * ranks, tr.issue_knee, shared, message,
+                            tma_latency_s(gpu) if tma else 0.0)
+    return capacity / (rate / ranks) if rate > 0 else float("inf")
+
+
 def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
               resident: bool, link_efficiency: float) -> FlowSpec:
     """The flow of one piece (``piece`` bytes) of transfer ``t``."""
@@ -94,18 +135,17 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
     if sched.mechanism == "copy-engine":
         add(f"ce[{issuer}]", 1.0)
     else:
-        weight = 1.0
-        if sched.mechanism == "tma":
-            half = topo.system.gpu.transfer.tma_message_half_B
-            m = message_bytes(topo, sched, piece)
-            weight = (m + half) / m
-        add(f"issue[{issuer}]", weight)
+        add(f"issue[{issuer}]", issue_weight(topo, sched, t, piece, resident))
     link_w = 1.0 / link_efficiency
     latency = 0.0
     everyone = range(topo.world)
     if t.kind in ("copy", "reduce"):
-        add(_mem(topo, t.src, resident), 1.0)
-        add(_mem(topo, t.dst, resident), 2.0 if t.kind == "reduce" else 1.0)
+        gpu = topo.system.gpu
+        mem_w = (copy_engine_memory_weight(gpu, resident) if sched.mechanism == "copy-engine"
+                 else 1.0)
+        add(_mem(topo, t.src, resident), mem_w)
+        add(_mem(topo, t.dst, resident),
+            reduce_memory_weight(gpu, resident) if t.kind == "reduce" else mem_w)
         path = topo.gpu_path(t.src, t.dst)
         for name in path.resources:
             add(name, 1.0 if name.startswith("sw") else link_w)

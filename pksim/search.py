@@ -22,9 +22,11 @@ from pksim.workloads.collectives import algorithms_for
 COMM_SMS = (4, 8, 16, 32, 64)
 CHUNKS = (0, 1 << 20, 4 << 20)
 PIPELINED = ("ring", "tree", "hierarchical")
-# Patterns with one flow per ordered pair of ranks cost n^2 flows to prepare; past
-# this world size the search leaves them out (predict still runs them on request).
-ALL_PAIRS_LIMIT = 128
+# Past this world size the search leaves out what is slow to simulate and never wins
+# there (predict still runs it on request): patterns with one flow per ordered pair
+# of ranks (n^2 flows to prepare), and pipelined chunks (a ring of hundreds of ranks
+# splits into many symmetry classes, and overlapping lanes cannot reuse a step's time).
+LARGE_WORLD = 128
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,14 @@ def space(system: System, op: str, nbytes: int, world: int | None = None,
     sm_counts = comm_sms or tuple(sorted({c for c in COMM_SMS if c <= sms} | {sms}))
     out = []
     for alg in algs:
-        if not algorithms and n > ALL_PAIRS_LIMIT and alg in ("direct", "two-shot"):
+        if not algorithms and n > LARGE_WORLD and alg in ("direct", "two-shot"):
             continue
         for mech in mechs:
             if (alg == "in-network") != (mech == "multimem"):
                 continue
             for c in (sm_counts if mech != "copy-engine" else (1,)):
-                chunk_opts = chunks or (CHUNKS if alg in PIPELINED else (0,))
+                chunk_opts = chunks or (CHUNKS if alg in PIPELINED and n <= LARGE_WORLD
+                                        else (0,))
                 for chunk in chunk_opts:
                     if chunk and chunk >= nbytes:
                         continue

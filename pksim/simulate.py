@@ -80,32 +80,66 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True) -> Mod
     if schedule.chunk_bytes and largest > schedule.chunk_bytes:
         lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
     resident = resident_in_l2(topo, nbytes)
-    link_eff = (nccl.link_efficiency(system, schedule) if schedule.impl == "nccl"
-                else system.gpu.nvlink.efficiency(schedule.mechanism))
     caps = capacities(topo, schedule)
     if schedule.impl == "nccl":
         caps.update(nccl.issue_capacities(system, topo, schedule))
-    patterns = {}
-    sync = {}
-    flag = system.gpu.sync.flag_latency_s
-    for key, step in program.patterns().items():
-        specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
-                 for t in step.transfers()]
-        patterns[key] = specs
-        if schedule.impl == "nccl":
-            sync[key] = nccl.step_latency(system, topo, schedule)
-            specs[:] = [s.__class__(s.usage, 0.0, s.nbytes, s.issuer) for s in specs]
-        else:
-            sync[key] = max((s.latency_s for s in specs), default=0.0) + flag
-    if reduced:
-        classes, class_caps = reduce_flows(patterns, caps)
-    else:
-        classes, class_caps = identity_flows(patterns), caps
+    classes, members, sync = _flows(system, schedule, topo, program, lanes, resident, reduced)
+    class_caps = {name: caps[instance] for name, instance in members.items()}
     launch = system.gpu.sync.kernel_launch_s
     if schedule.impl == "nccl":
         launch += nccl.base_latency(schedule)
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced)
+
+
+_FLOW_CACHE: dict = {}
+_FLOW_CACHE_SIZE = 64
+
+
+def _flows(system: System, schedule: Schedule, topo: Topology, program: Program, lanes: int,
+           resident: bool, reduced: bool):
+    """Flows per traffic pattern, reduced to classes, and the signal time after each step.
+
+    Cached per (system, schedule without its SM count): the SM count changes only the
+    issue capacity, not which flows are equivalent, so a search over SM counts
+    prepares the flows once.
+    """
+    key = (id(system), schedule.with_(comm_sms=1).key(), reduced)
+    hit = _FLOW_CACHE.get(key)
+    if hit is not None and hit[0] is system:
+        return hit[1]
+    link_eff = (nccl.link_efficiency(system, schedule) if schedule.impl == "nccl"
+                else system.gpu.nvlink.efficiency(schedule.mechanism))
+    patterns, sync = {}, {}
+    flag = system.gpu.sync.flag_latency_s
+    for pkey, step in program.patterns().items():
+        specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
+                 for t in step.transfers()]
+        if schedule.impl == "nccl":
+            sync[pkey] = nccl.step_latency(system, topo, schedule)
+            specs = [s.__class__(s.usage, 0.0, s.nbytes, s.issuer) for s in specs]
+        else:
+            sync[pkey] = max((s.latency_s for s in specs), default=0.0) + flag
+        patterns[pkey] = specs
+    if reduced:
+        classes, members = reduce_flows(patterns, _instance_caps(system, topo, schedule))
+    else:
+        classes = identity_flows(patterns)
+        members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
+    result = (classes, members, sync)
+    if len(_FLOW_CACHE) >= _FLOW_CACHE_SIZE:
+        _FLOW_CACHE.pop(next(iter(_FLOW_CACHE)))
+    _FLOW_CACHE[key] = (system, result)
+    return result
+
+
+def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
+    """Capacities used only to tell resources apart in the symmetry reduction; the SM
+    count is fixed so that it does not enter the cache key."""
+    caps = capacities(topo, schedule.with_(comm_sms=1))
+    if schedule.impl == "nccl":
+        caps.update(nccl.issue_capacities(system, topo, schedule))
+    return caps
 
 
 def _physical(name: str) -> str:
@@ -118,6 +152,36 @@ def simulate(model: Model, record: bool = False) -> Prediction:
     bound and alpha-beta time beside it)."""
     from pksim.analytical import analyse
 
+    if model.lanes == 1:
+        time_s, busy_s, records = _run_sequential(model, record)
+    else:
+        time_s, busy_s, records = _run_lanes(model, record)
+    breakdown: dict[str, float] = {}
+    for name, busy in busy_s.items():
+        cls = _physical(name)
+        breakdown[cls] = max(breakdown.get(cls, 0.0), busy)
+    links = [busy for cls, busy in breakdown.items() if cls in LINK_CLASSES]
+    link_util = max(links) / time_s if links and time_s > 0 else 0.0
+    analysis = analyse(model)
+    nbytes = _nbytes(model.schedule)
+    algbw = nbytes / time_s / 1e9 if time_s > 0 else 0.0
+    timeline = ()
+    if record:
+        timeline = tuple(TimelineEvent(f"rank {r.tags['rank']} / lane {r.tags['lane']}",
+                                       f"{r.tags['pattern']} step {r.tags['step']}",
+                                       r.start_s, r.end_s, r.nbytes) for r in records)
+    return Prediction(
+        schedule=model.schedule, system=model.system.name, time_s=time_s,
+        bound_s=analysis.bound_s, bound_resource=analysis.bound_resource,
+        alpha_beta_s=analysis.alpha_beta_s, breakdown=dict(sorted(breakdown.items())),
+        link_util=link_util, nbytes=nbytes, algbw_GBps=algbw,
+        busbw_GBps=algbw * busbw_factor(model.schedule.op, model.topo.world),
+        exposed_comm_s=time_s, depends_on_assumed=tuple(assumed_inputs(model)),
+        reduced=model.reduced, timeline=timeline)
+
+
+def _run_lanes(model: Model, record: bool):
+    """Pipelined lanes: lane j runs step s after lane j - depth has finished it."""
     env = simpy.Environment()
     engine = FluidEngine(env, model.capacity, record=record)
     steps = list(model.step_classes())
@@ -140,29 +204,38 @@ def simulate(model: Model, record: bool = False) -> Prediction:
     for j in range(model.lanes):
         env.process(lane(j))
     env.run()
-    time_s = env.now
-    breakdown: dict[str, float] = {}
-    for name, busy in engine.busy_s.items():
-        cls = _physical(name)
-        breakdown[cls] = max(breakdown.get(cls, 0.0), busy)
-    links = [busy for cls, busy in breakdown.items() if cls in LINK_CLASSES]
-    link_util = max(links) / time_s if links and time_s > 0 else 0.0
-    analysis = analyse(model)
-    nbytes = _nbytes(model.schedule)
-    algbw = nbytes / time_s / 1e9 if time_s > 0 else 0.0
-    timeline = ()
-    if record:
-        timeline = tuple(TimelineEvent(f"rank {r.tags['rank']} / lane {r.tags['lane']}",
-                                       f"{r.tags['pattern']} step {r.tags['step']}",
-                                       r.start_s, r.end_s, r.nbytes) for r in engine.records)
-    return Prediction(
-        schedule=model.schedule, system=model.system.name, time_s=time_s,
-        bound_s=analysis.bound_s, bound_resource=analysis.bound_resource,
-        alpha_beta_s=analysis.alpha_beta_s, breakdown=dict(sorted(breakdown.items())),
-        link_util=link_util, nbytes=nbytes, algbw_GBps=algbw,
-        busbw_GBps=algbw * busbw_factor(model.schedule.op, model.topo.world),
-        exposed_comm_s=time_s, depends_on_assumed=tuple(assumed_inputs(model)),
-        reduced=model.reduced, timeline=timeline)
+    return env.now, engine.busy_s, engine.records
+
+
+def _run_step(classes: list[FlowClass], capacity, record: bool, step: int, key):
+    """One step on an idle network: (duration, busy seconds, records from time 0)."""
+    env = simpy.Environment()
+    engine = FluidEngine(env, capacity, record=record)
+    for fc in classes:
+        engine.transfer(fc.nbytes, dict(fc.usage), fc.latency_s,
+                        rank=fc.issuer, step=step, lane=0, pattern=key[0])
+    env.run()
+    return env.now, engine.busy_s, engine.records
+
+
+def _run_sequential(model: Model, record: bool):
+    """One lane: every step starts on an idle network, so a step's duration depends
+    only on its traffic pattern. Each distinct pattern runs once on the fluid engine;
+    repeats reuse it (exact, and what makes 576-rank rings cheap)."""
+    memo: dict = {}
+    now = model.launch_s
+    busy: dict[str, float] = {}
+    records = []
+    for s, (step, classes, sync_s) in enumerate(model.step_classes()):
+        if step.key not in memo or record:
+            memo[step.key] = _run_step(classes, model.capacity, record, s, step.key)
+        duration, step_busy, step_records = memo[step.key]
+        for name, value in step_busy.items():
+            busy[name] = busy.get(name, 0.0) + value
+        for r in step_records:
+            records.append(r.__class__(r.tags, r.start_s + now, r.end_s + now, r.nbytes))
+        now += duration + sync_s
+    return now, busy, records
 
 
 def assumed_inputs(model: Model) -> list[str]:

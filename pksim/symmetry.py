@@ -33,8 +33,9 @@ def _recolour(signatures: dict) -> dict:
 
 
 def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, float]
-                 ) -> tuple[dict[Hashable, list[FlowClass]], dict[str, float]]:
-    """Group the flows of every pattern into classes; return them and the class capacities."""
+                 ) -> tuple[dict[Hashable, list[FlowClass]], dict[str, str]]:
+    """Group the flows of every pattern into classes. Returns the classes and, for
+    each class resource, one of its instances (whose capacity it has)."""
     flows = [(key, i, spec) for key, specs in patterns.items() for i, spec in enumerate(specs)]
     fcol = _recolour({(k, i): (k, s.nbytes, round(s.latency_s, 15)) for k, i, s in flows})
     users: dict[str, list[tuple[tuple, float]]] = {}
@@ -57,7 +58,7 @@ def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, f
     for name, c in rcol.items():
         res_count[c] = res_count.get(c, 0) + 1
         res_name.setdefault(c, f"{name.split('[')[0]}#{c}")
-    class_caps = {res_name[c]: capacity[name] for name, c in rcol.items()}
+    instances = {res_name[c]: name for name, c in rcol.items()}
     out: dict[Hashable, list[FlowClass]] = {}
     for key, specs in patterns.items():
         members: dict[int, list[int]] = {}
@@ -75,7 +76,7 @@ def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, f
                                  for r, u in per_class.items()))
             classes.append(FlowClass(usage, count, rep.latency_s, rep.nbytes, rep.issuer))
         out[key] = classes
-    return out, class_caps
+    return out, instances
 
 
 def identity_flows(patterns: dict[Hashable, list[FlowSpec]]) -> dict[Hashable, list[FlowClass]]:

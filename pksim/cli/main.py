@@ -32,6 +32,7 @@ def _register() -> None:
     cli.add_command(systems.systems)
     cli.add_command(predict.predict)
     cli.add_command(predict.search)
+    from pksim.cli.calibrate import calibrate; cli.add_command(calibrate)  # noqa: E702
     try:
         from pksim.cli import whatif
         cli.add_command(whatif.whatif)

@@ -204,8 +204,9 @@ def _ar_in_network(n, nbytes, shard, root, seq):
 
 def _ar_tree(n, nbytes, shard, root, seq):
     # a chain reduce into the root, then a chain broadcast back (NCCL's tree inside a node)
-    return (_chain(n, nbytes, root, "reduce", towards_root=True)
-            + _chain(n, nbytes, root, "copy", towards_root=False))
+    blocks = tuple(range(n))
+    return (_chain(n, nbytes, root, "reduce", True, blocks)
+            + _chain(n, nbytes, root, "copy", False, blocks))
 
 
 def _ag_ring(n, nbytes, shard, root, seq):
@@ -232,7 +233,7 @@ def _a2a_pairwise(n, nbytes, shard, root, seq):
     return _direct(n, shard, "copy", lambda r, q: (r, q), "a2a", True)
 
 
-def _chain(n, nbytes, root, kind, towards_root):
+def _chain(n, nbytes, root, kind, towards_root, blocks=("x",)):
     """A chain through all ranks starting (broadcast) or ending (reduce) at the root."""
     order = [(root + i) % n for i in range(n)]
     if towards_root:
@@ -240,8 +241,8 @@ def _chain(n, nbytes, root, kind, towards_root):
     steps = []
     for s in range(n - 1):
         src, dst = order[s], order[s + 1]
-        steps.append(Step(("chain", kind, n, nbytes), lambda src=src, dst=dst: [
-            Transfer(src, dst, nbytes, kind, ("x",))]))
+        steps.append(Step(("chain", kind, src, dst, nbytes), lambda src=src, dst=dst: [
+            Transfer(src, dst, nbytes, kind, blocks)]))
     return steps
 
 

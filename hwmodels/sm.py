@@ -1,0 +1,164 @@
+"""The SM's component models: how fast a group of SMs issues transfers, and how fast
+its tensor cores run a GEMM or an attention of a given shape.
+
+These are the formulas that both the simulator (``pksim.flows``) and the
+microbenchmark predictions (``pksim.primitives``) use; calibration fits their
+parameters, which live in the system file (``gpu.transfer``, ``gpu.tensor``).
+
+Issue model (all rates are payload bytes per second):
+
+* ``n`` SMs that each could stream at ``per_sm`` and that all feed one shared
+  resource of payload capacity ``shared`` (the memory, for a local copy) reach
+  ``soft_min(n * per_sm, shared, knee)`` together, where
+  ``soft_min(a, b, p) = (a**-p + b**-p) ** (-1/p)``: far from the memory limit the
+  SMs' sum, near it a smooth bend (requests queue in the memory system well before
+  it saturates), never above either. ``knee`` is ``gpu.transfer.issue_knee``.
+* A message-based mechanism (TMA) pays a round trip per message: a message of
+  ``m`` bytes takes ``latency + m / r_eff`` where ``r_eff`` is the SM's share of the
+  combined rate above; ``in_flight`` messages overlap.
+* An issue-bound mechanism (reducing bulk stores) spends at least ``issue_s`` per
+  message: ``m / max(issue_s, m / r_eff)``. Fire-and-forget, it presses the memory to
+  its limit: callers give it no shared resource (no knee) and let the fluid engine's
+  hard minimum with the memory apply.
+
+Memory weights: a reduction's read-modify-write runs HBM at ``hbm.reduce_efficiency``;
+the copy engines stream HBM at ``copy_engine.hbm_efficiency`` (SM traffic: ``hbm.efficiency``).
+
+Tensor model: a GEMM of shape (M, N, K) runs at
+``peak x gemm_efficiency x waves x K / (K + gemm_k_overhead)``, waves being the
+quantisation of 128x256 output tiles over the SMs; memory time is its operand
+traffic over HBM; the two meet through the same soft knee; a kernel that runs longer
+than ``sustained_after_us`` settles at ``sustained_fraction`` of that rate (the power
+limit lowers the clock).
+"""
+from __future__ import annotations
+
+import math
+
+from hwmodels.system import GpuSpec
+
+# Output tile of the Hopper GEMM (128 x 256, as the cuBLAS large-shape kernels and
+# ours use); a structural constant of the kernel, not a fitted figure.
+GEMM_TILE = (128, 256)
+
+
+def soft_min(a: float, b: float, knee: float) -> float:
+    """A smooth minimum of two positive rates; ``knee`` -> infinity is the hard min."""
+    if a <= 0 or b <= 0:
+        return 0.0
+    lo, hi = min(a, b), max(a, b)
+    return lo * (1.0 + (lo / hi) ** knee) ** (-1.0 / knee)
+
+
+def soft_max(a: float, b: float, knee: float) -> float:
+    """A smooth maximum of two times (the roofline with a knee)."""
+    lo, hi = min(a, b), max(a, b)
+    if hi <= 0:
+        return 0.0
+    return hi * (1.0 + (lo / hi) ** knee) ** (1.0 / knee)
+
+
+def sm_issue_Bps(per_sm_Bps: float, n_sms: float, knee: float, shared_Bps: float | None = None,
+                 message_B: float | None = None, latency_s: float = 0.0,
+                 in_flight: float = 1.0, issue_s: float = 0.0) -> float:
+    """Combined payload rate of ``n_sms`` SMs issuing transfers (see the module text).
+
+    ``shared_Bps``: payload capacity of the resource they all feed (None: not shared,
+    no knee). ``message_B``: message size of a message-based mechanism (None: a
+    stream, e.g. ld/st). ``latency_s``: round trip per message. ``issue_s``: minimum
+    issue time per message."""
+    if n_sms <= 0 or per_sm_Bps <= 0:
+        return 0.0
+    total = n_sms * per_sm_Bps
+    if shared_Bps is not None:
+        total = soft_min(total, shared_Bps, knee)
+    r_eff = total / n_sms
+    if message_B is None or message_B <= 0:
+        return total
+    per_message_s = max(latency_s + message_B / r_eff, issue_s)
+    per_sm = min(in_flight * message_B / per_message_s, r_eff)
+    return n_sms * per_sm
+
+
+def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
+    """Round trip of one TMA message: ``tma_message_half_bytes`` is the message size at
+    which one SM reaches half its rate, i.e. latency x per-SM rate."""
+    t = gpu.transfer
+    rate = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
+    return t.tma_message_half_B / rate if rate > 0 else 0.0
+
+
+def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:
+    """Capacity a reduction into memory consumes per payload byte, in units of the
+    memory resource (whose capacity is HBM bandwidth x ``hbm.efficiency``): read +
+    write, derated to ``hbm.reduce_efficiency`` for read-modify-write traffic in HBM."""
+    if in_l2:
+        return 2.0
+    return 2.0 * gpu.hbm.efficiency / gpu.hbm.reduce_efficiency
+
+
+def copy_engine_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:
+    """Capacity a copy-engine byte consumes on the memory resource: the copy engines
+    stream HBM at ``copy_engine.hbm_efficiency``, SM-issued traffic (the resource's
+    capacity) at ``hbm.efficiency``."""
+    if in_l2:
+        return 1.0
+    return gpu.hbm.efficiency / gpu.copy_engine.hbm_efficiency
+
+
+# ---- tensor cores -------------------------------------------------------------------
+def _waves(tiles: int, sms: int) -> float:
+    """Fraction of the SM-waves that does useful work; below one wave the library
+    splits K so that every SM has work (no quantisation loss)."""
+    if tiles < sms:
+        return 1.0
+    return tiles / (sms * math.ceil(tiles / sms))
+
+
+def _sustained(gpu: GpuSpec, time_s: float) -> float:
+    """Fraction of its short-run rate that a tensor kernel of this duration keeps."""
+    t = gpu.tensor
+    if time_s <= t.sustained_after_s:
+        return 1.0
+    return t.sustained_fraction + (1.0 - t.sustained_fraction) * t.sustained_after_s / time_s
+
+
+def _tensor_time(gpu: GpuSpec, flop: float, efficiency: float, nbytes: float,
+                 dtype: str) -> float:
+    compute_s = flop / (gpu.tensor.flops(dtype) * efficiency)
+    compute_s /= _sustained(gpu, compute_s)
+    memory_s = nbytes / gpu.hbm.effective_Bps
+    return soft_max(compute_s, memory_s, gpu.transfer.issue_knee)
+
+
+def gemm_efficiency(gpu: GpuSpec, m: int, n: int, k: int) -> float:
+    """Tensor efficiency of an (m, n, k) GEMM: large-shape efficiency x tile waves x the
+    per-tile fixed work (``gemm_k_overhead`` K-steps of prologue and epilogue)."""
+    tiles = math.ceil(m / GEMM_TILE[0]) * math.ceil(n / GEMM_TILE[1])
+    t = gpu.tensor
+    return t.gemm_efficiency * _waves(tiles, gpu.sm.count) * k / (k + t.gemm_k_overhead)
+
+
+def gemm_time_s(gpu: GpuSpec, m: int, n: int, k: int, dtype: str = "bf16",
+                element_B: int = 2) -> float:
+    """Body time of C[m,n] = A[m,k] @ B[k,n] (no launch), operands read once from HBM."""
+    flop = 2.0 * m * n * k
+    nbytes = element_B * (m * k + k * n + m * n)
+    return _tensor_time(gpu, flop, gemm_efficiency(gpu, m, n, k), nbytes, dtype)
+
+
+def attention_efficiency(gpu: GpuSpec, seq: int, causal: bool) -> float:
+    """Tensor efficiency of a fused attention: ``attention_efficiency`` x the per-tile
+    fixed work over the key sequence (the GEMM's ``gemm_k_overhead``), plus, when
+    causal, ``attention_causal_overhead`` more (the diagonal tiles and the uneven rows)."""
+    t = gpu.tensor
+    overhead = t.gemm_k_overhead + (t.attention_causal_overhead if causal else 0.0)
+    return t.attention_efficiency * seq / (seq + overhead)
+
+
+def attention_time_s(gpu: GpuSpec, batch: int, heads: int, seq: int, head_dim: int,
+                     causal: bool, dtype: str = "bf16", element_B: int = 2) -> float:
+    """Body time of softmax(Q K^T) V over [batch, heads, seq, head_dim] (no launch)."""
+    flop = 4.0 * batch * heads * seq * seq * head_dim / (2 if causal else 1)
+    nbytes = 4 * element_B * batch * heads * seq * head_dim        # q, k, v read; o written
+    return _tensor_time(gpu, flop, attention_efficiency(gpu, seq, causal), nbytes, dtype)

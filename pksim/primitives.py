@@ -1,0 +1,238 @@
+"""What the model predicts for each microbenchmark point (validation/microbench), from a
+loaded system: the same component models (``hwmodels.sm``) and the same fluid engine
+(``hwmodels.fluid``) the simulator uses, so that calibration fits, and the report
+judges, the model that predicts collectives.
+
+A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``,
+``time_s``, ...). The prediction is its median time per operation, in seconds:
+
+* copies (``hbm_copy``, ``sm_copy``, ``tma_copy``, ``tma_reduce``): one flow of the
+  payload over a one-GPU capacity set, {issue: the SMs' combined rate from
+  ``hwmodels.sm.sm_issue_Bps`` (or the copy engines), memory: L2 when the working set
+  is hot and fits, else HBM}, started after the memory's latency; a kernel adds
+  ``sync.stream_launch_us``; back-to-back operations never go faster than one host
+  launch call, ``sync.launch_api_us``;
+* launches, flags: ``gpu.sync`` figures;
+* GEMM and attention: ``hwmodels.sm`` tensor model + ``sync.stream_launch_us``;
+* atomics: measured only (the model has no parameter for them).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import simpy
+
+from hwmodels.fluid import FluidEngine
+from hwmodels.sm import (attention_time_s, copy_engine_memory_weight, gemm_time_s,
+                         reduce_memory_weight, sm_issue_Bps, tma_latency_s)
+from hwmodels.system import GpuSpec, System
+
+# The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
+LDST_IN_FLIGHT_B_PER_THREAD = 64
+# Keys each predicted benchmark's record needs: (record keys, params keys).
+REQUIRED = {
+    "hbm_copy": ((), ("engine", "l2", "size_bytes")),
+    "sm_copy": (("bytes",), ("blocks", "threads")),
+    "tma_copy": (("bytes",), ("blocks", "msg_bytes", "stages")),
+    "tma_reduce": (("bytes",), ("blocks", "msg_bytes")),
+    "launch_latency": ((), ("mode",)),
+    "flag_latency": ((), ("scope",)),
+    "gemm": ((), ("m", "n", "k")),
+    "attention": ((), ("batch", "heads", "seq", "head_dim", "causal")),
+}
+# Benchmarks the model has no parameter for, and why.
+MEASURED_ONLY = {
+    "atomics": "measured only: the model has no atomic-operation parameter (the generated "
+               "kernels move data with ld/st, TMA and copy engines, and signal with flags)",
+}
+
+
+@dataclass(frozen=True)
+class PointResult:
+    bench: str
+    params: Mapping[str, Any]
+    measured_s: float
+    predicted_s: float | None
+    record: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    note: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """Relative error of the predicted time: predicted / measured - 1."""
+        if self.predicted_s is None:
+            return None
+        return self.predicted_s / self.measured_s - 1.0
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    bench: str
+    points: int
+    predicted: int
+    median_abs_error: float | None
+    max_abs_error: float | None
+    rms_log_error: float | None
+    note: str = ""
+
+
+# ---- the fluid engine on one GPU ------------------------------------------------------
+def flow_time_s(capacity: Mapping[str, float], usage: Mapping[str, float], nbytes: float,
+                latency_s: float = 0.0) -> float:
+    """Time for ``nbytes`` to cross ``usage`` on an idle ``capacity`` set (fluid engine)."""
+    env = simpy.Environment()
+    engine = FluidEngine(env, dict(capacity))
+    engine.transfer(nbytes, dict(usage), latency_s)
+    env.run()
+    return env.now
+
+
+def _memory(gpu: GpuSpec, hot: bool, working_set_B: float) -> tuple[str, float, float]:
+    """(resource, capacity in B/s read+write, latency) of the memory a working set lives in."""
+    if hot and working_set_B <= gpu.l2.capacity_B:
+        return "l2", gpu.l2.bandwidth_Bps, gpu.l2.latency_s
+    return "hbm", gpu.hbm.effective_Bps, gpu.hbm.latency_s
+
+
+def _back_to_back(gpu: GpuSpec, gpu_s: float) -> float:
+    """Per-operation time of operations launched back to back on one stream."""
+    return max(gpu.sync.launch_api_s, gpu_s)
+
+
+def _ldst_per_sm(gpu: GpuSpec, threads_per_sm: float, latency_s: float) -> float:
+    """One SM's ld/st copy rate: its port rate, unless too few threads keep too few bytes
+    in flight to cover the memory latency (Little's law)."""
+    in_flight = threads_per_sm * LDST_IN_FLIGHT_B_PER_THREAD
+    port = gpu.transfer.ldst_local_Bps_per_sm
+    return min(port, in_flight / latency_s) if latency_s > 0 else port
+
+
+def _sm_copy(gpu: GpuSpec, nbytes: float, blocks: int, threads: int, hot: bool) -> float:
+    n = min(blocks, gpu.sm.count)
+    mem, cap, lat = _memory(gpu, hot, 2 * nbytes)
+    per_sm = _ldst_per_sm(gpu, blocks * threads / n, lat)
+    issue = sm_issue_Bps(per_sm, n, gpu.transfer.issue_knee, cap / 2)
+    body = flow_time_s({"issue": issue, mem: cap}, {"issue": 1.0, mem: 2.0}, nbytes, lat)
+    return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
+
+
+def _ce_copy(gpu: GpuSpec, nbytes: float, hot: bool) -> float:
+    mem, cap, lat = _memory(gpu, hot, 2 * nbytes)
+    ce = gpu.copy_engine.count * gpu.copy_engine.bandwidth_Bps
+    weight = 2.0 * copy_engine_memory_weight(gpu, mem == "l2")
+    body = flow_time_s({"ce": ce, mem: cap}, {"ce": 1.0, mem: weight}, nbytes,
+                       gpu.copy_engine.setup_s + lat)
+    return _back_to_back(gpu, body)
+
+
+def _tma_copy(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, stages: int,
+              hot: bool) -> float:
+    n = min(blocks, gpu.sm.count)
+    mem, cap, _ = _memory(gpu, hot, 2 * nbytes)
+    # A ring of `stages` shared-memory buffers keeps stages / 2 round trips in flight
+    # (2 stages: one load overlaps one store); each message pays the round trip.
+    issue = sm_issue_Bps(gpu.transfer.tma_local_Bps_per_sm, n, gpu.transfer.issue_knee,
+                         cap / 2, message_B, tma_latency_s(gpu), in_flight=stages / 2)
+    body = flow_time_s({"issue": issue, mem: cap}, {"issue": 1.0, mem: 2.0}, nbytes)
+    return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
+
+
+def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot: bool) -> float:
+    n = min(blocks, gpu.sm.count)
+    mem, cap, lat = _memory(gpu, hot, nbytes)
+    weight = reduce_memory_weight(gpu, mem == "l2")
+    t = gpu.transfer
+    # Fire-and-forget bulk reductions (up to 8 per SM in flight) press the memory to its
+    # limit: no knee, the fluid engine's hard min with the memory resource.
+    issue = sm_issue_Bps(t.tma_reduce_Bps_per_sm, n, t.issue_knee, None, message_B,
+                         issue_s=t.tma_reduce_issue_s)
+    body = flow_time_s({"issue": issue, mem: cap}, {"issue": 1.0, mem: weight}, nbytes, lat)
+    return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
+
+
+def _launch(gpu: GpuSpec, mode: str, nodes: int) -> float | None:
+    s = gpu.sync
+    if mode in ("gpu_back_to_back", "host_enqueue"):
+        return _back_to_back(gpu, s.stream_launch_s)
+    if mode == "launch_sync":          # launch call, the kernel, the synchronise call
+        return 2 * s.launch_api_s + s.kernel_launch_s
+    if mode == "graph_100":            # one replay of a graph of `nodes` kernels
+        return nodes * s.kernel_launch_s
+    if mode == "graph_launch_sync":
+        return 2 * s.launch_api_s + nodes * s.kernel_launch_s
+    return None
+
+
+# ---- one point ---------------------------------------------------------------------
+def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
+    """The model's time per operation for one microbenchmark record; None when the
+    model has no parameter for it (see MEASURED_ONLY)."""
+    gpu = system.gpu
+    bench = record["bench"]
+    p = record.get("params", {})
+    hot = p.get("l2") == "hot"
+    if bench == "hbm_copy":
+        size = p["size_bytes"]
+        if p["engine"] == "ce":
+            return _ce_copy(gpu, size, hot)
+        return _sm_copy(gpu, size, p.get("blocks", 2 * gpu.sm.count), p.get("threads", 1024),
+                        hot)
+    if bench == "sm_copy":
+        return _sm_copy(gpu, record["bytes"], p["blocks"], p["threads"], hot=False)
+    if bench == "tma_copy":
+        return _tma_copy(gpu, record["bytes"], p["blocks"], p["msg_bytes"], p["stages"], hot)
+    if bench == "tma_reduce":
+        return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
+    if bench == "launch_latency":
+        return _launch(gpu, p["mode"], p.get("nodes", 100))
+    if bench == "flag_latency":
+        return gpu.sync.flag_latency_sys_s if p.get("scope") == "sys" else gpu.sync.flag_latency_s
+    if bench == "gemm":
+        body = gemm_time_s(gpu, p["m"], p["n"], p["k"], p.get("dtype", "bf16"))
+        return gpu.sync.stream_launch_s + body
+    if bench == "attention":
+        body = attention_time_s(gpu, p["batch"], p["heads"], p["seq"], p["head_dim"],
+                                bool(p["causal"]), p.get("dtype", "bf16"))
+        return gpu.sync.stream_launch_s + body
+    return None
+
+
+def usable(record: Mapping[str, Any]) -> bool:
+    """A record that passed its own check and has a positive time."""
+    t = record.get("time_s")
+    return (record.get("check") == "ok" and isinstance(t, (int, float)) and t > 0
+            and math.isfinite(t))
+
+
+def predict(system: System, records: Iterable[Mapping[str, Any]]) -> list[PointResult]:
+    """Predictions for every usable record (measured-only benchmarks carry a note)."""
+    out = []
+    for rec in records:
+        if not usable(rec):
+            continue
+        bench = rec["bench"]
+        pred = predict_time_s(system, rec)
+        note = "" if pred is not None else MEASURED_ONLY.get(
+            bench, f"measured only: no model for benchmark {bench!r}")
+        out.append(PointResult(bench, dict(rec.get("params", {})), float(rec["time_s"]), pred,
+                               rec, note))
+    return out
+
+
+def summarise(points: Iterable[PointResult]) -> dict[str, GroupSummary]:
+    """Per benchmark: number of points, median and max |error|, RMS of log(pred/meas)."""
+    groups: dict[str, list[PointResult]] = {}
+    for pt in points:
+        groups.setdefault(pt.bench, []).append(pt)
+    out = {}
+    for bench, pts in groups.items():
+        errs = [abs(p.error) for p in pts if p.error is not None]
+        logs = [math.log(p.predicted_s / p.measured_s) for p in pts if p.predicted_s]
+        if errs:
+            out[bench] = GroupSummary(bench, len(pts), len(errs), statistics.median(errs),
+                                      max(errs), math.sqrt(sum(x * x for x in logs) / len(logs)))
+        else:
+            out[bench] = GroupSummary(bench, len(pts), 0, None, None, None, pts[0].note)
+    return out

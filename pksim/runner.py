@@ -1,0 +1,303 @@
+"""Running studies and sweeps: one function for the best prediction of a workload,
+tasks, and the executor that runs them (inline, a process pool, or a Dask cluster).
+
+``best_prediction(system, case, impl)`` is the only place that knows which ops the
+simulator models: collectives now (the searched best for ``pk``, NCCL's own choice for
+``nccl``); any other op raises ``NotSupportedYet``, which becomes a row saying so.
+When GEMM + collective ops land in the simulator, that function is what changes.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import math
+import os
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import ConfigError, InfeasibleError, PksimError
+from hwmodels.system import System
+from pksim.analytical import analyse
+from pksim.prediction import Prediction
+from pksim.schedule import Schedule
+from pksim.search import nccl_schedule, space
+from pksim.simulate import build, predict, simulate
+from pksim.study import PLANNED_OPS, Case, Variant
+from pksim.workloads.collectives import COLLECTIVES
+
+
+class NotSupportedYet(PksimError):
+    """The op is part of the study format but not of the simulator yet."""
+
+
+# ---- the one function ------------------------------------------------------------------
+def best_prediction(system: System, case: Case, impl: str = "pk",
+                    record: bool = False) -> Prediction:
+    """The best prediction for ``case`` on ``system``: for ``pk`` the fastest schedule
+    of the searched space, for ``nccl`` the baseline (NCCL's own choice; for fused
+    ops later: cuBLAS + NCCL one after the other)."""
+    if case.op not in COLLECTIVES:
+        what = PLANNED_OPS.get(case.op, case.op)
+        raise NotSupportedYet(f"{case.op} ({what}) is not supported yet: the simulator "
+                              f"models the collectives only ({', '.join(COLLECTIVES)})")
+    if impl == "nccl":
+        schedule = nccl_schedule(system, case.op, case.nbytes, case.world, case.domains)
+        return predict(system, schedule.with_(root=case.root), record=record)
+    candidates = [c.with_(root=case.root) for c in
+                  space(system, case.op, case.nbytes, case.world, case.domains)]
+    best = best_of(system, candidates)
+    return predict(system, best.schedule, record=True) if record else best
+
+
+def best_of(system: System, candidates: list[Schedule]) -> Prediction:
+    """``pksim.search.search(...).ranked[0]``, with branch and bound: every candidate
+    is built and bounded (cheap); they are simulated in order of bound and the rest
+    dropped once the bound passes the best time. The bound is never above the DES
+    time, so the answer is the same (same tie-break: time, comm SMs, label)."""
+    bounded, reasons = [], []
+    for schedule in candidates:
+        try:
+            model = build(system, schedule)
+        except InfeasibleError as exc:
+            reasons.append(str(exc))
+            continue
+        bounded.append((analyse(model).bound_s, schedule.comm_sms, schedule.label(), model))
+    if not bounded:
+        why = "; ".join(sorted(set(reasons)))
+        raise InfeasibleError(f"no feasible schedule: {why}" if why else "no candidate schedules")
+    bounded.sort(key=lambda b: b[:3])
+    best: Prediction | None = None
+    for bound_s, _, _, model in bounded:
+        if best is not None and bound_s > best.time_s * (1 + 1e-9):
+            break
+        p = simulate(model)
+        if best is None or _rank(p) < _rank(best):
+            best = p
+    return best
+
+
+def _rank(p: Prediction) -> tuple:
+    return (p.time_s, p.schedule.comm_sms, p.schedule.label())
+
+
+# ---- tasks and rows ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Task:
+    variant: Variant
+    case: Case
+    impl: str
+
+
+@dataclass
+class Row:
+    """One task's outcome: a prediction, or the reason there is none."""
+    system: str
+    variant: str
+    case: Case
+    impl: str
+    status: str                      # ok | not supported yet | infeasible | error
+    message: str = ""
+    time_s: float = math.nan
+    schedule: str = ""
+    schedule_dict: dict | None = None
+    bound_s: float = math.nan
+    bound_resource: str = ""
+    alpha_beta_s: float = math.nan
+    nbytes: int = 0
+    algbw_GBps: float = math.nan
+    busbw_GBps: float = math.nan
+    link_util: float = math.nan
+    breakdown: dict[str, float] = field(default_factory=dict)
+    assumed: tuple[str, ...] = ()
+    baseline_s: float = math.nan
+    baseline_schedule: str = ""
+    speedup: float = math.nan        # baseline time / this time
+    gain: float = math.nan           # unchanged system's time / this time (what-if)
+    system_ref: str = ""
+    overrides: tuple[str, ...] = ()
+    seconds: float = 0.0             # wall time of the task
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def key(self) -> tuple:
+        return (self.system_ref, self.variant, self.case)
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.case
+        out = {"system": self.system, "variant": self.variant, "workload": c.workload,
+               "op": c.op, "shape": dict(c.shape), "dtype": c.dtype, "world": c.world,
+               "domains": c.domains, "impl": self.impl, "status": self.status,
+               "message": self.message}
+        for name in ("time_s", "schedule", "bound_s", "bound_resource", "alpha_beta_s",
+                     "nbytes", "algbw_GBps", "busbw_GBps", "link_util", "breakdown",
+                     "baseline_s", "baseline_schedule", "speedup", "gain", "seconds"):
+            value = getattr(self, name)
+            out[name] = None if isinstance(value, float) and math.isnan(value) else value
+        out["assumed"] = list(self.assumed)
+        out["schedule_json"] = self.schedule_dict
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _system(ref: str, overrides: tuple[str, ...]) -> System:
+    return load_system(ref, overrides)
+
+
+def run_task(task: Task) -> Row:
+    """Run one task; tool errors become a row (status and message), never an exception."""
+    start = time.perf_counter()
+    system = _system(task.variant.ref, task.variant.overrides)
+    row = Row(system.name, task.variant.label, task.case, task.impl, "ok",
+              system_ref=task.variant.ref, overrides=task.variant.overrides)
+    try:
+        p = best_prediction(system, task.case, task.impl)
+    except NotSupportedYet as exc:
+        row.status, row.message = "not supported yet", str(exc)
+    except InfeasibleError as exc:
+        row.status, row.message = "infeasible", str(exc)
+    except PksimError as exc:
+        row.status, row.message = "error", str(exc)
+    else:
+        fill(row, p)
+    row.seconds = time.perf_counter() - start
+    return row
+
+
+def fill(row: Row, p: Prediction) -> Row:
+    row.time_s, row.schedule, row.schedule_dict = p.time_s, p.schedule.label(), p.schedule.to_dict()
+    row.bound_s, row.bound_resource, row.alpha_beta_s = p.bound_s, p.bound_resource, p.alpha_beta_s
+    row.nbytes, row.algbw_GBps, row.busbw_GBps = p.nbytes, p.algbw_GBps, p.busbw_GBps
+    row.link_util, row.breakdown, row.assumed = p.link_util, dict(p.breakdown), p.depends_on_assumed
+    return row
+
+
+def attach_baselines(rows: list[Row], baseline: str = "nccl") -> list[Row]:
+    """Speed-up over the baseline impl, and gain over the unchanged system (what-if)."""
+    index = {(r.key(), r.impl): r for r in rows}
+    for r in rows:
+        if not r.ok:
+            continue
+        base = index.get((r.key(), baseline))
+        if base is not None and base.ok and r.impl != baseline:
+            r.baseline_s, r.baseline_schedule = base.time_s, base.schedule
+            r.speedup = base.time_s / r.time_s if r.time_s > 0 else math.nan
+        plain = index.get(((r.system_ref, "base", r.case), r.impl))
+        if plain is not None and plain.ok and r.time_s > 0:
+            r.gain = plain.time_s / r.time_s
+    return rows
+
+
+# ---- execution -----------------------------------------------------------------------------
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextmanager
+def executor(workers: int = 1, scheduler: str | None = None) -> Iterator[cf.Executor | None]:
+    """None (run inline), a process pool of ``workers``, or a Dask cluster's executor."""
+    if scheduler:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise ConfigError("--scheduler needs dask.distributed (pip install 'pksim[dask]')"
+                              ) from None
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ConfigError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        try:
+            yield client.get_executor(pure=False)
+        finally:
+            client.close()
+        return
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if workers == 1:
+        yield None
+        return
+    pool = cf.ProcessPoolExecutor(workers, initializer=_ignore_sigint)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop(pool: cf.Executor) -> None:
+    """After an interrupt: drop queued tasks and end the pool's own worker processes."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list(getattr(pool, "_processes", {}).values() or ()):
+        if proc.is_alive():
+            proc.terminate()
+
+
+@dataclass
+class RunResult:
+    rows: list[Row]
+    total: int
+    interrupted: bool
+    wall_s: float
+
+
+def run_tasks(tasks: list[Task], workers: int = 1, scheduler: str | None = None,
+              on_done: Callable[[Row], None] | None = None) -> RunResult:
+    """Run every task, largest first; Ctrl-C keeps the rows that finished."""
+    start = time.perf_counter()
+    order = sorted(tasks, key=lambda t: (-t.case.world, t.impl != "pk"))
+    rows: list[Row] = []
+    interrupted = False
+
+    def done(row: Row) -> None:
+        rows.append(row)
+        if on_done:
+            on_done(row)
+
+    workers = min(workers, max(1, len(order)))
+    with executor(workers, scheduler) as pool:
+        try:
+            if pool is None:
+                for task in order:
+                    done(run_task(task))
+            else:
+                futures = [pool.submit(run_task, t) for t in order]
+                for fut in cf.as_completed(futures):
+                    done(fut.result())
+        except KeyboardInterrupt:
+            interrupted = True
+            if pool is not None:
+                _stop(pool)
+    return RunResult(rows, len(tasks), interrupted, time.perf_counter() - start)
+
+
+def tasks_for(variants: list[tuple[Variant, System]], workloads, impls) -> tuple[list[Task], list[str]]:
+    """Expand each workload on each system variant: the tasks, and what was skipped."""
+    tasks, skipped = [], []
+    for variant, system in variants:
+        for workload in workloads:
+            cases, notes = workload.expand(system)
+            if variant.label == "base":
+                skipped.extend(notes)
+            tasks.extend(Task(variant, case, impl) for case in cases for impl in impls)
+    return tasks, skipped
+
+
+def recorded(row: Row) -> Prediction:
+    """Re-run a finished row's schedule with the timeline recorded."""
+    if not row.ok or row.schedule_dict is None:
+        raise InfeasibleError(f"no prediction to record for {row.case.label()} on {row.system}")
+    system = _system(row.system_ref, row.overrides)
+    return predict(system, Schedule.from_dict(row.schedule_dict), record=True)
+
+
+__all__ = ["best_prediction", "best_of", "NotSupportedYet", "Task", "Row", "run_task",
+           "run_tasks", "tasks_for", "attach_baselines", "executor", "default_workers",
+           "RunResult", "recorded"]

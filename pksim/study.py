@@ -1,0 +1,480 @@
+"""Studies as files: a small TOML file names systems, workloads and what to vary.
+
+A study (``pksim/studies/default.toml`` is the one ``pksim whatif`` runs)::
+
+    name = "my-study"                      # names the output folder
+    title = "..."                          # optional
+    systems = ["dgx-h100", "my-box.toml"]  # shipped names or system files (relative
+                                           # to the study file; they may ``inherits``)
+    set = ["gpu.hbm.efficiency=0.9"]       # overrides applied to every system
+    impls = ["pk", "nccl"]                 # pk: searched best; nccl: the baseline
+    [vary]                                 # one change at a time, against the unchanged system
+    "gpu.nvlink.link_bandwidth_GBps" = ["2x"]          # "2x": times the system's own figure
+    [[workload]]
+    name = "tp-ar"
+    op = "all-reduce"
+    m = [1024, 4096]                       # list values expand into one case each
+    n = 8192                               # collectives: bytes, or count, or m x n elements
+    world = [8, 72]                        # ranks; "domain" = the whole NVLink domain
+    [plots]
+    kinds = ["time", "speedup", "breakdown", "roofline", "timeline", "sensitivity"]
+    timeline = { system = "dgx-h100", workload = "tp-ar" }
+
+Shape values may be expressions in ``tp`` (= ``world``) and the other shape keys,
+e.g. ``k = "ceil(28672 / tp)"``. An op the simulator does not model yet (GEMM +
+collective, attention, MoE) loads and expands like any other; running it gives a
+"not supported yet" row (see ``pksim.runner.best_prediction``).
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+import operator
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import ConfigError
+from hwmodels.system import System
+from hwmodels.units import format_bytes, parse_bytes
+from pksim.schedule import DTYPES, IMPLS
+from pksim.workloads.collectives import COLLECTIVES
+
+STUDIES_DIR = Path(__file__).resolve().parent / "studies"
+# Fused compute + communication ops: the study format takes them now; the simulator
+# will model them later (only ``pksim.runner.best_prediction`` changes then).
+PLANNED_OPS = {"gemm-rs": "GEMM + reduce-scatter", "gemm-ar": "GEMM + all-reduce",
+               "ag-gemm": "all-gather + GEMM", "attention": "attention (ring / context parallel)",
+               "moe": "MoE dispatch + expert GEMM + combine"}
+KNOWN_OPS = COLLECTIVES + tuple(PLANNED_OPS)
+PLOT_KINDS = ("time", "speedup", "breakdown", "roofline", "timeline", "sensitivity")
+_TOP_KEYS = {"name", "title", "description", "systems", "set", "impls", "baseline", "vary",
+             "workload", "plots"}
+_WORKLOAD_KEYS = {"name", "op", "dtype", "world", "domains", "root", "note"}
+_COLLECTIVE_SHAPES = ({"bytes"}, {"count"}, {"m", "n"})
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload point: an op, its evaluated shape, and where it runs."""
+    workload: str
+    op: str
+    shape: tuple[tuple[str, int], ...]
+    dtype: str = "bf16"
+    world: int = 8
+    domains: int = 1
+    root: int = 0
+
+    def dim(self, key: str) -> int:
+        return dict(self.shape)[key]
+
+    @property
+    def is_collective(self) -> bool:
+        return self.op in COLLECTIVES
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes as nccl-tests counts them (collectives only)."""
+        shape = dict(self.shape)
+        if "bytes" in shape:
+            return shape["bytes"]
+        elements = shape["count"] if "count" in shape else shape["m"] * shape["n"]
+        return int(elements * DTYPES[self.dtype])
+
+    def shape_text(self) -> str:
+        if set(dict(self.shape)) == {"bytes"}:
+            return format_bytes(self.dim("bytes"))
+        return " ".join(f"{k}={v}" for k, v in self.shape)
+
+    def label(self) -> str:
+        return f"{self.workload} {self.shape_text()} x{self.world}"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A ``[[workload]]`` entry before expansion: every value is a tuple of choices."""
+    name: str
+    op: str
+    shape: tuple[tuple[str, tuple[Any, ...]], ...]
+    dtype: str = "bf16"
+    world: tuple[int | str, ...] = ("domain",)
+    domains: int = 1
+    root: int = 0
+    note: str = ""
+
+    def expand(self, system: System, where: str = "study") -> tuple[list[Case], list[str]]:
+        """The cases on ``system``, and a note per world size the system cannot hold."""
+        capacity = system.domain.gpus_per_domain * self.domains
+        cases, skipped = [], []
+        for world in self.world:
+            n = capacity if world == "domain" else int(world)
+            if n > capacity:
+                skipped.append(f"{self.name}: world {n} > {capacity} GPUs of {system.name}")
+                continue
+            keys = [k for k, _ in self.shape]
+            for combo in itertools.product(*(values for _, values in self.shape)):
+                raw = dict(zip(keys, combo))
+                shape = _evaluate(raw, n, f"{where}: workload {self.name!r}")
+                cases.append(Case(self.name, self.op, tuple(shape.items()), self.dtype, n,
+                                  self.domains, self.root))
+        return cases, skipped
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    workloads: tuple[Workload, ...]
+    systems: tuple[str, ...] = ()
+    title: str = ""
+    description: str = ""
+    path: str = ""
+    overrides: tuple[str, ...] = ()
+    vary: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    impls: tuple[str, ...] = IMPLS
+    baseline: str = "nccl"
+    plots: tuple[str, ...] = PLOT_KINDS
+    timeline: tuple[str, str] | None = None          # (system, workload)
+
+    def with_options(self, systems: tuple[str, ...] = (), overrides: tuple[str, ...] = (),
+                     vary: tuple[str, ...] = ()) -> "Study":
+        """Apply the command line: ``--systems`` replaces, ``--set``/``--vary`` add."""
+        changes: dict[str, Any] = {"overrides": self.overrides + tuple(overrides)}
+        if systems:
+            changes["systems"] = tuple(systems)
+        if vary:
+            changes["vary"] = self.vary + tuple(parse_vary(v) for v in vary)
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One system as a study runs it: a reference, overrides, and the what-if label."""
+    ref: str
+    overrides: tuple[str, ...] = ()
+    label: str = "base"
+
+    def load(self) -> System:
+        return load_system(self.ref, self.overrides)
+
+
+# ---- expressions in shape values ---------------------------------------------------
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.Pow: operator.pow}
+_FUNCS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max}
+
+
+def _eval_node(node: ast.AST, names: dict[str, float], text: str) -> float:
+    if isinstance(node, ast.Expression):
+        return _eval_node(node.body, names, text)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+            and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            raise ConfigError(f"unknown name {node.id!r} in {text!r} "
+                              f"(known: {', '.join(sorted(names))})")
+        return names[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return _BINOPS[type(node.op)](_eval_node(node.left, names, text),
+                                      _eval_node(node.right, names, text))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval_node(node.operand, names, text)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in _FUNCS and not node.keywords:
+        return _FUNCS[node.func.id](*(_eval_node(a, names, text) for a in node.args))
+    raise ConfigError(f"cannot read {text!r}: use numbers, + - * / // %, ceil/floor/min/max "
+                      f"and the names tp, world and the shape keys")
+
+
+def _evaluate(raw: dict[str, Any], world: int, where: str) -> dict[str, int]:
+    """Shape keys -> whole numbers; strings are sizes (bytes) or expressions."""
+    out: dict[str, int] = {}
+    names: dict[str, float] = {"tp": world, "world": world}
+    pending = dict(raw)
+    for key, value in list(pending.items()):
+        if not isinstance(value, str):
+            names[key] = value
+    for _ in range(len(pending) + 1):
+        for key, value in list(pending.items()):
+            if not isinstance(value, str):
+                out[key] = _whole(value, f"{where}: {key}")
+                del pending[key]
+                continue
+            if key == "bytes":
+                try:
+                    out[key] = names[key] = parse_bytes(value, f"{where}: bytes")
+                    del pending[key]
+                    continue
+                except ConfigError:
+                    pass
+            try:
+                tree = ast.parse(value, mode="eval")
+            except SyntaxError:
+                raise ConfigError(f"{where}: {key} = {value!r} is not a size or an "
+                                  f"expression") from None
+            try:
+                result = _eval_node(tree, names, value)
+            except ConfigError as exc:
+                if any(k in pending and k != key for k in _names_in(tree)):
+                    continue          # depends on a key not evaluated yet
+                raise ConfigError(f"{where}: {key}: {exc}") from None
+            except (ZeroDivisionError, OverflowError, TypeError) as exc:
+                raise ConfigError(f"{where}: {key} = {value!r}: {exc}") from None
+            out[key] = names[key] = _whole(result, f"{where}: {key} = {value!r} (tp={world})")
+            del pending[key]
+        if not pending:
+            break
+    if pending:
+        raise ConfigError(f"{where}: cannot evaluate {sorted(pending)} (circular?)")
+    return {k: out[k] for k in raw}
+
+
+def _names_in(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def _whole(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{what}: expected a number, got {value!r}")
+    if value != int(value):
+        raise ConfigError(f"{what} = {value:g} is not a whole number (use ceil(...) or //)")
+    if value <= 0:
+        raise ConfigError(f"{what} must be positive, got {value:g}")
+    return int(value)
+
+
+# ---- loading -------------------------------------------------------------------------
+def _as_tuple(value: Any) -> tuple:
+    return tuple(value) if isinstance(value, list) else (value,)
+
+
+def _text(data: dict, key: str, where: str, default: str = "") -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: {key} must be text, got {value!r}")
+    return value
+
+
+def _texts(data: dict, key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: {key} must be a list of text, got {value!r}")
+    return tuple(value)
+
+
+def _workload(raw: Any, index: int, where: str) -> Workload:
+    at = f"{where}: workload[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{at} must be a table ([[workload]])")
+    name = _text(raw, "name", at, f"w{index}")
+    at = f"{where}: workload {name!r}"
+    op = _text(raw, "op", at)
+    if op not in KNOWN_OPS:
+        raise ConfigError(f"{at}: op {op!r} is not one of {', '.join(KNOWN_OPS)}")
+    dtype = _text(raw, "dtype", at, "bf16")
+    if dtype not in DTYPES:
+        raise ConfigError(f"{at}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    world = _as_tuple(raw.get("world", "domain"))
+    for w in world:
+        if w != "domain" and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ConfigError(f"{at}: world must be a positive whole number or \"domain\", "
+                              f"got {w!r}")
+    domains, root = raw.get("domains", 1), raw.get("root", 0)
+    for key, value in (("domains", domains), ("root", root)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (key == "domains"):
+            raise ConfigError(f"{at}: {key} must be a whole number, got {value!r}")
+    shape = []
+    for key, value in raw.items():
+        if key in _WORKLOAD_KEYS:
+            continue
+        values = _as_tuple(value)
+        if not values or not all(isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                                 for v in values):
+            raise ConfigError(f"{at}: {key} must be a number, a text expression or a list of "
+                              f"them, got {value!r}")
+        shape.append((key, values))
+    keys = {k for k, _ in shape}
+    if op in COLLECTIVES and keys not in _COLLECTIVE_SHAPES:
+        raise ConfigError(f"{at}: a collective takes one of: bytes; count; m and n "
+                          f"(got {', '.join(sorted(keys)) or 'no shape'})")
+    if op not in COLLECTIVES and not keys:
+        raise ConfigError(f"{at}: {op} needs shape keys (e.g. m, n, k)")
+    return Workload(name, op, tuple(shape), dtype, world, domains, root,
+                    _text(raw, "note", at))
+
+
+def parse_vary(text: str, what: str = "--vary") -> tuple[str, tuple[str, ...]]:
+    """``gpu.nvlink.link_bandwidth_GBps=2x,3x`` -> (key, ("2x", "3x"))."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    choices = tuple(v.strip() for v in values.split(",") if v.strip())
+    if not sep or not key or not choices:
+        raise ConfigError(f"{what}: expected KEY=V1,V2,..., got {text!r}")
+    return key, choices
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and check a study file; every error names the file and the key."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"study file {path}: {exc.strerror}") from None
+    where = str(path)
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
+                          f"(a study takes {', '.join(sorted(_TOP_KEYS))})")
+    name = _text(raw, "name", where, path.stem)
+    if not name or "/" in name:
+        raise ConfigError(f"{where}: name must be a non-empty folder name, got {name!r}")
+    systems = tuple(_resolve_system(s, path.parent) for s in _texts(raw, "systems", where))
+    impls = _texts(raw, "impls", where) or IMPLS
+    for impl in impls:
+        if impl not in IMPLS:
+            raise ConfigError(f"{where}: impls: {impl!r} is not one of {', '.join(IMPLS)}")
+    baseline = _text(raw, "baseline", where, "nccl")
+    if baseline not in IMPLS:
+        raise ConfigError(f"{where}: baseline {baseline!r} is not one of {', '.join(IMPLS)}")
+    vary_raw = raw.get("vary", {})
+    if not isinstance(vary_raw, dict):
+        raise ConfigError(f"{where}: vary must be a table of key = [values]")
+    vary = tuple((k, tuple(str(v) for v in _as_tuple(vs))) for k, vs in vary_raw.items())
+    entries = raw.get("workload", [])
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{where}: a study needs at least one [[workload]]")
+    workloads = tuple(_workload(w, i, where) for i, w in enumerate(entries))
+    names = [w.name for w in workloads]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: workload names must differ, got {names}")
+    plots, timeline = _plots(raw.get("plots", {}), where, names)
+    return Study(name=name, workloads=workloads, systems=systems,
+                 title=_text(raw, "title", where), description=_text(raw, "description", where),
+                 path=str(path), overrides=_texts(raw, "set", where), vary=vary, impls=impls,
+                 baseline=baseline, plots=plots, timeline=timeline)
+
+
+def _plots(raw: Any, where: str, workloads: list[str]):
+    if not isinstance(raw, dict) or set(raw) - {"kinds", "timeline"}:
+        raise ConfigError(f"{where}: plots takes kinds and timeline, got {raw!r}")
+    kinds = _texts(raw, "kinds", where + ": plots") if "kinds" in raw else PLOT_KINDS
+    for kind in kinds:
+        if kind not in PLOT_KINDS:
+            raise ConfigError(f"{where}: plots.kinds: {kind!r} is not one of "
+                              f"{', '.join(PLOT_KINDS)}")
+    timeline = raw.get("timeline")
+    if timeline is not None:
+        if not isinstance(timeline, dict) or set(timeline) != {"system", "workload"}:
+            raise ConfigError(f"{where}: plots.timeline must be {{ system = ..., workload = ... }}")
+        if timeline["workload"] not in workloads:
+            raise ConfigError(f"{where}: plots.timeline: no workload {timeline['workload']!r}")
+        timeline = (str(timeline["system"]), str(timeline["workload"]))
+    return kinds, timeline
+
+
+def _resolve_system(ref: str, base: Path) -> str:
+    """A system file named relative to the study file becomes an absolute path."""
+    if ref.endswith(".toml") or "/" in ref:
+        candidate = Path(ref)
+        if not candidate.is_absolute() and (base / candidate).exists():
+            return str((base / candidate).resolve())
+    return ref
+
+
+def default_study() -> Study:
+    return load_study(STUDIES_DIR / "default.toml")
+
+
+def list_studies() -> list[str]:
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
+
+
+def find_study(name_or_path: str) -> Study:
+    """A path to a study file, or the name of a shipped study."""
+    path = Path(name_or_path)
+    if not path.exists() and (STUDIES_DIR / f"{name_or_path}.toml").exists():
+        path = STUDIES_DIR / f"{name_or_path}.toml"
+    if not path.exists():
+        raise ConfigError(f"study file {name_or_path}: no such file "
+                          f"(shipped studies: {', '.join(list_studies())})")
+    return load_study(path)
+
+
+# ---- what to vary --------------------------------------------------------------------
+def figure(system: System, key: str, what: str = "--vary") -> Any:
+    """A system figure in its file's units (e.g. GBps), found by its dotted key."""
+    parts = key.split(".")
+    node: Any = system
+    for i, part in enumerate(parts):
+        if isinstance(node, tuple):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"{what}: {key!r}: no entry {part!r}")
+            node = node[int(part)]
+            continue
+        if i == 0:
+            if part not in ("gpu", "domain", "scaleout"):
+                raise ConfigError(f"{what}: unknown key {key!r}")
+            node = getattr(system, part)
+            continue
+        match = [f for f in fields(node) if f.metadata.get("key") == part]
+        if not match:
+            raise ConfigError(f"{what}: unknown key {key!r}")
+        value = getattr(node, match[0].name)
+        if i == len(parts) - 1:
+            if match[0].metadata.get("table"):
+                raise ConfigError(f"{what}: {key!r} is a table, not a figure")
+            factor = match[0].metadata.get("factor", 1.0)
+            if isinstance(value, bool) or isinstance(value, str):
+                return value
+            return value / factor if factor != 1.0 else value
+        node = value
+    raise ConfigError(f"{what}: {key!r} is a table, not a figure")
+
+
+def variants(study: Study, systems: dict[str, System]) -> list[tuple[str, Variant]]:
+    """(system ref, variant) pairs: each system unchanged, then one change at a time."""
+    out = []
+    for ref in study.systems:
+        system = systems[ref]
+        out.append((ref, Variant(ref, study.overrides, "base")))
+        for key, choices in study.vary:
+            for choice in choices:
+                if choice.endswith("x"):
+                    base = figure(system, key)
+                    try:
+                        factor = float(choice[:-1])
+                    except ValueError:
+                        raise ConfigError(f"--vary {key}: cannot read {choice!r} (use a value "
+                                          f"or a factor like 2x)") from None
+                    if isinstance(base, (bool, str)):
+                        raise ConfigError(f"--vary {key}: {choice!r}: a factor needs a number")
+                    value = base * factor
+                    value = int(round(value)) if isinstance(base, int) else round(value, 9)
+                    label = f"{key.split('.', 1)[-1]} x{factor:g}"
+                else:
+                    figure(system, key)
+                    value, label = choice, f"{key.split('.', 1)[-1]}={choice}"
+                out.append((ref, Variant(ref, study.overrides + (f"{key}={value}",), label)))
+    return out
+
+
+def load_variants(study: Study) -> list[tuple[Variant, System]]:
+    """Load every system of the study as each variant (so bad keys fail before running)."""
+    if not study.systems:
+        raise ConfigError(f"{study.path or 'study'}: no systems (give systems = [...] "
+                          f"or --systems)")
+    bases = {ref: load_system(ref, study.overrides) for ref in study.systems}
+    return [(v, v.load() if v.overrides != study.overrides else bases[ref])
+            for ref, v in variants(study, bases)]
+
+
+__all__ = ["Case", "Workload", "Study", "Variant", "load_study", "default_study",
+           "find_study", "parse_vary", "figure", "variants", "load_variants", "KNOWN_OPS",
+           "PLANNED_OPS", "PLOT_KINDS"]

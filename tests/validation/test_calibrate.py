@@ -1,0 +1,176 @@
+"""Calibration (issue 4): the fit on the committed H200 results, the shipped calibrated
+file, and the ``pksim calibrate`` command. No GPU needed; a few seconds."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hwmodels.catalog import load_system
+from pksim.cli.main import cli
+from pksim.primitives import predict, summarise
+from validation import calibrate as cal
+from validation import gpu_run
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "validation" / "data" / "h200-microbench-2026-12-02.json"
+PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
+             "flag_latency", "gemm", "attention")
+
+
+@pytest.fixture(scope="module")
+def results():
+    return cal.load_results(RESULTS)
+
+
+@pytest.fixture(scope="module")
+def fitted(results):
+    return cal.fit(load_system("h200-single"), results)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_system("h200-calibrated")
+
+
+def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
+    assert len(fitted.values) == 23
+    for key, value in fitted.values.items():
+        assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
+        prov = shipped.provenance[key]
+        assert prov.tag == "calibrated"
+        assert prov.source.startswith("pksim calibrate on NVIDIA H200, driver 580.159.04, "
+                                      "2026-12-02, fit residual "), prov.source
+    assert all(stage.success for stage in fitted.stages)
+
+
+def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_median(
+        results, shipped):
+    summary = summarise(predict(shipped, results.records))
+    medians = {b: summary[b].median_abs_error for b in PREDICTED}
+    # The real numbers of the 2026-12-02 H200 run (docs/VALIDATION.md):
+    expected = {"hbm_copy": 0.014, "sm_copy": 0.042, "tma_copy": 0.021, "tma_reduce": 0.015,
+                "launch_latency": 0.040, "flag_latency": 0.000, "gemm": 0.028,
+                "attention": 0.026}
+    for bench in PREDICTED:
+        assert medians[bench] <= 0.05, (bench, medians[bench])
+        assert medians[bench] == pytest.approx(expected[bench], abs=0.002), bench
+    assert summary["hbm_copy"].points == 68 and summary["tma_reduce"].points == 99
+    assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
+
+
+def test_the_shipped_file_records_device_date_driver_and_residuals(results, shipped):
+    assert shipped.inherits == "h200-single"
+    assert dict(shipped.calibrated) == {"device": "NVIDIA H200", "date": "2026-12-02",
+                                        "driver": "580.159.04"}
+    summary = summarise(predict(shipped, results.records))
+    residual = shipped.calibration["residual"]
+    assert set(residual) == set(PREDICTED)
+    for bench, info in residual.items():
+        assert info["points"] == summary[bench].predicted
+        assert info["median_abs_error"] == pytest.approx(summary[bench].median_abs_error,
+                                                         abs=1e-4)
+        assert info["max_abs_error"] == pytest.approx(summary[bench].max_abs_error, abs=1e-4)
+
+
+def test_the_virtual_calibrated_system_has_the_calibrated_figures(shipped):
+    virtual = load_system("h200-virtual-calibrated")
+    assert virtual.domain.fabric == "shared-memory" and virtual.domain.gpus_per_domain == 8
+    assert virtual.gpu == shipped.gpu
+    assert virtual.calibrated == shipped.calibrated      # a child of a calibrated file
+
+
+def test_from_json_writes_a_file_that_loads(tmp_path, fitted):
+    out = tmp_path / "cal.toml"
+    res = CliRunner().invoke(cli, ["calibrate", "--from-json", str(RESULTS), "-o", str(out),
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["device"] == "NVIDIA H200" and report["inherits"] == "h200-single"
+    system = load_system(str(out))
+    assert system.inherits == "h200-single" and system.calibrated["date"] == "2026-12-02"
+    for key, value in fitted.values.items():
+        assert cal.get_figure(system, key) == pytest.approx(value, rel=1e-9)
+    assert report["groups"]["sm_copy"]["median_abs_error"] <= 0.05
+
+
+def test_refuses_to_overwrite_without_force(tmp_path):
+    out = tmp_path / "mine.toml"
+    out.write_text("# a user's file\n")
+    args = ["calibrate", "--from-json", str(RESULTS), "-o", str(out)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2
+    assert res.output.strip() == f"pksim: error: {out}: already exists (use --force to overwrite it)"
+    assert out.read_text() == "# a user's file\n"
+    res = CliRunner().invoke(cli, args + ["--force"])
+    assert res.exit_code == 0, res.output
+    assert load_system(str(out)).calibrated["device"] == "NVIDIA H200"
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "not valid JSON (line 1 column 2"),
+    ('{"device": {}}', "expected an object with a 'results' list"),
+    ('{"results": [{"bench": "sm_copy", "check": "ok", "params": {}}]}',
+     "results[0] (sm_copy): time_s = None is not a positive number"),
+    ('{"results": [{"bench": "sm_copy", "check": "ok", "time_s": 1, "bytes": 8, '
+     '"params": {"blocks": 1}}]}', "results[0] (sm_copy): params has no 'threads'"),
+    ('{"results": [{"bench": "atomics", "check": "ok", "time_s": 1}]}', "no usable result"),
+])
+def test_bad_results_give_a_one_line_error(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    res = CliRunner().invoke(cli, ["calibrate", "--from-json", str(bad),
+                                   "-o", str(tmp_path / "out.toml")])
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pksim: error: {bad}: "), res.output
+    assert message in lines[0]
+    assert not (tmp_path / "out.toml").exists()
+
+
+def test_without_a_gpu_it_fails_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_run.shutil, "which", lambda name: None)
+    res = CliRunner().invoke(cli, ["calibrate", "-o", str(tmp_path / "out.toml")])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        "pksim: error: no NVIDIA GPU on this machine (nvidia-smi not found); "
+        "refit saved results with --from-json RESULTS.json"]
+
+
+def test_help():
+    res = CliRunner().invoke(cli, ["calibrate", "--help"])
+    assert res.exit_code == 0
+    for option in ("--device", "--system", "--output", "--from-json", "--force", "--json",
+                   "--results-out"):
+        assert option in res.output
+
+
+def test_the_report_has_a_table_per_microbenchmark(shipped, tmp_path):
+    from validation.report_calibration import BEGIN, END, main
+    doc = tmp_path / "VALIDATION.md"
+    doc.write_text("# Validation\n\n## Other section\n\nkept\n")
+    assert main(["--results", str(RESULTS), "-o", str(doc)]) == 0
+    text = doc.read_text()
+    assert "## Other section\n\nkept" in text and BEGIN in text and END in text
+    for bench in PREDICTED + ("atomics",):
+        assert f"#### `{bench}`" in text
+    assert main(["--results", str(RESULTS), "-o", str(doc)]) == 0       # replaces, no copy
+    assert doc.read_text() == text
+
+
+def test_the_shipped_report_is_current():
+    """docs/VALIDATION.md holds what the script generates from the shipped file."""
+    from validation.report_calibration import BEGIN, END, report
+    doc = (ROOT / "docs" / "VALIDATION.md").read_text()
+    block = report(load_system("h200-calibrated"), str(RESULTS.relative_to(ROOT)))
+    start = doc.index(BEGIN.split(" (")[0])
+    assert doc[start:doc.index(END) + len(END)] + "\n" == block
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no GPU")
+@pytest.mark.gpu
+def test_a_gpu_is_found():
+    assert gpu_run.find_gpu(0).startswith("GPU 0")
