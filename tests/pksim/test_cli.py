@@ -1,0 +1,105 @@
+"""The CLI: --help and --json on every command, one-line errors with exit code 2."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from pksim.cli.main import cli
+
+COMMANDS = [["systems"], ["systems", "list"], ["systems", "show"], ["systems", "check"],
+            ["predict"], ["search"]]
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_help(args):
+    result = CliRunner().invoke(cli, args + ["--help"])
+    assert result.exit_code == 0
+    assert "Usage:" in result.output
+
+
+def run(args):
+    return CliRunner().invoke(cli, args)
+
+
+def test_systems_list_json_has_every_system():
+    result = run(["systems", "list", "--json"])
+    assert result.exit_code == 0
+    rows = json.loads(result.output)
+    h100 = next(r for r in rows if r["name"] == "dgx-h100")
+    assert h100["gpus_per_domain"] == 8
+    assert h100["nvlink_GBps_per_direction"] == pytest.approx(450)
+    assert h100["in_switch_reduction"] is True
+    assert next(r for r in rows if r["name"] == "dgx-a100")["in_switch_reduction"] is False
+
+
+def test_systems_show_and_check():
+    shown = json.loads(run(["systems", "show", "gb200-nvl576", "--json"]).output)
+    assert shown["topology"]["tier2_chips"] == 144
+    assert "domain.switch_tier.0.uplink_bandwidth_GBps" in shown["assumed"]
+    text = run(["systems", "show", "dgx-h100"]).output
+    assert "gpu.nvlink.link_bandwidth_GBps" in text
+    checked = run(["systems", "check", "hwmodels/systems/dgx-b200.toml", "--json"])
+    assert checked.exit_code == 0 and json.loads(checked.output)["ok"] is True
+
+
+def test_predict_json_keys():
+    result = run(["predict", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "64MiB",
+                  "--algorithm", "ring", "--mechanism", "tma", "--comm-sms", "32", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    for key in ("time_s", "algbw_GBps", "busbw_GBps", "link_util", "bound_s", "bound_resource",
+                "schedule", "breakdown", "depends_on_assumed"):
+        assert key in out
+    assert out["schedule"]["algorithm"] == "ring" and out["schedule"]["world"] == 8
+    assert out["busbw_GBps"] == pytest.approx(out["algbw_GBps"] * 2 * 7 / 8)
+
+
+def test_predict_searches_without_algorithm_and_nccl_picks_its_own():
+    pk = json.loads(run(["predict", "--system", "dgx-h100", "--op", "all-gather",
+                         "--bytes", "1MiB", "--json"]).output)
+    nccl = json.loads(run(["predict", "--system", "dgx-h100", "--op", "all-gather",
+                           "--bytes", "1MiB", "--impl", "nccl", "--json"]).output)
+    assert nccl["schedule"]["impl"] == "nccl" and nccl["schedule"]["protocol"]
+    assert pk["time_s"] <= nccl["time_s"]
+
+
+def test_search_top_k():
+    result = run(["search", "--system", "dgx-h100", "--op", "reduce-scatter", "--bytes", "16MiB",
+                  "--top", "3", "--json"])
+    out = json.loads(result.output)
+    times = [p["time_s"] for p in out["ranked"]]
+    assert len(times) == 3 and times == sorted(times)
+    assert out["infeasible"]                       # copy engine cannot reduce, etc.
+    table = run(["search", "--system", "dgx-h100", "--op", "reduce-scatter", "--bytes", "16MiB"])
+    assert table.exit_code == 0 and "busbw" in table.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["predict", "--system", "nope", "--op", "all-reduce", "--bytes", "1MiB"],
+     "unknown system 'nope'"),
+    (["predict", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "-5"],
+     "--bytes: cannot read size '-5'"),
+    (["predict", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB", "--world", "9"],
+     "--world 9 is larger than the cluster"),
+    (["predict", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB",
+      "--set", "gpu.nvlink.warp_GBps=3"], "unknown key 'gpu.nvlink.warp_GBps'"),
+    (["predict", "--system", "dgx-a100", "--op", "all-reduce", "--bytes", "1MiB",
+      "--algorithm", "ring", "--mechanism", "tma"], "no TMA on ampere"),
+    (["systems", "check", "/no/such.toml"], "no such file"),
+    (["search", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB", "--top", "0"],
+     "--top must be at least 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.strip().splitlines() if line]
+    assert len(lines) == 1 and message in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_unknown_op_is_a_usage_error():
+    result = CliRunner().invoke(cli, ["predict", "--system", "dgx-h100", "--op", "all-sing",
+                                      "--bytes", "1MiB"])
+    assert result.exit_code == 2 and "all-sing" in result.output
