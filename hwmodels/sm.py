@@ -21,8 +21,7 @@ Issue model (all rates are payload bytes per second):
   its limit: callers give it no shared resource (no knee) and let the fluid engine's
   hard minimum with the memory apply.
 
-Memory weights: a reduction's read-modify-write runs HBM at ``hbm.reduce_efficiency``;
-the copy engines stream HBM at ``copy_engine.hbm_efficiency`` (SM traffic: ``hbm.efficiency``).
+Memory weight: a reduction's read-modify-write runs HBM at ``hbm.reduce_efficiency``.
 
 Tensor model: a GEMM of shape (M, N, K) runs at
 ``peak x gemm_efficiency x waves x K / (K + gemm_k_overhead)``, waves being the
@@ -37,8 +36,8 @@ import math
 
 from hwmodels.system import GpuSpec
 
-# Output tile of the Hopper GEMM (128 x 256, as the cuBLAS large-shape kernels and
-# ours use); a structural constant of the kernel, not a fitted figure.
+# Output tile of a Hopper GEMM (128 x 256, the schedules' default tile); a structural
+# constant of the kernel, not a fitted figure.
 GEMM_TILE = (128, 256)
 
 
@@ -95,15 +94,6 @@ def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:
     if in_l2:
         return 2.0
     return 2.0 * gpu.hbm.efficiency / gpu.hbm.reduce_efficiency
-
-
-def copy_engine_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:
-    """Capacity a copy-engine byte consumes on the memory resource: the copy engines
-    stream HBM at ``copy_engine.hbm_efficiency``, SM-issued traffic (the resource's
-    capacity) at ``hbm.efficiency``."""
-    if in_l2:
-        return 1.0
-    return gpu.hbm.efficiency / gpu.copy_engine.hbm_efficiency
 
 
 # ---- tensor cores -------------------------------------------------------------------

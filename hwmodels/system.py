@@ -132,9 +132,6 @@ class CopyEngineSpec:
     count: int = fig("count", kind=int)
     bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="payload of one engine, local copy")
     setup_s: float = fig("setup_latency_us", 1e-6, lo_open=False, doc="per transfer")
-    hbm_efficiency: float = fig("hbm_efficiency", hi=1.0,
-                                doc="achievable fraction of HBM peak for copy-engine traffic "
-                                    "(SM-issued traffic: gpu.hbm.efficiency)")
 
 
 @dataclass(frozen=True)
@@ -178,6 +175,9 @@ class SyncSpec:
     launch_api_s: float = fig("launch_api_us", 1e-6,
                               doc="host time of one launch call: back-to-back small operations "
                                   "on a stream cannot go faster")
+    host_sync_s: float = fig("host_sync_us", 1e-6,
+                             doc="host time from the end of the GPU's work to the return of a "
+                                 "synchronising call")
 
 
 @dataclass(frozen=True)

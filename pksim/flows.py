@@ -2,8 +2,7 @@
 
 Weights: 1 per byte for memory and switch crossbars, 1/efficiency on NVLink ports
 (protocol overhead of the mechanism), 2 for a destination that reads, adds and
-writes back (derated to ``hbm.reduce_efficiency`` in HBM), hbm.efficiency /
-copy_engine.hbm_efficiency per HBM byte a copy engine moves, and on the issue resource
+writes back (derated to ``hbm.reduce_efficiency`` in HBM), and on the issue resource
 the ratio of its capacity to the rate ``hwmodels.sm.sm_issue_Bps`` gives the
 communication SMs for this transfer (TMA message round trips; for transfers inside
 one GPU also the knee where the SMs meet the memory). Issue capacities: communication
@@ -15,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (copy_engine_memory_weight, reduce_memory_weight, sm_issue_Bps,
-                         tma_latency_s)
+from hwmodels.sm import reduce_memory_weight, sm_issue_Bps, tma_latency_s
 from hwmodels.topology import Topology
 from pksim.program import Program, Transfer
 from pksim.schedule import Schedule
@@ -140,12 +138,9 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
     latency = 0.0
     everyone = range(topo.world)
     if t.kind in ("copy", "reduce"):
-        gpu = topo.system.gpu
-        mem_w = (copy_engine_memory_weight(gpu, resident) if sched.mechanism == "copy-engine"
-                 else 1.0)
-        add(_mem(topo, t.src, resident), mem_w)
+        add(_mem(topo, t.src, resident), 1.0)
         add(_mem(topo, t.dst, resident),
-            reduce_memory_weight(gpu, resident) if t.kind == "reduce" else mem_w)
+            reduce_memory_weight(topo.system.gpu, resident) if t.kind == "reduce" else 1.0)
         path = topo.gpu_path(t.src, t.dst)
         for name in path.resources:
             add(name, 1.0 if name.startswith("sw") else link_w)

@@ -26,8 +26,8 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (attention_time_s, copy_engine_memory_weight, gemm_time_s,
-                         reduce_memory_weight, sm_issue_Bps, tma_latency_s)
+from hwmodels.sm import (attention_time_s, gemm_time_s, reduce_memory_weight, sm_issue_Bps,
+                         tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -121,8 +121,7 @@ def _sm_copy(gpu: GpuSpec, nbytes: float, blocks: int, threads: int, hot: bool) 
 def _ce_copy(gpu: GpuSpec, nbytes: float, hot: bool) -> float:
     mem, cap, lat = _memory(gpu, hot, 2 * nbytes)
     ce = gpu.copy_engine.count * gpu.copy_engine.bandwidth_Bps
-    weight = 2.0 * copy_engine_memory_weight(gpu, mem == "l2")
-    body = flow_time_s({"ce": ce, mem: cap}, {"ce": 1.0, mem: weight}, nbytes,
+    body = flow_time_s({"ce": ce, mem: cap}, {"ce": 1.0, mem: 2.0}, nbytes,
                        gpu.copy_engine.setup_s + lat)
     return _back_to_back(gpu, body)
 
@@ -157,11 +156,11 @@ def _launch(gpu: GpuSpec, mode: str, nodes: int) -> float | None:
     if mode in ("gpu_back_to_back", "host_enqueue"):
         return _back_to_back(gpu, s.stream_launch_s)
     if mode == "launch_sync":          # launch call, the kernel, the synchronise call
-        return 2 * s.launch_api_s + s.kernel_launch_s
+        return s.launch_api_s + s.kernel_launch_s + s.host_sync_s
     if mode == "graph_100":            # one replay of a graph of `nodes` kernels
         return nodes * s.kernel_launch_s
     if mode == "graph_launch_sync":
-        return 2 * s.launch_api_s + nodes * s.kernel_launch_s
+        return s.launch_api_s + nodes * s.kernel_launch_s + s.host_sync_s
     return None
 
 

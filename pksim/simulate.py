@@ -102,9 +102,10 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
 
     Cached per (system, schedule without its SM count): the SM count changes only the
     issue capacity, not which flows are equivalent, so a search over SM counts
-    prepares the flows once.
+    prepares the flows once. Inside one GPU (virtual ranks) it also bends the issue
+    weights (pksim.flows.issue_weight), so there the SM count stays in the key.
     """
-    key = (id(system), schedule.with_(comm_sms=1).key(), reduced)
+    key = (id(system), (schedule if topo.virtual else schedule.with_(comm_sms=1)).key(), reduced)
     hit = _FLOW_CACHE.get(key)
     if hit is not None and hit[0] is system:
         return hit[1]

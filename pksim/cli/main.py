@@ -28,14 +28,16 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from pksim.cli import predict, systems
+    from pksim.cli import calibrate, predict, systems
     cli.add_command(systems.systems)
     cli.add_command(predict.predict)
     cli.add_command(predict.search)
-    from pksim.cli.calibrate import calibrate; cli.add_command(calibrate)  # noqa: E702
+    cli.add_command(calibrate.calibrate)
     try:
         from pksim.cli import whatif
         cli.add_command(whatif.whatif)
+        cli.add_command(whatif.sweep)
+        cli.add_command(whatif.trace)
     except ImportError:
         pass
 

@@ -17,6 +17,7 @@ from validation import gpu_run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "validation" / "data" / "h200-microbench-2026-12-02.json"
+RUN2 = ROOT / "validation" / "data" / "h200-microbench-2026-12-02-run2.json"
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
 
@@ -52,9 +53,9 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     summary = summarise(predict(shipped, results.records))
     medians = {b: summary[b].median_abs_error for b in PREDICTED}
     # The real numbers of the 2026-12-02 H200 run (docs/VALIDATION.md):
-    expected = {"hbm_copy": 0.014, "sm_copy": 0.042, "tma_copy": 0.021, "tma_reduce": 0.015,
-                "launch_latency": 0.040, "flag_latency": 0.000, "gemm": 0.028,
-                "attention": 0.026}
+    expected = {"hbm_copy": 0.024, "sm_copy": 0.041, "tma_copy": 0.020, "tma_reduce": 0.015,
+                "launch_latency": 0.027, "flag_latency": 0.000, "gemm": 0.027,
+                "attention": 0.025}
     for bench in PREDICTED:
         assert medians[bench] <= 0.05, (bench, medians[bench])
         assert medians[bench] == pytest.approx(expected[bench], abs=0.002), bench
@@ -162,10 +163,12 @@ def test_the_report_has_a_table_per_microbenchmark(shipped, tmp_path):
 
 
 def test_the_shipped_report_is_current():
-    """docs/VALIDATION.md holds what the script generates from the shipped file."""
+    """docs/VALIDATION.md holds what the script generates from the shipped file (with the
+    second run, which the shipped file predicts and which is refitted alone)."""
     from validation.report_calibration import BEGIN, END, report
     doc = (ROOT / "docs" / "VALIDATION.md").read_text()
-    block = report(load_system("h200-calibrated"), str(RESULTS.relative_to(ROOT)))
+    block = report(load_system("h200-calibrated"), str(RESULTS.relative_to(ROOT)),
+                   [str(RUN2.relative_to(ROOT))])
     start = doc.index(BEGIN.split(" (")[0])
     assert doc[start:doc.index(END) + len(END)] + "\n" == block
 

@@ -1,0 +1,228 @@
+"""The simulator against closed forms, the bound, the analytical backend, and itself."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hwmodels.catalog import list_systems, load_system
+from hwmodels.errors import InfeasibleError
+from pksim.schedule import Schedule
+from pksim.search import nccl_schedule
+from pksim.simulate import build, predict, simulate
+from pksim.workloads.collectives import COLLECTIVES, algorithms_for
+
+GiB = 1 << 30
+H100 = load_system("dgx-h100")
+
+
+def sched(op="all-reduce", nbytes=GiB, world=8, **kw):
+    kw.setdefault("mechanism", "tma")
+    kw.setdefault("comm_sms", 132)
+    return Schedule(op=op, shape=(("bytes", nbytes),), world=world, **kw)
+
+
+def test_one_nvlink_hop():
+    # broadcast from rank 0 to rank 1 on dgx-h100 with TMA and every SM (issue not binding):
+    # launch 1.3 us + path latency 1 us + S / (450 GB/s x 0.78 TMA efficiency)
+    # + signal (1 us path + 0.832 us flag). S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    s = H100
+    p = predict(s, sched("broadcast", world=2, algorithm="direct"))
+    link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
+    lat = s.gpu.nvlink.latency_s
+    expected = s.gpu.sync.kernel_launch_s + lat + GiB / link + lat + s.gpu.sync.flag_latency_s
+    assert p.time_s == pytest.approx(expected, rel=1e-9)
+    assert p.time_s == pytest.approx(1.3e-6 + 1e-6 + 1073741824 / 351e9 + 1.832e-6, rel=1e-6)
+    assert p.bound_resource in ("nvl_out", "nvl_in")
+
+
+def test_hbm_copy_between_virtual_ranks():
+    # h200-virtual, 2 ranks, all-gather direct: each rank copies its half (S/2) into the
+    # other's buffer over the one HBM (effective bandwidth C). 66 SMs per rank issue
+    # together at soft_min(66 x per-SM rate, C / 2, knee): the calibrated bend where the
+    # SMs meet the memory (hwmodels.sm). Two such copies share it, so each moves at
+    # half that: time = launch + (S/2) / (rate/2) + flag latency (no NVLink latency).
+    from hwmodels.sm import soft_min
+    s = load_system("h200-virtual")
+    p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
+                         comm_sms=66))
+    c = s.gpu.hbm.effective_Bps
+    t = s.gpu.transfer
+    rate = soft_min(132 * t.ldst_local_Bps_per_sm, c / 2, t.issue_knee)
+    expected = s.gpu.sync.kernel_launch_s + (GiB / 2) / (rate / 2) + s.gpu.sync.flag_latency_s
+    assert p.time_s == pytest.approx(expected, rel=1e-9)
+    # the two copies never exceed the memory: HBM busy at most the whole time
+    assert p.breakdown["hbm"] <= p.time_s
+    assert p.bound_resource == "issue"
+
+
+def test_ring_all_reduce_on_8_gpus():
+    # 2 x (8 - 1) = 14 steps; each moves S/8 over one link at 450 x 0.78 = 351 GB/s,
+    # starting after the 1 us path latency and ending with a 1 us + 0.832 us signal:
+    # time = 1.3 us + 14 x (2.832 us + (1 GiB / 8) / 351 GB/s) = 5.394 ms
+    s = H100
+    p = predict(s, sched(algorithm="ring"))
+    link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
+    step = 2 * s.gpu.nvlink.latency_s + s.gpu.sync.flag_latency_s + GiB / 8 / link
+    assert p.time_s == pytest.approx(s.gpu.sync.kernel_launch_s + 14 * step, rel=1e-9)
+    assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)
+
+
+def test_two_flows_sharing_one_port_get_half_each():
+    # gather to rank 0 from ranks 1 and 2: both shards (S/3) enter rank 0's one NVLink
+    # port, so each gets half of 351 GB/s: time = launch + 1 us + (S/3) / 175.5 GB/s + signal
+    s = H100
+    p = predict(s, sched("gather", world=3, algorithm="direct"))
+    half = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma / 2
+    lat = s.gpu.nvlink.latency_s
+    expected = s.gpu.sync.kernel_launch_s + lat + (GiB / 3) / half + lat + s.gpu.sync.flag_latency_s
+    assert p.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_few_tma_sms_cannot_fill_the_link():
+    # 4 SMs x 23.3 GB/s = 93 GB/s < 351 GB/s: the SMs bind; about 16 SMs fill the link
+    slow = predict(H100, sched("broadcast", world=2, algorithm="direct", comm_sms=4))
+    fast = predict(H100, sched("broadcast", world=2, algorithm="direct", comm_sms=16))
+    assert slow.bound_resource == "issue"
+    assert slow.time_s > 3 * fast.time_s
+
+
+def test_copy_engine_pays_setup_per_chunk():
+    # the copy engine's setup latency (gpu.copy_engine.setup_latency_us) is paid per
+    # transfer; cutting 64 MiB into 1 MiB chunks pays it 64 times in sequence
+    whole = predict(H100, sched("broadcast", 64 << 20, world=2, algorithm="direct",
+                                mechanism="copy-engine"))
+    setup = H100.gpu.copy_engine.setup_s
+    assert whole.time_s > setup
+    assert whole.breakdown["ce"] > 0
+
+
+ALGS = [(op, alg) for op in COLLECTIVES for alg in algorithms_for(op) if alg != "hierarchical"]
+
+
+def _mechanism(alg):
+    return "multimem" if alg == "in-network" else "tma"
+
+
+@pytest.mark.parametrize("op, alg", ALGS)
+def test_bound_never_above_des_and_reduced_equals_full(op, alg):
+    s = sched(op, 64 << 20, algorithm=alg, mechanism=_mechanism(alg), comm_sms=32)
+    reduced, full = predict(H100, s), predict(H100, s, reduced=False)
+    assert reduced.bound_s <= reduced.time_s * (1 + 1e-9)
+    assert reduced.time_s == pytest.approx(full.time_s, rel=1e-6)
+
+
+@pytest.mark.parametrize("system, world, alg, domains", [
+    ("h100-nvl256", 16, "ring", 1),          # two nodes: two switch tiers
+    ("h100-nvl256", 16, "rhd", 1),
+    ("h100-nvl256", 16, "in-network", 1),
+    ("gb200-nvl72", 72, "ring", 1),
+    ("gb200-nvl72", 72, "in-network", 1),
+    ("dgx-h100", 16, "hierarchical", 2),     # two DGX boxes over the NICs
+    ("dgx-h100", 16, "ring", 2),
+])
+def test_reduced_and_full_agree_within_one_percent(system, world, alg, domains):
+    s = sched(nbytes=256 << 20, world=world, algorithm=alg, mechanism=_mechanism(alg),
+              comm_sms=32, domains=domains)
+    sys_ = load_system(system)
+    reduced, full = predict(sys_, s), predict(sys_, s, reduced=False)
+    assert reduced.time_s == pytest.approx(full.time_s, rel=0.01)
+
+
+def test_analytical_agrees_with_des_when_nothing_contends():
+    for op, alg in (("all-reduce", "ring"), ("all-gather", "direct"), ("all-reduce", "rhd"),
+                    ("reduce-scatter", "ring")):
+        p = predict(H100, sched(op, algorithm=alg))
+        assert p.alpha_beta_s == pytest.approx(p.time_s, rel=0.01)
+
+
+settings.register_profile("pksim", max_examples=30, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+
+
+@settings(settings.get_profile("pksim"))
+@given(op_alg=st.sampled_from(ALGS), world=st.sampled_from([2, 4, 8]),
+       size=st.integers(min_value=12, max_value=28), sms=st.sampled_from([8, 32, 132]),
+       chunk=st.sampled_from([0, 1 << 20]))
+def test_more_bandwidth_or_fewer_bytes_is_never_slower(op_alg, world, size, sms, chunk):
+    op, alg = op_alg
+    if alg == "rhd" and world & (world - 1):
+        return
+    s = sched(op, 1 << size, world=world, algorithm=alg, mechanism=_mechanism(alg),
+              comm_sms=sms, chunk_bytes=chunk)
+    base = predict(H100, s)
+    assert base.bound_s <= base.time_s * (1 + 1e-9)
+    fewer = predict(H100, s.with_(shape=(("bytes", 1 << (size - 1)),)))
+    assert fewer.time_s <= base.time_s * (1 + 1e-9)
+    faster = load_system("dgx-h100", ["gpu.nvlink.link_bandwidth_GBps=50",
+                                      "gpu.hbm.bandwidth_GBps=6700"])
+    assert predict(faster, s).time_s <= base.time_s * (1 + 1e-9)
+
+
+BIG = 128
+
+
+@pytest.mark.parametrize("name", list_systems())
+@pytest.mark.parametrize("op", COLLECTIVES)
+def test_every_op_on_every_system_runs_or_says_why(name, op):
+    system = load_system(name)
+    n = system.domain.gpus_per_domain
+    if op == "all-to-all" and n > BIG:
+        n = 64         # every pair talks: n^2 flows; a 64-rank slice of the domain
+    algs = ["ring", "in-network", "direct"] if n > BIG else algorithms_for(op)
+    ran = 0
+    for alg in algs:
+        if alg not in algorithms_for(op) or alg == "hierarchical":
+            continue
+        if n > BIG and alg == "direct" and op not in ("broadcast", "reduce", "gather", "scatter"):
+            continue
+        for mech in ("tma", "register", "multimem", "copy-engine"):
+            try:
+                sms = system.gpu.sm.count // (n if system.domain.fabric == "shared-memory" else 1)
+                p = predict(system, sched(op, 16 << 20, world=n, algorithm=alg, mechanism=mech,
+                                          comm_sms=min(32, sms)))
+            except InfeasibleError as exc:
+                assert str(exc)                  # a reason, not an empty message
+                continue
+            assert p.time_s > 0 and p.bound_s <= p.time_s * (1 + 1e-9)
+            ran += 1
+    if n > 1:
+        assert ran > 0
+
+
+def test_infeasible_mechanisms_name_what_is_missing():
+    a100 = load_system("dgx-a100")
+    with pytest.raises(InfeasibleError, match="no TMA on ampere"):
+        predict(a100, sched(algorithm="ring"))
+    with pytest.raises(InfeasibleError, match="no in-switch reduction"):
+        predict(a100, sched(algorithm="in-network", mechanism="multimem"))
+    with pytest.raises(InfeasibleError, match="copy engine cannot reduce"):
+        predict(H100, sched(algorithm="ring", mechanism="copy-engine"))
+    with pytest.raises(InfeasibleError, match="no NVLink switch spans"):
+        predict(load_system("h200-virtual"), sched(algorithm="in-network", mechanism="multimem"))
+
+
+def test_nccl_model_picks_latency_protocols_small_and_bandwidth_large():
+    small = nccl_schedule(H100, "all-reduce", 4096)
+    large = nccl_schedule(H100, "all-reduce", GiB)
+    assert small.protocol == "LL"
+    assert large.protocol == "Simple"
+    assert large.algorithm == "nvls"              # dgx-h100 has in-switch reduction
+    assert nccl_schedule(load_system("dgx-a100"), "all-reduce", GiB).algorithm == "ring"
+    p = predict(H100, small)
+    # NCCL's base latency alone is several microseconds: pk's one-shot beats it small
+    assert p.time_s > 5e-6
+    with pytest.raises(InfeasibleError, match="several ranks on one GPU"):
+        predict(load_system("h200-virtual"), small.with_(world=8))
+
+
+def test_predictions_say_which_guesses_they_rest_on():
+    rubin = load_system("rubin-ultra-nvl576")
+    p = predict(rubin, sched(world=144, algorithm="ring", comm_sms=32))
+    assert any(k.startswith("gpu.nvlink") for k in p.depends_on_assumed)
+    ring = sched("all-gather", 1 << 20, algorithm="ring")
+    timeline = predict(H100, ring, reduced=False, record=True).timeline
+    assert len(timeline) == 7 * 8                   # 7 steps x 8 ranks, one flow each
+    # the reduced run records one representative per symmetry class: 7 steps x 1 class
+    assert len(predict(H100, ring, record=True).timeline) == 7
+    assert all(e.end_s > e.start_s for e in timeline)
