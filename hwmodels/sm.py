@@ -105,6 +105,12 @@ def _waves(tiles: int, sms: int) -> float:
     return tiles / (sms * math.ceil(tiles / sms))
 
 
+def sustained_factor(gpu: GpuSpec, time_s: float) -> float:
+    """Fraction of its short-run rate a tensor kernel of this duration keeps (public
+    name for the simulator's fused operations)."""
+    return _sustained(gpu, time_s)
+
+
 def _sustained(gpu: GpuSpec, time_s: float) -> float:
     """Fraction of its short-run rate that a tensor kernel of this duration keeps."""
     t = gpu.tensor
@@ -121,12 +127,13 @@ def _tensor_time(gpu: GpuSpec, flop: float, efficiency: float, nbytes: float,
     return soft_max(compute_s, memory_s, gpu.transfer.issue_knee)
 
 
-def gemm_efficiency(gpu: GpuSpec, m: int, n: int, k: int) -> float:
-    """Tensor efficiency of an (m, n, k) GEMM: large-shape efficiency x tile waves x the
-    per-tile fixed work (``gemm_k_overhead`` K-steps of prologue and epilogue)."""
+def gemm_efficiency(gpu: GpuSpec, m: int, n: int, k: int, sms: int | None = None) -> float:
+    """Tensor efficiency of an (m, n, k) GEMM on ``sms`` SMs (default: all): large-shape
+    efficiency x tile waves x the per-tile fixed work (``gemm_k_overhead`` K-steps of
+    prologue and epilogue)."""
     tiles = math.ceil(m / GEMM_TILE[0]) * math.ceil(n / GEMM_TILE[1])
     t = gpu.tensor
-    return t.gemm_efficiency * _waves(tiles, gpu.sm.count) * k / (k + t.gemm_k_overhead)
+    return t.gemm_efficiency * _waves(tiles, sms or gpu.sm.count) * k / (k + t.gemm_k_overhead)
 
 
 def gemm_time_s(gpu: GpuSpec, m: int, n: int, k: int, dtype: str = "bf16",

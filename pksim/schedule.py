@@ -111,6 +111,11 @@ class Schedule:
     def label(self) -> str:
         """Short human label: 'ring/tma/16sm'."""
         parts = [self.algorithm, self.mechanism]
+        fused = not any(k == "bytes" for k, _ in self.shape)
+        if fused and self.overlap == "none":
+            return "none (library GEMM, then NCCL)"
+        if fused and self.overlap == "intra-sm":
+            return f"intra-sm/{self.algorithm}/{self.mechanism}"
         if self.impl == "nccl":
             parts = ["nccl", self.algorithm, self.protocol or "auto"]
         else:

@@ -20,6 +20,7 @@ from pksim.simulate import predict
 from pksim.workloads.collectives import algorithms_for
 
 COMM_SMS = (4, 8, 16, 32, 64)
+FUSED_COMM_SMS = (2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64)
 CHUNKS = (0, 1 << 20, 4 << 20)
 PIPELINED = ("ring", "tree", "hierarchical")
 # Past this world size the search leaves out what is slow to simulate and never wins
@@ -46,6 +47,40 @@ def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None
                     impl="nccl", algorithm=algorithm, mechanism="register", protocol=protocol,
                     comm_sms=nccl.CHANNELS, chunk_bytes=chunk,
                     pipeline_depth=8 if chunk else 1)
+
+
+def fused_space(system: System, op: str, shape: dict[str, int], world: int | None = None,
+                domains: int = 1, dtype: str = "bf16", overlaps: tuple[str, ...] = (),
+                algorithms: tuple[str, ...] = (), mechanisms: tuple[str, ...] = (),
+                comm_sms: tuple[int, ...] = (), skew: float = 0.0) -> list[Schedule]:
+    """Candidates for a compute + communication op: every overlap strategy x its
+    communication algorithm x mechanism x communication SMs (inter-SM only)."""
+    from pksim.workloads.fused import ALGORITHMS
+    topo = Topology.build(system, world, domains)
+    sms = topo.sms_per_rank()
+    sm_counts = comm_sms or tuple(c for c in FUSED_COMM_SMS if c < sms)
+    chunk_opts = (0, 16 << 20, 4 << 20, 1 << 20) if op in ("gemm-rs", "gemm-ar", "ag-gemm") else (0,)
+    extra = (("skew", skew),) if skew else ()
+    base = dict(op=op, shape=tuple(sorted(shape.items())), world=topo.world, domains=domains,
+                dtype=dtype, extra=extra)
+    out = []
+    for overlap in overlaps or ("none", "inter-sm", "intra-sm"):
+        if overlap == "none":
+            out.append(Schedule(**base, overlap="none", algorithm=ALGORITHMS[op][0],
+                                mechanism="register", comm_sms=1))
+            continue
+        for alg in algorithms or ALGORITHMS[op]:
+            for mech in mechanisms or ("tma", "register", "multimem"):
+                if (alg == "in-network") != (mech == "multimem"):
+                    continue
+                if overlap == "intra-sm" and mech == "register":
+                    continue
+                counts = sm_counts if overlap == "inter-sm" else (1,)
+                for c in counts:
+                    for chunk in chunk_opts:
+                        out.append(Schedule(**base, overlap=overlap, algorithm=alg,
+                                            mechanism=mech, comm_sms=c, chunk_bytes=chunk))
+    return out
 
 
 def space(system: System, op: str, nbytes: int, world: int | None = None,

@@ -29,6 +29,7 @@ from pksim.program import Program
 from pksim.schedule import Schedule
 from pksim.symmetry import FlowClass, identity_flows, reduce_flows
 from pksim.workloads.collectives import COLLECTIVES, build_program, busbw_factor
+from pksim.workloads.fused import FUSED_OPS
 
 MAX_LANES = 64
 LINK_CLASSES = ("nvl_out", "nvl_in", "up1", "down1", "up2", "down2", "nic_out", "nic_in")
@@ -263,4 +264,10 @@ def assumed_inputs(model: Model) -> list[str]:
 
 def predict(system: System | str, schedule: Schedule, reduced: bool = True,
             record: bool = False) -> Prediction:
+    """Predict a collective or a fused compute + communication operation."""
+    if isinstance(system, str):
+        system = load_system(system)
+    if schedule.op in FUSED_OPS:
+        from pksim.overlap import predict_fused
+        return predict_fused(system, schedule, reduced)
     return simulate(build(system, schedule, reduced), record=record)

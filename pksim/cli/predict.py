@@ -10,8 +10,9 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
 from pksim.prediction import Prediction
-from pksim.schedule import ALGORITHMS, IMPLS, MECHANISMS, PEER_ORDERS, Schedule
-from pksim.search import nccl_schedule, search as run_search, space
+from pksim.schedule import ALGORITHMS, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
+from pksim.search import fused_space, nccl_schedule, search as run_search, space
+from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 from pksim.simulate import predict as run_predict
 from pksim.workloads.collectives import COLLECTIVES
 
@@ -23,10 +24,28 @@ def op_options(fn):
                      help="Shipped system name or path to a system .toml."),
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override a system figure (repeatable)."),
-        click.option("--op", required=True, type=click.Choice(COLLECTIVES),
-                     help="Operation."),
-        click.option("--bytes", "size", required=True, metavar="SIZE",
-                     help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB."),
+        click.option("--op", required=True, type=click.Choice(COLLECTIVES + FUSED_OPS),
+                     help="Operation: a collective, or a fused compute + communication op."),
+        click.option("--bytes", "size", default=None, metavar="SIZE",
+                     help="Collectives: size as nccl-tests counts it (bytes or KiB/MiB/GiB)."),
+        click.option("--m", type=int, default=None, help="GEMM ops: rows of A per rank."),
+        click.option("--n", "n_", type=int, default=None, help="GEMM ops: columns of B."),
+        click.option("--k", type=int, default=None, help="GEMM ops: the reduction dimension."),
+        click.option("--batch", type=int, default=None, help="Attention: batch."),
+        click.option("--heads", type=int, default=None, help="Attention: heads."),
+        click.option("--seq", type=int, default=None, help="Attention: total sequence length."),
+        click.option("--head-dim", type=int, default=None, help="Attention: head dimension."),
+        click.option("--tokens", type=int, default=None, help="MoE: tokens per rank."),
+        click.option("--hidden", type=int, default=None, help="MoE: hidden size."),
+        click.option("--experts", type=int, default=None, help="MoE: experts in all."),
+        click.option("--topk", type=int, default=None, help="MoE: experts per token."),
+        click.option("--expert-hidden", type=int, default=None, help="MoE: expert FFN size."),
+        click.option("--skew", type=float, default=0.0, show_default=True,
+                     help="MoE: Zipf exponent of the routing (0 = uniform)."),
+        click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8", "fp4"]),
+                     default="bf16", show_default=True, help="Fused ops: element type."),
+        click.option("--overlap", type=click.Choice(OVERLAPS), default=None,
+                     help="Fused ops: fix the overlap strategy (default: search)."),
         click.option("--world", type=int, default=None,
                      help="Ranks (default: the GPUs of --domains domains)."),
         click.option("--domains", type=int, default=1, show_default=True,
@@ -52,10 +71,33 @@ def op_options(fn):
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
 
 
+def _fused_candidates(system, kw) -> list[Schedule]:
+    values = dict(kw, n=kw["n_"])
+    shape = {}
+    for key in SHAPE_KEYS[kw["op"]]:
+        if values.get(key) is None:
+            raise ConfigError(f"--op {kw['op']} needs --{key.replace('_', '-')}")
+        shape[key] = values[key]
+    if kw["impl"] == "nccl":
+        overlaps = ("none",)
+    else:
+        overlaps = (kw["overlap"],) if kw["overlap"] else ()
+    return fused_space(system, kw["op"], shape, kw["world"], kw["domains"], kw["dtype"],
+                       overlaps=overlaps,
+                       algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
+                       mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
+                       comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
+                       skew=kw["skew"])
+
+
 def _candidates(system, kw) -> list[Schedule]:
-    nbytes = parse_bytes(kw["size"])
     if kw["world"] is not None and kw["world"] < 1:
         raise ConfigError(f"--world must be at least 1, got {kw['world']}")
+    if kw["op"] in FUSED_OPS:
+        return _fused_candidates(system, kw)
+    if kw["size"] is None:
+        raise ConfigError(f"--op {kw['op']} needs --bytes")
+    nbytes = parse_bytes(kw["size"])
     if kw["impl"] == "nccl":
         sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"])
         return [sched.with_(root=kw["root"])]
@@ -78,6 +120,16 @@ def _prediction_json(p: Prediction) -> dict:
 
 
 def _print_prediction(p: Prediction) -> None:
+    if p.schedule.op in FUSED_OPS:
+        shape = " ".join(f"{k}={v}" for k, v in p.schedule.shape)
+        click.echo(f"{p.schedule.op} {shape} {p.schedule.dtype} on {p.system} "
+                   f"({p.schedule.world} ranks): {p.schedule.label()}")
+        click.echo(f"  time      {format_time(p.time_s)}   compute {format_time(p.compute_s)}   "
+                   f"exposed comm {format_time(p.exposed_comm_s)}")
+        click.echo(f"  baseline  {format_time(p.baseline_s)} (cuBLAS + NCCL)   "
+                   f"speed-up {p.speedup:.2f}x   bound {format_time(p.bound_s)} "
+                   f"({p.bound_resource})")
+        return
     click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
                f"({p.schedule.world} ranks): {p.schedule.label()}")
     click.echo(f"  time      {format_time(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
@@ -108,7 +160,12 @@ def _search(kw):
 @click.command()
 @op_options
 def predict(**kw) -> None:
-    """Predict one collective; without --algorithm/--mechanism, the best schedule found."""
+    """Predict one operation; without schedule options, the best schedule found.
+
+    Collectives take --bytes; gemm-rs, gemm-ar and ag-gemm take --m --n --k
+    (each rank's own GEMM); ring-attention and ulysses-attention take --batch --heads
+    --seq --head-dim; moe-dispatch-gemm and moe-combine take --tokens --hidden
+    --experts --topk --expert-hidden [--skew]."""
     _system, ranked, _ = _search(kw)
     best = ranked[0]
     if kw["as_json"]:
@@ -129,6 +186,14 @@ def search(top: int, **kw) -> None:
         emit_json({"ranked": [_prediction_json(p) for p in ranked[:top]],
                    "candidates": len(ranked) + len(infeasible),
                    "infeasible": [{"schedule": s, "reason": r} for s, r in infeasible]})
+        return
+    if kw["op"] in FUSED_OPS:
+        table(f"{kw['op']} on {kw['system_name']}: {len(ranked)} feasible, "
+              f"{len(infeasible)} infeasible",
+              ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],
+              [[p.schedule.label(), format_time(p.time_s), format_time(p.exposed_comm_s),
+                f"{p.speedup:.2f}x", format_time(p.bound_s), p.bound_resource]
+               for p in ranked[:top]])
         return
     table(f"{kw['op']} {kw['size']} on {kw['system_name']}: {len(ranked)} feasible, "
           f"{len(infeasible)} infeasible",

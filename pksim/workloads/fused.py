@@ -1,0 +1,214 @@
+"""Compute + communication operations: what each rank computes and what it sends.
+
+Local shapes as ParallelKittens states them (each rank's own GEMM):
+- ``gemm-rs``: A[M x K] @ B[K x N] per rank (K is its shard of the reduction); the
+  M x N partial sums are reduce-scattered along M.
+- ``gemm-ar``: the same, all-reduced.
+- ``ag-gemm``: each rank holds A[M/world x K], all-gathers it to M x K, times B[K x N].
+- ``ring-attention``: sequence-parallel attention; K/V blocks pass around the ring.
+- ``ulysses-attention``: all-to-all heads <-> sequence, attention, all-to-all back.
+- ``moe-dispatch-gemm``: top-k token dispatch by all-to-all, then the expert GEMM.
+- ``moe-combine``: expert outputs back by all-to-all, then the weighted sum.
+
+A plan is a list of chunks. Each chunk has, per rank, some tensor work (FLOP, the
+bytes it streams through HBM, its GEMM shape for the efficiency model) and the
+transfers that carry its data. ``mode`` says how they depend: ``produce`` (a chunk is
+sent after it is computed: GEMM then reduce-scatter) or ``consume`` (a chunk is
+computed after it arrived: all-gather then GEMM).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hwmodels.errors import ConfigError, InfeasibleError
+from pksim.program import Transfer
+
+FUSED_OPS = ("gemm-rs", "gemm-ar", "ag-gemm", "ring-attention", "ulysses-attention",
+             "moe-dispatch-gemm", "moe-combine")
+SHAPE_KEYS = {
+    "gemm-rs": ("m", "n", "k"), "gemm-ar": ("m", "n", "k"), "ag-gemm": ("m", "n", "k"),
+    "ring-attention": ("batch", "heads", "seq", "head_dim"),
+    "ulysses-attention": ("batch", "heads", "seq", "head_dim"),
+    "moe-dispatch-gemm": ("tokens", "hidden", "experts", "topk", "expert_hidden"),
+    "moe-combine": ("tokens", "hidden", "experts", "topk", "expert_hidden"),
+}
+# The algorithm names a fused op accepts for its communication.
+ALGORITHMS = {
+    "gemm-rs": ("direct",), "gemm-ar": ("two-shot", "direct", "in-network"),
+    "ag-gemm": ("direct",), "ring-attention": ("ring",), "ulysses-attention": ("direct",),
+    "moe-dispatch-gemm": ("direct",), "moe-combine": ("direct",),
+}
+# The collective each op's "none" baseline runs with NCCL after (or before) the compute.
+BASELINE_COLLECTIVE = {
+    "gemm-rs": "reduce-scatter", "gemm-ar": "all-reduce", "ag-gemm": "all-gather",
+    "ring-attention": "all-gather", "ulysses-attention": "all-to-all",
+    "moe-dispatch-gemm": "all-to-all", "moe-combine": "all-to-all",
+}
+
+
+@dataclass(frozen=True)
+class Work:
+    """Tensor work of one rank in one chunk."""
+    flop: float
+    nbytes: float                     # HBM traffic of the operands and output
+    shape: tuple[int, int, int]       # (m, n, k) of the GEMM, for the efficiency model
+    kind: str = "gemm"                # gemm | attention
+
+
+@dataclass(frozen=True)
+class Chunk:
+    work: tuple[Work, ...]            # one per rank
+    transfers: tuple[Transfer, ...]
+    key: tuple                        # traffic pattern + work shape (equal keys cost the same)
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str                         # "produce" or "consume"
+    chunks: tuple[Chunk, ...]
+    total_flop: float                 # per rank, for the compute-only reference
+    baseline_bytes: int               # nccl-tests size of the baseline collective
+    note: str = ""
+    tail: tuple[tuple[Transfer, ...], ...] = ()   # steps after all chunks (second shot, out)
+
+
+def check_shape(op: str, shape: dict[str, int], world: int) -> None:
+    for key in SHAPE_KEYS[op]:
+        if key not in shape:
+            raise ConfigError(f"{op} needs --{key.replace('_', '-')}")
+        if shape[key] <= 0:
+            raise ConfigError(f"--{key.replace('_', '-')} must be positive, got {shape[key]}")
+    if op in ("gemm-rs", "gemm-ar", "ag-gemm") and shape["m"] < world:
+        raise ConfigError(f"--m {shape['m']} is smaller than the world ({world})")
+    if op == "ulysses-attention" and shape["heads"] % world:
+        raise InfeasibleError(f"ulysses needs heads ({shape['heads']}) divisible by the world "
+                              f"({world})")
+    if op.startswith("moe") and shape["experts"] % world:
+        raise InfeasibleError(f"experts ({shape['experts']}) must divide evenly over the "
+                              f"world ({world})")
+
+
+def _gemm(m: float, n: int, k: int, elem: float, whole_m: float | None = None) -> Work:
+    """Tensor work of an (m, n, k) GEMM. A chunk of a persistent kernel's tile stream
+    carries the whole GEMM's shape (``whole_m`` rows): tiles flow from one chunk into
+    the next, so only the whole GEMM's last wave is quantised."""
+    m_i = max(1, int(round(whole_m if whole_m is not None else m)))
+    return Work(2.0 * m * n * k, elem * (m * k + k * n + m * n), (m_i, n, k))
+
+
+def _shift(world: int, d: int, nbytes: float, kind: str, tag: str) -> tuple[Transfer, ...]:
+    return tuple(Transfer(r, (r + d) % world, nbytes, kind, ((tag, r, d),)) for r in range(world))
+
+
+def expert_load(experts: int, skew: float) -> list[float]:
+    """Fraction of routed tokens each expert receives: uniform, or Zipf(skew)."""
+    weights = [1.0 / (i + 1) ** skew for i in range(experts)]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str,
+         chunks_per_peer: int = 1, skew: float = 0.0) -> Plan:
+    """The chunks of ``op`` on ``world`` ranks; ``chunks_per_peer`` splits each peer's
+    part further (finer overlap: tile waves for intra-SM)."""
+    check_shape(op, shape, world)
+    if algorithm not in ALGORITHMS[op]:
+        raise InfeasibleError(f"{op} has no {algorithm!r} communication "
+                              f"(it has {', '.join(ALGORITHMS[op])})")
+    n, q = world, max(1, chunks_per_peer)
+    if op in ("gemm-rs", "gemm-ar"):
+        m, nn, k = shape["m"], shape["n"], shape["k"]
+        rows = m / n / q
+        part = rows * nn * elem
+        chunks = []
+        for d in range(1, n + 1):          # owner r + d; the last (d = n) is the own shard
+            for _ in range(q):
+                work = (_gemm(rows, nn, k, elem, m),) * n
+                if d == n:
+                    moves: tuple[Transfer, ...] = ()
+                elif op == "gemm-rs" or algorithm == "two-shot":
+                    moves = _shift(n, d, part, "reduce", "rs")
+                elif algorithm == "direct":        # one-shot: store-add into every peer
+                    moves = tuple(t for e in range(1, n) for t in _shift(n, e, part, "reduce", "ar"))
+                else:                              # in-network: reduce and multicast the rows
+                    moves = tuple(Transfer(r, r, part / n, kind, (("ar", r),))
+                                  for kind in ("switch-reduce", "multicast") for r in range(n))
+                chunks.append(Chunk(work, moves, (op, algorithm, d, rows)))
+        tail = ()
+        if op == "gemm-ar" and algorithm == "two-shot":
+            # second shot, once every owner holds its reduced rows: store them to all peers
+            tail = (tuple(t for d in range(1, n)
+                          for t in _shift(n, d, m / n * nn * elem, "copy", "ag")),)
+        return Plan("produce", tuple(chunks), 2.0 * m * nn * k, int(m * nn * elem), tail=tail)
+    if op == "ag-gemm":
+        m, nn, k = shape["m"], shape["n"], shape["k"]
+        rows = m / n / q
+        chunks = []
+        for d in range(0, n):              # shard of rank r - d; d = 0 is the own shard
+            for _ in range(q):
+                moves = () if d == 0 else _shift(n, d, rows * k * elem, "copy", "ag")
+                chunks.append(Chunk((_gemm(rows, nn, k, elem, m),) * n, moves, (op, d, rows)))
+        return Plan("consume", tuple(chunks), 2.0 * m * nn * k, int(m * k * elem))
+    if op in ("ring-attention", "ulysses-attention"):
+        b, h, s, dd = shape["batch"], shape["heads"], shape["seq"], shape["head_dim"]
+        if op == "ring-attention":
+            local = s / n
+            flop = 4.0 * b * h * local * local * dd
+            kv = 2 * b * h * local * dd * elem
+            work = Work(flop, kv + 2 * b * h * local * dd * elem, (int(local), int(local), dd),
+                        "attention")
+            chunks = [Chunk((work,) * n, () if d == 0 else _shift(n, 1, kv, "copy", "kv"),
+                            (op, d == 0)) for d in range(n)]
+            return Plan("consume", tuple(chunks), flop * n, int(kv * n))
+        heads = h // n
+        flop = 4.0 * b * heads * s * s * dd / q
+        qkv = 3 * b * (s / n) * (h / n) * dd * elem / q
+        work = Work(flop, 4 * b * heads * s * dd * elem / q, (s, s, dd), "attention")
+        chunks = []
+        for c in range(q):                 # head groups: all-to-all in, then attention
+            moves = tuple(t for e in range(1, n) for t in _shift(n, e, qkv, "copy", f"in{c}"))
+            chunks.append(Chunk((work,) * n, moves, (op, "in")))
+        out = tuple(t for e in range(1, n) for t in _shift(n, e, qkv / 3 * q, "copy", "out"))
+        return Plan("consume", tuple(chunks), flop * q, int(3 * b * s / n * h * dd * elem),
+                    tail=(out,))
+    # MoE: tokens routed to experts, E / n experts per rank
+    t, hd, e, k, f = (shape["tokens"], shape["hidden"], shape["experts"], shape["topk"],
+                      shape["expert_hidden"])
+    load = expert_load(e, skew)
+    per_rank = [sum(load[i] for i in range(r * e // n, (r + 1) * e // n)) for r in range(n)]
+    routed = t * k                         # token copies each rank sends
+    bytes_to = [routed * hd * elem * frac for frac in per_rank]
+    received = [routed * n * frac for frac in per_rank]          # token copies per rank
+    work = tuple(_gemm(received[r], f, hd, elem) for r in range(n))
+    moves = tuple(Transfer(src, dst, bytes_to[dst], "copy", ((src, dst),))
+                  for src in range(n) for dst in range(n) if src != dst)
+    if op == "moe-dispatch-gemm":
+        chunks = (Chunk((Work(0.0, 0.0, (1, 1, 1)),) * n, moves, (op, "dispatch", skew)),
+                  Chunk(work, (), (op, "gemm", skew)))
+        return Plan("consume", chunks, max(w.flop for w in work), int(routed * hd * elem),
+                    note=_skew_note(skew, per_rank))
+    back = tuple(Transfer(dst, src, bytes_to[dst], "copy", ((dst, src),))
+                 for src in range(n) for dst in range(n) if src != dst)
+    combine = Work(2.0 * routed * hd, 2 * routed * hd * elem, (max(1, routed), hd, 1))
+    chunks = (Chunk((Work(0.0, 0.0, (1, 1, 1)),) * n, back, (op, "return", skew)),
+              Chunk((combine,) * n, (), (op, "combine")))
+    return Plan("consume", chunks, combine.flop, int(routed * hd * elem),
+                note=_skew_note(skew, per_rank))
+
+
+def _skew_note(skew: float, per_rank: list[float]) -> str:
+    if skew <= 0:
+        return ""
+    busiest = max(per_rank) * len(per_rank)
+    return (f"Zipf routing (skew {skew:g}): ranks are not symmetric; every rank is "
+            f"simulated with its own load (busiest rank gets {busiest:.2f}x the mean)")
+
+
+def flop_count(op: str, shape: dict[str, int], world: int) -> float:
+    """FLOP per rank of the whole op (for the roofline and reports)."""
+    return plan(op, shape, world, 2, ALGORITHMS[op][0]).total_flop
+
+
+def ceil_div(a: int, b: int) -> int:
+    return math.ceil(a / b)

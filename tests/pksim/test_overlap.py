@@ -1,0 +1,126 @@
+"""Fused compute + communication: baseline, bound, exposed communication, search."""
+from __future__ import annotations
+
+import pytest
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import ConfigError, InfeasibleError
+from hwmodels.sm import gemm_time_s
+from pksim.schedule import Schedule
+from pksim.search import fused_space, nccl_schedule, search
+from pksim.simulate import predict
+from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, expert_load
+
+H100 = load_system("dgx-h100")
+SHAPES = {"gemm-rs": dict(m=8192, n=8192, k=2048), "gemm-ar": dict(m=4096, n=8192, k=1024),
+          "ag-gemm": dict(m=8192, n=4096, k=8192),
+          "ring-attention": dict(batch=4, heads=16, seq=24576, head_dim=128),
+          "ulysses-attention": dict(batch=4, heads=64, seq=8192, head_dim=128),
+          "moe-dispatch-gemm": dict(tokens=2048, hidden=7168, experts=64, topk=8,
+                                    expert_hidden=2048),
+          "moe-combine": dict(tokens=2048, hidden=7168, experts=64, topk=8, expert_hidden=2048)}
+
+
+def fused(op, overlap="inter-sm", **kw):
+    kw.setdefault("algorithm", {"gemm-ar": "two-shot", "ring-attention": "ring"}.get(op, "direct"))
+    kw.setdefault("mechanism", "tma")
+    kw.setdefault("comm_sms", 16)
+    shape = kw.pop("shape", SHAPES[op])
+    return Schedule(op=op, shape=tuple(sorted(shape.items())), world=kw.pop("world", 8),
+                    overlap=overlap, **kw)
+
+
+def test_none_is_gemm_plus_the_nccl_collective():
+    # baseline = 2 launches + cuBLAS-model GEMM of the whole local shape + NCCL's own
+    # reduce-scatter of the M x N partial sums (bytes = 8192 x 8192 x 2)
+    p = predict(H100, fused("gemm-rs", "none"))
+    gemm = gemm_time_s(H100.gpu, 8192, 8192, 2048)
+    rs = predict(H100, nccl_schedule(H100, "reduce-scatter", 8192 * 8192 * 2)).time_s
+    assert p.time_s == pytest.approx(2 * H100.gpu.sync.kernel_launch_s + gemm + rs, rel=1e-9)
+    assert p.baseline_s == p.time_s and p.speedup == 1.0
+
+
+@pytest.mark.parametrize("op", FUSED_OPS)
+@pytest.mark.parametrize("overlap", ["inter-sm", "intra-sm"])
+def test_no_schedule_beats_the_bound(op, overlap):
+    p = predict(H100, fused(op, overlap))
+    assert 0 < p.bound_s <= p.time_s * (1 + 1e-9)
+    assert p.exposed_comm_s >= 0 and p.baseline_s > 0
+    assert p.speedup == pytest.approx(p.baseline_s / p.time_s)
+
+
+def test_a_large_gemm_matches_its_roofline_times_the_calibrated_efficiency():
+    # 16384^3 bf16 on one H100 (no communication): 2 x 16384^3 FLOP / (989.4 TFLOP/s x
+    # gemm_efficiency x waves x K/(K + k_overhead)), at the sustained clock
+    from hwmodels.sm import gemm_efficiency, sustained_factor
+    m = n = k = 16384
+    eff = gemm_efficiency(H100.gpu, m, n, k)
+    compute = 2.0 * m * n * k / (H100.gpu.tensor.flops_bf16 * eff)
+    compute /= sustained_factor(H100.gpu, compute)
+    assert gemm_time_s(H100.gpu, m, n, k) == pytest.approx(compute, rel=0.01)
+
+
+def test_growing_k_moves_gemm_rs_from_communication_to_compute_bound():
+    exposed, bound = [], []
+    for k in (256, 1024, 4096, 16384):
+        p = predict(H100, fused("gemm-rs", shape=dict(m=8192, n=8192, k=k), comm_sms=32))
+        exposed.append(p.exposed_comm_s / p.time_s)
+        bound.append(p.bound_resource)
+    assert exposed == sorted(exposed, reverse=True)       # exposed share falls as K grows
+    assert bound[0] in ("nvl_in", "nvl_out") and bound[-1] == "tensor"
+    assert exposed[-1] < 0.05
+
+
+def test_more_communication_sms_trade_compute_for_bandwidth():
+    few = predict(H100, fused("gemm-rs", shape=dict(m=8192, n=8192, k=256), comm_sms=4))
+    more = predict(H100, fused("gemm-rs", shape=dict(m=8192, n=8192, k=256), comm_sms=32))
+    assert more.time_s < few.time_s                       # communication-bound: SMs help
+    assert few.bound_resource == "issue"
+
+
+def test_search_over_at_least_100_candidates_ranks_them():
+    cands = fused_space(H100, "gemm-rs", dict(m=32768, n=32768, k=4096))
+    assert len(cands) >= 100
+    result = search(H100, cands)
+    times = [p.time_s for p in result.ranked]
+    assert times == sorted(times)
+    assert result.ranked[0].speedup >= 1.0
+
+
+def test_skewed_routing_loads_one_rank_more():
+    load = expert_load(64, 1.0)
+    assert load[0] > 10 * load[-1] and sum(load) == pytest.approx(1.0)
+    uniform = predict(H100, fused("moe-dispatch-gemm"))
+    skewed = predict(H100, fused("moe-dispatch-gemm", extra=(("skew", 1.0),)))
+    assert skewed.time_s > uniform.time_s
+
+
+def test_bad_shapes_and_infeasible_ops():
+    with pytest.raises(ConfigError, match="needs --k"):
+        predict(H100, fused("gemm-rs", shape=dict(m=8192, n=8192)))
+    with pytest.raises(InfeasibleError, match="heads \\(12\\) divisible by the world"):
+        predict(H100, fused("ulysses-attention", shape=dict(batch=1, heads=12, seq=1024,
+                                                            head_dim=128)))
+    with pytest.raises(InfeasibleError, match="leaves no SM to compute"):
+        predict(H100, fused("gemm-rs", comm_sms=132))
+    with pytest.raises(InfeasibleError, match="no fp8 tensor rate"):
+        predict(load_system("dgx-a100"), fused("gemm-rs", dtype="fp8", mechanism="register"))
+
+
+@pytest.mark.parametrize("name", ["dgx-a100", "dgx-b200", "gb200-nvl72", "h200-virtual"])
+@pytest.mark.parametrize("op", FUSED_OPS)
+def test_every_fused_op_runs_or_says_why(name, op):
+    system = load_system(name)
+    world = min(8, system.domain.gpus_per_domain)
+    ran = 0
+    for overlap in ("none", "inter-sm", "intra-sm"):
+        for mech in ("tma", "register"):
+            try:
+                p = predict(system, fused(op, overlap, mechanism=mech, world=world, comm_sms=4))
+            except (InfeasibleError, ConfigError) as exc:
+                assert str(exc)
+                continue
+            assert p.time_s > 0
+            ran += 1
+    assert ran > 0
+    assert set(SHAPE_KEYS) == set(FUSED_OPS)
