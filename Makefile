@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(BIN)/pksim whatif
+	$(BIN)/pksim whatif -o pksim-out/default --force
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -43,16 +43,68 @@ def _efficiency(system: System, work: Work, sms: int) -> float:
     return gemm_efficiency(system.gpu, m, n, k, sms)
 
 
-def _compute_specs(system: System, topo: Topology, works, sms: int) -> list[FlowSpec]:
+def _compute_specs(topo: Topology, works) -> list[FlowSpec]:
+    """Tensor work as flows: amount = HBM bytes, weight on the tensor resource = FLOP
+    per byte (the shape's efficiency lives in the rank's tensor capacity)."""
     out = []
     for rank, w in enumerate(works):
         if w.flop <= 0:
             continue
         gpu = topo.locations[rank].gpu
-        weight = (w.flop / w.nbytes) / _efficiency(system, w, sms)
-        out.append(FlowSpec(((f"hbm[{gpu}]", 1.0), (f"tensor[{rank}]", weight)), 0.0,
-                            w.nbytes, rank))
+        out.append(FlowSpec(((f"hbm[{gpu}]", 1.0), (f"tensor[{rank}]", w.flop / w.nbytes)),
+                            0.0, w.nbytes, rank))
     return out
+
+
+def _tensor_caps(system: System, topo: Topology, plan: Plan, dtype: str,
+                 compute_sms: int) -> dict[str, float]:
+    """Each rank's tensor rate: its share of the SMs x the efficiency of its GEMM (or
+    attention) shape on them x the sustained clock of a kernel that long."""
+    peak = system.gpu.tensor.flops(dtype)
+    share = compute_sms / system.gpu.sm.count
+    caps = {}
+    for rank in range(topo.world):
+        works = [c.work[rank] for c in plan.chunks if c.work[rank].flop > 0]
+        if not works:
+            caps[f"tensor[{rank}]"] = peak * share
+            continue
+        eff = _efficiency(system, works[0], compute_sms)
+        estimate = sum(w.flop for w in works) / (peak * share * eff)
+        caps[f"tensor[{rank}]"] = peak * share * eff * sustained_factor(system.gpu, estimate)
+    return caps
+
+
+_CACHE: dict = {}
+
+
+def _flows(system: System, topo: Topology, comm: Schedule, plan: Plan, reduced: bool):
+    """Flows of every chunk, grouped into symmetry classes; cached across candidates
+    that differ only in their SM count (which changes capacities, not the flows)."""
+    key = (id(system), (comm if topo.virtual else comm.with_(comm_sms=1)).key(), reduced)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is system:
+        return hit[1]
+    link_eff = system.gpu.nvlink.efficiency(comm.mechanism)
+    patterns: dict = {}
+    for c in plan.chunks:
+        patterns.setdefault(("compute", c.key), _compute_specs(topo, c.work))
+        patterns.setdefault(("comm", c.key), [flow_spec(topo, comm, t, t.nbytes, False, link_eff)
+                                              for t in c.transfers])
+    for i, step in enumerate(plan.tail):
+        patterns[("tail", i)] = [flow_spec(topo, comm, t, t.nbytes, False, link_eff) for t in step]
+    sync = {k: max((s.latency_s for s in v), default=0.0) + system.gpu.sync.flag_latency_s
+            for k, v in patterns.items() if k[0] != "compute" and v}
+    if reduced:
+        probe = capacities(topo, comm.with_(comm_sms=1))
+        probe.update(_tensor_caps(system, topo, plan, comm.dtype, system.gpu.sm.count))
+        classes, members = reduce_flows(patterns, probe)
+    else:
+        classes = identity_flows(patterns)
+        members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
+    if len(_CACHE) > 32:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (system, (classes, members, sync))
+    return classes, members, sync
 
 
 def _shape(schedule: Schedule) -> dict[str, int]:
@@ -124,30 +176,10 @@ def predict_fused(system: System, schedule: Schedule, reduced: bool = True) -> P
 
 def _run(system, topo, comm: Schedule, plan: Plan, compute_sms: int, reduced: bool):
     """Simulate the plan; returns (time, busy per class resource, compute-only time)."""
-    link_eff = system.gpu.nvlink.efficiency(comm.mechanism)
-    patterns: dict = {}
-    for c in plan.chunks:
-        patterns.setdefault(("compute", c.key), _compute_specs(system, topo, c.work, compute_sms))
-        patterns.setdefault(("comm", c.key), [flow_spec(topo, comm, t, t.nbytes, False, link_eff)
-                                              for t in c.transfers])
-    for i, step in enumerate(plan.tail):
-        patterns[("tail", i)] = [flow_spec(topo, comm, t, t.nbytes, False, link_eff) for t in step]
-    caps = capacities(topo, comm)
-    peak = system.gpu.tensor.flops(comm.dtype)
-    share = compute_sms / system.gpu.sm.count
-    # a long tensor kernel runs at a lower, power-limited clock (calibrated)
-    busiest = max((sum(w.flop for w in c.work) for c in plan.chunks), default=0.0)
-    estimate = len(plan.chunks) * busiest / max(1, topo.world) / (peak * share)
-    rate = peak * share * sustained_factor(system.gpu, estimate)
-    for rank in range(topo.world):
-        caps[f"tensor[{rank}]"] = rate
-    if reduced:
-        classes, members = reduce_flows(patterns, caps)
-        caps = {name: caps[inst] for name, inst in members.items()}
-    else:
-        classes = identity_flows(patterns)
-    sync = {k: max((s.latency_s for s in v), default=0.0) + system.gpu.sync.flag_latency_s
-            for k, v in patterns.items() if k[0] != "compute" and v}
+    classes, members, sync = _flows(system, topo, comm, plan, reduced)
+    instance_caps = capacities(topo, comm)
+    instance_caps.update(_tensor_caps(system, topo, plan, comm.dtype, compute_sms))
+    caps = {name: instance_caps[inst] for name, inst in members.items()}
 
     def simulate(with_comm: bool):
         env = simpy.Environment()

@@ -2,18 +2,21 @@
 tasks, and the executor that runs them (inline, a process pool, or a Dask cluster).
 
 ``best_prediction(system, case, impl)`` is the only place that knows which ops the
-simulator models: collectives now (the searched best for ``pk``, NCCL's own choice for
-``nccl``); any other op raises ``NotSupportedYet``, which becomes a row saying so.
-When GEMM + collective ops land in the simulator, that function is what changes.
+simulator models: collectives (the searched best for ``pk``, NCCL's own choice for
+``nccl``) and fused compute + communication ops (the best overlap strategy for ``pk``;
+cuBLAS + NCCL one after the other for ``nccl``). Any other op raises
+``NotSupportedYet``, which becomes a row saying so.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
+import gc
 import math
 import os
 import signal
 import time
+from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -21,13 +24,13 @@ from typing import Any, Callable, Iterator
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
-from pksim.analytical import analyse
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
-from pksim.search import nccl_schedule, space
-from pksim.simulate import build, predict, simulate
+from pksim.search import fused_space, nccl_schedule, search, space
+from pksim.simulate import Model, build, predict, simulate
 from pksim.study import PLANNED_OPS, Case, Variant
 from pksim.workloads.collectives import COLLECTIVES
+from pksim.workloads.fused import FUSED_OPS
 
 
 class NotSupportedYet(PksimError):
@@ -38,19 +41,27 @@ class NotSupportedYet(PksimError):
 def best_prediction(system: System, case: Case, impl: str = "pk",
                     record: bool = False) -> Prediction:
     """The best prediction for ``case`` on ``system``: for ``pk`` the fastest schedule
-    of the searched space, for ``nccl`` the baseline (NCCL's own choice; for fused
-    ops later: cuBLAS + NCCL one after the other)."""
-    if case.op not in COLLECTIVES:
-        what = PLANNED_OPS.get(case.op, case.op)
-        raise NotSupportedYet(f"{case.op} ({what}) is not supported yet: the simulator "
-                              f"models the collectives only ({', '.join(COLLECTIVES)})")
-    if impl == "nccl":
-        schedule = nccl_schedule(system, case.op, case.nbytes, case.world, case.domains)
-        return predict(system, schedule.with_(root=case.root), record=record)
-    candidates = [c.with_(root=case.root) for c in
-                  space(system, case.op, case.nbytes, case.world, case.domains)]
-    best = best_of(system, candidates)
-    return predict(system, best.schedule, record=True) if record else best
+    of the searched space (narrowed by ``case.search``), for ``nccl`` the baseline
+    (NCCL's own choice; for fused ops the library kernel, then NCCL)."""
+    narrow = dict(case.search)
+    if case.op in COLLECTIVES:
+        if impl == "nccl":
+            schedule = nccl_schedule(system, case.op, case.nbytes, case.world, case.domains)
+            return predict(system, schedule.with_(root=case.root), record=record)
+        narrow.pop("overlaps", None)
+        candidates = [c.with_(root=case.root) for c in
+                      space(system, case.op, case.nbytes, case.world, case.domains, **narrow)]
+        best = best_of(system, candidates)
+        return predict(system, best.schedule, record=True) if record else best
+    if case.op in FUSED_OPS:
+        if impl == "nccl":
+            narrow = {"overlaps": ("none",)}
+        candidates = fused_space(system, case.op, dict(case.shape), case.world, case.domains,
+                                 case.dtype, skew=case.skew, **narrow)
+        return search(system, candidates).ranked[0]
+    what = PLANNED_OPS.get(case.op, case.op)
+    raise NotSupportedYet(f"{case.op} ({what}) is not supported yet: the simulator models "
+                          f"{', '.join(COLLECTIVES + FUSED_OPS)}")
 
 
 def best_of(system: System, candidates: list[Schedule]) -> Prediction:
@@ -65,19 +76,58 @@ def best_of(system: System, candidates: list[Schedule]) -> Prediction:
         except InfeasibleError as exc:
             reasons.append(str(exc))
             continue
-        bounded.append((analyse(model).bound_s, schedule.comm_sms, schedule.label(), model))
+        bounded.append((lower_bound(model), schedule.comm_sms, schedule.label(), model))
     if not bounded:
         why = "; ".join(sorted(set(reasons)))
         raise InfeasibleError(f"no feasible schedule: {why}" if why else "no candidate schedules")
     bounded.sort(key=lambda b: b[:3])
     best: Prediction | None = None
     for bound_s, _, _, model in bounded:
-        if best is not None and bound_s > best.time_s * (1 + 1e-9):
+        if best is not None and bound_s * (1 - 1e-6) > best.time_s:
             break
         p = simulate(model)
         if best is None or _rank(p) < _rank(best):
             best = p
     return best
+
+
+def lower_bound(model: Model) -> float:
+    """A lower bound on the DES time: the two terms of ``pksim.analytical`` (bytes over
+    the busiest resource; the chain of step latencies), the latter tightened for
+    pipelined lanes. Computed once per traffic pattern, so 576-rank rings stay cheap.
+
+    Every execution of step s (by one lane) lasts at least e_s = the slowest of its
+    flows alone (path latency + bytes x weight / capacity) plus the step's signal, and
+    lane j runs step s only after lane j - depth has finished it. So step s is run
+    ceil(lanes / depth) times one after another, after steps 0..s-1 of the first lane
+    and before steps s+1.. of the last: time >= launch + sum(e) + (ceil(L/d) - 1) max(e).
+    """
+    patterns: dict = {}
+    counts: dict = defaultdict(int)
+    chain = 0.0
+    for step, classes, sync_s in model.step_classes():
+        if step.key not in patterns:
+            load: dict[str, float] = defaultdict(float)
+            slowest = 0.0
+            for fc in classes:
+                drain = 0.0
+                for name, weight in fc.usage:
+                    load[name] += weight * fc.nbytes
+                    drain = max(drain, weight * fc.nbytes / model.capacity[name])
+                slowest = max(slowest, fc.latency_s + drain)
+            patterns[step.key] = (load, slowest + sync_s)
+        counts[step.key] += 1
+        chain += patterns[step.key][1]
+    if not patterns:
+        return model.launch_s
+    total: dict[str, float] = defaultdict(float)
+    for key, (load, _) in patterns.items():
+        for name, value in load.items():
+            total[name] += value * counts[key] * model.lanes
+    bandwidth = max((v / model.capacity[n] for n, v in total.items()), default=0.0)
+    rounds = math.ceil(model.lanes / max(1, model.schedule.pipeline_depth))
+    chain += (rounds - 1) * max(e for _, e in patterns.values())
+    return model.launch_s + max(chain, bandwidth)
 
 
 def _rank(p: Prediction) -> tuple:
@@ -149,6 +199,21 @@ def _system(ref: str, overrides: tuple[str, ...]) -> System:
     return load_system(ref, overrides)
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for one task. A search allocates millions of
+    short-lived objects beside a large live heap (the flow caches), so the collector's
+    passes cost up to half the time while finding almost no cycles (about a hundred
+    objects per task, measured); it runs again between tasks."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def run_task(task: Task) -> Row:
     """Run one task; tool errors become a row (status and message), never an exception."""
     start = time.perf_counter()
@@ -156,7 +221,8 @@ def run_task(task: Task) -> Row:
     row = Row(system.name, task.variant.label, task.case, task.impl, "ok",
               system_ref=task.variant.ref, overrides=task.variant.overrides)
     try:
-        p = best_prediction(system, task.case, task.impl)
+        with _no_gc():
+            p = best_prediction(system, task.case, task.impl)
     except NotSupportedYet as exc:
         row.status, row.message = "not supported yet", str(exc)
     except InfeasibleError as exc:
@@ -234,8 +300,9 @@ def executor(workers: int = 1, scheduler: str | None = None) -> Iterator[cf.Exec
 
 def _stop(pool: cf.Executor) -> None:
     """After an interrupt: drop queued tasks and end the pool's own worker processes."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-    for proc in list(getattr(pool, "_processes", {}).values() or ()):
+    for proc in processes:
         if proc.is_alive():
             proc.terminate()
 

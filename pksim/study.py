@@ -21,9 +21,12 @@ A study (``pksim/studies/default.toml`` is the one ``pksim whatif`` runs)::
     timeline = { system = "dgx-h100", workload = "tp-ar" }
 
 Shape values may be expressions in ``tp`` (= ``world``) and the other shape keys,
-e.g. ``k = "ceil(28672 / tp)"``. An op the simulator does not model yet (GEMM +
-collective, attention, MoE) loads and expands like any other; running it gives a
-"not supported yet" row (see ``pksim.runner.best_prediction``).
+e.g. ``k = "ceil(28672 / tp)"``. Collectives take ``bytes``, ``count`` or ``m`` x ``n``;
+fused compute + communication ops take their own keys (``pksim.workloads.fused``:
+``m, n, k`` for gemm-rs, gemm-ar, ag-gemm). A workload may narrow the schedule space
+with ``search = { comm_sms = [16, 32], overlaps = ["inter-sm"] }``. An op listed in
+``PLANNED_OPS`` (named, not simulated yet) loads and expands like any other; running
+it gives a "not supported yet" row (see ``pksim.runner.best_prediction``).
 """
 from __future__ import annotations
 
@@ -39,22 +42,25 @@ from typing import Any
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
-from hwmodels.units import format_bytes, parse_bytes
+from hwmodels.units import UNIT_SUFFIXES, format_bytes, parse_bytes
 from pksim.schedule import DTYPES, IMPLS
 from pksim.workloads.collectives import COLLECTIVES
+from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
-# Fused compute + communication ops: the study format takes them now; the simulator
-# will model them later (only ``pksim.runner.best_prediction`` changes then).
-PLANNED_OPS = {"gemm-rs": "GEMM + reduce-scatter", "gemm-ar": "GEMM + all-reduce",
-               "ag-gemm": "all-gather + GEMM", "attention": "attention (ring / context parallel)",
-               "moe": "MoE dispatch + expert GEMM + combine"}
-KNOWN_OPS = COLLECTIVES + tuple(PLANNED_OPS)
+# Ops a study may name that the simulator does not model yet (name -> what it is): they
+# load and expand like any other and give "not supported yet" rows. When one lands in
+# the simulator, it moves out of here and into ``pksim.runner.best_prediction``.
+PLANNED_OPS: dict[str, str] = {}
+KNOWN_OPS = COLLECTIVES + FUSED_OPS + tuple(PLANNED_OPS)
 PLOT_KINDS = ("time", "speedup", "breakdown", "roofline", "timeline", "sensitivity")
 _TOP_KEYS = {"name", "title", "description", "systems", "set", "impls", "baseline", "vary",
              "workload", "plots"}
-_WORKLOAD_KEYS = {"name", "op", "dtype", "world", "domains", "root", "note"}
+_WORKLOAD_KEYS = {"name", "op", "dtype", "world", "domains", "root", "note", "search", "skew"}
 _COLLECTIVE_SHAPES = ({"bytes"}, {"count"}, {"m", "n"})
+# A workload's ``search`` table narrows the schedule space (pksim.search.space and
+# fused_space take the same names).
+SEARCH_KEYS = {"algorithms": str, "mechanisms": str, "comm_sms": int, "overlaps": str}
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class Case:
     world: int = 8
     domains: int = 1
     root: int = 0
+    search: tuple[tuple[str, tuple], ...] = ()     # narrows the schedule space
+    skew: float = 0.0                              # MoE routing skew (Zipf exponent)
 
     def dim(self, key: str) -> int:
         return dict(self.shape)[key]
@@ -104,6 +112,8 @@ class Workload:
     domains: int = 1
     root: int = 0
     note: str = ""
+    search: tuple[tuple[str, tuple], ...] = ()
+    skew: float = 0.0
 
     def expand(self, system: System, where: str = "study") -> tuple[list[Case], list[str]]:
         """The cases on ``system``, and a note per world size the system cannot hold."""
@@ -119,7 +129,7 @@ class Workload:
                 raw = dict(zip(keys, combo))
                 shape = _evaluate(raw, n, f"{where}: workload {self.name!r}")
                 cases.append(Case(self.name, self.op, tuple(shape.items()), self.dtype, n,
-                                  self.domains, self.root))
+                                  self.domains, self.root, self.search, self.skew))
         return cases, skipped
 
 
@@ -301,10 +311,35 @@ def _workload(raw: Any, index: int, where: str) -> Workload:
     if op in COLLECTIVES and keys not in _COLLECTIVE_SHAPES:
         raise ConfigError(f"{at}: a collective takes one of: bytes; count; m and n "
                           f"(got {', '.join(sorted(keys)) or 'no shape'})")
-    if op not in COLLECTIVES and not keys:
+    if op in FUSED_OPS and keys != set(SHAPE_KEYS[op]):
+        raise ConfigError(f"{at}: {op} takes the shape keys {', '.join(SHAPE_KEYS[op])} "
+                          f"(got {', '.join(sorted(keys)) or 'none'})")
+    if op in PLANNED_OPS and not keys:
         raise ConfigError(f"{at}: {op} needs shape keys (e.g. m, n, k)")
+    skew = raw.get("skew", 0.0)
+    if isinstance(skew, bool) or not isinstance(skew, (int, float)) or skew < 0:
+        raise ConfigError(f"{at}: skew must be a number >= 0, got {skew!r}")
     return Workload(name, op, tuple(shape), dtype, world, domains, root,
-                    _text(raw, "note", at))
+                    _text(raw, "note", at), _search(raw.get("search", {}), at), float(skew))
+
+
+def _search(raw: Any, at: str) -> tuple[tuple[str, tuple], ...]:
+    """``search = { comm_sms = [16, 32], overlaps = ["inter-sm"] }`` -> sorted pairs."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{at}: search must be a table, e.g. {{ comm_sms = [16, 32] }}")
+    out = []
+    for key, values in sorted(raw.items()):
+        if key not in SEARCH_KEYS:
+            raise ConfigError(f"{at}: search: unknown key {key!r} "
+                              f"(takes {', '.join(sorted(SEARCH_KEYS))})")
+        values = _as_tuple(values)
+        kind = SEARCH_KEYS[key]
+        if not values or not all(isinstance(v, kind) and not isinstance(v, bool)
+                                 for v in values):
+            raise ConfigError(f"{at}: search.{key} must be a list of "
+                              f"{'whole numbers' if kind is int else 'names'}, got {values!r}")
+        out.append((key, values))
+    return tuple(out)
 
 
 def parse_vary(text: str, what: str = "--vary") -> tuple[str, tuple[str, ...]]:
@@ -438,6 +473,18 @@ def figure(system: System, key: str, what: str = "--vary") -> Any:
     raise ConfigError(f"{what}: {key!r} is a table, not a figure")
 
 
+def _short(key: str) -> str:
+    """'gpu.nvlink.link_bandwidth_GBps' -> 'nvlink.link_bandwidth' (a what-if label)."""
+    parts = key.split(".")
+    if parts[0] == "gpu" and len(parts) > 2:
+        parts = parts[1:]
+    last = parts[-1]
+    for unit in UNIT_SUFFIXES:
+        if last.endswith("_" + unit):
+            last = last[: -len(unit) - 1]
+    return ".".join(parts[:-1] + [last])
+
+
 def variants(study: Study, systems: dict[str, System]) -> list[tuple[str, Variant]]:
     """(system ref, variant) pairs: each system unchanged, then one change at a time."""
     out = []
@@ -457,10 +504,10 @@ def variants(study: Study, systems: dict[str, System]) -> list[tuple[str, Varian
                         raise ConfigError(f"--vary {key}: {choice!r}: a factor needs a number")
                     value = base * factor
                     value = int(round(value)) if isinstance(base, int) else round(value, 9)
-                    label = f"{key.split('.', 1)[-1]} x{factor:g}"
+                    label = f"{_short(key)} x{factor:g}"
                 else:
                     figure(system, key)
-                    value, label = choice, f"{key.split('.', 1)[-1]}={choice}"
+                    value, label = choice, f"{_short(key)}={choice}"
                 out.append((ref, Variant(ref, study.overrides + (f"{key}={value}",), label)))
     return out
 

@@ -97,6 +97,19 @@ def _gemm(m: float, n: int, k: int, elem: float, whole_m: float | None = None) -
     return Work(2.0 * m * n * k, elem * (m * k + k * n + m * n), (m_i, n, k))
 
 
+MAX_PEER_GROUPS = 16
+
+
+def _peer_groups(n: int) -> tuple[tuple[int, ...], ...]:
+    """Peer offsets 1..n-1 in order, then the own shard (n). Past MAX_PEER_GROUPS peers,
+    consecutive offsets are sent together in one chunk (a kernel talks to several peers
+    at once), so a 576-rank plan has 17 chunks, not 576."""
+    peers = list(range(1, n))
+    size = max(1, math.ceil(len(peers) / MAX_PEER_GROUPS))
+    groups = tuple(tuple(peers[i:i + size]) for i in range(0, len(peers), size))
+    return groups + ((n,),)
+
+
 def _shift(world: int, d: int, nbytes: float, kind: str, tag: str) -> tuple[Transfer, ...]:
     return tuple(Transfer(r, (r + d) % world, nbytes, kind, ((tag, r, d),)) for r in range(world))
 
@@ -122,19 +135,21 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
         rows = m / n / q
         part = rows * nn * elem
         chunks = []
-        for d in range(1, n + 1):          # owner r + d; the last (d = n) is the own shard
+        for group in _peer_groups(n):      # owners r + d; d = n is the own shard
+            g = len(group)
             for _ in range(q):
-                work = (_gemm(rows, nn, k, elem, m),) * n
-                if d == n:
+                work = (_gemm(rows * g, nn, k, elem, m),) * n
+                if group == (n,):
                     moves: tuple[Transfer, ...] = ()
                 elif op == "gemm-rs" or algorithm == "two-shot":
-                    moves = _shift(n, d, part, "reduce", "rs")
+                    moves = tuple(t for d in group for t in _shift(n, d, part, "reduce", "rs"))
                 elif algorithm == "direct":        # one-shot: store-add into every peer
-                    moves = tuple(t for e in range(1, n) for t in _shift(n, e, part, "reduce", "ar"))
+                    moves = tuple(t for e in range(1, n)
+                                  for t in _shift(n, e, part * g, "reduce", "ar"))
                 else:                              # in-network: reduce and multicast the rows
-                    moves = tuple(Transfer(r, r, part / n, kind, (("ar", r),))
+                    moves = tuple(Transfer(r, r, part * g / n, kind, (("ar", r),))
                                   for kind in ("switch-reduce", "multicast") for r in range(n))
-                chunks.append(Chunk(work, moves, (op, algorithm, d, rows)))
+                chunks.append(Chunk(work, moves, (op, algorithm, group, rows)))
         tail = ()
         if op == "gemm-ar" and algorithm == "two-shot":
             # second shot, once every owner holds its reduced rows: store them to all peers
@@ -145,10 +160,13 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
         m, nn, k = shape["m"], shape["n"], shape["k"]
         rows = m / n / q
         chunks = []
-        for d in range(0, n):              # shard of rank r - d; d = 0 is the own shard
+        for group in ((0,),) + tuple(g for g in _peer_groups(n) if g != (n,)):
+            g = len(group)                 # shards of ranks r - d; d = 0 is the own shard
             for _ in range(q):
-                moves = () if d == 0 else _shift(n, d, rows * k * elem, "copy", "ag")
-                chunks.append(Chunk((_gemm(rows, nn, k, elem, m),) * n, moves, (op, d, rows)))
+                moves = tuple(t for d in group if d
+                              for t in _shift(n, d, rows * k * elem, "copy", "ag"))
+                chunks.append(Chunk((_gemm(rows * g, nn, k, elem, m),) * n, moves,
+                                    (op, group, rows)))
         return Plan("consume", tuple(chunks), 2.0 * m * nn * k, int(m * k * elem))
     if op in ("ring-attention", "ulysses-attention"):
         b, h, s, dd = shape["batch"], shape["heads"], shape["seq"], shape["head_dim"]

@@ -103,3 +103,33 @@ def test_unknown_op_is_a_usage_error():
     result = CliRunner().invoke(cli, ["predict", "--system", "dgx-h100", "--op", "all-sing",
                                       "--bytes", "1MiB"])
     assert result.exit_code == 2 and "all-sing" in result.output
+
+
+# ---- codegen and run (kept at the end: added with the collective kernels) ----------------------
+@pytest.mark.parametrize("args", [["codegen"], ["run"]])
+def test_codegen_and_run_help(args):
+    result = CliRunner().invoke(cli, args + ["--help"])
+    assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_codegen_emits_the_best_schedule(tmp_path):
+    result = run(["codegen", "--system", "h200-virtual", "--op", "all-gather", "--bytes", "64MiB",
+                  "--world", "4", "-o", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["schedule"]["op"] == "all-gather" and out["schedule"]["world"] == 4
+    assert out["prediction"]["time_s"] > 0
+    assert (tmp_path / out["source"]).is_file()
+    assert out["source"] == f"all-gather-{out['schedule_key']}.cu"
+
+
+def test_codegen_infeasible_is_one_line(tmp_path):
+    result = run(["codegen", "--system", "dgx-a100", "--op", "all-reduce", "--bytes", "1MiB",
+                  "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "sm_80" in result.output and "Traceback" not in result.output
+
+
+def test_run_needs_virtual():
+    result = run(["run", "--op", "all-reduce", "--bytes", "1MiB", "--world", "2"])
+    assert result.exit_code == 2 and "--virtual" in result.output

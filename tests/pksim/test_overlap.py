@@ -66,7 +66,8 @@ def test_growing_k_moves_gemm_rs_from_communication_to_compute_bound():
         p = predict(H100, fused("gemm-rs", shape=dict(m=8192, n=8192, k=k), comm_sms=32))
         exposed.append(p.exposed_comm_s / p.time_s)
         bound.append(p.bound_resource)
-    assert exposed == sorted(exposed, reverse=True)       # exposed share falls as K grows
+    # the exposed share falls as K grows (to zero, give or take float noise)
+    assert all(b <= a + 1e-9 for a, b in zip(exposed, exposed[1:]))
     assert bound[0] in ("nvl_in", "nvl_out") and bound[-1] == "tensor"
     assert exposed[-1] < 0.05
 

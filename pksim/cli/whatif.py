@@ -1,0 +1,336 @@
+"""``pksim whatif``, ``pksim sweep`` and ``pksim trace``: studies, size sweeps, timelines."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import ConfigError
+from hwmodels.units import format_bytes, format_time, parse_bytes_range
+from pksim import report
+from pksim.cli.output import emit_json, table
+from pksim.plots import OutputDir
+from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
+                          recorded, run_tasks, tasks_for)
+from pksim.schedule import DTYPES, IMPLS
+from pksim.study import KNOWN_OPS, Case, Variant, default_study, find_study, load_variants
+from pksim.workloads.collectives import COLLECTIVES
+
+OUT_ROOT = Path("pksim-out")
+
+
+def run_options(fn):
+    """Options shared by whatif and sweep: output folder, parallelism, format."""
+    for option in reversed([
+        click.option("-o", "--output", metavar="DIR", default=None,
+                     help="Output folder (default: ./pksim-out/<study>)."),
+        click.option("--force", is_flag=True, help="Overwrite files already there."),
+        click.option("--workers", type=int, default=None,
+                     help="Processes to use (default: every core)."),
+        click.option("--scheduler", metavar="ADDRESS", default=None,
+                     help="Run the tasks on a Dask cluster (needs pksim[dask])."),
+        click.option("--no-plots", is_flag=True, help="Write CSV/JSON only."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+class _Progress:
+    """A progress bar on stderr (quiet when stderr is not a terminal)."""
+
+    def __init__(self, total: int, label: str, quiet: bool = False):
+        self.bar = None
+        if quiet or not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+        self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self.task = self.bar.add_task(label, total=total)
+        self.bar.start()
+
+    def advance(self, _row=None) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _run(tasks: list[Task], workers: int | None, scheduler: str | None, label: str,
+         quiet: bool):
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    progress = _Progress(len(tasks), label, quiet)
+    try:
+        return run_tasks(tasks, workers or default_workers(), scheduler, progress.advance)
+    finally:
+        progress.stop()
+
+
+def _interrupted(result, out: OutputDir) -> None:
+    if result.interrupted:
+        click.echo(f"pksim: interrupted: kept {len(result.rows)} of {result.total} results "
+                   f"in {out.path}", err=True)
+        sys.exit(130)
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v.strip() for text in values for v in text.split(",") if v.strip())
+
+
+# ---- whatif ---------------------------------------------------------------------------------
+@click.command()
+@click.option("--study", "study_file", metavar="FILE", default=None,
+              help="A study TOML file (or a shipped study's name); default: the built-in study.")
+@click.option("--systems", "systems", multiple=True, metavar="A,B,C",
+              help="Systems to run (names or system files), instead of the study's.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a figure of every system (repeatable).")
+@click.option("--vary", multiple=True, metavar="KEY=V1,V2,...",
+              help="What-if: one change at a time; a value like 2x scales the system's figure.")
+@run_options
+def whatif(study_file, systems, overrides, vary, output, force, workers, scheduler, no_plots,
+           as_json) -> None:
+    """Run a study: the best schedule, its time, the baseline and the speed-up for each
+    workload on each system (with no options, the built-in 70B-class TP study)."""
+    start = time.perf_counter()
+    study = find_study(study_file) if study_file else default_study()
+    study = study.with_options(_split(systems), overrides, vary)
+    pairs = load_variants(study)
+    tasks, skipped = tasks_for(pairs, study.workloads, study.impls)
+    out = OutputDir(output or OUT_ROOT / study.name, force)
+    out.check(report.study_files(study))
+    result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json)
+    rows = attach_baselines(result.rows, study.baseline)
+    rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
+                             [w.name for w in study.workloads].index(r.case.workload),
+                             r.case.world, r.case.shape, r.impl))
+    systems_by_name = {system.name: system for _, system in pairs}
+    timelines = [] if no_plots or result.interrupted else _timelines(study, rows, pairs)
+    wall = time.perf_counter() - start
+    report.write_study(out, study, rows, systems_by_name, timelines, not no_plots,
+                       {"wall_s": wall, "tasks": result.total, "finished": len(rows),
+                        "interrupted": result.interrupted, "skipped": skipped})
+    entries = report.summary(rows)
+    if as_json:
+        emit_json({"study": study.name, "wall_s": wall, "interrupted": result.interrupted,
+                   "skipped": skipped, "rows": entries,
+                   "files": [str(p) for p in out.written]})
+    else:
+        _print_study(study, entries, skipped)
+        click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), "
+                   f"{len(out.written)} files in {out.path}/ "
+                   f"({time.perf_counter() - start:.1f} s in all)")
+    _interrupted(result, out)
+
+
+def _variant_order(row, pairs) -> int:
+    labels = [v.label for v, _ in pairs]
+    return labels.index(row.variant) if row.variant in labels else 0
+
+
+def _print_study(study, entries, skipped) -> None:
+    title = study.title or study.name
+    for system in dict.fromkeys(e["system"] for e in entries):
+        base = [e for e in entries if e["system"] == system and e["variant"] == "base"]
+        table(f"{title}: {system} (baseline: {study.baseline})", report.TABLE_HEADERS,
+              report.table_rows(base))
+        changed = [e for e in entries if e["system"] == system and e["variant"] != "base"
+                   and e["status"] != report.NOT_SUPPORTED]
+        if changed:
+            table(f"what if, on {system}: one change at a time", report.WHATIF_HEADERS,
+                  report.table_rows(changed, what_if=True))
+    unsupported = {e["message"] for e in entries if e["status"] == report.NOT_SUPPORTED}
+    for message in sorted(unsupported):
+        click.echo(f"note: {message}")
+    if skipped:
+        click.echo(f"note: skipped {len(skipped)} (workload, system) pairs whose world is "
+                   f"larger than the domain, e.g. {skipped[0]}")
+
+
+def _timelines(study, rows, pairs):
+    """The recorded timelines for the study's timeline plot: pk best and baseline."""
+    if "timeline" not in study.plots:
+        return []
+    want_system, want_workload = study.timeline or (rows[0].system if rows else "", "")
+    chosen = [r for r in rows if r.ok and r.variant == "base" and r.case.is_collective
+              and want_system in (r.system, r.system_ref)
+              and (not want_workload or r.case.workload == want_workload)]
+    if not chosen:
+        return []
+    first = min(chosen, key=lambda r: (r.case.world, r.nbytes)).case
+    out = []
+    for r in chosen:
+        if r.case == first:
+            label = f"{r.impl} {r.schedule.removeprefix('nccl/')}"
+            out.append((label, recorded(r), load_system(r.system_ref, r.overrides)))
+    return out
+
+
+# ---- sweep ----------------------------------------------------------------------------------
+@click.command()
+@click.option("--system", "systems", multiple=True, required=True, metavar="NAME[,NAME]",
+              help="System(s) to sweep (names or files); several go on one plot.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a system figure (repeatable).")
+@click.option("--op", required=True, type=click.Choice(KNOWN_OPS), help="Operation.")
+@click.option("--bytes", "size", default=None, metavar="RANGE",
+              help="Sizes: 1KiB:8GiB (powers of two), or a list 1MiB,1GiB.")
+@click.option("--shape", "shapes", multiple=True, metavar="KEY=RANGE",
+              help="A shape key and its range, e.g. m=1024:16384 (repeatable).")
+@click.option("--dtype", type=click.Choice(tuple(DTYPES)), default="bf16", show_default=True)
+@click.option("--world", type=int, default=None, help="Ranks (default: the whole domain).")
+@click.option("--domains", type=int, default=1, show_default=True)
+@click.option("--root", type=int, default=0, show_default=True)
+@click.option("--impl", "impls", default="pk,nccl", show_default=True, metavar="pk,nccl",
+              help="Implementations side by side.")
+@run_options
+def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, impls, output,
+          force, workers, scheduler, no_plots, as_json) -> None:
+    """A size (or shape) sweep in the nccl-tests layout: size, time, algbw, busbw for
+    pk and nccl side by side, and a plot."""
+    impl_list = _split((impls,))
+    for impl in impl_list:
+        if impl not in IMPLS:
+            raise ConfigError(f"--impl: {impl!r} is not one of {', '.join(IMPLS)}")
+    shape_axes = _shape_axes(size, shapes)
+    refs = _split(systems)
+    variants = [(Variant(ref, tuple(overrides)), load_system(ref, overrides)) for ref in refs]
+    if world is not None and world < 1:
+        raise ConfigError(f"--world must be at least 1, got {world}")
+    tasks = []
+    for variant, system in variants:
+        n = world or system.domain.gpus_per_domain * domains
+        if n > system.domain.gpus_per_domain * domains:
+            raise ConfigError(f"--world {n} is larger than the cluster: {system.name} has "
+                              f"{system.domain.gpus_per_domain} GPUs per domain x {domains}")
+        for shape in _product(shape_axes):
+            case = Case(op, op, shape, dtype, n, domains, root)
+            tasks.extend(Task(variant, case, impl) for impl in impl_list)
+    out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force)
+    out.check(report.sweep_files())
+    result = _run(tasks, workers, scheduler, f"sweep {op}", as_json)
+    rows = attach_baselines(result.rows, "nccl")
+    if rows and all(r.status == report.NOT_SUPPORTED for r in rows):
+        raise NotSupportedYet(rows[0].message)
+    entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
+                                 {s.name: s for _, s in variants})
+    if as_json:
+        emit_json({"op": op, "rows": entries, "files": [str(p) for p in out.written]})
+    else:
+        _print_sweep(op, entries, impl_list, [s.name for _, s in variants])
+        click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), {len(out.written)} "
+                   f"files in {out.path}/")
+    _interrupted(result, out)
+
+
+def _shape_axes(size: str | None, shapes: tuple[str, ...]) -> list[tuple[str, list[int]]]:
+    if size and shapes:
+        raise ConfigError("give --bytes or --shape, not both")
+    if size:
+        return [("bytes", parse_bytes_range(size))]
+    if not shapes:
+        raise ConfigError("give --bytes RANGE (e.g. 1KiB:8GiB) or --shape KEY=RANGE")
+    axes = []
+    for text in shapes:
+        key, sep, values = text.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--shape: expected KEY=RANGE, got {text!r}")
+        axes.append((key.strip(), parse_bytes_range(values, f"--shape {key.strip()}")))
+    return axes
+
+
+def _product(axes):
+    import itertools
+    keys = [k for k, _ in axes]
+    for combo in itertools.product(*(v for _, v in axes)):
+        yield tuple(zip(keys, combo))
+
+
+def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
+    """nccl-tests columns; type, redop and root are the same on every line, so they go
+    in the title (the CSV has them all)."""
+    headers = ["size", "count"]
+    for impl in impls:
+        headers += [f"{impl} time(us)", f"{impl} algbw", f"{impl} busbw", f"{impl} schedule"]
+    for system in order:
+        mine = [e for e in entries if e["system"] == system]
+        if not mine:
+            continue
+        rows = []
+        for e in mine:
+            row = [format_bytes(e["size_B"]) if e["size_B"] else e["shape"], e["count"] or ""]
+            for impl in impls:
+                t = e.get(f"{impl}_time_us")
+                row += [f"{t:.2f}" if t is not None else "-",
+                        _f(e.get(f"{impl}_algbw_GBps")), _f(e.get(f"{impl}_busbw_GBps")),
+                        e.get(f"{impl}_schedule", "")]
+            rows.append(row)
+        e = mine[0]
+        root = f", root {e['root']}" if e["root"] >= 0 else ""
+        table(f"{op} {e['type']} {e['redop']}{root} on {system}, {e['world']} ranks "
+              f"(algbw, busbw in GB/s)", headers, rows)
+
+
+def _f(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+# ---- trace ----------------------------------------------------------------------------------
+def _trace_command():
+    from pksim.cli.predict import op_options
+
+    @click.command()
+    @op_options
+    @click.option("-o", "--output", metavar="FILE.json", default=None,
+                  help="Trace file (default: ./pksim-out/trace/<system>-<op>-<size>.json).")
+    @click.option("--force", is_flag=True, help="Overwrite the file if it exists.")
+    @click.option("--gantt", is_flag=True, help="Also write a Gantt chart (FILE-gantt.png, with its data).")
+    def trace(output, force, gantt, **kw) -> None:
+        """The timeline of one prediction as a Chrome/Perfetto trace: a track per rank,
+        per SM group and per link class (without --algorithm etc., the best schedule)."""
+        from pksim import plots
+        from pksim.cli.predict import _candidates
+        from pksim.simulate import predict as run_predict
+        from pksim.trace import chrome_trace
+
+        system = load_system(kw["system_name"], kw["overrides"])
+        path = Path(output) if output else (
+            OUT_ROOT / "trace" / f"{system.name}-{kw['op']}-{kw['size']}.json")
+        if path.suffix != ".json":
+            raise ConfigError(f"-o {path}: the trace is JSON; name it FILE.json")
+        out = OutputDir(path.parent, force)
+        stem = path.stem + "-gantt"
+        out.check([path.name] + (plots.plot_files([stem]) if gantt else []))
+        if kw["op"] not in COLLECTIVES:
+            raise NotSupportedYet(f"trace: timelines of {kw['op']} are not recorded yet "
+                                  f"(collectives only: pksim.overlap keeps no timeline)")
+        candidates = _candidates(system, kw)
+        chosen = candidates[0] if len(candidates) == 1 else best_of(system, candidates).schedule
+        p = run_predict(system, chosen, reduced=not kw["full"], record=True)
+        out.write_json(path.name, chrome_trace(system, p))
+        if gantt:
+            events = report.gantt_events([(p.schedule.impl, p, system)])
+            out.save(plots.gantt(events, f"{kw['op']} {format_bytes(p.nbytes)} on "
+                                         f"{system.name}: {p.schedule.label()}"), stem, events)
+        if kw["as_json"]:
+            emit_json({"prediction": p.to_dict(), "files": [str(f) for f in out.written]})
+            return
+        click.echo(f"{kw['op']} {format_bytes(p.nbytes)} on {system.name} "
+                   f"({p.schedule.world} ranks): {p.schedule.label()}, "
+                   f"{format_time(p.time_s)}; {len(p.timeline)} transfers recorded")
+        for f in out.written:
+            click.echo(f"wrote {f}")
+        click.echo("open the .json in https://ui.perfetto.dev or chrome://tracing")
+
+    return trace
+
+
+trace = _trace_command()

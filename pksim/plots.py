@@ -1,0 +1,362 @@
+"""Plots and the files beside them: each plot is a PNG with its data as CSV and JSON.
+
+Drawing uses matplotlib's Agg canvas directly (``Figure`` + ``FigureCanvasAgg``): no
+display, no pyplot state, safe in worker processes. ``OutputDir`` owns the folder
+and refuses to overwrite a file unless ``force``.
+"""
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import NullLocator
+
+from hwmodels.errors import ConfigError
+from hwmodels.units import format_bytes
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+           "#17becf", "#7f7f7f", "#bcbd22")
+RESOURCE_COLOURS = {"nvl_out": "#1f77b4", "nvl_in": "#aec7e8", "issue": "#ff7f0e",
+                    "ce": "#ffbb78", "hbm": "#2ca02c", "l2": "#98df8a", "nvls1": "#d62728",
+                    "nvls2": "#ff9896",
+                    "up1": "#9467bd", "down1": "#c5b0d5", "up2": "#8c564b", "down2": "#c49c94",
+                    "nic_out": "#e377c2", "nic_in": "#f7b6d2", "sw1": "#7f7f7f", "sw2": "#c7c7c7",
+                    "tensor": "#bcbd22", "nccl": "#17becf"}
+IMPL_STYLE = {"pk": {"linestyle": "-", "marker": "o"}, "nccl": {"linestyle": "--", "marker": "s"}}
+
+
+class OutputDir:
+    """A folder of results that never overwrites a file without ``force``."""
+
+    def __init__(self, path: str | Path, force: bool = False):
+        self.path = Path(path)
+        self.force = force
+        self.written: list[Path] = []
+
+    def check(self, names: Iterable[str]) -> None:
+        """Fail before any work if a file to be written exists (and not ``force``)."""
+        if self.force:
+            return
+        clash = sorted(n for n in names if (self.path / n).exists())
+        if clash:
+            raise ConfigError(f"{self.path / clash[0]} exists (and {len(clash) - 1} more): "
+                              f"use --force to overwrite, or -o another folder")
+
+    def target(self, name: str) -> Path:
+        path = self.path / name
+        if path.exists() and not self.force:
+            raise ConfigError(f"{path} exists: use --force to overwrite")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.written.append(path)
+        return path
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        path = self.target(name)
+        path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
+        return path
+
+    def write_csv(self, name: str, rows: Sequence[dict[str, Any]],
+                  columns: Sequence[str] | None = None) -> Path:
+        path = self.target(name)
+        columns = list(columns or _columns(rows))
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, columns, extrasaction="ignore")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: _cell(row.get(k)) for k in columns})
+        return path
+
+    def save(self, fig: Figure, stem: str, data: Sequence[dict[str, Any]]) -> Path:
+        """``stem``.png, with the plotted data as ``stem``.csv and ``stem``.json."""
+        png = self.target(stem + ".png")
+        FigureCanvasAgg(fig)
+        fig.savefig(png, dpi=110)
+        self.write_csv(stem + ".csv", data)
+        self.write_json(stem + ".json", list(data))
+        return png
+
+
+def plot_files(stems: Iterable[str]) -> list[str]:
+    return [f"{s}.{ext}" for s in stems for ext in ("png", "csv", "json")]
+
+
+def _columns(rows: Sequence[dict]) -> list[str]:
+    seen: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            seen.setdefault(key, None)
+    return list(seen)
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.6g}"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=_jsonable)
+    return "" if value is None else value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, tuple):
+        return list(value)
+    return str(value)
+
+
+def _figure(panels: int, width: float = 5.2, height: float = 3.6) -> tuple[Figure, list]:
+    cols = min(3, max(1, panels))
+    rows = math.ceil(max(1, panels) / cols)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(max(1, panels))]
+    return fig, axes
+
+
+def _colours(names: Iterable[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(names))}
+
+
+def _bytes_axis(ax, sizes: Sequence[float]) -> None:
+    """Log-2 axis over ``sizes`` with at most ~10 power-of-two ticks named in bytes."""
+    lo, hi = min(sizes), max(sizes)
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(lo / 1.4, hi * 1.4)
+    first, last = math.ceil(math.log2(lo)), math.floor(math.log2(hi))
+    step = max(1, math.ceil((last - first + 1) / 10))
+    ticks = [2.0 ** e for e in range(first, last + 1, step)]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([format_bytes(t) for t in ticks], rotation=45, ha="right")
+    ax.minorticks_off()
+
+
+# ---- sweep: busbw / time against size ------------------------------------------------
+def against_size(points: Sequence[dict], y: str, title: str, ylabel: str,
+                 logy: bool = False) -> Figure:
+    """Lines per (system, impl); ``points`` have system, impl, size_B and ``y``."""
+    fig, (ax,) = _figure(1, 7.5, 4.6)
+    colours = _colours(p["system"] for p in points)
+    series: dict[tuple[str, str], list] = defaultdict(list)
+    for p in points:
+        if p.get(y) is not None:
+            series[(p["system"], p["impl"])].append((p["size_B"], p[y]))
+    for (system, impl), values in series.items():
+        values.sort()
+        ax.plot(*zip(*values), color=colours[system], label=f"{system} {impl}",
+                **IMPL_STYLE.get(impl, {}), markersize=3.5, linewidth=1.4)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel("size (bytes, as nccl-tests counts them)")
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(True, which="major", alpha=0.3)
+    if series:
+        _bytes_axis(ax, [x for values in series.values() for x, _ in values])
+        ax.legend(fontsize=8, ncol=2 if len(series) > 6 else 1)
+    return fig
+
+
+# ---- study: time / speed-up against shape, per workload group ------------------------
+def by_group(points: Sequence[dict], y: str, ylabel: str, title: str,
+             impls: Sequence[str] = ("pk", "nccl"), hline: float | None = None,
+             logy: bool = True) -> Figure:
+    """A panel per ``panel`` key (a workload, or a workload at one world size); in it, lines over
+    the varying shape key per system (pk solid, nccl dashed), or bars per system when
+    the shape is fixed. ``points`` have panel, system, impl, x, x_label, bar and ``y``.
+    Systems that coincide (same GPU and links) are drawn thick under thin."""
+    panels = list(dict.fromkeys(p["panel"] for p in points))
+    fig, axes = _figure(len(panels))
+    systems = list(dict.fromkeys(p["system"] for p in points))
+    colours = _colours(systems)
+    markers = dict(zip(systems, itertools.cycle("os^Dvp<>")))
+    widths = {s: 1.6 if len(systems) < 3 else 3.0 - 1.8 * i / (len(systems) - 1)
+              for i, s in enumerate(systems)}
+    for ax, panel in zip(axes, panels):
+        mine = [p for p in points if p["panel"] == panel and p.get(y) is not None
+                and p["impl"] in impls]
+        xs = sorted({p["x"] for p in mine})
+        if len(xs) > 1:
+            for (system, impl) in dict.fromkeys((p["system"], p["impl"]) for p in mine):
+                line = sorted((p["x"], p[y]) for p in mine
+                              if (p["system"], p["impl"]) == (system, impl))
+                ax.plot(*zip(*line), color=colours[system], label=f"{system} {impl}",
+                        linestyle=IMPL_STYLE.get(impl, {}).get("linestyle", "-"),
+                        marker=markers[system], markersize=4.5, linewidth=widths[system],
+                        alpha=0.85)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(xs)
+            ax.set_xticklabels([str(x) for x in xs])
+            ax.minorticks_off()
+            ax.set_xlabel(mine[0]["x_label"] if mine else "")
+            if logy:
+                ax.set_yscale("log")
+                _log_ticks(ax.yaxis, [p[y] for p in mine])
+        else:
+            for i, p in enumerate(mine):
+                ax.bar(i, p[y], color=colours[p["system"]],
+                       hatch="//" if p["impl"] != "pk" else None, edgecolor="white")
+            ax.set_xticks(range(len(mine)))
+            ax.set_xticklabels([p["bar"] for p in mine], fontsize=7, rotation=30, ha="right")
+        if hline is not None:
+            ax.axhline(hline, color="black", linewidth=0.8)
+        ax.set_title(panel, fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    handles = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def _log_ticks(axis, values: Sequence[float]) -> None:
+    """Readable ticks on a log axis: 1-2-5 steps inside the data's range."""
+    values = [v for v in values if v and v > 0]
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1,
+                                          math.ceil(math.log10(hi)) + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5] or [lo, hi]
+    axis.set_ticks(ticks)
+    axis.set_ticklabels([f"{t:g}" for t in ticks])
+    axis.set_minor_locator(NullLocator())
+
+
+def breakdown(items: Sequence[dict], title: str) -> Figure:
+    """Stacked busy time per resource class; ``items`` have group, label, time_us and
+    busy_us (dict). Resources overlap in time, so a stack can exceed the total time
+    (the black tick)."""
+    groups = list(dict.fromkeys(i["group"] for i in items))
+    fig, axes = _figure(len(groups), 5.6, 3.8)
+    for ax, group in zip(axes, groups):
+        mine = [i for i in items if i["group"] == group]
+        for x, item in enumerate(mine):
+            bottom = 0.0
+            for cls, busy in sorted(item["busy_us"].items(), key=lambda kv: -kv[1]):
+                ax.bar(x, busy, bottom=bottom, color=RESOURCE_COLOURS.get(cls, "#dddddd"),
+                       label=cls, edgecolor="white", linewidth=0.4)
+                bottom += busy
+            ax.plot([x - 0.4, x + 0.4], [item["time_us"]] * 2, color="black", linewidth=2)
+        ax.set_xticks(range(len(mine)))
+        ax.set_xticklabels([i["label"] for i in mine], fontsize=7, rotation=35, ha="right")
+        ax.set_ylabel("busy time (us)")
+        ax.set_title(group, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    handles = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8,
+                   title="resource")
+    fig.suptitle(title + "  (black tick: predicted time)")
+    return fig
+
+
+def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: str) -> Figure:
+    """Achieved bus bandwidth against size, under each system's NVLink ceiling and
+    its latency slope (bytes / (launch + one hop)). ``points``: system, impl, size_B,
+    busbw_GBps; ``roofs``: system -> {nvlink_GBps, alpha_s}."""
+    fig, (ax,) = _figure(1, 8.5, 4.8)
+    colours = _colours(list(roofs) + [p["system"] for p in points])
+    sizes = [p["size_B"] for p in points] or [1024, 1 << 30]
+    lo, hi = min(sizes) / 2, max(sizes) * 2
+    ceilings: dict[float, list[str]] = defaultdict(list)
+    for system, roof in roofs.items():
+        ceilings[round(roof["nvlink_GBps"], 1)].append(system)
+    for value, names in ceilings.items():
+        ax.annotate(f"{value:g} GB/s: {', '.join(names)}", (0.01, value),
+                    xycoords=("axes fraction", "data"), fontsize=6.5, va="bottom",
+                    color=colours[names[0]])
+    for system, roof in roofs.items():
+        c = colours[system]
+        ax.axhline(roof["nvlink_GBps"], color=c, linewidth=0.9, linestyle=":")
+        knee = roof["nvlink_GBps"] * 1e9 * roof["alpha_s"]
+        if knee > lo:                       # the latency slope, where it is in range
+            xs = [lo, min(hi, knee)]
+            ax.plot(xs, [x / roof["alpha_s"] / 1e9 for x in xs], color=c, linewidth=0.9,
+                    linestyle=":")
+    for p in points:
+        ax.scatter(p["size_B"], p["busbw_GBps"], color=colours[p["system"]], s=22,
+                   marker="o" if p["impl"] == "pk" else "s",
+                   facecolors="none" if p["impl"] != "pk" else colours[p["system"]])
+    for system in roofs:
+        ax.plot([], [], color=colours[system], label=system)
+    ax.scatter([], [], color="grey", marker="o", label="pk (searched best)")
+    ax.scatter([], [], facecolors="none", edgecolors="grey", marker="s", label="nccl")
+    ax.set_yscale("log")
+    ax.set_xlabel("size (bytes)")
+    _bytes_axis(ax, sizes)
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    _log_ticks(ax.yaxis, [p["busbw_GBps"] for p in points]
+               + [r["nvlink_GBps"] for r in roofs.values()])
+    ax.set_title(title + "\n(dotted: NVLink per-GPU ceiling and latency slope)", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=8, loc="outside right upper")
+    return fig
+
+
+def gantt(events: Sequence[dict], title: str, max_tracks: int = 40) -> Figure:
+    """Horizontal bars per track; ``events`` have track, name, start_us, end_us, group."""
+    tracks = list(dict.fromkeys(e["track"] for e in events))[:max_tracks]
+    fig = Figure(figsize=(11, 0.32 * len(tracks) + 1.6), layout="constrained")
+    ax = fig.add_subplot()
+    groups = _colours(e["group"] for e in events)
+    row = {t: i for i, t in enumerate(tracks)}
+    for e in events:
+        if e["track"] in row:
+            ax.barh(row[e["track"]], e["end_us"] - e["start_us"], left=e["start_us"],
+                    height=0.7, color=groups[e["group"]], edgecolor="white", linewidth=0.3)
+    ax.set_yticks(range(len(tracks)))
+    ax.set_yticklabels(tracks, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (us)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.legend([Patch(color=c) for c in groups.values()], list(groups), fontsize=7,
+               loc="outside right upper", title="phase")
+    return fig
+
+
+def sensitivity(points: Sequence[dict], title: str) -> Figure:
+    """Gain (unchanged time / changed time) per what-if change, a panel per system;
+    ``points``: system, variant, case, gain, bound_resource."""
+    systems = list(dict.fromkeys(p["system"] for p in points))
+    fig, axes = _figure(len(systems), 6.0, 3.8)
+    for ax, system in zip(axes, systems):
+        mine = [p for p in points if p["system"] == system]
+        variants = list(dict.fromkeys(p["variant"] for p in mine))
+        cases = list(dict.fromkeys(p["case"] for p in mine))
+        colours = _colours(cases)
+        width = 0.8 / max(1, len(cases))
+        for j, case in enumerate(cases):
+            for i, variant in enumerate(variants):
+                hit = [p for p in mine if p["case"] == case and p["variant"] == variant]
+                if hit and hit[0]["gain"] is not None:
+                    x = i + (j - (len(cases) - 1) / 2) * width
+                    ax.bar(x, hit[0]["gain"], width, color=colours[case],
+                           label=case if i == 0 else None)
+                    note = hit[0]["bound_resource"] + (" *" if hit[0]["changed"] else "")
+                    ax.text(x, hit[0]["gain"], " " + note, rotation=90, ha="center",
+                            va="bottom", fontsize=6)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.margins(y=0.25)
+        ax.set_xticks(range(len(variants)))
+        ax.set_xticklabels(variants, fontsize=7, rotation=20, ha="right")
+        ax.set_ylabel("speed-up vs unchanged")
+        ax.set_title(system, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=6, loc="best")
+    fig.suptitle(title + "  (on each bar: the binding resource; * the best schedule changed)")
+    return fig

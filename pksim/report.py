@@ -1,0 +1,325 @@
+"""From rows to what a person reads: summary rows, the nccl-tests sweep layout, and
+the files of a study or a sweep (CSV/JSON of every row, and the plots)."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Sequence
+
+from hwmodels.system import System
+from hwmodels.units import format_bytes
+from pksim import plots
+from pksim.plots import OutputDir
+from pksim.prediction import Prediction
+from pksim.runner import Row
+from pksim.study import Study
+from pksim.workloads.collectives import REDUCING
+
+NCCL_TYPES = {"fp32": "float", "tf32": "float", "bf16": "bfloat16", "fp16": "half",
+              "fp8": "f8e4m3", "fp4": "f4"}
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+NOT_SUPPORTED = "not supported yet"
+
+
+def _us(seconds: float) -> float | None:
+    return None if seconds is None or math.isnan(seconds) else seconds * 1e6
+
+
+def _num(value: float) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
+# ---- study ----------------------------------------------------------------------------
+def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
+    """One entry per (system, what-if, case): the best schedule against the baseline."""
+    out = []
+    for r in rows:
+        if r.impl != impl:
+            continue
+        c = r.case
+        out.append({"system": r.system, "variant": r.variant, "workload": c.workload,
+                    "op": c.op, "shape": c.shape_text(), "world": c.world,
+                    "status": r.status, "schedule": r.schedule, "time_us": _us(r.time_s),
+                    "bound_resource": r.bound_resource, "busbw_GBps": _num(r.busbw_GBps),
+                    "baseline_schedule": r.baseline_schedule,
+                    "baseline_us": _us(r.baseline_s), "speedup": _num(r.speedup),
+                    "gain": _num(r.gain), "message": r.message})
+    return out
+
+
+def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]]:
+    """Terminal rows: TABLE_HEADERS, or WHATIF_HEADERS when ``what_if``. A workload the
+    simulator does not model yet is one line per (workload, world) with its shapes."""
+    out: list[list[str]] = []
+    collapsed: dict[tuple, list[dict]] = defaultdict(list)
+    for e in entries:
+        if e["status"] == NOT_SUPPORTED:
+            collapsed[(e["variant"], e["workload"], e["world"])].append(e)
+    shown: set[tuple] = set()
+    width = len(WHATIF_HEADERS if what_if else TABLE_HEADERS)
+    for e in entries:
+        key = (e["variant"], e["workload"], e["world"])
+        lead = [e["variant"]] if what_if else []
+        head = lead + [e["workload"], e["shape"], str(e["world"])]
+        if e["status"] == NOT_SUPPORTED:
+            if key in shown:
+                continue
+            shown.add(key)
+            group = collapsed[key]
+            if len(group) > 1:
+                head[-2] = f"{group[0]['shape']} .. ({len(group)} shapes)"
+            out.append(head + [NOT_SUPPORTED] + [""] * (width - len(head) - 1))
+        elif e["status"] != "ok":
+            out.append(head + [f"{e['status']}: {e['message'][:60]}"]
+                       + [""] * (width - len(head) - 1))
+        elif what_if:
+            out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
+                               e["bound_resource"], _fmt_x(e["gain"]), _fmt_x(e["speedup"])])
+        else:
+            out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
+                               e["bound_resource"], _label(e["baseline_schedule"] or "-"),
+                               _fmt_us(e["baseline_us"]), _fmt_x(e["speedup"])])
+    return out
+
+
+def _label(schedule: str) -> str:
+    """A schedule label short enough for a table cell (the CSV keeps the full one)."""
+    if schedule.startswith("none (library"):
+        return "library, then NCCL"
+    return schedule.removeprefix("nccl/")
+
+
+TABLE_HEADERS = ["workload", "shape", "ranks", "best schedule", "time", "binds",
+                 "baseline", "baseline time", "speed-up"]
+WHATIF_HEADERS = ["what-if", "workload", "shape", "ranks", "best schedule", "time", "binds",
+                  "vs unchanged", "speed-up"]
+
+
+def _fmt_us(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} us"
+
+
+def _fmt_x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def _x_axis(row: Row) -> tuple[float, str]:
+    """The shape key a workload sweeps (for plots): its value and name."""
+    shape = dict(row.case.shape)
+    for key in ("m", "tokens", "bytes", "count", "n", "k"):
+        if key in shape:
+            return shape[key], "M (tokens)" if key == "m" else key
+    key, value = next(iter(shape.items()))
+    return value, key
+
+
+def _points(rows: Sequence[Row], study: Study, variant: str = "base") -> list[dict]:
+    """Plot points, in the study's workload order; a workload over the whole domain
+    ("domain") is one panel whatever each system's size."""
+    specs = {w.name: w for w in study.workloads}
+    order = list(specs)
+    out = []
+    for r in sorted(rows, key=lambda r: (order.index(r.case.workload), r.case.world)):
+        if not r.ok or r.variant != variant:
+            continue
+        x, label = _x_axis(r)
+        whole = specs[r.case.workload].world == ("domain",)
+        panel = r.case.workload if whole else f"{r.case.workload}, {r.case.world} ranks"
+        bar = f"{r.system} x{r.case.world}" if whole else r.system
+        out.append({"panel": panel, "bar": f"{bar} {r.impl}",
+                    "workload": r.case.workload, "world": r.case.world, "system": r.system,
+                    "impl": r.impl, "x": x, "x_label": label, "shape": r.case.shape_text(),
+                    "time_us": r.time_s * 1e6, "speedup": _num(r.speedup),
+                    "busbw_GBps": r.busbw_GBps, "size_B": r.nbytes,
+                    "schedule": r.schedule, "bound_resource": r.bound_resource})
+    return out
+
+
+def _breakdown_items(rows: Sequence[Row]) -> list[dict]:
+    """For each (workload, world), its largest case: busy time per resource class."""
+    largest: dict[tuple, Row] = {}
+    for r in rows:
+        if r.ok and r.variant == "base":
+            key = (r.case.workload, r.case.world)
+            if key not in largest or r.nbytes > largest[key].nbytes:
+                largest[key] = r
+    chosen = {(k, r.case) for k, r in largest.items()}
+    items = []
+    for r in rows:
+        if r.ok and r.variant == "base" and ((r.case.workload, r.case.world), r.case) in chosen:
+            items.append({"group": f"{r.case.workload} {r.case.shape_text()} x{r.case.world}",
+                          "label": f"{r.system} {r.impl}", "system": r.system, "impl": r.impl,
+                          "schedule": r.schedule, "time_us": r.time_s * 1e6,
+                          "busy_us": {k: v * 1e6 for k, v in r.breakdown.items()}})
+    return items
+
+
+def roofs(systems: dict[str, System]) -> dict[str, dict[str, float]]:
+    return {name: {"nvlink_GBps": s.gpu.nvlink.bandwidth_Bps / 1e9,
+                   "alpha_s": s.gpu.sync.kernel_launch_s + s.gpu.nvlink.latency_s}
+            for name, s in systems.items()}
+
+
+def study_files(study: Study) -> list[str]:
+    names = ["results.csv", "results.json", "summary.csv"]
+    stems = [k for k in study.plots if k != "sensitivity" or study.vary]
+    return names + plots.plot_files(stems)
+
+
+def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict[str, System],
+                timelines: Sequence[tuple[str, Prediction, System]] = (), with_plots: bool = True,
+                meta: dict | None = None) -> None:
+    """results.csv/json (every row), summary.csv (pk against the baseline), the plots."""
+    records = [r.to_dict() for r in rows]
+    out.write_json("results.json", {"study": study.name, "title": study.title,
+                                    **(meta or {}), "rows": records})
+    flat = [{**{k: v for k, v in d.items() if k not in ("breakdown", "schedule_json")},
+             "shape": " ".join(f"{k}={v}" for k, v in d["shape"].items()),
+             "assumed": ";".join(d["assumed"]),
+             **{f"busy_{k}_us": v * 1e6 for k, v in d["breakdown"].items()}} for d in records]
+    for d in flat:
+        for key in ("time_s", "bound_s", "alpha_beta_s", "baseline_s"):
+            value = d.pop(key)
+            d[key[:-2] + "_us"] = None if value is None else value * 1e6
+    out.write_csv("results.csv", flat)
+    out.write_csv("summary.csv", summary(rows))
+    if not with_plots:
+        return
+    title = study.title or study.name
+    points = _points(rows, study)
+    grouped = [p for p in points]
+    if "time" in study.plots and points:
+        out.save(plots.by_group(grouped, "time_us", "time (us)", f"{title}: predicted time"),
+                 "time", grouped)
+    speed = [p for p in points if p["impl"] == "pk" and p["speedup"] is not None]
+    if "speedup" in study.plots and speed:
+        out.save(plots.by_group(speed, "speedup", f"speed-up over {study.baseline}",
+                                f"{title}: best schedule against the baseline",
+                                impls=("pk",), hline=1.0, logy=False), "speedup", speed)
+    items = _breakdown_items(rows)
+    if "breakdown" in study.plots and items:
+        data = [{**{k: v for k, v in i.items() if k != "busy_us"},
+                 **{f"busy_{k}_us": v for k, v in i["busy_us"].items()}} for i in items]
+        out.save(plots.breakdown(items, f"{title}: busy time per resource"), "breakdown", data)
+    coll = [p for p in points if p["size_B"] and p["busbw_GBps"]]
+    if "roofline" in study.plots and coll:
+        used = {p["system"] for p in coll}
+        out.save(plots.roofline(coll, roofs({k: v for k, v in systems.items() if k in used}),
+                                f"{title}: bus bandwidth"), "roofline", coll)
+    if "timeline" in study.plots and timelines:
+        events = gantt_events(timelines)
+        p = timelines[0][1]
+        case = f"{p.schedule.op} {format_bytes(p.nbytes)} x{p.schedule.world} on {p.system}"
+        out.save(plots.gantt(events, f"{title}\ntimeline of {case}: best schedule and baseline"),
+                 "timeline", events)
+    gains = _gains(rows)
+    if "sensitivity" in study.plots and study.vary and gains:
+        out.save(plots.sensitivity(_sensitivity_cases(gains), f"{title}: what if"),
+                 "sensitivity", gains)
+
+
+def _gains(rows: Sequence[Row]) -> list[dict]:
+    """pk rows with their gain over the unchanged system and whether the best schedule
+    changed."""
+    base = {(r.system_ref, r.case): r.schedule for r in rows
+            if r.ok and r.impl == "pk" and r.variant == "base"}
+    return [{"system": r.system, "variant": r.variant, "workload": r.case.workload,
+             "world": r.case.world, "size": _x_axis(r)[0],
+             "case": f"{r.case.workload} {r.case.shape_text()} x{r.case.world}",
+             "gain": _num(r.gain), "time_us": r.time_s * 1e6, "schedule": r.schedule,
+             "bound_resource": r.bound_resource,
+             "changed": r.schedule != base.get((r.system_ref, r.case), r.schedule)}
+            for r in rows if r.ok and r.impl == "pk"]
+
+
+def _sensitivity_cases(gains: list[dict]) -> list[dict]:
+    """Per system, the smallest and largest case of each (workload, world), six at most."""
+    keep: dict[str, list[str]] = defaultdict(list)
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for g in gains:
+        groups[(g["system"], g["workload"], g["world"])].append(g)
+    for (system, _, _), members in groups.items():
+        ends = sorted(members, key=lambda g: g["size"])
+        for g in (ends[0], ends[-1]):
+            if g["case"] not in keep[system] and len(keep[system]) < 6:
+                keep[system].append(g["case"])
+    return [g for g in gains if g["case"] in keep[g["system"]]]
+
+
+def gantt_events(timelines: Sequence[tuple[str, Prediction, System]]) -> list[dict]:
+    from pksim.trace import tracks
+    events = []
+    for label, p, system in timelines:
+        for t in tracks(system, p):
+            events.append({**t, "track": f"{label}: {t['track']}", "schedule": p.schedule.label()})
+    return events
+
+
+# ---- sweep ------------------------------------------------------------------------------
+def sweep_rows(rows: Sequence[Row], impls: Sequence[str]) -> list[dict[str, Any]]:
+    """The nccl-tests layout: size, count, type, redop, root, then time / algbw / busbw
+    per impl (side by side), one row per (system, size)."""
+    table: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        c = r.case
+        key = (r.system, c.shape, c.world)
+        nbytes = c.nbytes if c.is_collective else 0
+        entry = table.setdefault(key, {
+            "system": r.system, "op": c.op, "world": c.world,
+            "size_B": nbytes, "count": int(nbytes / _elem(c.dtype)) if nbytes else None,
+            "type": NCCL_TYPES.get(c.dtype, c.dtype),
+            "redop": "sum" if c.op in REDUCING else "none",
+            "root": c.root if c.op in ROOTED else -1, "shape": c.shape_text()})
+        entry[f"{r.impl}_time_us"] = _us(r.time_s)
+        entry[f"{r.impl}_algbw_GBps"] = _num(r.algbw_GBps)
+        entry[f"{r.impl}_busbw_GBps"] = _num(r.busbw_GBps)
+        entry[f"{r.impl}_schedule"] = r.schedule if r.ok else r.status
+    order = list(dict.fromkeys(r.system for r in rows))
+    out = list(table.values())
+    for e in out:
+        if "pk_time_us" in e and "nccl_time_us" in e and e["pk_time_us"] and e["nccl_time_us"]:
+            e["speedup"] = e["nccl_time_us"] / e["pk_time_us"]
+    return sorted(out, key=lambda e: (order.index(e["system"]), e["size_B"], e["shape"]))
+
+
+def sweep_columns(impls: Sequence[str]) -> list[str]:
+    cols = ["system", "op", "world", "size_B", "count", "type", "redop", "root"]
+    for impl in impls:
+        cols += [f"{impl}_time_us", f"{impl}_algbw_GBps", f"{impl}_busbw_GBps",
+                 f"{impl}_schedule"]
+    return cols + (["speedup"] if {"pk", "nccl"} <= set(impls) else [])
+
+
+def _elem(dtype: str) -> float:
+    from pksim.schedule import DTYPES
+    return DTYPES[dtype]
+
+
+def sweep_files() -> list[str]:
+    return ["sweep.csv", "sweep.json"] + plots.plot_files(["busbw", "time", "roofline"])
+
+
+def write_sweep(out: OutputDir, rows: Sequence[Row], impls: Sequence[str], op: str,
+                with_plots: bool = True, systems: dict[str, System] | None = None
+                ) -> list[dict]:
+    table = sweep_rows(rows, impls)
+    out.write_csv("sweep.csv", table, sweep_columns(impls))
+    out.write_json("sweep.json", {"op": op, "columns": sweep_columns(impls), "rows": table,
+                                  "units": {"size_B": "bytes", "time_us": "microseconds",
+                                            "algbw_GBps": "1e9 bytes/s",
+                                            "busbw_GBps": "1e9 bytes/s"}})
+    points = [{"system": r.system, "impl": r.impl, "size_B": r.nbytes, "schedule": r.schedule,
+               "time_us": r.time_s * 1e6, "algbw_GBps": r.algbw_GBps,
+               "busbw_GBps": r.busbw_GBps} for r in rows if r.ok]
+    if with_plots and points:
+        out.save(plots.against_size(points, "busbw_GBps", f"{op}: bus bandwidth",
+                                    "busbw (GB/s)"), "busbw", points)
+        out.save(plots.against_size(points, "time_us", f"{op}: time", "time (us)", logy=True),
+                 "time", points)
+        bandwidth = [p for p in points if p["busbw_GBps"]]
+        if systems and bandwidth:
+            out.save(plots.roofline(bandwidth, roofs(systems), f"{op}: bus bandwidth"),
+                     "roofline", bandwidth)
+    return table

@@ -1,0 +1,138 @@
+"""The timeline of one prediction as a Chrome / Perfetto trace (and Gantt rows).
+
+Tracks: per simulated rank its lanes (a lane is one pipeline chunk's walk through the
+steps) and its SM group (the communication SMs, copy engines or NCCL channels that
+issue its transfers); per link class (``nvl_out``, ``up1``, ``nvls``, ...) the times
+some transfer crosses it. With the symmetric reduction only one rank per class of
+equivalent ranks is simulated; those are the ranks shown (``--full`` shows all).
+
+Each timeline event of the simulator names its rank, lane, phase and step; the link
+classes a step uses come from the assembled model (``pksim.simulate.build``).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from hwmodels.system import System
+from pksim.prediction import Prediction
+from pksim.simulate import build
+
+_TRACK = re.compile(r"rank (\d+) / lane (\d+)")
+_NAME = re.compile(r"(.*) step (\d+)$")
+# Resource classes inside a GPU: shown on the SM-group track, not as links.
+_LOCAL = {"issue", "ce", "hbm", "l2", "sm"}
+
+
+def _physical(name: str) -> str:
+    return name.split("#")[0].split("[")[0]
+
+
+def _sm_group(p: Prediction) -> str:
+    s = p.schedule
+    if s.impl == "nccl":
+        return f"NCCL channels ({s.comm_sms})"
+    if s.mechanism == "copy-engine":
+        return "copy engines"
+    return f"comm SMs ({s.comm_sms}, {s.mechanism})"
+
+
+def _step_classes(system: System, p: Prediction) -> dict[tuple[int, int], set[str]]:
+    """(step index, issuing rank) -> resource classes its flows cross."""
+    model = build(system, p.schedule, reduced=p.reduced)
+    out: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for s, (_step, classes, _sync) in enumerate(model.step_classes()):
+        for fc in classes:
+            out[(s, fc.issuer)].update(_physical(n) for n, _ in fc.usage)
+    return out
+
+
+def _merge(events: list[dict]) -> list[dict]:
+    """Union of overlapping intervals on one track (names and bytes combined)."""
+    merged: list[dict] = []
+    for e in sorted(events, key=lambda e: (e["start_us"], e["end_us"])):
+        last = merged[-1] if merged else None
+        if last is not None and e["start_us"] <= last["end_us"]:
+            last["end_us"] = max(last["end_us"], e["end_us"])
+            last["bytes"] += e["bytes"]
+            if e["name"] not in last["names"]:
+                last["names"].append(e["name"])
+            if e["group"] not in last["groups"]:
+                last["groups"].append(e["group"])
+        else:
+            merged.append({**e, "names": [e["name"]], "groups": [e["group"]]})
+    for m in merged:
+        names, groups = m.pop("names"), m.pop("groups")
+        m["name"] = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+        m["group"] = "+".join(groups)
+    return merged
+
+
+def tracks(system: System, p: Prediction) -> list[dict]:
+    """Gantt rows: track, kind, rank, name, group (phase), start_us, end_us, bytes."""
+    if not p.timeline:
+        return []
+    used = _step_classes(system, p)
+    lanes = len({_TRACK.match(e.track).group(2) for e in p.timeline if _TRACK.match(e.track)})
+    sm_group = _sm_group(p)
+    raw: dict[tuple[str, str, int, int], list[dict]] = defaultdict(list)
+    for e in p.timeline:
+        track, name = _TRACK.match(e.track), _NAME.match(e.name)
+        phase = name.group(1) if name else e.name
+        base = {"name": e.name, "group": phase, "start_us": e.start_s * 1e6,
+                "end_us": e.end_s * 1e6, "bytes": e.nbytes}
+        if not track:
+            raw[(e.track, "other", -1, 0)].append(base)
+            continue
+        rank, lane = int(track.group(1)), int(track.group(2))
+        label = f"rank {rank} / lane {lane}" if lanes > 1 else f"rank {rank} / transfers"
+        raw[(label, "lane", rank, lane)].append(base)
+        raw[(f"rank {rank} / {sm_group}", "sm-group", rank, 0)].append(base)
+        step = int(name.group(2)) if name else -1
+        for cls in sorted(used.get((step, rank), ())):
+            if cls not in _LOCAL:
+                raw[(f"link {cls}", "link", -1, 0)].append(base)
+    order = {"lane": 0, "sm-group": 1, "link": 2, "other": 3}
+    out = []
+    for key in sorted(raw, key=lambda k: (k[2] < 0, k[2], order[k[1]], k[3], k[0])):
+        track, kind, rank, _lane = key
+        for m in _merge(raw[key]):
+            out.append({"track": track, "kind": kind, "rank": rank, **m})
+    return out
+
+
+def chrome_trace(system: System, p: Prediction) -> dict[str, Any]:
+    """The Chrome trace-event JSON (load in chrome://tracing or ui.perfetto.dev)."""
+    rows = tracks(system, p)
+    processes: dict[str, int] = {}
+    threads: dict[tuple[int, str], int] = {}
+    events: list[dict[str, Any]] = []
+    for row in rows:
+        process = f"rank {row['rank']}" if row["rank"] >= 0 else (
+            "links" if row["kind"] == "link" else "other")
+        pid = processes.setdefault(process, len(processes) + 1)
+        thread = row["track"].split(" / ", 1)[-1]
+        tid = threads.setdefault((pid, thread), len(threads) + 1)
+        events.append({"name": row["name"], "cat": row["kind"], "ph": "X", "pid": pid,
+                       "tid": tid, "ts": row["start_us"],
+                       "dur": max(row["end_us"] - row["start_us"], 1e-3),
+                       "args": {"phase": row["group"], "bytes": row["bytes"]}})
+    meta: list[dict[str, Any]] = []
+    for name, pid in processes.items():
+        meta.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+        meta.append({"name": "process_sort_index", "ph": "M", "pid": pid,
+                     "args": {"sort_index": pid}})
+    for (pid, name), tid in threads.items():
+        meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                     "args": {"name": name}})
+        meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                     "args": {"sort_index": tid}})
+    s = p.schedule
+    return {"traceEvents": meta + events, "displayTimeUnit": "ns",
+            "otherData": {"system": p.system, "op": s.op, "bytes": p.nbytes,
+                          "world": s.world, "schedule": s.label(),
+                          "schedule_key": s.key(), "time_us": p.time_s * 1e6,
+                          "bound_us": p.bound_s * 1e6, "bound_resource": p.bound_resource,
+                          "reduced": p.reduced,
+                          "note": "one rank per symmetry class" if p.reduced else "every rank"}}

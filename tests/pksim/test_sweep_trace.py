@@ -1,0 +1,150 @@
+"""``pksim sweep`` (nccl-tests layout, units, plots) and ``pksim trace`` (Chrome trace)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hwmodels.catalog import load_system
+from pksim.cli.main import cli
+from pksim.runner import best_prediction
+from pksim.study import Case
+from pksim.trace import chrome_trace, tracks
+
+PNG = b"\x89PNG\r\n\x1a\n"
+SWEEP_COLUMNS = ["system", "op", "world", "size_B", "count", "type", "redop", "root",
+                 "pk_time_us", "pk_algbw_GBps", "pk_busbw_GBps", "pk_schedule",
+                 "nccl_time_us", "nccl_algbw_GBps", "nccl_busbw_GBps", "nccl_schedule",
+                 "speedup"]
+
+
+def run(args):
+    return CliRunner().invoke(cli, args)
+
+
+def one_line_error(result, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("command", ["sweep", "trace"])
+def test_help(command):
+    result = run([command, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_sweep_nccl_tests_layout_and_units(tmp_path):
+    out = tmp_path / "sweep"
+    result = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "4KiB:64KiB",
+                  "--workers", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "pk time(us)" in result.output and "nccl busbw" in result.output
+    rows = read_csv(out / "sweep.csv")
+    assert list(rows[0]) == SWEEP_COLUMNS
+    assert [int(r["size_B"]) for r in rows] == [4096, 8192, 16384, 32768, 65536]
+    for r in rows:
+        assert r["type"] == "bfloat16" and r["redop"] == "sum" and r["root"] == "-1"
+        assert int(r["count"]) == int(r["size_B"]) // 2 and r["world"] == "8"
+        time_us, algbw = float(r["pk_time_us"]), float(r["pk_algbw_GBps"])
+        # algbw (GB/s) = bytes / time: size_B / (time_us * 1e-6) / 1e9
+        assert algbw == pytest.approx(int(r["size_B"]) / (time_us * 1e-6) / 1e9, rel=1e-4)
+        assert float(r["pk_busbw_GBps"]) == pytest.approx(algbw * 2 * 7 / 8, rel=1e-4)
+        assert float(r["speedup"]) == pytest.approx(float(r["nccl_time_us"]) / time_us,
+                                                    rel=1e-4)
+        assert r["nccl_schedule"].startswith("nccl/")
+    data = json.loads((out / "sweep.json").read_text())
+    assert data["units"]["time_us"] == "microseconds" and len(data["rows"]) == 5
+    for stem in ("busbw", "time", "roofline"):
+        assert (out / f"{stem}.png").read_bytes()[:8] == PNG
+        assert read_csv(out / f"{stem}.csv") and json.loads((out / f"{stem}.json").read_text())
+
+
+def test_sweep_several_systems_and_a_shape_range(tmp_path):
+    out = tmp_path / "s"
+    result = run(["sweep", "--system", "dgx-h100,dgx-b200", "--op", "all-gather",
+                  "--shape", "m=1024:4096", "--shape", "n=1024", "--impl", "pk", "--json",
+                  "--workers", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["rows"]
+    assert {r["system"] for r in rows} == {"dgx-h100", "dgx-b200"}
+    assert sorted({r["size_B"] for r in rows}) == [m * 1024 * 2 for m in (1024, 2048, 4096)]
+    assert "nccl_time_us" not in read_csv(out / "sweep.csv")[0]
+    points = json.loads((out / "busbw.json").read_text())
+    assert {p["system"] for p in points} == {"dgx-h100", "dgx-b200"}
+
+
+def test_sweep_errors(tmp_path):
+    out = ["-o", str(tmp_path / "o"), "--workers", "1"]
+    base = ["sweep", "--system", "dgx-h100", "--op", "all-reduce"]
+    one_line_error(run(base + ["--bytes", "8GiB:1KiB"] + out), "ends below its start")
+    one_line_error(run(base + ["--bytes", "lots"] + out), "cannot read size")
+    one_line_error(run(base + out), "--bytes")
+    one_line_error(run(["sweep", "--system", "nope", "--op", "all-reduce", "--bytes", "1KiB"]
+                       + out), "unknown system 'nope'")
+    one_line_error(run(base + ["--bytes", "1KiB", "--set", "gpu.hbm.nope=1"] + out),
+                   "unknown key")
+    one_line_error(run(base + ["--bytes", "1KiB", "--world", "9"] + out), "larger than")
+    one_line_error(run(["trace", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "1024",
+                        "--n", "1024", "--k", "512"]), "not recorded yet")
+    ok = run(base + ["--bytes", "1KiB", "--impl", "nccl"] + out)
+    assert ok.exit_code == 0, ok.output
+    one_line_error(run(base + ["--bytes", "1KiB", "--impl", "nccl"] + out), "exists", "--force")
+
+
+def test_sweep_of_a_fused_op_over_a_shape_range(tmp_path):
+    out = tmp_path / "g"
+    result = run(["sweep", "--system", "dgx-h100", "--op", "ag-gemm", "--shape", "m=1024:2048",
+                  "--shape", "n=1024", "--shape", "k=1024", "--workers", "1", "--json",
+                  "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["rows"]
+    assert [r["shape"] for r in rows] == ["m=1024 n=1024 k=1024", "m=2048 n=1024 k=1024"]
+    assert all(r["pk_time_us"] <= r["nccl_time_us"] for r in rows)
+    assert (out / "time.png").read_bytes()[:8] == PNG
+
+
+def test_trace_file_loads_with_trace_events(tmp_path):
+    path = tmp_path / "t.json"
+    result = run(["trace", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "16MiB",
+                  "--algorithm", "ring", "--mechanism", "tma", "--comm-sms", "16",
+                  "--chunk-bytes", "512KiB", "-o", str(path), "--gantt"])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and "name" in e["args"]}
+    assert {"rank 0", "links", "lane 0", "comm SMs (16, tma)", "nvl_out"} <= \
+        {n.split("link ")[-1] for n in names}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans and all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
+    end = max(e["ts"] + e["dur"] for e in spans)
+    assert end == pytest.approx(trace["otherData"]["time_us"], rel=0.02)
+    assert (tmp_path / "t-gantt.png").read_bytes()[:8] == PNG
+    one_line_error(run(["trace", "--system", "dgx-h100", "--op", "all-reduce", "--bytes",
+                        "16MiB", "-o", str(path)]), "exists")
+    one_line_error(run(["trace", "--system", "dgx-h100", "--op", "all-reduce", "--bytes",
+                        "16MiB", "-o", str(tmp_path / "t.txt")]), "FILE.json")
+
+
+def test_trace_tracks_per_rank_sm_group_and_link_class():
+    system = load_system("dgx-h100")
+    p = best_prediction(system, Case("ag", "all-gather", (("bytes", 1 << 20),), world=8),
+                        "nccl", record=True)
+    rows = tracks(system, p)
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"lane", "sm-group", "link"}
+    assert any(r["track"].startswith("rank 0 / NCCL channels") for r in rows)
+    for track in {r["track"] for r in rows}:                   # no overlaps on a track
+        spans = sorted((r["start_us"], r["end_us"]) for r in rows if r["track"] == track)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert chrome_trace(system, p)["otherData"]["schedule"].startswith("nccl/")
