@@ -1,0 +1,95 @@
+"""codegen: Schedule -> CUDA translation unit + manifest -> shared library.
+
+Named stages, each dumpable (STYLE.md 9):
+
+    schedule --make_plan--> Plan --render--> source --compile_source--> binary
+                (plan.py)          (render.py)            (build.py, cached by content)
+
+API used by the CLI and the tests alike:
+
+* ``emit(system, schedule, prediction=None, out_dir=...)`` writes ``<op>-<key>.cu`` and
+  ``<op>-<key>.json`` (schedule, prediction, plan, build options, the exact nvcc command)
+  and returns their paths;
+* ``build(path)`` compiles a ``.cu`` written by ``emit`` (options from its manifest) and
+  returns the ``.so`` path; a failed nvcc raises CompileError(message, command, stderr).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codegen.build import BuildOptions, compile_source, find_nvcc, nvcc_command
+from codegen.plan import Plan, make_plan
+from codegen.render import render
+from hwmodels.errors import ConfigError
+from hwmodels.system import System
+from pksim.schedule import Schedule
+
+__all__ = ["Emitted", "emit", "build", "make_plan", "render", "options_for", "Plan", "BuildOptions"]
+
+
+@dataclass(frozen=True)
+class Emitted:
+    source: Path
+    manifest: Path
+    plan: Plan
+
+
+def options_for(plan: Plan) -> BuildOptions:
+    return BuildOptions(arch=plan.arch, defines=plan.defines)
+
+
+def emit(system: System, schedule: Schedule, prediction: Any = None, out_dir: str | Path = ".",
+         command: str = "") -> Emitted:
+    """Write the translation unit and its manifest for ``schedule`` on ``system``."""
+    plan = make_plan(system, schedule)
+    text = render(plan, prediction, command)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    source = out / f"{plan.name}.cu"
+    manifest = out / f"{plan.name}.json"
+    source.write_text(text)
+    options = options_for(plan)
+    nvcc = find_nvcc() or "nvcc"
+    data = {
+        "schedule": schedule.to_dict(),
+        "schedule_key": schedule.key(),
+        "system": system.name,
+        "prediction": prediction.to_dict() if prediction is not None else None,
+        "plan": plan.to_dict(),
+        "source": source.name,
+        "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "entry": plan.entry,
+        "build_options": options.to_dict(),
+        "nvcc_command": nvcc_command(source.resolve(), (out / f"lib{plan.name}.so").resolve(),
+                                     options, nvcc),
+    }
+    manifest.write_text(json.dumps(data, indent=2) + "\n")
+    return Emitted(source, manifest, plan)
+
+
+def read_manifest(path: str | Path) -> dict:
+    """The manifest of a generated ``.cu`` (or the manifest file itself)."""
+    p = Path(path)
+    m = p if p.suffix == ".json" else p.with_suffix(".json")
+    if not m.is_file():
+        raise ConfigError(f"{p}: no manifest {m.name} next to it (write both with codegen.emit)")
+    return json.loads(m.read_text())
+
+
+def build(path: str | Path, cache: Path | None = None, copy_to_dir: bool = False) -> Path:
+    """Compile a generated ``.cu`` with the options of its manifest; returns the ``.so``."""
+    p = Path(path)
+    source = p if p.suffix == ".cu" else p.with_suffix(".cu")
+    manifest = read_manifest(source)
+    options = BuildOptions.from_dict(manifest["build_options"])
+    lib = compile_source(source, options, cache)
+    if copy_to_dir:
+        dst = source.parent / lib.name
+        shutil.copy2(lib, dst)
+        return dst
+    return lib

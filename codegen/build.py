@@ -1,0 +1,152 @@
+"""Stage 3 of codegen: source -> binary (a shared library), cached by content.
+
+The cache key is the SHA-256 of the source text, the frozen ``BuildOptions``, the nvcc
+version line and the text of every header under ``kernels/include/pk`` and
+``kernels/collectives`` (a header edit must not reuse a stale binary). Binaries live in
+``$PKSIM_CACHE`` (default ``~/.cache/pksim/kernels``) as ``<key>/lib<stem>.so`` with a
+``build.json`` beside them (command, seconds, nvcc version). A failed nvcc raises
+CompileError carrying the exact command and stderr.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from hwmodels.errors import CompileError
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "kernels"
+INCLUDE_DIRS = (KERNELS / "include", KERNELS)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Everything besides the source that decides the binary; hashable, the cache key."""
+    arch: str = "sm_90a"
+    opt_level: int = 3
+    lineinfo: bool = True
+    defines: tuple[tuple[str, str], ...] = ()
+    extra: tuple[str, ...] = field(default=())
+
+    def gencode(self) -> str:
+        num = self.arch.removeprefix("sm_")
+        return f"-gencode=arch=compute_{num},code=sm_{num}"
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["defines"] = {k: v for k, v in self.defines}
+        out["extra"] = list(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "BuildOptions":
+        return cls(arch=data.get("arch", "sm_90a"), opt_level=int(data.get("opt_level", 3)),
+                   lineinfo=bool(data.get("lineinfo", True)),
+                   defines=tuple(sorted(dict(data.get("defines", {})).items())),
+                   extra=tuple(data.get("extra", ())))
+
+
+def find_nvcc() -> str | None:
+    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+@lru_cache(maxsize=None)
+def nvcc_version(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompileError(f"cannot run {nvcc} --version: {exc}", [nvcc, "--version"]) from None
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+    return lines[-1] if lines else out.stdout.strip()
+
+
+def headers_digest() -> str:
+    h = hashlib.sha256()
+    for d in (KERNELS / "include" / "pk", KERNELS / "collectives"):
+        for p in sorted(d.glob("*")):
+            if p.suffix in (".cuh", ".h"):
+                h.update(p.name.encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def nvcc_command(source: Path, output: Path, options: BuildOptions, nvcc: str = "nvcc") -> list[str]:
+    cmd = [nvcc, f"-O{options.opt_level}", "-std=c++17", options.gencode()]
+    if options.lineinfo:
+        cmd.append("-lineinfo")
+    for d in INCLUDE_DIRS:
+        cmd += ["-I", str(d)]
+    cmd += [f"-D{k}={v}" for k, v in options.defines]
+    cmd += ["-Xcompiler", "-fPIC,-Wall,-Wextra", "-shared", *options.extra, "-o", str(output),
+            str(source)]
+    return cmd
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("PKSIM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "pksim" / "kernels"
+
+
+def cache_key(source_text: str, options: BuildOptions, nvcc: str) -> str:
+    blob = json.dumps({"source": hashlib.sha256(source_text.encode()).hexdigest(),
+                       "options": options.to_dict(), "nvcc": nvcc_version(nvcc),
+                       "headers": headers_digest()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def compile_source(source: Path, options: BuildOptions, cache: Path | None = None,
+                   nvcc: str | None = None, timeout_s: float = 900) -> Path:
+    """Build ``source`` into a shared library (or reuse the cached one); returns its path."""
+    nvcc = nvcc or find_nvcc()
+    if nvcc is None:
+        raise CompileError("nvcc not found (not on PATH, no $NVCC, no /usr/local/cuda/bin/nvcc)")
+    source = Path(source).resolve()
+    text = source.read_text()
+    key = cache_key(text, options, nvcc)
+    where = (cache or cache_dir()) / key
+    lib = where / f"lib{source.stem}.so"
+    if lib.is_file():
+        return lib
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
+        tmp_lib = Path(tmp) / lib.name
+        cmd = nvcc_command(source, tmp_lib, options, nvcc)
+        t0 = time.time()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"nvcc ran past {timeout_s:.0f} s building {source.name}", cmd) from None
+        if proc.returncode != 0:
+            raise CompileError(f"nvcc failed building {source.name} (exit {proc.returncode}); "
+                               f"command: {shlex.join(cmd)}", cmd, proc.stderr or proc.stdout)
+        os.replace(tmp_lib, lib)
+        (where / "build.json").write_text(json.dumps(
+            {"command": cmd, "seconds": round(time.time() - t0, 2), "nvcc": nvcc_version(nvcc),
+             "source": str(source), "log": (proc.stdout + proc.stderr)[-4000:]}, indent=2))
+    return lib
+
+
+def compile_many(jobs: list[tuple[Path, BuildOptions]], workers: int | None = None,
+                 cache: Path | None = None) -> list[Path | CompileError]:
+    """Build several sources in parallel; a failure is returned in its slot, not raised."""
+    def one(job):
+        try:
+            return compile_source(job[0], job[1], cache)
+        except CompileError as exc:
+            return exc
+    workers = workers or max(2, os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, jobs))

@@ -1,0 +1,175 @@
+"""Stage 1 of codegen: Schedule -> Plan.
+
+A Plan is everything the renderer needs and nothing it has to decide: which kernel skeleton
+(``kernels/collectives/<op>.cuh``) and which algorithm struct in it, the launch constants
+(threads, blocks per rank, TMA stage size and count, peer order), the nvcc target and the
+preprocessor switches. It is frozen and JSON-able (``to_dict``), so every stage can be dumped.
+
+Mapping from the Schedule IR (the names the simulator uses) to the skeletons:
+
+==============  ==================================  =====================================
+op              schedule algorithm -> kernel        mechanisms
+==============  ==================================  =====================================
+all-gather      direct, ring, in-network            tma, register, copy-engine; multimem
+reduce-scatter  direct, ring, in-network            tma, register, copy-engine; multimem
+all-reduce      direct (= one-shot), two-shot,      tma, register, copy-engine; multimem
+                ring, in-network
+all-to-all      direct                              tma, register, copy-engine
+broadcast       direct, in-network                  tma, register, copy-engine; multimem
+==============  ==================================  =====================================
+
+``in-network`` goes with ``multimem`` only (NVLink multicast): those kernels are compiled
+(``-DPK_ENABLE_MULTIMEM=1``) but never run here. Anything else raises InfeasibleError with
+the reason, as do systems without an nvcc target for the primitives.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from hwmodels.errors import InfeasibleError
+from hwmodels.system import System
+from hwmodels.topology import Topology
+from pksim.schedule import Schedule
+
+# (op, schedule algorithm) -> (header, kernel algorithm name used in C++ identifiers)
+KERNELS: dict[tuple[str, str], tuple[str, str]] = {
+    ("all-gather", "direct"): ("all_gather.cuh", "direct"),
+    ("all-gather", "ring"): ("all_gather.cuh", "ring"),
+    ("all-gather", "in-network"): ("in_network.cuh", "in_network"),
+    ("reduce-scatter", "direct"): ("reduce_scatter.cuh", "direct"),
+    ("reduce-scatter", "ring"): ("reduce_scatter.cuh", "ring"),
+    ("reduce-scatter", "in-network"): ("in_network.cuh", "in_network"),
+    ("all-reduce", "direct"): ("all_reduce.cuh", "one_shot"),
+    ("all-reduce", "two-shot"): ("all_reduce.cuh", "two_shot"),
+    ("all-reduce", "ring"): ("all_reduce.cuh", "ring"),
+    ("all-reduce", "in-network"): ("in_network.cuh", "in_network"),
+    ("all-to-all", "direct"): ("all_to_all.cuh", "direct"),
+    ("broadcast", "direct"): ("broadcast.cuh", "direct"),
+    ("broadcast", "in-network"): ("in_network.cuh", "in_network"),
+}
+OPS = tuple(dict.fromkeys(op for op, _ in KERNELS))
+RUNNABLE_MECHANISMS = ("tma", "register", "copy-engine")
+MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", "multimem": "multimem"}
+# nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem).
+ARCHS = ("sm_90a", "sm_100a", "sm_103a")
+MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
+THREADS = 256
+TMA_STAGE_BYTES = 32 * 1024        # one stage: a copy chunk, or all sources of a reduce chunk
+TMA_STAGES = 2
+
+
+def algorithms(op: str) -> tuple[str, ...]:
+    """Schedule algorithms codegen implements for ``op``."""
+    return tuple(alg for (o, alg) in KERNELS if o == op)
+
+
+def mechanisms(algorithm: str) -> tuple[str, ...]:
+    return ("multimem",) if algorithm == "in-network" else RUNNABLE_MECHANISMS
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the renderer emits: one kernel skeleton specialised by constants."""
+    op: str
+    algorithm: str              # the schedule's name (direct, two-shot, ring, in-network)
+    kernel_algorithm: str       # the C++ name (one_shot, two_shot, ring, direct, in_network)
+    mechanism: str              # tma, register, copy-engine, multimem
+    header: str                 # collectives/<op>.cuh
+    struct: str                 # pkc::<op>_<algorithm>
+    kernel: str                 # <op>_<algorithm>_<mechanism>, the __global__ name
+    entry: str                  # pk_<kernel>, the extern "C" entry point
+    threads: int
+    blocks_per_rank: int
+    stage_bytes: int            # 0 when the mechanism stages nothing in shared memory
+    stages: int
+    staggered: bool             # peer order: rank, rank+1, ... (else 0, 1, ...)
+    arch: str                   # nvcc target, e.g. sm_90a
+    defines: tuple[tuple[str, str], ...]
+    dtype: str                  # the schedule's dtype (both fp32 and bf16 are instantiated)
+    world: int                  # the schedule's world (a run-time argument of the kernel)
+    root: int
+    schedule_key: str
+    system: str
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * self.stage_bytes + 128 if self.stage_bytes else 0
+
+    @property
+    def name(self) -> str:
+        """File stem: <op>-<schedule key>."""
+        return f"{self.op}-{self.schedule_key}"
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["defines"] = {k: v for k, v in self.defines}
+        out["smem_bytes"] = self.smem_bytes
+        return out
+
+
+def _c_name(text: str) -> str:
+    return text.replace("-", "_")
+
+
+def check_target(system: System, mechanism: str) -> str:
+    """The nvcc target for ``system``; InfeasibleError where the primitives do not exist."""
+    arch = system.gpu.sm_arch
+    if not arch:
+        raise InfeasibleError(f"{system.name}: no nvcc target is known for {system.gpu.model} "
+                              f"({system.gpu.architecture}); generated kernels need one of "
+                              f"{', '.join(ARCHS)}")
+    if arch not in ARCHS:
+        raise InfeasibleError(f"{system.name}: the pk primitives (TMA bulk copies, mbarriers, "
+                              f"system-scope release/acquire) need {', '.join(ARCHS)}; "
+                              f"{system.gpu.model} is {arch}")
+    if mechanism == "tma" and not system.gpu.transfer.tma:
+        raise InfeasibleError(f"{system.name}: {system.gpu.model} has no TMA")
+    return arch
+
+
+def make_plan(system: System, schedule: Schedule) -> Plan:
+    """Schedule -> Plan, or InfeasibleError naming what codegen cannot express."""
+    s = schedule
+    if s.impl != "pk":
+        raise InfeasibleError(f"codegen emits pk kernels; impl {s.impl!r} is NCCL's own")
+    key = (s.op, s.algorithm)
+    if key not in KERNELS:
+        have = ", ".join(algorithms(s.op)) or "none"
+        raise InfeasibleError(f"codegen has no {s.algorithm} {s.op} kernel "
+                              f"(implemented for {s.op}: {have})")
+    if s.mechanism not in mechanisms(s.algorithm):
+        raise InfeasibleError(f"{s.algorithm} {s.op} runs on {', '.join(mechanisms(s.algorithm))}, "
+                              f"not {s.mechanism}")
+    arch = check_target(system, s.mechanism)
+    if s.world < 2 or s.world > MAX_RANKS:
+        raise InfeasibleError(f"generated kernels address 2..{MAX_RANKS} ranks, not {s.world}")
+    if s.domains != 1:
+        raise InfeasibleError("generated kernels run inside one NVLink domain (domains = 1)")
+    if s.overlap != "none":
+        raise InfeasibleError(f"overlap {s.overlap!r} needs a fused kernel; codegen emits "
+                              f"collectives only")
+    if s.chunk_bytes:
+        raise InfeasibleError("pipelined chunks (chunk_bytes > 0) are not implemented by the "
+                              "kernel skeletons; use chunk_bytes = 0")
+    if s.dtype not in ("bf16", "fp32"):
+        raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {s.dtype}")
+    header, kalg = KERNELS[key]
+    topo = Topology.build(system, s.world, 1)
+    if s.mechanism == "copy-engine":
+        # Copy engines take no SMs; the blocks are those of the local reduction kernels.
+        blocks = max(1, topo.sms_per_rank())
+    else:
+        blocks = max(1, s.comm_sms)
+    stage = TMA_STAGE_BYTES if s.mechanism == "tma" else 0
+    if stage and TMA_STAGES * stage + 128 > system.gpu.sm.shared_memory_B:
+        raise InfeasibleError(f"{system.name}: {TMA_STAGES} x {stage} B TMA stages exceed the "
+                              f"SM's shared memory")
+    struct = f"pkc::{_c_name(s.op)}_{kalg}"
+    kernel = f"{_c_name(s.op)}_{kalg}_{_c_name(s.mechanism) if s.mechanism != 'register' else 'reg'}"
+    defines = (("PK_ENABLE_MULTIMEM", "1"),) if s.mechanism == "multimem" else ()
+    return Plan(op=s.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=s.mechanism,
+                header=f"collectives/{header}", struct=struct, kernel=kernel, entry=f"pk_{kernel}",
+                threads=THREADS, blocks_per_rank=blocks, stage_bytes=stage,
+                stages=TMA_STAGES if stage else 1, staggered=s.peer_order != "sequential",
+                arch=arch, defines=defines, dtype=s.dtype, world=s.world, root=s.root,
+                schedule_key=s.key(), system=system.name)

@@ -1,0 +1,40 @@
+// collectives/broadcast.cuh: broadcast, direct.
+//
+// count = elements of the buffer; every rank's output receives the root's input.
+//
+// direct  one phase: every rank copies the root's input into its own output (a pull, so the
+//         work is spread over every rank's SMs or copy engines instead of the root's alone; the
+//         root's data crosses each link once either way).
+#pragma once
+
+#include "collective.cuh"
+
+namespace pkc {
+
+struct broadcast_direct {
+  static constexpr sync_kind kSync = sync_kind::none;
+  static constexpr sync_kind kCeSync = sync_kind::all;
+  PK_HD static size_t in_count(size_t n, int) { return n; }
+  PK_HD static size_t out_count(size_t n, int) { return n; }
+  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
+  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
+  PK_HD static int phases(int) { return 1; }
+  PK_HD static int ce_phases(int) { return 1; }
+
+#ifdef __CUDACC__
+  template <class C, class G>
+  PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
+    using T = typename G::value_type;
+    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
+    return copy_to<C>(g, c, one(g.out[c.rank] + s.lo), g.in[g.root] + s.lo, s.size(), sm);
+  }
+#endif
+
+  template <class C, class G>
+  static void ce_phase(const G& g, int r, int, const ce_ctx& x) {
+    using T = typename G::value_type;
+    ce_copy_elems(g.out[r], g.in[g.root], g.count * sizeof(T), x);
+  }
+};
+
+}  // namespace pkc

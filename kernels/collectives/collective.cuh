@@ -1,0 +1,550 @@
+// collectives/collective.cuh: the skeleton every generated collective kernel specialises.
+//
+// A generated translation unit (pksim codegen) defines
+//   * `config`: launch constants (mechanism, threads, blocks per rank, TMA stage size, peer order),
+//   * `globals<T>`: the layouts (pk::pgl of every rank's input, output and scratch), the flag
+//     counters, the problem size and the grid,
+//   * the kernel, which calls pkc::run<config, algorithm>(g, smem), and
+//   * the host entry point (collectives/entry.cuh does the checking and launching).
+// This file holds what every algorithm shares:
+//   * ctx: which rank and which of its blocks this block is (virtual ranks: rank = block / bpr);
+//   * piece(): cutting a range into 16-byte-aligned pieces, one per rank or block;
+//   * copy_to / reduce_to: move a span to up to 8 destinations, or sum up to 8 sources into them
+//     (fp32 accumulation), through the mechanism of the config: TMA (bulk loads into shared
+//     memory, bulk stores out of it; the SM adds) or registers (16-byte ld.global.cg / st);
+//     anything not 16-byte aligned goes through the register path;
+//   * grid_barrier / ring_wait / ring_signal: the synchronisation between phases;
+//   * run(): the phase loop with the entry/exit barriers of ranks in separate processes.
+//
+// An algorithm (collectives/<op>.cuh) is a struct with static members:
+//   kSync (none, barrier, ring), in_count / out_count (elements per rank), scratch_bytes,
+//   phases(world), sends(p, world) and signals_before(p, world) (ring), phase<C>(g, ctx, p, sm)
+//   (device), and the copy-engine form: ce_phases, ce_scratch_bytes, kCeSync, ce_phase<C>().
+//
+// Ordering (see pk/sync.cuh and pk/tma.cuh): every helper that writes through TMA ends with
+// complete_writes() in the issuing thread (thread 0) and a __syncthreads_and, so the release in
+// the following barrier / signal (also issued by thread 0) covers the block's writes, register
+// and bulk alike. After every acquire (barrier, ring wait) thread 0 runs the async-proxy fence
+// before it issues TMA loads of data a peer published.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "pk/pk.cuh"
+#include "abi.h"
+
+namespace pkc {
+
+enum class mech { tma, reg, copy_engine, multimem };
+enum class sync_kind { none, barrier, ring, all };
+
+PK_HD size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+PK_HD size_t round_up(size_t a, size_t m) { return ceil_div(a, m) * m; }
+PK_HD size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+// Elements per 16-byte vector.
+template <typename T>
+constexpr size_t kVec = 16 / sizeof(T);
+
+struct span {
+  size_t lo, hi;
+  PK_HD size_t size() const { return hi - lo; }
+};
+
+// Piece k of [0, n) cut into `parts` pieces of equal length rounded up to `align` elements
+// (so every piece starts 16-byte aligned when the range does); the last pieces may be short
+// or empty.
+PK_HD span piece(size_t n, int parts, int k, size_t align) {
+  const size_t step = round_up(ceil_div(n, static_cast<size_t>(parts)), align);
+  const size_t lo = min_size(n, step * static_cast<size_t>(k));
+  return span{lo, min_size(n, lo + step)};
+}
+
+// Which rank a block serves, which of that rank's blocks it is.
+struct ctx {
+  int rank;   // the rank this block works for
+  int block;  // index among that rank's blocks
+  int bpr;    // blocks per rank
+  int world;
+  PK_HD int next() const { return (rank + 1) % world; }
+  PK_HD int prev() const { return (rank + world - 1) % world; }
+};
+
+template <class G>
+PK_DEV ctx make_ctx(const G& g) {
+  ctx c;
+  c.bpr = g.blocks_per_rank;
+  c.world = g.in.world;
+  if (g.rank < 0) {  // virtual ranks: one launch serves every rank
+    c.rank = static_cast<int>(blockIdx.x) / c.bpr;
+    c.block = static_cast<int>(blockIdx.x) % c.bpr;
+  } else {
+    c.rank = g.rank;
+    c.block = static_cast<int>(blockIdx.x);
+  }
+  return c;
+}
+
+// The k-th peer a rank visits: staggered (rank, rank+1, ...) or sequential (0, 1, ...).
+template <class C>
+PK_HD int peer(int rank, int k, int world) {
+  return C::kStaggered ? (rank + k) % world : k;
+}
+
+// Up to PKC_MAX_RANKS destinations / sources.
+template <typename T>
+struct ptrs {
+  T* p[PKC_MAX_RANKS];
+  int n;
+  PK_HD void add(T* x) { p[n++] = x; }
+};
+template <typename T>
+struct cptrs {
+  const T* p[PKC_MAX_RANKS];
+  int n;
+  PK_HD void add(const T* x) { p[n++] = x; }
+};
+
+template <typename T>
+PK_HD ptrs<T> one(T* x) {
+  ptrs<T> d{};
+  d.add(x);
+  return d;
+}
+
+PK_HD bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---- per-block shared-memory state (TMA) ---------------------------------------------------
+struct block_smem {
+  unsigned char* stage;  // kStages stages of kStageBytes, 128-byte aligned
+  uint64_t* bar;         // one mbarrier per stage
+  unsigned parity;       // bit s: parity of the next phase of bar[s]; identical in every thread
+};
+
+#ifdef __CUDACC__
+
+PK_DEV float to_f32(float x) { return x; }
+PK_DEV float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+PK_DEV T from_f32(float x);
+template <>
+PK_DEV float from_f32<float>(float x) { return x; }
+template <>
+PK_DEV __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// acc[0..V) += the V elements packed in a 16-byte vector.
+PK_DEV void add_vec(float* acc, const uint4& raw, float) {
+  const float* f = reinterpret_cast<const float*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) acc[k] += f[k];
+}
+PK_DEV void add_vec(float* acc, const uint4& raw, __nv_bfloat16) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __bfloat1622float2(h[k]);
+    acc[2 * k] += f.x;
+    acc[2 * k + 1] += f.y;
+  }
+}
+PK_DEV uint4 pack_vec(const float* acc, float) {
+  uint4 r;
+  float* f = reinterpret_cast<float*>(&r);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) f[k] = acc[k];
+  return r;
+}
+PK_DEV uint4 pack_vec(const float* acc, __nv_bfloat16) {
+  uint4 r;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(acc[2 * k], acc[2 * k + 1]);
+  return r;
+}
+
+// ---- register path ---------------------------------------------------------------------------
+
+// dst[d][0..n) = src[0..n) for every destination. Co-aligned destinations share one 16-byte
+// load per vector (fan-out); otherwise each destination is copied by pk::ldst::copy, which
+// handles any alignment.
+template <typename T>
+PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group g) {
+  const size_t bytes = n * sizeof(T);
+  if (bytes == 0 || dst.n == 0) return;
+  bool co = dst.n > 1;
+  for (int d = 0; d < dst.n; ++d)
+    co = co && (((reinterpret_cast<uintptr_t>(dst.p[d]) ^ reinterpret_cast<uintptr_t>(src)) & 15u) == 0);
+  if (!co) {
+    for (int d = 0; d < dst.n; ++d) pk::ldst::copy(dst.p[d], src, bytes, g);
+    return;
+  }
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
+  size_t head = (16u - (reinterpret_cast<uintptr_t>(s) & 15u)) & 15u;
+  if (head > bytes) head = bytes;
+  for (size_t i = g.tid; i < head; i += g.size) {
+    const unsigned char v = __ldcg(s + i);
+    for (int d = 0; d < dst.n; ++d) reinterpret_cast<unsigned char*>(dst.p[d])[i] = v;
+  }
+  const size_t nv = (bytes - head) / 16;
+  const uint4* sv = reinterpret_cast<const uint4*>(s + head);
+  constexpr int U = pk::ldst::UNROLL;
+  size_t i = g.tid;
+  for (; i + (U - 1) * g.size < nv; i += U * g.size) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = __ldcg(sv + i + u * g.size);
+    for (int d = 0; d < dst.n; ++d) {
+      uint4* dv = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(dst.p[d]) + head);
+#pragma unroll
+      for (int u = 0; u < U; ++u) dv[i + u * g.size] = v[u];
+    }
+  }
+  for (; i < nv; i += g.size) {
+    const uint4 v = __ldcg(sv + i);
+    for (int d = 0; d < dst.n; ++d)
+      reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(dst.p[d]) + head)[i] = v;
+  }
+  for (size_t j = head + nv * 16 + g.tid; j < bytes; j += g.size) {
+    const unsigned char v = __ldcg(s + j);
+    for (int d = 0; d < dst.n; ++d) reinterpret_cast<unsigned char*>(dst.p[d])[j] = v;
+  }
+}
+
+// dst[d][i] = sum over sources of src[q][i] (fp32 accumulation, sources in the given order),
+// for every destination. 16-byte vectors when every pointer is co-aligned, else scalars.
+template <typename T>
+PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ldst::group g) {
+  if (n == 0 || dst.n == 0) return;
+  constexpr size_t V = kVec<T>;
+  const uintptr_t a0 = reinterpret_cast<uintptr_t>(dst.p[0]) & 15u;
+  bool co = true;
+  for (int d = 0; d < dst.n; ++d) co = co && ((reinterpret_cast<uintptr_t>(dst.p[d]) & 15u) == a0);
+  for (int q = 0; q < src.n; ++q) co = co && ((reinterpret_cast<uintptr_t>(src.p[q]) & 15u) == a0);
+  size_t head = n, nv = 0;
+  if (co && a0 % sizeof(T) == 0) {
+    head = ((16u - a0) & 15u) / sizeof(T);
+    if (head > n) head = n;
+    nv = (n - head) / V;
+  }
+  for (size_t i = g.tid; i < head; i += g.size) {
+    float a = 0.f;
+    for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
+    for (int d = 0; d < dst.n; ++d) dst.p[d][i] = from_f32<T>(a);
+  }
+  // Two vectors per thread and iteration: 2 x sources loads in flight.
+  for (size_t i = g.tid; i < nv; i += 2 * g.size) {
+    const size_t i2 = i + g.size;
+    const bool two = i2 < nv;
+    float acc[2][V];
+#pragma unroll
+    for (size_t k = 0; k < V; ++k) acc[0][k] = acc[1][k] = 0.f;
+    uint4 raw[2][PKC_MAX_RANKS];
+#pragma unroll
+    for (int q = 0; q < PKC_MAX_RANKS; ++q) {
+      if (q < src.n) {
+        const uint4* sv = reinterpret_cast<const uint4*>(src.p[q] + head);
+        raw[0][q] = __ldcg(sv + i);
+        if (two) raw[1][q] = __ldcg(sv + i2);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < PKC_MAX_RANKS; ++q) {
+      if (q < src.n) {
+        add_vec(acc[0], raw[0][q], T{});
+        if (two) add_vec(acc[1], raw[1][q], T{});
+      }
+    }
+    const uint4 out0 = pack_vec(acc[0], T{});
+    const uint4 out1 = pack_vec(acc[1], T{});
+    for (int d = 0; d < dst.n; ++d) {
+      uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
+      dv[i] = out0;
+      if (two) dv[i2] = out1;
+    }
+  }
+  for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
+    float a = 0.f;
+    for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
+    for (int d = 0; d < dst.n; ++d) dst.p[d][i] = from_f32<T>(a);
+  }
+}
+
+// ---- TMA path -----------------------------------------------------------------------------------
+
+template <class C>
+PK_DEV unsigned char* stage_at(const block_smem& sm, int s) {
+  return sm.stage + static_cast<size_t>(s) * C::kStageBytes;
+}
+
+// Parity bookkeeping for `nchunks` chunks dealt round-robin over the stages, for threads that
+// did not wait themselves.
+template <class C>
+PK_DEV void advance_parity(block_smem& sm, size_t nchunks) {
+  for (int s = 0; s < C::kStages; ++s) {
+    const size_t uses = nchunks > static_cast<size_t>(s) ? (nchunks - s + C::kStages - 1) / C::kStages : 0;
+    if (uses & 1u) sm.parity ^= 1u << s;
+  }
+}
+
+// dst[d][0..n) = src[0..n): thread 0 streams the source through the stages with bulk loads and
+// bulk-stores every stage to each 16-byte-aligned destination; misaligned destinations and the
+// tail (< 16 bytes) go through the register path. Returns false (in every thread) on a timeout.
+template <class C, typename T>
+PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
+                     const pk::spin_ctx& spin, int rank) {
+  const size_t bytes = n * sizeof(T);
+  const size_t body = aligned16(src) ? (bytes & ~static_cast<size_t>(15)) : 0;
+  ptrs<T> bulk{}, slow{};
+  for (int d = 0; d < dst.n; ++d) {
+    if (body != 0 && aligned16(dst.p[d])) bulk.add(dst.p[d]);
+    else slow.add(dst.p[d]);
+  }
+  int ok = 1;
+  const size_t chunk = C::kStageBytes;
+  const size_t nchunks = bulk.n ? ceil_div(body, chunk) : 0;
+  const unsigned char* from = reinterpret_cast<const unsigned char*>(src);
+  if (nchunks != 0 && threadIdx.x == 0) {
+    auto issue = [&](size_t c) {
+      const int s = static_cast<int>(c % C::kStages);
+      const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
+      pk::tma::mbar_arrive_expect_tx(&sm.bar[s], len);
+      pk::tma::load_async(stage_at<C>(sm, s), from + c * chunk, len, &sm.bar[s]);
+    };
+    for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);
+    unsigned parity = sm.parity;
+    for (size_t c = 0; c < nchunks; ++c) {
+      const int s = static_cast<int>(c % C::kStages);
+      const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
+      if (!pk::tma::mbar_wait(&sm.bar[s], (parity >> s) & 1u, spin, rank)) {
+        ok = 0;
+        break;
+      }
+      parity ^= 1u << s;
+      for (int d = 0; d < bulk.n; ++d)
+        pk::tma::store_async(reinterpret_cast<unsigned char*>(bulk.p[d]) + c * chunk, stage_at<C>(sm, s), len);
+      pk::tma::commit_group();
+      if (c + C::kStages < nchunks) {
+        pk::tma::wait_group_read<0>();  // stage s has been read by the stores: reuse it
+        issue(c + C::kStages);
+      }
+    }
+    pk::tma::complete_writes();
+  }
+  advance_parity<C>(sm, nchunks);
+  const pk::ldst::group g = pk::ldst::block_group();
+  for (int d = 0; d < slow.n; ++d) pk::ldst::copy(slow.p[d], src, bytes, g);
+  if (body < bytes && bulk.n) {
+    ptrs<T> tail{};
+    for (int d = 0; d < bulk.n; ++d) tail.add(bulk.p[d] + body / sizeof(T));
+    reg_copy(tail, src + body / sizeof(T), (bytes - body) / sizeof(T), g);
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// dst[d] = sum of src[q], through shared memory: per chunk, thread 0 bulk-loads the chunk of
+// every source into one stage, every thread sums (fp32) into the stage's output slot, thread 0
+// bulk-stores it to every destination. Needs every pointer 16-byte aligned (else the register
+// path does it all); the tail goes through registers.
+template <class C, typename T>
+PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_smem& sm,
+                       const pk::spin_ctx& spin, int rank) {
+  const pk::ldst::group g = pk::ldst::block_group();
+  bool all_aligned = true;
+  for (int d = 0; d < dst.n; ++d) all_aligned = all_aligned && aligned16(dst.p[d]);
+  for (int q = 0; q < src.n; ++q) all_aligned = all_aligned && aligned16(src.p[q]);
+  const size_t bytes = n * sizeof(T);
+  const size_t body = all_aligned ? (bytes & ~static_cast<size_t>(15)) : 0;
+  const int ns = src.n;
+  const size_t chunk = (C::kStageBytes / static_cast<size_t>(ns + 1)) & ~static_cast<size_t>(15);
+  const size_t nchunks = (body != 0 && dst.n != 0) ? ceil_div(body, chunk) : 0;
+  int ok = 1;
+  auto issue = [&](size_t c) {
+    const int s = static_cast<int>(c % C::kStages);
+    const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
+    pk::tma::mbar_arrive_expect_tx(&sm.bar[s], len * static_cast<unsigned>(ns));
+    for (int q = 0; q < ns; ++q)
+      pk::tma::load_async(stage_at<C>(sm, s) + q * chunk,
+                          reinterpret_cast<const unsigned char*>(src.p[q]) + c * chunk, len, &sm.bar[s]);
+  };
+  if (threadIdx.x == 0)
+    for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);
+  for (size_t c = 0; c < nchunks; ++c) {
+    const int s = static_cast<int>(c % C::kStages);
+    const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
+    ok = pk::tma::mbar_wait(&sm.bar[s], (sm.parity >> s) & 1u, spin, rank) ? 1 : 0;
+    sm.parity ^= 1u << s;
+    if (threadIdx.x == 0) pk::tma::wait_group_read<0>();  // output slots no longer read by stores
+    if (!__syncthreads_and(ok)) return false;
+    unsigned char* in = stage_at<C>(sm, s);
+    unsigned char* out = in + ns * chunk;
+    for (size_t i = threadIdx.x; i < len / 16; i += blockDim.x) {
+      float acc[kVec<T>];
+#pragma unroll
+      for (size_t k = 0; k < kVec<T>; ++k) acc[k] = 0.f;
+      for (int q = 0; q < ns; ++q)
+        add_vec(acc, reinterpret_cast<const uint4*>(in + q * chunk)[i], T{});
+      reinterpret_cast<uint4*>(out)[i] = pack_vec(acc, T{});
+    }
+    pk::tma::fence_shared_to_async();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int d = 0; d < dst.n; ++d)
+        pk::tma::store_async(reinterpret_cast<unsigned char*>(dst.p[d]) + c * chunk, out, len);
+      pk::tma::commit_group();
+      if (c + C::kStages < nchunks) issue(c + C::kStages);
+    }
+  }
+  if (threadIdx.x == 0 && nchunks != 0) pk::tma::complete_writes();
+  if (body < bytes) {
+    const size_t first = body / sizeof(T);
+    ptrs<T> d2{};
+    cptrs<T> s2{};
+    for (int d = 0; d < dst.n; ++d) d2.add(dst.p[d] + first);
+    for (int q = 0; q < ns; ++q) s2.add(src.p[q] + first);
+    reg_reduce(d2, s2, n - first, g);
+  }
+  return __syncthreads_and(1) != 0;
+}
+
+// ---- mechanism dispatch ---------------------------------------------------------------------------
+
+template <class C, class G, typename T>
+PK_DEV bool copy_to(const G& g, const ctx& c, const ptrs<T>& dst, const T* src, size_t n,
+                    block_smem& sm) {
+  if constexpr (C::kMech == mech::tma) {
+    return tma_copy<C>(dst, src, n, sm, g.flags.spin, c.rank);
+  } else {
+    reg_copy(dst, src, n, pk::ldst::block_group());
+    return true;
+  }
+}
+
+template <class C, class G, typename T>
+PK_DEV bool reduce_to(const G& g, const ctx& c, const ptrs<T>& dst, const cptrs<T>& src, size_t n,
+                      block_smem& sm) {
+  if constexpr (C::kMech == mech::tma) {
+    return tma_reduce<C>(dst, src, n, sm, g.flags.spin, c.rank);
+  } else {
+    reg_reduce(dst, src, n, pk::ldst::block_group());
+    return true;
+  }
+}
+
+// ---- synchronisation between phases --------------------------------------------------------------
+
+// Every block of every rank meets; `index` counts this launch's barriers, `per_launch` is how
+// many each launch performs (counters grow monotonically across launches: pkc_args::seq).
+template <class C, class G>
+PK_DEV bool grid_barrier(const G& g, const ctx& c, unsigned index, unsigned per_launch) {
+  const unsigned epoch = g.seq * per_launch + index + 1;
+  if (!pk::barrier(g.flags, c.rank, 0, epoch, static_cast<unsigned>(c.bpr))) return false;
+  if constexpr (C::kMech == mech::tma) {
+    if (threadIdx.x == 0) pk::tma::acquire_for_async_reads();
+  }
+  return true;
+}
+
+// Block b of a rank waits until block b of the previous rank has signalled `cum` times in this
+// launch (ring algorithms: the data it forwards or reduces has arrived).
+template <class C, class G>
+PK_DEV bool ring_wait(const G& g, const ctx& c, unsigned cum, unsigned per_launch) {
+  int ok = 1;
+  if (threadIdx.x == 0) {
+    ok = pk::wait(g.flags, c.rank, PKC_RING_FLAG_BASE + c.block, g.seq * per_launch + cum, c.prev()) ? 1 : 0;
+    if constexpr (C::kMech == mech::tma) pk::tma::acquire_for_async_reads();
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+template <class G>
+PK_DEV void ring_signal(const G& g, const ctx& c) {
+  __syncthreads();  // every thread's writes before the leader's release
+  if (threadIdx.x == 0) pk::signal(g.flags, c.next(), PKC_RING_FLAG_BASE + c.block, 1u);
+}
+
+// Barriers one launch performs: entry and exit (ranks in separate processes) and one between
+// consecutive phases of a barrier-synchronised algorithm.
+template <class A>
+PK_HD unsigned barriers_per_launch(int world, bool edges) {
+  return (edges ? 2u : 0u) + (A::kSync == sync_kind::barrier ? static_cast<unsigned>(A::phases(world) - 1) : 0u);
+}
+
+// ---- the kernel body: init, phases, synchronisation ---------------------------------------------
+
+template <class C, class A, class G>
+PK_DEV void run(const G& g, unsigned char* smem_raw) {
+  __shared__ uint64_t bars[C::kStages];
+  const ctx c = make_ctx(g);
+  block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
+  if constexpr (C::kMech == mech::tma) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < C::kStages; ++s) pk::tma::mbar_init(&bars[s], 1);
+      pk::tma::mbar_init_fence();
+    }
+    __syncthreads();
+  }
+  const int phases = A::phases(c.world);
+  const bool edges = g.device_sync && g.rank >= 0;
+  const unsigned nb = barriers_per_launch<A>(c.world, edges);
+  const int begin = g.device_sync ? 0 : g.phase_begin;
+  const int end = g.device_sync ? phases : g.phase_end;
+  unsigned bi = 0;
+  if (edges && !grid_barrier<C>(g, c, bi++, nb)) return;
+  for (int p = begin; p < end; ++p) {
+    if (g.device_sync && p > 0) {
+      if constexpr (A::kSync == sync_kind::barrier) {
+        if (!grid_barrier<C>(g, c, bi++, nb)) return;
+      } else if constexpr (A::kSync == sync_kind::ring) {
+        if (!ring_wait<C>(g, c, A::signals_before(p, c.world), A::signals_per_launch(c.world))) return;
+      }
+    }
+    if (!A::template phase<C>(g, c, p, sm)) return;
+    if constexpr (A::kSync == sync_kind::ring) {
+      if (g.device_sync && A::sends(p, c.world)) ring_signal(g, c);
+    }
+  }
+  if (edges) grid_barrier<C>(g, c, bi++, nb);
+}
+
+// ---- copy engines: the local reduction kernel and the cross-rank barrier -------------------------
+
+// dst = sum of sources on one rank, no waiting: the arithmetic of copy-engine reductions.
+template <typename T>
+__global__ void __launch_bounds__(256) ce_reduce_kernel(const __grid_constant__ ptrs<T> dst,
+                                                        const __grid_constant__ cptrs<T> src, size_t n) {
+  const pk::ldst::group g{static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                          static_cast<size_t>(gridDim.x) * blockDim.x};
+  reg_reduce(dst, src, n, g);
+}
+
+// One block per rank: the barrier between copy-engine phases of ranks in separate processes.
+template <int M>
+__global__ void ce_barrier_kernel(const __grid_constant__ pk::flags<M> f, int rank, unsigned epoch) {
+  pk::barrier(f, rank, 0, epoch, 1u);
+}
+
+#endif  // __CUDACC__
+
+// ---- copy engines: host-side helpers for the algorithms' ce_phase ---------------------------------
+
+// What a copy-engine phase may use on the host: the stream of the rank it runs for and the
+// number of blocks of its reduction kernels.
+struct ce_ctx {
+  cudaStream_t stream;
+  int blocks;
+};
+
+inline void ce_copy_elems(void* dst, const void* src, size_t bytes, const ce_ctx& x) {
+  pk::ce_copy(dst, src, bytes, x.stream);
+}
+
+template <typename T>
+inline void ce_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, const ce_ctx& x) {
+  if (n == 0) return;
+  const size_t want = ceil_div(n, 256 * kVec<T> * 4);
+  const int blocks = static_cast<int>(want < static_cast<size_t>(x.blocks) ? (want ? want : 1) : x.blocks);
+  ce_reduce_kernel<T><<<blocks, 256, 0, x.stream>>>(dst, src, n);
+  PK_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace pkc

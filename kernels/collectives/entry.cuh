@@ -1,0 +1,378 @@
+// collectives/entry.cuh: host side of a generated collective: argument checks, globals, launch,
+// copy-engine phase sequencing, requirements, and the C functions every library exports.
+//
+// The generated translation unit includes this file once and defines its own entry point,
+//   extern "C" int pk_<op>_<algorithm>_<mechanism>(const pkc_args*, char* msg, size_t len),
+// which calls pkc::check_args and then pkc::launch (SM mechanisms), pkc::run_copy_engine or
+// pkc::refuse_multimem. Nothing here synchronises with the device except pkc_read_error, which
+// the caller invokes after the stream has finished.
+//
+// Launch rules (ARCHITECTURE.md, "Running on the GPUs we have"):
+//   * virtual ranks (rank < 0): one launch whose grid is world x blocks_per_rank; when blocks
+//     spin on each other (device_sync and a barrier/ring algorithm) it is a cooperative launch,
+//     which guarantees co-residency or fails with the co-resident limit in the message;
+//   * ranks in separate processes (rank >= 0): blocks_per_rank blocks, entry and exit barriers,
+//     cooperative launch as well;
+//   * copy engines: virtual ranks get one stream each (pkc_args::rank_streams), forked from and
+//     joined back into pkc_args::stream with events; between phases a rank's stream waits for
+//     the events of the ranks it depends on (all of them, or the previous rank for rings).
+//     Ranks in separate processes run a one-block barrier kernel between phases
+//     (device_sync = 1) or leave the synchronisation to the caller (device_sync = 0).
+#pragma once
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include <cudaTypedefs.h>
+
+#include "collective.cuh"
+
+namespace pkc {
+
+struct reporter {
+  char* msg;
+  size_t len;
+  int code = PKC_OK;
+  reporter(char* m, size_t l) : msg(m), len(l) {
+    if (msg && len) msg[0] = '\0';
+  }
+  int fail(int c, const char* fmt, ...) {
+    if (msg && len) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(msg, len, fmt, ap);
+      va_end(ap);
+    }
+    code = c;
+    return c;
+  }
+};
+
+inline size_t dtype_size(int dtype) {
+  return dtype == PKC_BF16 ? 2 : dtype == PKC_FP32 ? 4 : 0;
+}
+
+// What an algorithm needs under a config's mechanism.
+template <class C, class A>
+struct traits {
+  static constexpr bool kCopyEngine = C::kMech == mech::copy_engine;
+  static int phases(int world) { return kCopyEngine ? A::ce_phases(world) : A::phases(world); }
+  static size_t scratch_bytes(size_t n, int world, size_t elem) {
+    return kCopyEngine ? A::ce_scratch_bytes(n, world, elem) : A::scratch_bytes(n, world, elem);
+  }
+  static int blocks_per_rank(const pkc_args* a) {
+    return a->blocks_per_rank > 0 ? a->blocks_per_rank : C::kBlocksPerRank;
+  }
+  static int num_flags(int bpr) { return PKC_RING_FLAG_BASE + bpr; }
+  // Whether a call spins on flags (needs flags, an error record and co-residency).
+  static bool spins(const pkc_args* a) {
+    if (!a->device_sync) return false;
+    if (kCopyEngine) return a->rank >= 0;
+    return a->rank >= 0 || A::kSync != sync_kind::none;
+  }
+  static unsigned barriers(const pkc_args* a) {
+    if (kCopyEngine) return a->rank >= 0 && a->device_sync ? static_cast<unsigned>(phases(a->world) + 1) : 0u;
+    return a->device_sync ? barriers_per_launch<A>(a->world, a->rank >= 0) : 0u;
+  }
+};
+
+// ---- argument checks --------------------------------------------------------------------------
+
+template <class C, class A>
+bool check_args(const pkc_args* a, reporter& rep) {
+  using tr = traits<C, A>;
+  if (a == nullptr) return rep.fail(PKC_BAD_ARGUMENT, "pkc_args is NULL"), false;
+  if (a->abi_version != PKC_ABI_VERSION)
+    return rep.fail(PKC_BAD_ARGUMENT, "pkc_args ABI version %d, this library implements %d",
+                    a->abi_version, PKC_ABI_VERSION), false;
+  if (a->world < 2 || a->world > PKC_MAX_RANKS)
+    return rep.fail(PKC_BAD_ARGUMENT, "world %d is outside 2..%d", a->world, PKC_MAX_RANKS), false;
+  if (a->rank < -1 || a->rank >= a->world)
+    return rep.fail(PKC_BAD_ARGUMENT, "rank %d is neither -1 (virtual ranks) nor a rank of world %d",
+                    a->rank, a->world), false;
+  const size_t elem = dtype_size(a->dtype);
+  if (elem == 0)
+    return rep.fail(PKC_BAD_ARGUMENT, "dtype %d is neither fp32 (%d) nor bf16 (%d)", a->dtype,
+                    PKC_FP32, PKC_BF16), false;
+  if (a->count == 0) return rep.fail(PKC_BAD_ARGUMENT, "count must be positive"), false;
+  if (a->count > (1ull << 40) / elem)
+    return rep.fail(PKC_BAD_ARGUMENT, "count %llu is above the 1 TiB this library accepts", a->count), false;
+  const int bpr = tr::blocks_per_rank(a);
+  if (bpr < 1 || bpr > PKC_MAX_BLOCKS_PER_RANK)
+    return rep.fail(PKC_BAD_ARGUMENT, "blocks_per_rank %d is outside 1..%d", bpr, PKC_MAX_BLOCKS_PER_RANK), false;
+  const int phases = tr::phases(a->world);
+  if (a->device_sync) {
+    if (a->phase_begin != 0 || (a->phase_end != -1 && a->phase_end != phases))
+      return rep.fail(PKC_BAD_ARGUMENT, "device_sync runs every phase: phase range [%d, %d) must be [0, %d)",
+                      a->phase_begin, a->phase_end, phases), false;
+  } else {
+    const int end = a->phase_end < 0 ? phases : a->phase_end;
+    if (a->phase_begin < 0 || a->phase_begin >= end || end > phases)
+      return rep.fail(PKC_BAD_ARGUMENT, "phase range [%d, %d) is not inside [0, %d)", a->phase_begin, end,
+                      phases), false;
+  }
+  for (int r = 0; r < a->world; ++r) {
+    if (a->in[r] == nullptr || a->out[r] == nullptr)
+      return rep.fail(PKC_BAD_ARGUMENT, "rank %d: %s buffer is NULL", r, a->in[r] ? "output" : "input"), false;
+    if (!aligned16(a->in[r]) || !aligned16(a->out[r]))
+      return rep.fail(PKC_BAD_ARGUMENT, "rank %d: %s buffer is not 16-byte aligned", r,
+                      aligned16(a->in[r]) ? "output" : "input"), false;
+  }
+  const size_t need = tr::scratch_bytes(a->count, a->world, elem);
+  if (need != 0) {
+    if (a->scratch_bytes < need)
+      return rep.fail(PKC_BAD_ARGUMENT, "scratch of %llu bytes per rank is below the %llu bytes this algorithm needs",
+                      a->scratch_bytes, static_cast<unsigned long long>(need)), false;
+    for (int r = 0; r < a->world; ++r)
+      if (a->scratch[r] == nullptr || !aligned16(a->scratch[r]))
+        return rep.fail(PKC_BAD_ARGUMENT, "rank %d: scratch buffer is NULL or not 16-byte aligned", r), false;
+  }
+  if (tr::spins(a)) {
+    for (int r = 0; r < a->world; ++r)
+      if (a->flags[r] == nullptr) return rep.fail(PKC_BAD_ARGUMENT, "rank %d: flags are NULL", r), false;
+    if (a->num_flags < tr::num_flags(bpr))
+      return rep.fail(PKC_BAD_ARGUMENT, "%d flags per rank, %d blocks per rank need %d", a->num_flags, bpr,
+                      tr::num_flags(bpr)), false;
+  }
+  if (a->err == nullptr && C::kMech != mech::copy_engine)
+    return rep.fail(PKC_BAD_ARGUMENT, "err (the device error record) is NULL"), false;
+  if (a->root < 0 || a->root >= a->world)
+    return rep.fail(PKC_BAD_ARGUMENT, "root %d is not a rank of world %d", a->root, a->world), false;
+  if (C::kMech == mech::multimem && (a->count * elem) % 16 != 0)
+    return rep.fail(PKC_BAD_ARGUMENT, "multimem kernels move 16-byte vectors: %llu bytes per rank is not a multiple of 16",
+                    static_cast<unsigned long long>(a->count * elem)), false;
+  return true;
+}
+
+// ---- globals --------------------------------------------------------------------------------------
+
+template <typename T>
+inline pk::pgl<T, PKC_MAX_RANKS> make_layout(void* const* bufs, int world, int self, size_t count, void* mc) {
+  T* p[PKC_MAX_RANKS] = {};
+  for (int r = 0; r < world; ++r) p[r] = static_cast<T*>(bufs[r]);
+  return pk::make_pgl<T, PKC_MAX_RANKS>(p, world, self, count, static_cast<T*>(mc));
+}
+
+template <class Gl, class C, class A>
+inline Gl make_globals(const pkc_args* a) {
+  using T = typename Gl::value_type;
+  using tr = traits<C, A>;
+  const int w = a->world;
+  const int self = a->rank < 0 ? 0 : a->rank;
+  const size_t n = a->count;
+  void* none[PKC_MAX_RANKS] = {};
+  Gl g{};
+  g.in = make_layout<T>(a->in, w, self, A::in_count(n, w), a->in_mc);
+  g.out = make_layout<T>(a->out, w, self, A::out_count(n, w), a->out_mc);
+  g.scratch = make_layout<T>(a->scratch[0] ? a->scratch : none, w, self, a->scratch_bytes / sizeof(T), nullptr);
+  g.flags = pk::make_flags<PKC_MAX_RANKS>(a->flags, w, self, a->num_flags, static_cast<pk::error_record*>(a->err),
+                                          a->timeout_cycles > 0 ? a->timeout_cycles : PK_DEFAULT_TIMEOUT_CYCLES);
+  g.count = n;
+  g.rank = a->rank;
+  g.blocks_per_rank = tr::blocks_per_rank(a);
+  g.seq = a->seq;
+  g.phase_begin = a->phase_begin;
+  g.phase_end = a->phase_end < 0 ? tr::phases(w) : a->phase_end;
+  g.device_sync = a->device_sync;
+  g.root = a->root;
+  return g;
+}
+
+// ---- SM mechanisms (tma, register) ------------------------------------------------------------------
+
+template <class C, class A, class Gl>
+int launch(void (*kernel)(const Gl), const pkc_args* a, reporter& rep) {
+  const Gl g = make_globals<Gl, C, A>(a);
+  const int ranks_here = a->rank < 0 ? a->world : 1;
+  const dim3 grid(static_cast<unsigned>(ranks_here * g.blocks_per_rank));
+  const dim3 block(C::kThreads);
+  cudaStream_t stream = static_cast<cudaStream_t>(a->stream);
+  try {
+    if (traits<C, A>::spins(a)) {
+      pk::launch_cooperative(kernel, grid, block, C::kSmemBytes, stream, g);
+    } else {
+      if (C::kSmemBytes > 48 * 1024)
+        PK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(C::kSmemBytes)));
+      kernel<<<grid, block, C::kSmemBytes, stream>>>(g);
+      PK_CUDA_CHECK(cudaGetLastError());
+    }
+  } catch (const std::exception& e) {
+    return rep.fail(PKC_CUDA_ERROR, "%s", e.what());
+  }
+  return PKC_OK;
+}
+
+template <class C, class A>
+int refuse_multimem(const pkc_args* a, reporter& rep) {
+  if (a->in_mc == nullptr || a->out_mc == nullptr)
+    return rep.fail(PKC_UNSUPPORTED,
+                    "multimem kernels need NVLink multicast addresses (in_mc, out_mc); this project never "
+                    "creates them, so these kernels are compile-only");
+  return PKC_OK;
+}
+
+// ---- copy engines --------------------------------------------------------------------------------
+
+struct ce_events {
+  cudaEvent_t main = nullptr;
+  cudaEvent_t rank[PKC_MAX_RANKS] = {};
+  void ensure() {
+    if (main) return;
+    PK_CUDA_CHECK(cudaEventCreateWithFlags(&main, cudaEventDisableTiming));
+    for (auto& e : rank) PK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+};
+
+template <class C, class A, class Gl>
+int run_copy_engine(const pkc_args* a, reporter& rep) {
+  static ce_events ev;  // one set per library; calls are not made concurrently from several threads
+  try {
+    const Gl g = make_globals<Gl, C, A>(a);
+    const int w = a->world;
+    cudaStream_t main = static_cast<cudaStream_t>(a->stream);
+    const int begin = a->device_sync ? 0 : a->phase_begin;
+    const int end = a->device_sync ? A::ce_phases(w) : g.phase_end;
+    if (a->rank < 0) {
+      ev.ensure();
+      cudaStream_t s[PKC_MAX_RANKS];
+      for (int r = 0; r < w; ++r) s[r] = a->rank_streams[r] ? static_cast<cudaStream_t>(a->rank_streams[r]) : main;
+      PK_CUDA_CHECK(cudaEventRecord(ev.main, main));
+      for (int r = 0; r < w; ++r) PK_CUDA_CHECK(cudaStreamWaitEvent(s[r], ev.main, 0));
+      for (int p = begin; p < end; ++p) {
+        if (p > begin) {
+          for (int r = 0; r < w; ++r) {
+            if (A::kCeSync == sync_kind::ring) {
+              PK_CUDA_CHECK(cudaStreamWaitEvent(s[r], ev.rank[(r + w - 1) % w], 0));
+            } else {
+              for (int q = 0; q < w; ++q)
+                if (q != r) PK_CUDA_CHECK(cudaStreamWaitEvent(s[r], ev.rank[q], 0));
+            }
+          }
+        }
+        for (int r = 0; r < w; ++r) {
+          A::template ce_phase<C>(g, r, p, ce_ctx{s[r], g.blocks_per_rank});
+          PK_CUDA_CHECK(cudaEventRecord(ev.rank[r], s[r]));
+        }
+      }
+      for (int r = 0; r < w; ++r) PK_CUDA_CHECK(cudaStreamWaitEvent(main, ev.rank[r], 0));
+      return PKC_OK;
+    }
+    const int r = a->rank;
+    const ce_ctx x{main, g.blocks_per_rank};
+    const unsigned nb = traits<C, A>::barriers(a);
+    unsigned bi = 0;
+    auto barrier = [&] {
+      ce_barrier_kernel<PKC_MAX_RANKS><<<1, 32, 0, main>>>(g.flags, r, g.seq * nb + bi + 1);
+      PK_CUDA_CHECK(cudaGetLastError());
+      ++bi;
+    };
+    if (a->device_sync) barrier();
+    for (int p = begin; p < end; ++p) {
+      if (a->device_sync && p > begin) barrier();
+      A::template ce_phase<C>(g, r, p, x);
+    }
+    if (a->device_sync) barrier();
+  } catch (const std::exception& e) {
+    return rep.fail(PKC_CUDA_ERROR, "%s", e.what());
+  }
+  return PKC_OK;
+}
+
+// ---- requirements ------------------------------------------------------------------------------------
+
+// Sizes and launch figures of a call with these arguments (world, rank, count, dtype,
+// blocks_per_rank, device_sync are read; pointers are not). `kernel` may be nullptr (copy engines).
+template <class C, class A, class Gl>
+int requirements(void (*kernel)(const Gl), const pkc_args* a, pkc_reqs* out, reporter& rep) {
+  using tr = traits<C, A>;
+  if (a == nullptr || out == nullptr) return rep.fail(PKC_BAD_ARGUMENT, "NULL argument");
+  if (a->world < 2 || a->world > PKC_MAX_RANKS)
+    return rep.fail(PKC_BAD_ARGUMENT, "world %d is outside 2..%d", a->world, PKC_MAX_RANKS);
+  const size_t elem = dtype_size(a->dtype);
+  if (elem == 0) return rep.fail(PKC_BAD_ARGUMENT, "dtype %d is neither fp32 nor bf16", a->dtype);
+  std::memset(out, 0, sizeof(*out));
+  const int w = a->world;
+  out->in_count = A::in_count(a->count, w);
+  out->out_count = A::out_count(a->count, w);
+  out->scratch_bytes = tr::scratch_bytes(a->count, w, elem);
+  out->blocks_per_rank = tr::blocks_per_rank(a);
+  out->num_flags = tr::num_flags(out->blocks_per_rank);
+  out->phases = tr::phases(w);
+  out->threads = C::kThreads;
+  out->smem_bytes = C::kSmemBytes;
+  out->barriers_per_launch = static_cast<int>(tr::barriers(a));
+  if (kernel != nullptr) {
+    try {
+      if (C::kSmemBytes > 48 * 1024)
+        PK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(C::kSmemBytes)));
+      out->max_coresident_blocks = pk::max_coresident_blocks(kernel, C::kThreads, C::kSmemBytes);
+    } catch (const std::exception& e) {
+      return rep.fail(PKC_CUDA_ERROR, "%s", e.what());
+    }
+  }
+  return PKC_OK;
+}
+
+}  // namespace pkc
+
+// ---- C functions every generated library exports --------------------------------------------------
+
+extern "C" int pkc_abi_version(void) { return PKC_ABI_VERSION; }
+extern "C" size_t pkc_args_size(void) { return sizeof(pkc_args); }
+extern "C" size_t pkc_reqs_size(void) { return sizeof(pkc_reqs); }
+
+// After the stream of a call has finished: PKC_OK, or PKC_DEVICE_TIMEOUT with the record
+// described ("rank 3 timed out waiting on flag 9 from peer 2: expected 5, saw 4").
+extern "C" int pkc_read_error(const void* err, char* msg, size_t len) {
+  pkc::reporter rep(msg, len);
+  if (err == nullptr) return rep.fail(PKC_BAD_ARGUMENT, "err is NULL");
+  try {
+    const pk::error_record r = pk::read_error_record(static_cast<const pk::error_record*>(err));
+    if (r.code != pk::PK_OK) return rep.fail(PKC_DEVICE_TIMEOUT, "%s", pk::describe(r).c_str());
+  } catch (const std::exception& e) {
+    return rep.fail(PKC_CUDA_ERROR, "%s", e.what());
+  }
+  return PKC_OK;
+}
+
+// CUDA IPC of a pointer anywhere inside an allocation: the handle names the allocation's base,
+// `offset` the pointer's distance from it (the opener adds it back). A process cannot open its
+// own handles; use the local pointer there.
+extern "C" int pkc_ipc_handle(const void* ptr, void* handle64, unsigned long long* offset, char* msg, size_t len) {
+  pkc::reporter rep(msg, len);
+  static PFN_cuMemGetAddressRange_v3020 range = nullptr;
+  if (range == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || fn == nullptr)
+      return rep.fail(PKC_CUDA_ERROR, "the driver does not export cuMemGetAddressRange");
+    range = reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn);
+  }
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS)
+    return rep.fail(PKC_CUDA_ERROR, "cuMemGetAddressRange failed for %p (not device memory?)", ptr);
+  cudaIpcMemHandle_t h;
+  const cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+  if (e != cudaSuccess)
+    return rep.fail(PKC_CUDA_ERROR, "cudaIpcGetMemHandle failed: %s", cudaGetErrorString(e));
+  std::memcpy(handle64, &h, sizeof(h));
+  *offset = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr) - static_cast<uintptr_t>(base));
+  return PKC_OK;
+}
+
+extern "C" int pkc_ipc_open(const void* handle64, void** base, char* msg, size_t len) {
+  pkc::reporter rep(msg, len);
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handle64, sizeof(h));
+  const cudaError_t e = cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) return rep.fail(PKC_CUDA_ERROR, "cudaIpcOpenMemHandle failed: %s", cudaGetErrorString(e));
+  return PKC_OK;
+}
+
+extern "C" int pkc_ipc_close(void* base) { return cudaIpcCloseMemHandle(base) == cudaSuccess ? PKC_OK : PKC_CUDA_ERROR; }

@@ -1,0 +1,135 @@
+"""``pksim codegen``: emit (and optionally build) the CUDA collective for a schedule.
+
+Without schedule options the simulator's best schedule among those codegen implements is
+emitted; each schedule option narrows that search (all of them: one schedule).
+"""
+from __future__ import annotations
+
+import functools
+import shlex
+import sys
+
+import click
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import ConfigError, InfeasibleError
+from hwmodels.system import System
+from hwmodels.units import format_bytes, format_time, parse_bytes
+from pksim.cli.output import emit_json
+from pksim.prediction import Prediction
+from pksim.schedule import ALGORITHMS, MECHANISMS, PEER_ORDERS, Schedule
+
+
+def codegen_ops() -> tuple[str, ...]:
+    from codegen.plan import OPS
+    return OPS
+
+
+def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
+           algorithm: str | None = None, mechanism: str | None = None, comm_sms: int | None = None,
+           peer_order: str | None = None, root: int = 0, runnable_only: bool = False
+           ) -> tuple[Schedule, Prediction | None]:
+    """The fastest predicted schedule that codegen can emit (narrowed by the options)."""
+    from codegen.plan import RUNNABLE_MECHANISMS, algorithms as codegen_algorithms
+    from pksim.search import search, space
+    algs = codegen_algorithms(op)
+    if algorithm is not None:
+        if algorithm not in algs:
+            raise InfeasibleError(f"codegen has no {algorithm} {op} kernel "
+                                  f"(implemented: {', '.join(algs)})")
+        algs = (algorithm,)
+    mechs = (mechanism,) if mechanism else (RUNNABLE_MECHANISMS if runnable_only else MECHANISMS)
+    if runnable_only and mechanism == "multimem":
+        raise InfeasibleError("multimem kernels are compile-only here (NVLink multicast stays off)")
+    if runnable_only:
+        algs = tuple(a for a in algs if a != "in-network")
+    cands = space(system, op, nbytes, world, 1, algorithms=algs, mechanisms=mechs,
+                  comm_sms=(comm_sms,) if comm_sms else (), chunks=(0,))
+    cands = [c.with_(dtype=dtype, root=root, **({"peer_order": peer_order} if peer_order else {}))
+             for c in cands]
+    cands = list(dict.fromkeys(cands))
+    if not cands:
+        raise InfeasibleError(f"no {op} schedule that codegen implements matches these options")
+    try:
+        best = search(system, cands).ranked[0]
+    except InfeasibleError:
+        # The simulator cannot model every kernel codegen can emit (copy-engine reductions
+        # pair copies with a local reduction kernel): with algorithm and mechanism fixed, emit
+        # that schedule unpredicted.
+        if algorithm is None or mechanism is None:
+            raise
+        return cands[0] if comm_sms else cands[0].with_(comm_sms=16), None
+    return best.schedule, best
+
+
+def schedule_options(fn=None, *, default_system: str | None = None):
+    """The options of codegen and run (run predicts on h200-virtual unless told otherwise)."""
+    if fn is None:
+        return functools.partial(schedule_options, default_system=default_system)
+    system_help = "Shipped system name or path to a system .toml."
+    options = [
+        click.option("--system", "system_name", required=default_system is None,
+                     default=default_system, show_default=default_system is not None,
+                     help=system_help),
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override a system figure (repeatable)."),
+        click.option("--op", required=True, type=click.Choice(codegen_ops()), help="Collective."),
+        click.option("--bytes", "size", required=True, metavar="SIZE",
+                     help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB."),
+        click.option("--world", type=int, default=None, help="Ranks (default: the domain's GPUs)."),
+        click.option("--dtype", type=click.Choice(["bf16", "fp32"]), default="bf16",
+                     show_default=True, help="Element type the schedule is predicted for."),
+        click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None,
+                     help="Fix the algorithm (default: search)."),
+        click.option("--mechanism", type=click.Choice(MECHANISMS), default=None,
+                     help="Fix the transfer mechanism (default: search)."),
+        click.option("--comm-sms", type=int, default=None, help="Fix the communication SMs."),
+        click.option("--peer-order", type=click.Choice(PEER_ORDERS), default=None,
+                     help="Order of peers for direct algorithms."),
+        click.option("--root", type=int, default=0, show_default=True, help="Broadcast root."),
+    ]
+    return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
+
+
+def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Prediction | None]:
+    system = load_system(kw["system_name"], kw["overrides"])
+    nbytes = parse_bytes(kw["size"])
+    if kw["world"] is not None and kw["world"] < 1:
+        raise ConfigError(f"--world must be at least 1, got {kw['world']}")
+    if kw["comm_sms"] is not None and kw["comm_sms"] < 1:
+        raise ConfigError(f"--comm-sms must be at least 1, got {kw['comm_sms']}")
+    sched, pred = choose(system, kw["op"], nbytes, kw["world"], kw["dtype"], kw["algorithm"],
+                         kw["mechanism"], kw["comm_sms"], kw["peer_order"], kw["root"],
+                         runnable_only=runnable_only)
+    return system, sched, pred
+
+
+@click.command()
+@schedule_options
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for <op>-<hash>.cu and <op>-<hash>.json.")
+@click.option("--build", "do_build", is_flag=True, help="Also compile it (cached by content).")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+def codegen(out_dir: str, do_build: bool, as_json: bool, **kw) -> None:
+    """Write the CUDA source of a collective's best (or given) schedule, and its manifest."""
+    import json
+
+    import codegen as cg
+    system, sched, pred = _choose_from(kw)
+    command = "pksim codegen " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["codegen"] else ""
+    emitted = cg.emit(system, sched, pred, out_dir, command=command)
+    lib = cg.build(emitted.source, copy_to_dir=True) if do_build else None
+    if as_json:
+        data = json.loads(emitted.manifest.read_text())
+        data["files"] = {"source": str(emitted.source), "manifest": str(emitted.manifest),
+                         "library": str(lib) if lib else None}
+        emit_json(data)
+        return
+    predicted = (f"predicted {format_time(pred.time_s)}" if pred else
+                 "not predicted (the simulator cannot model this schedule)")
+    click.echo(f"{sched.op} {format_bytes(sched.dim('bytes'))} on {system.name} "
+               f"({sched.world} ranks): {sched.label()}, {predicted}")
+    click.echo(f"  source    {emitted.source}")
+    click.echo(f"  manifest  {emitted.manifest}")
+    if lib:
+        click.echo(f"  library   {lib}")

@@ -1,0 +1,136 @@
+"""codegen stages 1 and 2 (plan, render, emit) and the golden sources. No nvcc needed.
+
+Golden files: tests/codegen/golden/<name>.cu are the exact text rendered for a few fixed
+schedules with a fixed prediction; regenerate them with PKSIM_UPDATE_GOLDEN=1 after an
+intended change, and review the diff.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import codegen
+from codegen.plan import KERNELS, RUNNABLE_MECHANISMS, make_plan, mechanisms
+from codegen.render import render
+from hwmodels.catalog import load_system
+from hwmodels.errors import InfeasibleError
+from pksim.prediction import Prediction
+from pksim.schedule import Schedule
+
+GOLDEN = Path(__file__).parent / "golden"
+H200V = load_system("h200-virtual")
+H100 = load_system("dgx-h100")
+
+
+def sched(op="all-reduce", alg="two-shot", mech="tma", world=8, nbytes=1 << 30, **kw):
+    return Schedule(op=op, shape=(("bytes", nbytes),), world=world, algorithm=alg, mechanism=mech,
+                    comm_sms=kw.pop("comm_sms", 16), **kw)
+
+
+def fixed_prediction(s: Schedule, system: str) -> Prediction:
+    return Prediction(schedule=s, system=system, time_s=1.234e-3, bound_s=1.0e-3,
+                      bound_resource="hbm", alpha_beta_s=1.1e-3, breakdown={"hbm": 1.0e-3},
+                      link_util=0.0, nbytes=s.dim("bytes"))
+
+
+GOLDEN_CASES = {
+    "all-reduce-two-shot-tma": (H200V, sched()),
+    "all-gather-ring-register": (H200V, sched("all-gather", "ring", "register", world=4)),
+    "reduce-scatter-direct-copy-engine": (H200V, sched("reduce-scatter", "direct", "copy-engine",
+                                                       peer_order="sequential")),
+    "all-reduce-in-network-multimem": (H100, sched("all-reduce", "in-network", "multimem",
+                                                   nbytes=64 << 20)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_golden_sources(name):
+    system, s = GOLDEN_CASES[name]
+    text = render(make_plan(system, s), fixed_prediction(s, system.name))
+    path = GOLDEN / f"{name}.cu"
+    if os.environ.get("PKSIM_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.is_file(), f"missing golden file {path}: run with PKSIM_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), (f"rendered source differs from {path.name}; if intended, "
+                                      f"regenerate with PKSIM_UPDATE_GOLDEN=1 and review the diff")
+
+
+def test_every_kernel_maps_and_renders_the_four_parts():
+    for (op, alg) in KERNELS:
+        for mech in mechanisms(alg):
+            system = H100 if mech == "multimem" else H200V
+            plan = make_plan(system, sched(op, alg, mech))
+            text = render(plan)
+            parts = ["// ---- config", "// ---- globals", "// ---- kernel", "// ---- host entry point"]
+            positions = [text.index(p) for p in parts]
+            assert positions == sorted(positions), f"{plan.kernel}: parts out of order"
+            assert f'extern "C" int {plan.entry}(const pkc_args* a' in text
+            assert "pkc::check_args<config, algorithm>(a, rep)" in text
+            assert "__nv_bfloat16" in text and "<float>" in text, "both dtypes in one TU"
+            # world is a run-time argument: no world size baked into the source
+            assert not re.search(r"world\s*=\s*\d", text)
+            assert f"kBlocksPerRank = {plan.blocks_per_rank};" in text
+
+
+def test_algorithm_and_mechanism_mapping():
+    assert make_plan(H200V, sched("all-reduce", "direct", "register")).struct == \
+        "pkc::all_reduce_one_shot"
+    assert make_plan(H200V, sched("all-reduce", "ring", "copy-engine")).kernel == \
+        "all_reduce_ring_copy_engine"
+    assert make_plan(H200V, sched("all-to-all", "direct", "tma")).header == \
+        "collectives/all_to_all.cuh"
+    mm = make_plan(H100, sched("broadcast", "in-network", "multimem"))
+    assert mm.defines == (("PK_ENABLE_MULTIMEM", "1"),)
+    assert "#error" in render(mm) and "refuse_multimem" in render(mm)
+    seq = make_plan(H200V, sched("all-gather", "direct", "tma", peer_order="sequential"))
+    assert seq.staggered is False and "kStaggered = false" in render(seq)
+    assert make_plan(load_system("dgx-b200"), sched()).arch == "sm_100a"
+    assert make_plan(load_system("hgx-b300"), sched()).arch == "sm_103a"
+    assert set(RUNNABLE_MECHANISMS) == {"tma", "register", "copy-engine"}
+
+
+@pytest.mark.parametrize("system,schedule,why", [
+    (H200V, sched(impl="nccl", protocol="Simple"), "NCCL"),
+    (H200V, sched(alg="rhd"), "no rhd all-reduce kernel"),
+    (H200V, sched("all-to-all", "pairwise"), "no pairwise"),
+    (H200V, sched(mech="multimem"), "not multimem"),
+    (H100, sched(alg="in-network", mech="tma"), "not tma"),
+    (load_system("dgx-h100"), sched(world=4, chunk_bytes=1 << 20), "chunk"),
+    (H200V, sched(overlap="inter-sm"), "fused"),
+    (H200V, sched(dtype="fp8"), "bf16 and fp32"),
+    (load_system("dgx-a100"), sched(), "sm_80"),
+    (load_system("vr-nvl144"), sched(), "no nvcc target"),
+    (load_system("gb200-nvl72"), sched(world=16), "2..8 ranks"),
+])
+def test_infeasible_schedules_say_why(system, schedule, why):
+    with pytest.raises(InfeasibleError, match=why):
+        make_plan(system, schedule)
+
+
+def test_emit_writes_source_and_manifest(tmp_path):
+    s = sched("reduce-scatter", "ring", "tma", world=4)
+    pred = fixed_prediction(s, H200V.name)
+    e = codegen.emit(H200V, s, pred, tmp_path)
+    assert e.source.name == f"reduce-scatter-{s.key()}.cu"
+    assert e.manifest.name == f"reduce-scatter-{s.key()}.json"
+    m = json.loads(e.manifest.read_text())
+    assert Schedule.from_dict(m["schedule"]) == s
+    assert m["prediction"]["time_s"] == pytest.approx(1.234e-3)
+    assert m["entry"] == "pk_reduce_scatter_ring_tma"
+    cmd = m["nvcc_command"]
+    assert "-gencode=arch=compute_90a,code=sm_90a" in cmd and "-shared" in cmd
+    assert cmd[-1].endswith(e.source.name) and m["build_options"]["arch"] == "sm_90a"
+    assert "predicted 1.23 ms on h200-virtual" in e.source.read_text()
+
+
+def test_plan_is_dumpable_and_frozen():
+    plan = make_plan(H200V, sched())
+    d = plan.to_dict()
+    assert json.loads(json.dumps(d)) == d
+    assert d["smem_bytes"] == 2 * 32768 + 128
+    with pytest.raises(Exception):
+        plan.threads = 1  # type: ignore[misc]

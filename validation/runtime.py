@@ -1,0 +1,404 @@
+"""The GPU runtime for generated collectives: load a library, give every rank its buffers,
+run, wait, read the device error record.
+
+Two ways of placing ranks, behind one interface (``Ranks``):
+
+* ``VirtualRanks(world)``: every rank on this process's GPU, each buffer its own allocation;
+  the library runs all of them in one launch (grid = world x blocks per rank, block b serving
+  rank b // blocks per rank, co-resident through a cooperative launch); copy engines get one
+  stream per rank.
+* ``IpcRanks()``: one process per GPU under ``torchrun``; every rank allocates its own
+  buffers with torch and the others map them through CUDA IPC handles (allocation base +
+  offset, exchanged with ``torch.distributed.all_gather_object``; a process never opens its
+  own handle). Two processes on ONE GPU also work (gloo backend), but they time-slice, so only
+  host-synchronised runs (``device_sync=False``: no spinning, the host meets between phases)
+  make sense there.
+
+``Collective`` ties a library to a ``Ranks``: it asks the library for its buffer sizes
+(``pkc_requirements``), allocates inputs, outputs (with a guard tail checked after every
+run), scratch, flag counters and the error record, and runs it. torch is imported lazily;
+``CUDA_MODULE_LOADING=EAGER`` is set before CUDA initialises (lazy loading lets the first
+launch wait on a module load while other blocks already spin).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hwmodels.errors import ValidationError
+
+MAX_RANKS = 8
+ABI_VERSION = 1
+DTYPE_CODE = {"fp32": 0, "bf16": 1}
+DTYPE_SIZE = {"fp32": 4, "bf16": 2}
+GUARD_BYTES = 256
+GUARD_VALUE = 0xA5
+STATUS = {0: "ok", 1: "bad argument", 2: "CUDA error", 3: "device timeout", 4: "unsupported"}
+
+
+def ensure_eager_loading() -> None:
+    """CUDA_MODULE_LOADING=EAGER, before CUDA initialises (warns if too late)."""
+    if os.environ.get("CUDA_MODULE_LOADING") != "EAGER":
+        os.environ["CUDA_MODULE_LOADING"] = "EAGER"
+        try:
+            import torch
+            if torch.cuda.is_initialized():
+                import warnings
+                warnings.warn("CUDA was initialised before CUDA_MODULE_LOADING=EAGER was set; "
+                              "spinning kernels may hang on lazy module loads")
+        except ImportError:
+            pass
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise ValidationError("the GPU runtime needs torch (pip install 'pksim[validation]')") from None
+    return torch
+
+
+# ---- the C interface (kernels/collectives/abi.h) ------------------------------------------------
+VoidArr = ctypes.c_void_p * MAX_RANKS
+
+
+class PkcArgs(ctypes.Structure):
+    _fields_ = [("abi_version", ctypes.c_int), ("world", ctypes.c_int), ("rank", ctypes.c_int),
+                ("dtype", ctypes.c_int), ("count", ctypes.c_ulonglong), ("in_", VoidArr),
+                ("out", VoidArr), ("scratch", VoidArr), ("flags", VoidArr),
+                ("in_mc", ctypes.c_void_p), ("out_mc", ctypes.c_void_p),
+                ("scratch_bytes", ctypes.c_ulonglong), ("num_flags", ctypes.c_int),
+                ("blocks_per_rank", ctypes.c_int), ("err", ctypes.c_void_p),
+                ("stream", ctypes.c_void_p), ("rank_streams", VoidArr), ("seq", ctypes.c_uint),
+                ("phase_begin", ctypes.c_int), ("phase_end", ctypes.c_int),
+                ("device_sync", ctypes.c_int), ("root", ctypes.c_int),
+                ("timeout_cycles", ctypes.c_longlong)]
+
+
+class PkcReqs(ctypes.Structure):
+    _fields_ = [("in_count", ctypes.c_ulonglong), ("out_count", ctypes.c_ulonglong),
+                ("scratch_bytes", ctypes.c_ulonglong), ("num_flags", ctypes.c_int),
+                ("phases", ctypes.c_int), ("blocks_per_rank", ctypes.c_int),
+                ("max_coresident_blocks", ctypes.c_int), ("threads", ctypes.c_int),
+                ("smem_bytes", ctypes.c_ulonglong), ("barriers_per_launch", ctypes.c_int)]
+
+
+class Library:
+    """A generated collective library (``codegen.build`` output), loaded with ctypes."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.dll = ctypes.CDLL(str(self.path))
+        except OSError as exc:
+            raise ValidationError(f"cannot load {self.path}: {exc}") from None
+        d = self.dll
+        d.pkc_abi_version.restype = ctypes.c_int
+        d.pkc_args_size.restype = ctypes.c_size_t
+        d.pkc_reqs_size.restype = ctypes.c_size_t
+        d.pkc_manifest.restype = ctypes.c_char_p
+        if d.pkc_abi_version() != ABI_VERSION:
+            raise ValidationError(f"{self.path.name}: ABI version {d.pkc_abi_version()}, "
+                                  f"runtime expects {ABI_VERSION}")
+        if d.pkc_args_size() != ctypes.sizeof(PkcArgs) or d.pkc_reqs_size() != ctypes.sizeof(PkcReqs):
+            raise ValidationError(f"{self.path.name}: pkc_args/pkc_reqs layout differs from "
+                                  f"validation/runtime.py (sizes {d.pkc_args_size()}/"
+                                  f"{d.pkc_reqs_size()} vs {ctypes.sizeof(PkcArgs)}/"
+                                  f"{ctypes.sizeof(PkcReqs)})")
+        self.manifest = json.loads(d.pkc_manifest().decode())
+        self.op = self.manifest["op"]
+        self.algorithm = self.manifest["algorithm"]
+        self.mechanism = self.manifest["mechanism"]
+        self.entry_name = self.manifest["entry"]
+        self._entry = getattr(d, self.entry_name)
+        msg_args = [ctypes.c_char_p, ctypes.c_size_t]
+        self._entry.argtypes = [ctypes.POINTER(PkcArgs), *msg_args]
+        self._entry.restype = ctypes.c_int
+        d.pkc_requirements.argtypes = [ctypes.POINTER(PkcArgs), ctypes.POINTER(PkcReqs), *msg_args]
+        d.pkc_read_error.argtypes = [ctypes.c_void_p, *msg_args]
+        d.pkc_ipc_handle.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                     ctypes.POINTER(ctypes.c_ulonglong), *msg_args]
+        d.pkc_ipc_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), *msg_args]
+        d.pkc_ipc_close.argtypes = [ctypes.c_void_p]
+
+    def _call(self, fn, *args) -> None:
+        msg = ctypes.create_string_buffer(1024)
+        status = fn(*args, msg, ctypes.sizeof(msg))
+        if status != 0:
+            text = msg.value.decode(errors="replace") or STATUS.get(status, "unknown status")
+            raise ValidationError(f"{self.path.name} ({self.entry_name}): "
+                                  f"{STATUS.get(status, status)}: {text}")
+
+    def requirements(self, args: PkcArgs) -> PkcReqs:
+        reqs = PkcReqs()
+        self._call(self.dll.pkc_requirements, ctypes.byref(args), ctypes.byref(reqs))
+        return reqs
+
+    def launch(self, args: PkcArgs) -> None:
+        self._call(self._entry, ctypes.byref(args))
+
+    def check_error(self, err_ptr: int) -> None:
+        self._call(self.dll.pkc_read_error, ctypes.c_void_p(err_ptr))
+
+    def ipc_handle(self, ptr: int) -> tuple[bytes, int]:
+        handle = ctypes.create_string_buffer(64)
+        offset = ctypes.c_ulonglong(0)
+        self._call(self.dll.pkc_ipc_handle, ctypes.c_void_p(ptr), handle, ctypes.byref(offset))
+        return handle.raw, offset.value
+
+    def ipc_open(self, handle: bytes) -> int:
+        base = ctypes.c_void_p()
+        self._call(self.dll.pkc_ipc_open, bytes(handle), ctypes.byref(base))
+        return int(base.value)
+
+    def ipc_close(self, base: int) -> None:
+        self.dll.pkc_ipc_close(ctypes.c_void_p(base))
+
+
+# ---- where the ranks live ----------------------------------------------------------------------
+
+class SharedBuffer:
+    """One buffer per rank: torch tensors for the ranks in this process, pointers for all."""
+
+    def __init__(self, local: dict[int, Any], ptrs: list[int]):
+        self.local = local
+        self.ptrs = ptrs
+
+
+class Ranks:
+    """Where the ranks of a collective live. ``rank`` is -1 for virtual ranks."""
+    world: int
+    rank: int
+    local: list[int]
+
+    def alloc(self, nbytes: int, lib: Library) -> SharedBuffer:
+        raise NotImplementedError
+
+    def stream(self) -> int:
+        return int(_torch().cuda.current_stream().cuda_stream)
+
+    def rank_streams(self) -> list[int]:
+        return []
+
+    def barrier(self) -> None:
+        """Host-side meeting of the ranks once this process's stream work has finished."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class VirtualRanks(Ranks):
+    """Every rank on this process's GPU; one stream per rank for copy engines."""
+
+    def __init__(self, world: int, device: int = 0):
+        if not 1 <= world <= MAX_RANKS:
+            raise ValidationError(f"world {world} is outside 1..{MAX_RANKS}")
+        ensure_eager_loading()
+        torch = _torch()
+        if not torch.cuda.is_available():
+            raise ValidationError("no CUDA device: virtual ranks need one GPU")
+        torch.cuda.set_device(device)
+        self.world, self.rank, self.local = world, -1, list(range(world))
+        self.device = torch.device("cuda", device)
+        self._streams = [torch.cuda.Stream(device=self.device) for _ in range(world)]
+
+    def alloc(self, nbytes: int, lib: Library) -> SharedBuffer:
+        torch = _torch()
+        local = {r: torch.empty(max(nbytes, 16), dtype=torch.uint8, device=self.device)
+                 for r in range(self.world)}
+        return SharedBuffer(local, [int(t.data_ptr()) for t in local.values()])
+
+    def rank_streams(self) -> list[int]:
+        return [int(s.cuda_stream) for s in self._streams]
+
+    def barrier(self) -> None:
+        _torch().cuda.current_stream().synchronize()
+
+
+class IpcRanks(Ranks):
+    """One process per rank (torchrun); peers' buffers mapped through CUDA IPC."""
+
+    def __init__(self, device: int | None = None):
+        ensure_eager_loading()
+        torch = _torch()
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            backend = os.environ.get("PKSIM_DIST_BACKEND", "gloo")
+            dist.init_process_group(backend=backend)
+        self.dist = dist
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        if self.world > MAX_RANKS:
+            raise ValidationError(f"world {self.world} is above {MAX_RANKS}")
+        local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
+        if device is None:
+            device = local_rank % max(1, torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        self.device = torch.device("cuda", device)
+        self.local = [self.rank]
+        self._opened: dict[bytes, int] = {}
+        self._lib: Library | None = None
+
+    def alloc(self, nbytes: int, lib: Library) -> SharedBuffer:
+        torch = _torch()
+        t = torch.empty(max(nbytes, 16), dtype=torch.uint8, device=self.device)
+        ptr = int(t.data_ptr())
+        handle, offset = lib.ipc_handle(ptr)
+        everyone: list[Any] = [None] * self.world
+        self.dist.all_gather_object(everyone, (handle, offset))
+        ptrs = []
+        for r, (h, off) in enumerate(everyone):
+            if r == self.rank:
+                ptrs.append(ptr)
+                continue
+            if h not in self._opened:
+                self._opened[h] = lib.ipc_open(h)
+                self._lib = lib
+            ptrs.append(self._opened[h] + off)
+        return SharedBuffer({self.rank: t}, ptrs)
+
+    def barrier(self) -> None:
+        _torch().cuda.current_stream().synchronize()
+        self.dist.barrier()
+
+    def close(self) -> None:
+        if self._lib is not None:
+            for base in self._opened.values():
+                self._lib.ipc_close(base)
+        self._opened.clear()
+
+
+# ---- one collective on some ranks ---------------------------------------------------------------
+
+class Collective:
+    """A library bound to ranks, a size and a dtype, with every buffer it needs."""
+
+    def __init__(self, lib: Library, ranks: Ranks, count: int, dtype: str = "bf16", root: int = 0,
+                 blocks_per_rank: int = 0, device_sync: bool = True,
+                 timeout_cycles: int = 1 << 32, seq: int = 0):
+        torch = _torch()
+        if dtype not in DTYPE_CODE:
+            raise ValidationError(f"dtype {dtype!r} is neither fp32 nor bf16")
+        self.lib, self.ranks, self.count, self.dtype = lib, ranks, int(count), dtype
+        self.root = root
+        self.device_sync = device_sync
+        self.elem = DTYPE_SIZE[dtype]
+        self.torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+        a = PkcArgs()
+        a.abi_version, a.world, a.rank = ABI_VERSION, ranks.world, ranks.rank
+        a.dtype, a.count, a.blocks_per_rank = DTYPE_CODE[dtype], self.count, blocks_per_rank
+        a.device_sync, a.root, a.timeout_cycles = int(device_sync), root, timeout_cycles
+        a.phase_begin, a.phase_end, a.seq = 0, -1, seq
+        self.reqs = lib.requirements(a)
+        r = self.reqs  # (a launch that spins checks co-residency itself, with the limit)
+        self.in_bytes = r.in_count * self.elem
+        self.out_bytes = r.out_count * self.elem
+        self.inb = ranks.alloc(self.in_bytes, lib)
+        self.outb = ranks.alloc(self.out_bytes + GUARD_BYTES, lib)
+        self.scratchb = ranks.alloc(r.scratch_bytes, lib) if r.scratch_bytes else None
+        self.flagb = ranks.alloc(4 * r.num_flags, lib)
+        for t in self.flagb.local.values():
+            t.zero_()
+        for t in self.outb.local.values():
+            t.fill_(GUARD_VALUE)
+        self.err = torch.zeros(64, dtype=torch.uint8, device=ranks.device)
+        for i in range(ranks.world):
+            a.in_[i] = self.inb.ptrs[i]
+            a.out[i] = self.outb.ptrs[i]
+            a.flags[i] = self.flagb.ptrs[i]
+            if self.scratchb:
+                a.scratch[i] = self.scratchb.ptrs[i]
+        a.scratch_bytes = r.scratch_bytes
+        a.num_flags = r.num_flags
+        a.err = int(self.err.data_ptr())
+        a.stream = ranks.stream()
+        for i, s in enumerate(ranks.rank_streams()):
+            a.rank_streams[i] = s
+        self.args = a
+        ranks.barrier()  # every rank's zeroed flags before anyone signals
+
+    # ---- views ---------------------------------------------------------------------------
+    def inputs(self) -> dict[int, Any]:
+        return {r: t[: self.in_bytes].view(self.torch_dtype) for r, t in self.inb.local.items()}
+
+    def outputs(self) -> dict[int, Any]:
+        return {r: t[: self.out_bytes].view(self.torch_dtype) for r, t in self.outb.local.items()}
+
+    def guards_intact(self) -> bool:
+        return all(bool((t[self.out_bytes:] == GUARD_VALUE).all())
+                   for t in self.outb.local.values())
+
+    # ---- running ------------------------------------------------------------------------
+    def launch(self) -> None:
+        """Enqueue one device-synchronised call (all phases) on the current stream."""
+        self.args.stream = self.ranks.stream()
+        self.lib.launch(self.args)
+        self.args.seq += 1
+
+    def launch_phase(self, phase: int) -> None:
+        a = self.args
+        a.stream = self.ranks.stream()
+        a.device_sync, a.phase_begin, a.phase_end = 0, phase, phase + 1
+        try:
+            self.lib.launch(a)
+        finally:
+            a.device_sync, a.phase_begin, a.phase_end = int(self.device_sync), 0, -1
+
+    def run(self, deadline_s: float = 60.0) -> None:
+        """One complete call, waited for; raises ValidationError on any failure."""
+        if self.device_sync:
+            self.launch()
+            self.wait(deadline_s)
+            return
+        self.ranks.barrier()
+        for p in range(self.reqs.phases):
+            self.launch_phase(p)
+            self.wait(deadline_s)
+            self.ranks.barrier()
+
+    def wait(self, deadline_s: float = 60.0) -> None:
+        """Wait for the stream with a wall-clock backstop, then read the error record."""
+        torch = _torch()
+        ev = torch.cuda.Event()
+        ev.record()
+        t0 = time.time()
+        while not ev.query():
+            if time.time() - t0 > deadline_s:
+                raise HangError(f"{self.lib.entry_name}: still running after {deadline_s:.0f} s "
+                                f"although every device wait has a deadline")
+            time.sleep(0.0002)
+        self.lib.check_error(int(self.err.data_ptr()))
+
+    def free(self) -> None:
+        for b in (self.inb, self.outb, self.scratchb, self.flagb):
+            if b is not None:
+                b.local.clear()
+
+
+class HangError(ValidationError):
+    """The kernel did not finish in wall-clock time: the CUDA context is unusable now."""
+
+
+def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = 256 << 20,
+               deadline_s: float = 120.0) -> list[float]:
+    """Seconds per call by CUDA events, each call after writing ``flush_bytes`` (cold L2)."""
+    torch = _torch()
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=coll.ranks.device) if flush_bytes else None
+    for _ in range(warmup):
+        coll.launch()
+    coll.wait(deadline_s)
+    pairs = []
+    for _ in range(iters):
+        if flush is not None:
+            flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        coll.launch()
+        end.record()
+        pairs.append((start, end))
+    coll.wait(deadline_s)
+    return [s.elapsed_time(e) / 1e3 for s, e in pairs]
