@@ -171,7 +171,7 @@ def predict_fused(system: System, schedule: Schedule, reduced: bool = True) -> P
         compute_s=compute_alone, exposed_comm_s=max(0.0, time_s - compute_alone),
         baseline_s=baseline.time_s, speedup=baseline.time_s / time_s,
         depends_on_assumed=tuple(system.assumed_keys(("gpu.", "domain.", "scaleout."))),
-        reduced=reduced)
+        reduced=reduced, notes=(plan.note,) if plan.note else ())
 
 
 def _run(system, topo, comm: Schedule, plan: Plan, compute_sms: int, reduced: bool):

@@ -36,6 +36,7 @@ class Prediction:
     depends_on_assumed: tuple[str, ...] = ()
     backend: str = "des"
     reduced: bool = True
+    notes: tuple[str, ...] = ()           # how the simulator handled the input (e.g. skew)
     timeline: tuple[TimelineEvent, ...] = field(default=(), compare=False)
 
     def to_dict(self, timeline: bool = False) -> dict[str, Any]:
@@ -44,6 +45,7 @@ class Prediction:
         out["schedule_key"] = self.schedule.key()
         out["label"] = self.schedule.label()
         out["depends_on_assumed"] = list(self.depends_on_assumed)
+        out["notes"] = list(self.notes)
         if not timeline:
             out.pop("timeline")
         else:

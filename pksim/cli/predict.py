@@ -129,6 +129,8 @@ def _print_prediction(p: Prediction) -> None:
         click.echo(f"  baseline  {format_time(p.baseline_s)} (cuBLAS + NCCL)   "
                    f"speed-up {p.speedup:.2f}x   bound {format_time(p.bound_s)} "
                    f"({p.bound_resource})")
+        for note in p.notes:
+            click.echo(f"  note      {note}")
         return
     click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
                f"({p.schedule.world} ranks): {p.schedule.label()}")

@@ -94,6 +94,8 @@ def test_skewed_routing_loads_one_rank_more():
     uniform = predict(H100, fused("moe-dispatch-gemm"))
     skewed = predict(H100, fused("moe-dispatch-gemm", extra=(("skew", 1.0),)))
     assert skewed.time_s > uniform.time_s
+    assert "every rank is simulated with its own load" in skewed.notes[0]
+    assert uniform.notes == ()
 
 
 def test_bad_shapes_and_infeasible_ops():
