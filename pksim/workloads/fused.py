@@ -98,6 +98,11 @@ def _gemm(m: float, n: int, k: int, elem: float, whole_m: float | None = None) -
 
 
 MAX_PEER_GROUPS = 16
+# Past this many ranks a chunk's group of peer offsets travels as one shift (the group's
+# middle offset) carrying the group's bytes: every port still carries the same load, only
+# which offsets cross a switch-tier boundary is approximated. It keeps a 576-rank plan at
+# 17 x 576 flows instead of 576 x 575.
+EXACT_SHIFTS_UP_TO = 128
 
 
 def _peer_groups(n: int) -> tuple[tuple[int, ...], ...]:
@@ -108,6 +113,14 @@ def _peer_groups(n: int) -> tuple[tuple[int, ...], ...]:
     size = max(1, math.ceil(len(peers) / MAX_PEER_GROUPS))
     groups = tuple(tuple(peers[i:i + size]) for i in range(0, len(peers), size))
     return groups + ((n,),)
+
+
+def _shifts(world: int, group: tuple[int, ...], nbytes: float, kind: str,
+            tag: str) -> tuple[Transfer, ...]:
+    """Every rank sends ``nbytes`` to each peer offset of ``group`` (see EXACT_SHIFTS_UP_TO)."""
+    if world > EXACT_SHIFTS_UP_TO and len(group) > 1:
+        return _shift(world, group[len(group) // 2], nbytes * len(group), kind, tag)
+    return tuple(t for d in group for t in _shift(world, d, nbytes, kind, tag))
 
 
 def _shift(world: int, d: int, nbytes: float, kind: str, tag: str) -> tuple[Transfer, ...]:
@@ -142,10 +155,10 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
                 if group == (n,):
                     moves: tuple[Transfer, ...] = ()
                 elif op == "gemm-rs" or algorithm == "two-shot":
-                    moves = tuple(t for d in group for t in _shift(n, d, part, "reduce", "rs"))
+                    moves = _shifts(n, group, part, "reduce", "rs")
                 elif algorithm == "direct":        # one-shot: store-add into every peer
-                    moves = tuple(t for e in range(1, n)
-                                  for t in _shift(n, e, part * g, "reduce", "ar"))
+                    moves = tuple(t for peers in _peer_groups(n) if peers != (n,)
+                                  for t in _shifts(n, peers, part * g, "reduce", "ar"))
                 else:                              # in-network: reduce and multicast the rows
                     moves = tuple(Transfer(r, r, part * g / n, kind, (("ar", r),))
                                   for kind in ("switch-reduce", "multicast") for r in range(n))
@@ -153,8 +166,8 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
         tail = ()
         if op == "gemm-ar" and algorithm == "two-shot":
             # second shot, once every owner holds its reduced rows: store them to all peers
-            tail = (tuple(t for d in range(1, n)
-                          for t in _shift(n, d, m / n * nn * elem, "copy", "ag")),)
+            tail = (tuple(t for peers in _peer_groups(n) if peers != (n,)
+                          for t in _shifts(n, peers, m / n * nn * elem, "copy", "ag")),)
         return Plan("produce", tuple(chunks), 2.0 * m * nn * k, int(m * nn * elem), tail=tail)
     if op == "ag-gemm":
         m, nn, k = shape["m"], shape["n"], shape["k"]
@@ -163,8 +176,7 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
         for group in ((0,),) + tuple(g for g in _peer_groups(n) if g != (n,)):
             g = len(group)                 # shards of ranks r - d; d = 0 is the own shard
             for _ in range(q):
-                moves = tuple(t for d in group if d
-                              for t in _shift(n, d, rows * k * elem, "copy", "ag"))
+                moves = _shifts(n, group, rows * k * elem, "copy", "ag") if group != (0,) else ()
                 chunks.append(Chunk((_gemm(rows * g, nn, k, elem, m),) * n, moves,
                                     (op, group, rows)))
         return Plan("consume", tuple(chunks), 2.0 * m * nn * k, int(m * k * elem))
