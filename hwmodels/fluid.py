@@ -118,24 +118,38 @@ class FluidEngine:
         self.env.timeout(next_s).callbacks.append(wake)
 
     def _share(self) -> None:
-        """Weighted max-min fair rates by progressive filling."""
-        unfrozen = set(range(len(self.flows)))
-        frozen_load: dict[str, float] = {}
-        while unfrozen:
-            weight: dict[str, float] = {}
-            for i in unfrozen:
-                for name, w in self.flows[i].usage.items():
-                    weight[name] = weight.get(name, 0.0) + w
-            level = math.inf
-            for name, w in weight.items():
-                level = min(level, (self.capacity[name] - frozen_load.get(name, 0.0)) / w)
-            level = max(level, 0.0)
-            tight = {name for name, w in weight.items()
-                     if (self.capacity[name] - frozen_load.get(name, 0.0)) / w <= level * (1 + 1e-9)}
-            newly = [i for i in unfrozen if any(n in tight for n in self.flows[i].usage)]
-            for i in newly:
-                flow = self.flows[i]
-                flow.rate = level
-                for name, w in flow.usage.items():
-                    frozen_load[name] = frozen_load.get(name, 0.0) + w * level
-            unfrozen.difference_update(newly)
+        """Weighted max-min fair rates by progressive filling: raise every unfrozen
+        flow's rate together until a resource fills, freeze the flows on it, repeat.
+        Each resource's unfrozen weight is kept up to date as flows freeze, so one pass
+        costs the flows' usage once plus the resources per level."""
+        flows = self.flows
+        weight: dict[str, float] = {}
+        users: dict[str, list[int]] = {}
+        for i, flow in enumerate(flows):
+            for name, w in flow.usage.items():
+                weight[name] = weight.get(name, 0.0) + w
+                users.setdefault(name, []).append(i)
+        active = {name: len(ids) for name, ids in users.items()}   # unfrozen users
+        frozen_load = dict.fromkeys(weight, 0.0)
+        frozen = [False] * len(flows)
+        left = len(flows)
+        while left:
+            levels = {name: (self.capacity[name] - frozen_load[name]) / w
+                      for name, w in weight.items()}
+            level = max(min(levels.values()), 0.0)
+            tight = [name for name, value in levels.items() if value <= level * (1 + 1e-9)]
+            for name in tight:
+                for i in users[name]:
+                    if frozen[i]:
+                        continue
+                    frozen[i] = True
+                    left -= 1
+                    flow = flows[i]
+                    flow.rate = level
+                    for other, w in flow.usage.items():
+                        frozen_load[other] += w * level
+                        active[other] -= 1
+                        if active[other] == 0:
+                            del weight[other]
+                        else:
+                            weight[other] -= w

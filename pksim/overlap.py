@@ -133,7 +133,7 @@ def predict_fused(system: System, schedule: Schedule, reduced: bool = True) -> P
     if system.gpu.tensor.flops(schedule.dtype) <= 0:
         raise InfeasibleError(f"{system.name} has no {schedule.dtype} tensor rate")
     fused.check_shape(schedule.op, _shape(schedule), topo.world)
-    baseline = _baseline(system, topo, schedule)
+    baseline = _cached_baseline(system, topo, schedule)
     if schedule.overlap == "none":
         return baseline
     skew = float(dict(schedule.extra).get("skew", 0.0))
@@ -238,6 +238,24 @@ def _bound(system, plan: Plan, dtype: str, busy: dict, launch: float) -> tuple[f
         if cls != "tensor" and value > best:
             best, resource = value, cls
     return launch + best, resource
+
+
+_BASELINES: dict = {}
+
+
+def _cached_baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
+    """The baseline depends only on the op, its shape, dtype and world: computed once
+    per search, not once per candidate."""
+    key = (id(system), schedule.op, schedule.shape, schedule.dtype, schedule.world,
+           schedule.domains, schedule.extra)
+    hit = _BASELINES.get(key)
+    if hit is None or hit[0] is not system:
+        if len(_BASELINES) > 256:
+            _BASELINES.pop(next(iter(_BASELINES)))
+        hit = (system, _baseline(system, topo, schedule))
+        _BASELINES[key] = hit
+    base = hit[1]
+    return base.__class__(**{**base.__dict__, "schedule": schedule.with_(overlap="none")})
 
 
 def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
