@@ -35,8 +35,8 @@ LL128_PER_CHANNEL_GBPS = {"ampere": 20.0, "hopper": 36.7, "blackwell": 40.0, "ru
 # NCCL opens up to 32 channels (MAXCHANNELS); on an NVSwitch node it typically runs
 # 16 for NVLS on SM90 and a similar count for rings. Assumed, not read off a log.
 CHANNELS = 16
-# Per-channel rate of the Simple protocol: one channel is one SM moving data with
-# 16-byte vectors; assumed at the LL128 cap scaled by its payload efficiency.
+# The Simple protocol's per-channel rate is assumed to be the LL128 cap scaled by the
+# ratio of their payload efficiencies (see issue_capacities).
 NCCL_ALGORITHMS = ("ring", "tree", "nvls", "collnet")
 
 

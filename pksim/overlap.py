@@ -270,9 +270,7 @@ def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
     elem = schedule.element_bytes
     op = schedule.op
     skew = float(dict(schedule.extra).get("skew", 0.0))
-    if op in ("gemm-rs", "gemm-ar"):
-        compute = gemm_time_s(gpu, shape["m"], shape["n"], shape["k"], schedule.dtype, elem)
-    elif op == "ag-gemm":
+    if op in ("gemm-rs", "gemm-ar", "ag-gemm"):
         compute = gemm_time_s(gpu, shape["m"], shape["n"], shape["k"], schedule.dtype, elem)
     elif op == "ring-attention":
         # all-gather K/V, then the local queries against the whole sequence

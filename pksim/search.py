@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from hwmodels.errors import InfeasibleError, PksimError
+from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
@@ -148,4 +148,4 @@ def best(system: System, op: str, nbytes: int, world: int | None = None, domains
     return result.ranked[0]
 
 
-__all__ = ["space", "search", "best", "nccl_schedule", "SearchResult", "PksimError"]
+__all__ = ["space", "fused_space", "search", "best", "nccl_schedule", "SearchResult"]

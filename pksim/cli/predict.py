@@ -65,7 +65,8 @@ def op_options(fn):
         click.option("--root", type=int, default=0, show_default=True,
                      help="Root rank of broadcast/reduce/gather/scatter."),
         click.option("--full", is_flag=True,
-                     help="Simulate every rank instead of one per symmetry class."),
+                     help="With a fixed schedule: simulate every rank instead of one per "
+                          "symmetry class."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
@@ -115,10 +116,6 @@ def _candidates(system, kw) -> list[Schedule]:
     return [c.with_(root=kw["root"]) for c in cands]
 
 
-def _prediction_json(p: Prediction) -> dict:
-    return p.to_dict()
-
-
 def _print_prediction(p: Prediction) -> None:
     if p.schedule.op in FUSED_OPS:
         shape = " ".join(f"{k}={v}" for k, v in p.schedule.shape)
@@ -148,12 +145,7 @@ def _print_prediction(p: Prediction) -> None:
 def _search(kw):
     system = load_system(kw["system_name"], kw["overrides"])
     cands = _candidates(system, kw)
-    if kw["full"]:
-        results = [run_predict(system, c, reduced=False) for c in cands[:1]] \
-            if len(cands) == 1 else None
-        if results is not None:
-            return system, results, ()
-    if len(cands) == 1:
+    if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
         return system, [run_predict(system, cands[0], reduced=not kw["full"])], ()
     result = run_search(system, cands)
     return system, list(result.ranked), result.infeasible
@@ -171,7 +163,7 @@ def predict(**kw) -> None:
     _system, ranked, _ = _search(kw)
     best = ranked[0]
     if kw["as_json"]:
-        emit_json(_prediction_json(best))
+        emit_json(best.to_dict())
     else:
         _print_prediction(best)
 
@@ -185,7 +177,7 @@ def search(top: int, **kw) -> None:
         raise ConfigError(f"--top must be at least 1, got {top}")
     _system, ranked, infeasible = _search(kw)
     if kw["as_json"]:
-        emit_json({"ranked": [_prediction_json(p) for p in ranked[:top]],
+        emit_json({"ranked": [p.to_dict() for p in ranked[:top]],
                    "candidates": len(ranked) + len(infeasible),
                    "infeasible": [{"schedule": s, "reason": r} for s, r in infeasible]})
         return

@@ -7,7 +7,6 @@ rank for reduce-scatter, scatter and all-to-all. Blocks are the per-rank shards
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from hwmodels.errors import InfeasibleError

@@ -233,12 +233,3 @@ def _skew_note(skew: float, per_rank: list[float]) -> str:
     busiest = max(per_rank) * len(per_rank)
     return (f"Zipf routing (skew {skew:g}): ranks are not symmetric; every rank is "
             f"simulated with its own load (busiest rank gets {busiest:.2f}x the mean)")
-
-
-def flop_count(op: str, shape: dict[str, int], world: int) -> float:
-    """FLOP per rank of the whole op (for the roofline and reports)."""
-    return plan(op, shape, world, 2, ALGORITHMS[op][0]).total_flop
-
-
-def ceil_div(a: int, b: int) -> int:
-    return math.ceil(a / b)
