@@ -9,13 +9,16 @@
 //
 // one-shot  one phase: every rank reads the whole buffer of every rank and writes the sum.
 //           world x the reads of the other algorithms; for small buffers.
-// two-shot  phase 0: rank r sums chunk r over all ranks into its output (a reduce-scatter);
-//           barrier; phase 1: rank r stores its chunk into every other rank's output.
+// two-shot  one phase: rank r sums chunk r over every rank's input (the reduce-scatter shot)
+//           and stores the sum straight into chunk r of every rank's output (the all-gather
+//           shot), so no reduced chunk is written and read back: W reads and W writes of a
+//           chunk per rank, 2 W N bytes in all, the least an all-reduce can move.
 // ring      2 world - 1 phases: a ring reduce-scatter through scratch slots (see
 //           reduce_scatter.cuh) whose last phase leaves chunk r, reduced, in rank r's output,
 //           then world - 1 ring all-gather phases forwarding chunks through the outputs.
 // Copy engines: one-shot gathers every input into each rank's scratch and reduces locally;
-// two-shot copies foreign chunks to their owner, reduces, then copies the reduced chunks out;
+// two-shot copies foreign chunks to their owner, whose reduction kernel then writes the sum into
+// every rank's output;
 // ring as for reduce-scatter, then copies.
 #pragma once
 
@@ -77,7 +80,7 @@ struct all_reduce_one_shot {
 };
 
 struct all_reduce_two_shot {
-  static constexpr sync_kind kSync = sync_kind::barrier;
+  static constexpr sync_kind kSync = sync_kind::none;
   static constexpr sync_kind kCeSync = sync_kind::all;
   PK_HD static size_t in_count(size_t n, int) { return n; }
   PK_HD static size_t out_count(size_t n, int) { return n; }
@@ -85,27 +88,24 @@ struct all_reduce_two_shot {
   PK_HD static size_t ce_scratch_bytes(size_t n, int world, size_t elem) {
     return world * chunk_slot_bytes(n, world, elem);
   }
-  PK_HD static int phases(int) { return 2; }
-  PK_HD static int ce_phases(int) { return 3; }
+  PK_HD static int phases(int) { return 1; }
+  PK_HD static int ce_phases(int) { return 2; }
 
 #ifdef __CUDACC__
   template <class C, class G>
-  PK_DEV static bool phase(const G& g, const ctx& c, int p, block_smem& sm) {
+  PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     const span ch = chunk_of<T>(g.count, c.world, c.rank);
     const span s = piece(ch.size(), c.bpr, c.block, kVec<T>);
     const size_t at = ch.lo + s.lo;
-    if (p == 0) {
-      cptrs<T> src{};
-      for (int k = 0; k < c.world; ++k) src.add(g.in[peer<C>(c.rank, k, c.world)] + at);
-      return reduce_to<C>(g, c, one(g.out[c.rank] + at), src, s.size(), sm);
-    }
+    cptrs<T> src{};
     ptrs<T> dst{};
     for (int k = 0; k < c.world; ++k) {
       const int q = peer<C>(c.rank, k, c.world);
-      if (q != c.rank) dst.add(g.out[q] + at);
+      src.add(g.in[q] + at);
+      dst.add(g.out[q] + at);
     }
-    return copy_to<C>(g, c, dst, g.out[c.rank] + at, s.size(), sm);
+    return reduce_to<C>(g, c, dst, src, s.size(), sm);
   }
 #endif
 
@@ -121,19 +121,16 @@ struct all_reduce_two_shot {
         const span ch = chunk_of<T>(g.count, w, q);
         if (q != r) ce_copy_elems(g.scratch[q] + r * slot, g.in[r] + ch.lo, ch.size() * sizeof(T), x);
       }
-    } else if (p == 1) {
-      cptrs<T> src{};
-      for (int k = 0; k < w; ++k) {
-        const int q = peer<C>(r, k, w);
-        src.add(q == r ? g.in[r] + mine.lo : g.scratch[r] + q * slot);
-      }
-      ce_reduce(one(g.out[r] + mine.lo), src, mine.size(), x);
-    } else {
-      for (int k = 0; k < w; ++k) {
-        const int q = peer<C>(r, k, w);
-        if (q != r) ce_copy_elems(g.out[q] + mine.lo, g.out[r] + mine.lo, mine.size() * sizeof(T), x);
-      }
+      return;
     }
+    cptrs<T> src{};
+    ptrs<T> dst{};
+    for (int k = 0; k < w; ++k) {
+      const int q = peer<C>(r, k, w);
+      src.add(q == r ? g.in[r] + mine.lo : g.scratch[r] + q * slot);
+      dst.add(g.out[q] + mine.lo);
+    }
+    ce_reduce(dst, src, mine.size(), x);
   }
 };
 

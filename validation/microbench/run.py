@@ -39,9 +39,14 @@ HERE = Path(__file__).resolve().parent
 NVCC_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"]
 EXTRA_LIBS = {}  # name -> extra link flags (e.g. ["-lcuda"]); none needed now
 HEADERS = ["common.cuh"]
+KERNELS = HERE.parents[1] / "kernels"
+# Benchmarks of the generated collectives' own routines compile against kernels/.
+EXTRA_FLAGS = {"block_moves": ["-I", str(KERNELS / "include"), "-I", str(KERNELS)]}
+EXTRA_HEADERS = {"block_moves": sorted([*(KERNELS / "include" / "pk").glob("*.cuh"),
+                                        *(KERNELS / "collectives").glob("*.[ch]*")])}
 # Run order: bandwidth first, the benchmark most able to hang (spinning
 # kernels on two streams) last.
-ORDER = ["hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "atomics", "launch_latency", "torch_bench", "flag_latency"]
+ORDER = ["hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "block_moves", "atomics", "launch_latency", "torch_bench", "flag_latency"]
 TIMEOUT_S = {"torch_bench": 180}
 DEFAULT_TIMEOUT_S = 90
 PYTHON_BENCHES = {"torch_bench": "torch_bench.py"}
@@ -62,8 +67,7 @@ def cuda_sources():
 def source_hash(src: Path, name: str) -> str:
     h = hashlib.sha256()
     h.update(src.read_bytes())
-    for hdr in HEADERS:
-        p = HERE / hdr
+    for p in [HERE / hdr for hdr in HEADERS] + EXTRA_HEADERS.get(name, []):
         if p.exists():
             h.update(p.read_bytes())
     h.update(" ".join(NVCC_FLAGS + EXTRA_LIBS.get(name, [])).encode())
@@ -71,7 +75,8 @@ def source_hash(src: Path, name: str) -> str:
 
 
 def compile_cmd(nvcc, src: Path, out: Path, name: str):
-    return [nvcc, *NVCC_FLAGS, "-o", str(out), str(src), *EXTRA_LIBS.get(name, [])]
+    return [nvcc, *NVCC_FLAGS, *EXTRA_FLAGS.get(name, []), "-o", str(out), str(src),
+            *EXTRA_LIBS.get(name, [])]
 
 
 def build_one(name, src: Path, bindir: Path, logdir: Path, nvcc):

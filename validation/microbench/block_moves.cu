@@ -1,0 +1,182 @@
+// block_moves.cu -- throughput of the generated collectives' own data-movement routines by
+// number of blocks: a copy that fans one source out to D destinations and a reduction that
+// sums S sources into D destinations, through TMA or registers.
+//
+// What: the device functions every generated collective calls for its data movement
+// (kernels/collectives/collective.cuh: pkc::tma_copy, tma_reduce, reg_copy, reg_reduce), with
+// the generated kernels' launch constants (256 threads, two 32 KiB TMA stages), run on B
+// blocks over plain buffers of one GPU. Block b moves piece b of the payload (pkc::piece, as
+// the collectives cut a rank's share among its blocks). These are primitives: one move of one
+// shape, no synchronisation between blocks; the collectives built from them are judged
+// against the model, never fitted to it.
+//
+// Sweep: mechanism {tma, register} x shape {copy 1->1, 1->2, 1->4, 1->8; reduce 2->1, 4->1,
+// 8->1, 2->2, 4->4, 8->8} x blocks {1, 2, 4, 8, 16, 33, 66, 132, 264} at a payload of
+// 64 MiB per destination (bf16; traffic (S + D) x payload, 192 MiB .. 1 GiB, far above the
+// 60 MiB L2), and blocks {4, 16, 132} at 256 KiB (latency-bound).
+// Keys: "bytes" = payload (bytes written to one destination), "traffic_bytes" = (S + D) x
+// payload, "gbps" = payload GB/s.
+// Check (before timing each shape, at 132 blocks): random bf16 sources; every destination
+// is compared element by element with a reference computed on the device in the same order
+// (fp32 sum of the sources in source order, rounded once to bf16), so a copy must be exact
+// and a reduction bit-identical.
+// Usage: block_moves [--quick]
+#include "common.cuh"
+
+#include <cuda_bf16.h>
+
+#include "collectives/collective.cuh"
+
+using bf16 = __nv_bfloat16;
+
+template <pkc::mech M>
+struct move_config {
+  static constexpr pkc::mech kMech = M;
+  static constexpr int kThreads = 256;
+  static constexpr unsigned kStageBytes = M == pkc::mech::tma ? 32 * 1024 : 0;
+  static constexpr int kStages = M == pkc::mech::tma ? 2 : 1;
+  static constexpr size_t kSmemBytes = M == pkc::mech::tma ? 2 * 32 * 1024 + 128 : 0;
+  static constexpr bool kStaggered = true;
+};
+
+template <class C>
+__global__ void __launch_bounds__(256) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
+                                                   const __grid_constant__ pkc::cptrs<bf16> src,
+                                                   size_t n, int reduce, pk::error_record* err) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ uint64_t bars[C::kStages];
+  const pkc::span s = pkc::piece(n, gridDim.x, blockIdx.x, pkc::kVec<bf16>);
+  pkc::ptrs<bf16> d{};
+  pkc::cptrs<bf16> q{};
+  for (int k = 0; k < dst.n; ++k) d.add(dst.p[k] + s.lo);
+  for (int k = 0; k < src.n; ++k) q.add(src.p[k] + s.lo);
+  if constexpr (C::kMech == pkc::mech::tma) {
+    pkc::block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
+    if (threadIdx.x == 0) {
+      for (int k = 0; k < C::kStages; ++k) pk::tma::mbar_init(&bars[k], 1);
+      pk::tma::mbar_init_fence();
+    }
+    __syncthreads();
+    const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
+    if (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
+    else pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
+  } else {
+    if (reduce) pkc::reg_reduce(d, q, s.size(), pk::ldst::block_group());
+    else pkc::reg_copy(d, q.p[0], s.size(), pk::ldst::block_group());
+  }
+}
+
+__global__ void fill_bf16_kernel(bf16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = __float2bfloat16_rn((hash_u32(seed, i) >> 8) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+// Counts elements of `out` that differ from the fp32 sum of the sources, rounded to bf16.
+__global__ void check_kernel(const bf16* out, pkc::cptrs<bf16> src, size_t n, unsigned long long* bad) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    float a = 0.f;
+    for (int q = 0; q < src.n; ++q) a += __bfloat162float(src.p[q][i]);
+    const bf16 want = __float2bfloat16_rn(a);
+    local += (*reinterpret_cast<const unsigned short*>(&out[i]) != *reinterpret_cast<const unsigned short*>(&want));
+  }
+  if (local) atomicAdd(bad, local);
+}
+
+struct Shape {
+  const char* kind;
+  int sources, dests;
+};
+
+template <class C>
+void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int reduce, int blocks,
+            pk::error_record* err, cudaStream_t st) {
+  move_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, reduce, err);
+}
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const int sms = sm_count();
+  CHECK(cudaFuncSetAttribute(move_kernel<move_config<pkc::mech::tma>>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)move_config<pkc::mech::tma>::kSmemBytes));
+  const Shape shapes[] = {{"copy", 1, 1}, {"copy", 1, 2}, {"copy", 1, 4}, {"copy", 1, 8},
+                          {"reduce", 2, 1}, {"reduce", 4, 1}, {"reduce", 8, 1},
+                          {"reduce", 2, 2}, {"reduce", 4, 4}, {"reduce", 8, 8}};
+  const size_t big = (quick ? 16 : 64) * MiB, small = 256 * KiB;
+  const size_t n_big = big / sizeof(bf16);
+  std::vector<bf16*> srcs(8), dsts(8);
+  for (int k = 0; k < 8; ++k) {
+    CHECK(cudaMalloc(&srcs[k], big));
+    CHECK(cudaMalloc(&dsts[k], big));
+    fill_bf16_kernel<<<sms * 4, 512>>>(srcs[k], n_big, 100 + k);
+    CHECK_LAUNCH();
+  }
+  pk::error_record* err = nullptr;
+  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
+  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  unsigned long long* d_bad = nullptr;
+  CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
+  cudaStream_t st;
+  CHECK(cudaStreamCreate(&st));
+  const int block_list[] = {1, 2, 4, 8, 16, 33, 66, 132, 264};
+  const int small_blocks[] = {4, 16, 132};
+  TimeCfg cfg;
+  cfg.budget_s = quick ? 0.02 : 0.06;
+  for (int mi = 0; mi < 2; ++mi) {
+    const bool tma = mi == 0;
+    for (const Shape& sh : shapes) {
+      pkc::ptrs<bf16> d{};
+      pkc::cptrs<bf16> s{};
+      for (int k = 0; k < sh.dests; ++k) d.add(dsts[k]);
+      for (int k = 0; k < sh.sources; ++k) s.add(srcs[k]);
+      const int reduce = sh.kind[0] == 'r';
+      auto run = [&](size_t n, int blocks) {
+        if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, blocks, err, st);
+        else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, blocks, err, st);
+        CHECK_LAUNCH();
+      };
+      // Check once per shape, on the whole payload.
+      for (int k = 0; k < sh.dests; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
+      run(n_big, std::min(sms, 132));
+      CHECK(cudaStreamSynchronize(st));
+      unsigned long long bad = 0;
+      for (int k = 0; k < sh.dests; ++k) {
+        CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
+        check_kernel<<<sms * 4, 512>>>(dsts[k], s, n_big, d_bad);
+        CHECK_LAUNCH();
+        unsigned long long b = 0;
+        CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
+        bad += b;
+      }
+      const std::string check = bad == 0 ? "ok" : "FAIL: " + std::to_string(bad) + " elements wrong";
+      for (int pass = 0; pass < 2; ++pass) {
+        const size_t bytes = pass == 0 ? big : small;
+        const size_t n = bytes / sizeof(bf16);
+        const int* list = pass == 0 ? block_list : small_blocks;
+        const int count = pass == 0 ? 9 : 3;
+        for (int bi = 0; bi < count; ++bi) {
+          const int blocks = list[bi];
+          if (quick && pass == 0 && blocks != 4 && blocks != 16 && blocks != 132) continue;
+          Timing t = time_op(st, [&](long long) { run(n, blocks); }, cfg);
+          JsonObj params;
+          params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
+          params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
+          params.integer("threads", 256).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 2 : 0);
+          JsonObj j;
+          j.str("bench", "block_moves").obj("params", params);
+          j.num("bytes", (double)bytes).num("traffic_bytes", (double)bytes * (sh.sources + sh.dests));
+          add_timing(j, t).num("gbps", bytes / t.med / 1e9).str("check", check);
+          emit(j);
+        }
+      }
+    }
+  }
+  pk::error_record h{};
+  CHECK(cudaMemcpy(&h, err, sizeof(h), cudaMemcpyDeviceToHost));
+  if (h.code != 0) {
+    fprintf(stderr, "block_moves: a TMA wait timed out (code %d)\n", h.code);
+    return 1;
+  }
+  return 0;
+}
