@@ -1,0 +1,73 @@
+// gemm/gemm_bf16.cu: C ABI of the Hopper bf16 GEMM (callable through ctypes).
+//
+//   int pk_gemm_bf16(A, B, C, M, N, K, sms, stream)
+//       C[M x N] = A[M x K] @ B[K x N], all bf16 row-major (torch.matmul(A, B) with contiguous
+//       A and B), fp32 accumulation, default tile variant; sms = persistent blocks (0 = all).
+//   int pk_gemm_bf16_ex(A, B, C, M, N, K, variant, sms, first_block, group_m, flags, stream)
+//       the same with a tile variant, the index of the first GEMM block in the launch (the
+//       blocks before it return at once: room for communication blocks), the band height of
+//       the grouped raster (0 = 16) and flags (bit 0: swap B's descriptor strides, a
+//       diagnostic only).
+//   int pk_gemm_num_variants(void); const char* pk_gemm_variant_name(int);
+//   const char* pk_gemm_strerror(int); int pk_gemm_abi_version(void)
+//
+// Return value: 0 on success; a negative pk::gemm::status for a bad argument (checked before
+// any CUDA call, so a bad call never touches the GPU); a positive cudaError_t otherwise. The
+// launch is asynchronous on `stream`; errors inside the kernel show at the next sync.
+//
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC
+//        -I kernels/include -I kernels -o libpk_gemm.so kernels/gemm/gemm_bf16.cu
+#include "gemm/gemm_host.cuh"
+
+namespace {
+
+using namespace pk::gemm;
+
+using v128x256x64s4 = config<128, 256, 64, 4, 2>;
+using v128x256x64s3 = config<128, 256, 64, 3, 2>;
+using v128x128x64s6 = config<128, 128, 64, 6, 2>;
+using v256x128x64s4 = config<256, 128, 64, 4, 1>;
+
+using launcher = int (*)(const void*, const void*, void*, int, int, int, int, int, int, bool,
+                         cudaStream_t);
+
+struct variant {
+  const char* name;
+  launcher fn;
+};
+
+const variant kVariants[] = {
+    {"128x256x64s4", &gemm_bf16<v128x256x64s4>},
+    {"128x256x64s3", &gemm_bf16<v128x256x64s3>},
+    {"128x128x64s6", &gemm_bf16<v128x128x64s6>},
+    {"256x128x64s4", &gemm_bf16<v256x128x64s4>},
+};
+constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+
+}  // namespace
+
+extern "C" {
+
+int pk_gemm_abi_version(void) { return 1; }
+
+int pk_gemm_num_variants(void) { return kNumVariants; }
+
+const char* pk_gemm_variant_name(int v) {
+  return (v >= 0 && v < kNumVariants) ? kVariants[v].name : nullptr;
+}
+
+const char* pk_gemm_strerror(int code) { return status_string(code); }
+
+int pk_gemm_bf16_ex(const void* A, const void* B, void* C, int M, int N, int K, int variant,
+                    int sms, int first_block, int group_m, int flags, cudaStream_t stream) {
+  if (variant < 0 || variant >= kNumVariants) return ERR_BAD_VARIANT;
+  return kVariants[variant].fn(A, B, C, M, N, K, sms, first_block, group_m, (flags & 1) != 0,
+                               stream);
+}
+
+int pk_gemm_bf16(const void* A, const void* B, void* C, int M, int N, int K, int sms,
+                 cudaStream_t stream) {
+  return pk_gemm_bf16_ex(A, B, C, M, N, K, 0, sms, 0, 0, 0, stream);
+}
+
+}  // extern "C"
