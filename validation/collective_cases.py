@@ -46,16 +46,22 @@ def odd_count(op: str, world: int, approx_bytes: int, dtype: str, bump: int) -> 
     return c
 
 
-def build_libs(out: Path, system_name: str) -> dict[tuple[str, str, str], str]:
+def build_libs(out: Path, system_name: str, kernels: list[tuple[str, str, str]] | None = None,
+               build: bool = True) -> dict[tuple[str, str, str], str]:
+    """One library per (op, algorithm, mechanism) (default: every runnable one), as
+    ``lib/<name>.so`` paths relative to ``out``. ``build=False`` only emits the sources and
+    returns the paths the libraries will have (``lib<stem>.so``)."""
     system = load_system(system_name)
     src = out / "src"
     jobs, keys = [], []
-    for op, alg, mech in runnable():
+    for op, alg, mech in (kernels if kernels is not None else runnable()):
         sched = Schedule(op=op, shape=(("bytes", 1 << 30),), world=8, algorithm=alg,
                          mechanism=mech, comm_sms=16)
         e = codegen.emit(system, sched, None, src)
         jobs.append((e.source, codegen.options_for(e.plan)))
         keys.append((op, alg, mech))
+    if not build:
+        return {key: f"lib/lib{source.stem}.so" for key, (source, _) in zip(keys, jobs)}
     results = compile_many(jobs)
     libs = {}
     (out / "lib").mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ def _register() -> None:
     cli.add_command(calibrate.calibrate)
     from pksim.cli.codegen import codegen; cli.add_command(codegen)  # noqa: E702
     from pksim.cli.run import run; cli.add_command(run)  # noqa: E702
+    from pksim.cli.validate import validate; cli.add_command(validate)  # noqa: E702
     try:
         from pksim.cli import whatif
         cli.add_command(whatif.whatif)

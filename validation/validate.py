@@ -1,0 +1,222 @@
+"""``pksim validate``, the preparing and running half: emit and build the suite's kernels,
+predict every candidate schedule on the (calibrated) system, write the cases file that
+``validation/run_collectives.py`` runs on the GPU, and run it when this machine has one.
+
+A prepared bundle (``DIR``) holds ``cases.json`` (the list run_collectives reads: one case per
+candidate with its schedule, blocks per rank, timing and ``predicted_s``, or ``not_predicted``
+with the simulator's reason), ``prepare.json`` (suite, system, calibration inputs, counts,
+estimated GPU time), ``suite.toml`` (the suite as read), ``src/`` and ``lib/``. The GPU run
+appends to ``DIR/measured.jsonl``; ``validation/validate_report.py`` joins the two.
+
+The whole kernels judged here are never calibration inputs: the calibration of the system
+is fitted to validation/microbench primitives only, and ``prepare.json`` records which.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import ConfigError, InfeasibleError, ValidationError
+from hwmodels.system import System
+from hwmodels.units import format_bytes
+from validation import reference
+from validation.suite import Candidate, Suite
+
+CASES = "cases.json"
+PREPARE = "prepare.json"
+MEASURED = "measured.jsonl"
+COPY_CASE = {"id": "copy-1GiB", "kind": "copy_bw", "bytes": 1 << 30, "iters": 10}
+# Rough costs of one case on an H200 for the run-time estimate, from the wall times of the
+# 2026-12-02 run (validation/data/h200-collectives-2026-12-02.jsonl): a fixed cost, an L2
+# flush per timed call, buffer set-up and checking per byte, and the fp32 reference of a
+# reduction per byte. Only an estimate: measured times may be several times the predicted.
+CASE_FIXED_S = 0.003
+FLUSH_S = 150e-6
+SETUP_S_PER_BYTE = 1.2e-12
+REDUCE_CHECK_S_PER_BYTE = 1.0e-11
+WORKER_START_S = 20.0
+FALLBACK_GBPS = 1000.0            # traffic rate assumed where a case has no prediction
+
+
+def split_hint(out: str | Path = "DIR") -> str:
+    return (f"split the run: `pksim validate --prepare -o {out}` where nvcc and the simulator "
+            f"are, `python -m validation.run_collectives --cases {out}/{CASES} --out "
+            f"{out}/{MEASURED}` on the GPU machine, then `pksim validate --report {out}`")
+
+
+def gpu_missing() -> str | None:
+    """Why this machine cannot run the suite (None when it can)."""
+    if shutil.which("nvidia-smi") is None:
+        return "no NVIDIA GPU on this machine (nvidia-smi not found)"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "torch is not installed (pip install -e '.[validation]')"
+    return None
+
+
+def calibration_inputs(system: System) -> dict:
+    """What the system's calibration was fitted to: microbenchmark groups, never kernels."""
+    cal = dict(system.calibration or {})
+    benches = sorted(cal.get("residual", {}))
+    return {"calibrated": dict(system.calibrated or {}), "results": cal.get("results"),
+            "command": cal.get("command"), "benchmarks": benches,
+            "measured_only": sorted(cal.get("measured_only", {}))}
+
+
+def source_state() -> dict:
+    """The commit the bundle is prepared from, and whether model or kernel files differ from
+    it (a prediction or library from an uncommitted tree cannot be reproduced)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "pksim", "hwmodels",
+                                "codegen", "kernels/collectives", "kernels/include", "validation"],
+                               cwd=root, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "modified": None}
+    return {"commit": head or None, "modified": [x[3:] for x in dirty.splitlines()]}
+
+
+def predict_candidate(system: System, c: Candidate) -> tuple[dict, str | None]:
+    """(schedule + prediction fields, reason it could not be predicted or None)."""
+    from pksim.schedule import Schedule
+    from pksim.simulate import predict
+    sched = Schedule(op=c.op, shape=(("bytes", c.nbytes),), world=c.world, dtype=c.dtype,
+                     algorithm=c.algorithm, mechanism=c.mechanism, comm_sms=c.blocks_per_rank)
+    out = {"schedule": sched.to_dict(), "schedule_key": sched.key(), "label": sched.label()}
+    try:
+        p = predict(system, sched)
+    except InfeasibleError as exc:
+        return out | {"predicted_s": None}, str(exc)
+    return out | {"predicted_s": p.time_s, "bound_s": p.bound_s,
+                  "bound_resource": p.bound_resource, "predicted_algbw_GBps": p.algbw_GBps}, None
+
+
+def estimate_case_s(case: dict) -> float:
+    """Seconds one case takes on the GPU (set-up, check, warm-up and timed calls)."""
+    op, w, n, dt = case["op"], case["world"], case["count"], case["dtype"]
+    i, o = reference.counts(op, w, n)
+    buffers = (i + o) * w * reference.ELEM[dt]
+    traffic = reference.min_traffic_bytes(op, w, n, dt)
+    t = case.get("predicted_s") or (10e-6 + traffic / (FALLBACK_GBPS * 1e9))
+    s = CASE_FIXED_S + buffers * SETUP_S_PER_BYTE
+    if op in ("reduce-scatter", "all-reduce"):
+        s += buffers * REDUCE_CHECK_S_PER_BYTE
+    if case.get("time"):
+        s += (case["iters"] + case["warmup"]) * t + case["iters"] * FLUSH_S
+    return s
+
+
+def make_cases(suite: Suite, system: System, libs: dict) -> list[dict]:
+    cases = [dict(COPY_CASE)]
+    for seed, c in enumerate(suite.candidates(system.gpu.sm.count), start=1):
+        iters, warmup = suite.timing(c.nbytes)
+        case = {"id": c.case_id(), "lib": libs[(c.op, c.algorithm, c.mechanism)], "op": c.op,
+                "algorithm": c.algorithm, "mechanism": c.mechanism, "world": c.world,
+                "dtype": c.dtype, "bytes": c.nbytes,
+                "count": reference.count_for_bytes(c.op, c.world, c.nbytes, c.dtype),
+                "blocks_per_rank": c.blocks_per_rank, "time": True, "iters": iters,
+                "warmup": warmup, "seed": seed,
+                "deadline_s": 120 if c.nbytes >= (256 << 20) else 30}
+        fields, why = predict_candidate(system, c)
+        case.update(fields)
+        if why is not None:
+            case["not_predicted"] = why
+        cases.append(case)
+    return cases
+
+
+@dataclass(frozen=True)
+class Prepared:
+    out: Path
+    meta: dict
+    cases: list[dict]
+
+
+def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool = True,
+            force: bool = False, command: str = "") -> Prepared:
+    """Emit (and build) the suite's kernels, predict every case, write the bundle."""
+    from codegen.build import find_nvcc
+    from validation.collective_cases import build_libs
+    out = Path(out)
+    if (out / CASES).exists() and not force:
+        raise ConfigError(f"{out / CASES}: already exists (use --force to prepare again)")
+    system_ref = system_ref or suite.system
+    system = load_system(system_ref)
+    capacity = system.domain.gpus_per_domain
+    if max(suite.worlds) > capacity:
+        raise ConfigError(f"{suite.path}: world {max(suite.worlds)} is more than the "
+                          f"{capacity} ranks of {system.name}")
+    suite.check_candidates(system.gpu.sm.count)
+    if build and find_nvcc() is None:
+        raise ConfigError("nvcc not found (PATH, $NVCC, /usr/local/cuda/bin/nvcc): prepare "
+                          "where CUDA is installed, or pass --no-build to write the cases only")
+    out.mkdir(parents=True, exist_ok=True)
+    libs = build_libs(out, system_ref, suite.kernels(), build=build)
+    cases = make_cases(suite, system, libs)
+    runs = [c for c in cases if c.get("op")]
+    est = WORKER_START_S + sum(estimate_case_s(c) for c in runs)
+    by_size = Counter(format_bytes(c["bytes"]) for c in runs)
+    groups = Counter((c["op"], c["bytes"], c["world"]) for c in runs)
+    meta = {
+        "suite": suite.name, "suite_file": suite.path, "description": suite.description,
+        "system": system.name, "system_file": str(system.path),
+        "calibration": calibration_inputs(system),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command, "built": build, "source": source_state(),
+        "libraries": sorted(set(libs.values())),
+        "cases": len(runs), "groups": len(groups),
+        "candidates_per_group": {"min": min(groups.values()), "max": max(groups.values())},
+        "cases_by_size": dict(by_size),
+        "not_predicted": sum(1 for c in runs if c["predicted_s"] is None),
+        "estimated_gpu_s": round(est, 1),
+    }
+    (out / CASES).write_text(json.dumps(cases, indent=1) + "\n")
+    (out / PREPARE).write_text(json.dumps(meta, indent=2) + "\n")
+    if Path(suite.path).is_file():
+        shutil.copyfile(suite.path, out / "suite.toml")
+    return Prepared(out, meta, cases)
+
+
+def load_bundle(out: Path) -> tuple[dict, list[dict]]:
+    """(prepare.json, cases.json) of a prepared bundle; one-line errors otherwise."""
+    out = Path(out)
+    for name in (CASES, PREPARE):
+        if not (out / name).is_file():
+            raise ConfigError(f"{out / name}: not found (is {out} a bundle written by "
+                              f"`pksim validate --prepare -o {out}`?)")
+    try:
+        meta = json.loads((out / PREPARE).read_text())
+        cases = json.loads((out / CASES).read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{out}: cases.json or prepare.json is not valid JSON ({exc})") from None
+    return meta, cases
+
+
+def run_gpu(out: Path, deadline_s: float, case_timeout_s: float = 120.0) -> int:
+    """Run the bundle on this machine's GPU (validation/run_collectives.py, which restarts
+    its worker after a crash or hang and resumes from what measured.jsonl already holds)."""
+    cmd = [sys.executable, "-m", "validation.run_collectives", "--cases", str(out / CASES),
+           "--out", str(out / MEASURED), "--deadline-s", str(deadline_s),
+           "--case-timeout", str(case_timeout_s)]
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, CUDA_MODULE_LOADING="EAGER",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    code = subprocess.run(cmd, env=env).returncode
+    if code not in (0, 1):          # 1: some cases failed, which the report lists
+        raise ValidationError(f"the GPU run stopped (exit {code}): {' '.join(cmd)}")
+    return code
+
+
+__all__ = ["prepare", "load_bundle", "run_gpu", "gpu_missing", "split_hint", "Prepared",
+           "estimate_case_s", "CASES", "PREPARE", "MEASURED"]
