@@ -200,7 +200,8 @@ def parse_suite(data: dict, where: str = "suite") -> Suite:
     for w in worlds:
         if not 2 <= w <= MAX_RANKS:
             raise ConfigError(f"{where}: worlds entry {w} must be from 2 to {MAX_RANKS}")
-    sizes = tuple(parse_bytes(s, f"{where}: sizes") for s in _list(where, data, "sizes", (str, int)))
+    sizes = tuple(parse_bytes(s, f"{where}: sizes")
+                  for s in _list(where, data, "sizes", (str, int)))
     for op in ops:
         if not any((op, a) in KERNELS for a in algs):
             have = ", ".join(a for (o, a) in KERNELS if o == op and a != "in-network")

@@ -14,6 +14,7 @@ is fitted to validation/microbench primitives only, and ``prepare.json`` records
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import os
 import shutil
@@ -56,9 +57,7 @@ def gpu_missing() -> str | None:
     """Why this machine cannot run the suite (None when it can)."""
     if shutil.which("nvidia-smi") is None:
         return "no NVIDIA GPU on this machine (nvidia-smi not found)"
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         return "torch is not installed (pip install -e '.[validation]')"
     return None
 

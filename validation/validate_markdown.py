@@ -82,7 +82,8 @@ def _kernels(rep: dict) -> list[str]:
              fmt_abs_pct(k["median_abs_error"]), fmt_abs_pct(k["max_abs_error"]), k["over_25"],
              k["bound_resource"], f"{k['worst']}: {fmt_time(k['worst_predicted_s'])} predicted, "
              f"{fmt_time(k['worst_measured_s'])} measured"] for k in rep["kernels"]
-            if not missed or k["max_abs_error"] > TARGET_MAX or k["median_abs_error"] > TARGET_MEDIAN]
+            if not missed or k["max_abs_error"] > TARGET_MAX
+            or k["median_abs_error"] > TARGET_MEDIAN]
     lines = [title, "", "Bound: the resource that bound most of the group's predictions.", ""]
     lines += _table(["op", "algorithm", "mechanism", "cases", "median error", "median \\|error\\|",
                      "max \\|error\\|", "> 25 %", "bound", "worst case"], rows) if rows else \
@@ -111,7 +112,8 @@ def _ranking(rep: dict) -> list[str]:
                          f"{g['measured']}/{g['candidates']}", g["status"], "", "", "", ""])
             continue
         rows.append([g["op"], format_bytes(g["bytes"]), g["world"],
-                     f"{g['measured']}/{g['candidates']}", f"{g['pick']} ({fmt_time(g['pick_measured_s'])})",
+                     f"{g['measured']}/{g['candidates']}",
+                     f"{g['pick']} ({fmt_time(g['pick_measured_s'])})",
                      f"{g['best']} ({fmt_time(g['best_measured_s'])})",
                      "yes" if g["hit"] else "no", fmt_pct(g["regret"]),
                      g["best_rank"] if g["best_rank"] else "-"])

@@ -52,7 +52,9 @@ def _say_prepared(p, as_json: bool) -> None:
 @click.option("--no-build", is_flag=True, help="With --prepare: emit sources, skip nvcc.")
 @click.option("--deadline-s", type=float, default=1800.0, show_default=True,
               help="Wall-clock limit of the GPU run (cases left are reported not measured).")
-@click.option("--force", is_flag=True, help="Overwrite an existing bundle or report.")
+@click.option("--force", is_flag=True,
+              help="Overwrite an existing bundle or report (DIR/measured.jsonl is kept: the "
+                   "GPU run resumes from it; delete it to measure again).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_prepare: bool,
              report_dir: Path | None, measured: Path | None, no_build: bool, deadline_s: float,
