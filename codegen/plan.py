@@ -53,9 +53,10 @@ MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", 
 # nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem).
 ARCHS = ("sm_90a", "sm_100a", "sm_103a")
 MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
-THREADS = 256
+THREADS = 256                      # TMA: one issuing thread, the rest add (reductions)
+REGISTER_THREADS = 512             # registers: 512 x 4 x 16 B = 32 KiB of loads in flight per block
 TMA_STAGE_BYTES = 32 * 1024        # one stage: a copy chunk, or all sources of a reduce chunk
-TMA_STAGES = 2
+TMA_STAGES = 4
 
 
 def algorithms(op: str) -> tuple[str, ...]:
@@ -169,7 +170,8 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     defines = (("PK_ENABLE_MULTIMEM", "1"),) if s.mechanism == "multimem" else ()
     return Plan(op=s.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=s.mechanism,
                 header=f"collectives/{header}", struct=struct, kernel=kernel, entry=f"pk_{kernel}",
-                threads=THREADS, blocks_per_rank=blocks, stage_bytes=stage,
+                threads=REGISTER_THREADS if s.mechanism == "register" else THREADS,
+                blocks_per_rank=blocks, stage_bytes=stage,
                 stages=TMA_STAGES if stage else 1, staggered=s.peer_order != "sequential",
                 arch=arch, defines=defines, dtype=s.dtype, world=s.world, root=s.root,
                 schedule_key=s.key(), system=system.name)

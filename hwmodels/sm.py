@@ -87,6 +87,37 @@ def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
     return t.tma_message_half_B / rate if rate > 0 else 0.0
 
 
+def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
+                    remote: bool = False) -> float:
+    """SM time per payload byte of one of the generated collectives' moves on one SM:
+    read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``.
+    Linear in S and D (gpu.transfer.*_move_*), as measured by validation/microbench/
+    block_moves.cu; over NVLink scaled by the mechanism's local / remote per-SM rate."""
+    t = gpu.transfer
+    if mechanism == "tma":
+        base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,
+                                t.tma_move_reduce_s_per_B, t.tma_move_source_s_per_B)
+        local, far = t.tma_local_Bps_per_sm, t.tma_remote_Bps_per_sm
+    else:
+        base, dest, red, src = (t.ldst_move_base_s_per_B, t.ldst_move_dest_s_per_B,
+                                t.ldst_move_reduce_s_per_B, t.ldst_move_source_s_per_B)
+        local, far = t.ldst_local_Bps_per_sm, t.ldst_remote_Bps_per_sm
+    tau = base + dest * dests + ((red + src * sources) if reduce else 0.0)
+    if remote and far > 0:
+        tau *= local / far
+    return tau
+
+
+def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
+             shared_Bps: float | None, remote: bool = False) -> float:
+    """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
+    use (payload capacity ``shared_Bps``) through the calibrated knee."""
+    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote)
+    if tau <= 0:
+        return float("inf") if shared_Bps is None else shared_Bps
+    return sm_issue_Bps(1.0 / tau, n_sms, gpu.transfer.issue_knee, shared_Bps)
+
+
 def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:
     """Capacity a reduction into memory consumes per payload byte, in units of the
     memory resource (whose capacity is HBM bandwidth x ``hbm.efficiency``): read +

@@ -122,6 +122,32 @@ class TransferSpec:
                                            "bulk reducing stores; 0 = no TMA")
     tma_reduce_issue_s: float = fig("tma_reduce_issue_ns", 1e-9, lo_open=False,
                                     doc="least time one SM spends per bulk reducing store")
+    # The generated collectives' own routines (kernels/collectives/collective.cuh), per SM:
+    # time per KiB of payload of a move that reads S sources and writes D destinations,
+    # base + dest x D for a copy (S = 1), base + reduce + source x S + dest x D for a sum
+    # (hwmodels.sm.move_time_per_B). Measured inside one GPU; over NVLink scaled by the
+    # mechanism's local / remote per-SM rate.
+    tma_move_base_s_per_B: float = fig("tma_move_base_ns_per_KiB", 1e-9 / 1024, lo_open=False,
+                                       doc="TMA move: fixed SM time per KiB of payload")
+    tma_move_dest_s_per_B: float = fig("tma_move_dest_ns_per_KiB", 1e-9 / 1024, lo_open=False,
+                                       doc="TMA move: SM time per KiB per destination")
+    tma_move_reduce_s_per_B: float = fig("tma_move_reduce_ns_per_KiB", 1e-9 / 1024,
+                                         lo_open=False,
+                                         doc="TMA move: extra SM time per KiB of a sum")
+    tma_move_source_s_per_B: float = fig("tma_move_source_ns_per_KiB", 1e-9 / 1024,
+                                         lo_open=False,
+                                         doc="TMA move: SM time per KiB per summed source")
+    ldst_move_base_s_per_B: float = fig("ldst_move_base_ns_per_KiB", 1e-9 / 1024,
+                                        doc="ld/st move: fixed SM time per KiB of payload")
+    ldst_move_dest_s_per_B: float = fig("ldst_move_dest_ns_per_KiB", 1e-9 / 1024,
+                                        lo_open=False,
+                                        doc="ld/st move: SM time per KiB per destination")
+    ldst_move_reduce_s_per_B: float = fig("ldst_move_reduce_ns_per_KiB", 1e-9 / 1024,
+                                          lo_open=False,
+                                          doc="ld/st move: extra SM time per KiB of a sum")
+    ldst_move_source_s_per_B: float = fig("ldst_move_source_ns_per_KiB", 1e-9 / 1024,
+                                          lo_open=False,
+                                          doc="ld/st move: SM time per KiB per summed source")
     issue_knee: float = fig("issue_knee",
                             doc="sharpness of the bend where the SMs' combined issue rate meets "
                                 "the memory's: soft-min exponent (large = hard min)")

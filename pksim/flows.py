@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import reduce_memory_weight, sm_issue_Bps, tma_latency_s
+from hwmodels.sm import move_Bps, reduce_memory_weight, sm_issue_Bps, tma_latency_s
 from hwmodels.topology import Topology
-from pksim.program import Program, Transfer
+from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
 
 
@@ -28,13 +28,17 @@ class FlowSpec:
     issuer: int
 
 
-def check_feasible(topo: Topology, sched: Schedule, kinds: set[str]) -> None:
-    """Raise InfeasibleError naming what the hardware or the mechanism lacks."""
+def check_feasible(topo: Topology, sched: Schedule, kinds: set[str],
+                   sm_reductions: bool = False) -> None:
+    """Raise InfeasibleError naming what the hardware or the mechanism lacks.
+    ``sm_reductions``: a generated kernel sums with SM kernels between its copies."""
     gpu = topo.system.gpu
     name = topo.system.name
     mech = sched.mechanism
-    if mech == "copy-engine" and kinds & {"reduce", "switch-reduce"}:
-        raise InfeasibleError(f"{sched.op}/{sched.algorithm}: the copy engine cannot reduce")
+    if mech == "copy-engine" and kinds & {"reduce", "switch-reduce"} and not (
+            sm_reductions and "switch-reduce" not in kinds):
+        raise InfeasibleError(f"{sched.op}/{sched.algorithm}: the copy engine cannot reduce "
+                              f"(and codegen has no copy-engine kernel for it)")
     if mech == "tma" and not gpu.transfer.tma:
         raise InfeasibleError(f"{name}: no TMA on {gpu.architecture} "
                               f"(gpu.transfer.tma = false); TMA arrived with Hopper")
@@ -170,14 +174,87 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
     return FlowSpec(tuple(sorted(usage.items())), latency, piece, issuer)
 
 
+def ce_kernel_sms(topo: Topology) -> int:
+    """SMs of a copy-engine schedule's reduction kernels: all of a rank's (codegen.plan)."""
+    return max(1, topo.sms_per_rank())
+
+
 def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
-    """Every resource a flow of this schedule may use, with its capacity (B/s)."""
+    """Every resource a flow of this schedule may use, with its capacity (B/s). Copy-engine
+    schedules also get SM issue resources for their reduction kernels."""
     caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
     issue = issue_capacity(topo, sched)
-    prefix = "ce" if sched.mechanism == "copy-engine" else "issue"
+    ce = sched.mechanism == "copy-engine"
+    sm_issue = issue_capacity(topo, sched.with_(mechanism="register", comm_sms=ce_kernel_sms(topo)))
     for rank in range(topo.world):
-        caps[f"{prefix}[{rank}]"] = issue
+        caps[f"{'ce' if ce else 'issue'}[{rank}]"] = issue
+        if ce:
+            caps[f"issue[{rank}]"] = sm_issue
     return caps
+
+
+def move_spec(topo: Topology, sched: Schedule, m: Move, resident: bool,
+              link_efficiency: float) -> FlowSpec:
+    """The flow of one move of a generated kernel (pksim.workloads.kernels): its payload
+    read from every source's memory, written to every destination's (each once per byte:
+    the kernels sum in the SM, no read-modify-write), across the links between the
+    issuer and every remote source or destination; the issuer's SMs at the rate of
+    ``hwmodels.sm.move_Bps`` for its shape, or its copy engines."""
+    usage: dict[str, float] = {}
+
+    def add(name: str, weight: float) -> None:
+        usage[name] = usage.get(name, 0.0) + weight
+
+    gpu = topo.system.gpu
+    link_w = 1.0 / link_efficiency
+    latency = 0.0
+    for q in m.sources:
+        add(_mem(topo, q, resident), 1.0)
+        if q != m.issuer:
+            path = topo.gpu_path(q, m.issuer)
+            for name in path.resources:
+                add(name, 1.0 if name.startswith("sw") else link_w)
+            latency = max(latency, 2 * path.latency_s)      # a read is a round trip
+    for q in m.dests:
+        add(_mem(topo, q, resident), 1.0)
+        if q != m.issuer:
+            path = topo.gpu_path(m.issuer, q)
+            for name in path.resources:
+                add(name, 1.0 if name.startswith("sw") else link_w)
+            latency = max(latency, path.latency_s)
+    if sched.mechanism == "copy-engine" and m.engine != "sm":
+        add(f"ce[{m.issuer}]", 1.0)
+        latency += gpu.copy_engine.setup_s
+    else:
+        mech = "register" if m.engine == "sm" else sched.mechanism
+        n = ce_kernel_sms(topo) if m.engine == "sm" else sched.comm_sms
+        add(f"issue[{m.issuer}]", move_issue_weight(topo, sched, m, mech, n, resident))
+    return FlowSpec(tuple(sorted(usage.items())), latency, m.payload, m.issuer)
+
+
+def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: int,
+                      resident: bool) -> float:
+    """Capacity of issue[issuer] (n SMs x the mechanism's per-SM rate) one payload byte of
+    the move uses. Inside one GPU every rank's SMs feed the one memory: their combined
+    rate meets it through the knee (hwmodels.sm.move_Bps), as in the calibration."""
+    gpu = topo.system.gpu
+    t = gpu.transfer
+    remote = not topo.virtual
+    if mech == "tma":
+        per_sm = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
+    else:
+        per_sm = t.ldst_remote_Bps_per_sm if remote else t.ldst_local_Bps_per_sm
+    capacity = n * per_sm
+    if n <= 0 or capacity <= 0:
+        return 1.0
+    s, d = len(m.sources), len(m.dests)
+    if topo.virtual:
+        ranks = topo.world
+        mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / (s + d)) / ranks
+    else:
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True)
+    return capacity / rate if rate > 0 else float("inf")
 
 
 def resident_in_l2(topo: Topology, program_bytes_per_rank: float) -> bool:
@@ -188,4 +265,4 @@ def resident_in_l2(topo: Topology, program_bytes_per_rank: float) -> bool:
 
 
 def program_kinds(program: Program) -> set[str]:
-    return {t.kind for step in program.patterns().values() for t in step.transfers()}
+    return program.kinds()

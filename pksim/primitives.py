@@ -12,6 +12,8 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
   is hot and fits, else HBM}, started after the memory's latency; a kernel adds
   ``sync.stream_launch_us``; back-to-back operations never go faster than one host
   launch call, ``sync.launch_api_us``;
+* the collectives' own routines (``block_moves``): the same flow, the SMs' rate from
+  ``hwmodels.sm.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
 * launches, flags: ``gpu.sync`` figures;
 * GEMM and attention: ``hwmodels.sm`` tensor model + ``sync.stream_launch_us``;
 * atomics: measured only (the model has no parameter for them).
@@ -26,8 +28,8 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (attention_time_s, gemm_time_s, reduce_memory_weight, sm_issue_Bps,
-                         tma_latency_s)
+from hwmodels.sm import (attention_time_s, gemm_time_s, move_Bps, reduce_memory_weight,
+                         sm_issue_Bps, tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -38,6 +40,7 @@ REQUIRED = {
     "sm_copy": (("bytes",), ("blocks", "threads")),
     "tma_copy": (("bytes",), ("blocks", "msg_bytes", "stages")),
     "tma_reduce": (("bytes",), ("blocks", "msg_bytes")),
+    "block_moves": (("bytes",), ("mechanism", "kind", "sources", "dests", "blocks")),
     "launch_latency": ((), ("mode",)),
     "flag_latency": ((), ("scope",)),
     "gemm": ((), ("m", "n", "k")),
@@ -151,6 +154,19 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
     return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
 
 
+def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
+                dests: int, blocks: int) -> float:
+    """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
+    count; more share the SMs): (S + D) x payload of memory traffic."""
+    n = min(blocks, gpu.sm.count)
+    traffic = sources + dests
+    mem, cap, lat = _memory(gpu, True, traffic * nbytes)
+    rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / traffic)
+    body = flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: float(traffic)}, nbytes,
+                       lat)
+    return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
+
+
 def _launch(gpu: GpuSpec, mode: str, nodes: int) -> float | None:
     s = gpu.sync
     if mode in ("gpu_back_to_back", "host_enqueue"):
@@ -184,6 +200,9 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _tma_copy(gpu, record["bytes"], p["blocks"], p["msg_bytes"], p["stages"], hot)
     if bench == "tma_reduce":
         return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
+    if bench == "block_moves":
+        return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
+                           p["dests"], p["blocks"])
     if bench == "launch_latency":
         return _launch(gpu, p["mode"], p.get("nodes", 100))
     if bench == "flag_latency":

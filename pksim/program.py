@@ -27,30 +27,67 @@ class Transfer:
     blocks: tuple[Hashable, ...] = ()
 
 
+@dataclass(frozen=True)
+class Move:
+    """What one rank's engine physically does in a step of a generated kernel: read
+    ``payload`` bytes from each of ``sources`` (ranks, repeated when one rank holds several
+    of the buffers), sum them when ``reduce``, and write the result to each of ``dests``.
+    ``engine``: "" for the schedule's mechanism, "sm" for the SM reduction kernels that
+    copy-engine schedules launch between their copies."""
+    issuer: int
+    payload: float
+    sources: tuple[int, ...]
+    dests: tuple[int, ...]
+    reduce: bool = False
+    engine: str = ""
+
+
 @dataclass
 class Step:
+    """One phase: its transfers (what data ends where: checked symbolically) and, for the
+    generated kernels, the moves that do it (what the hardware is asked to do: costed).
+    Without moves, each transfer is costed as one copy or store-add by its source."""
     key: Hashable
     build: Callable[[], list[Transfer]]
+    build_moves: Callable[[], list[Move]] | None = None
     _cache: list[Transfer] | None = field(default=None, repr=False)
+    _moves: list[Move] | None = field(default=None, repr=False)
 
     def transfers(self) -> list[Transfer]:
         if self._cache is None:
             self._cache = self.build()
         return self._cache
 
+    def moves(self) -> list[Move] | None:
+        if self.build_moves is None:
+            return None
+        if self._moves is None:
+            self._moves = self.build_moves()
+        return self._moves
+
 
 @dataclass
 class Program:
-    """An algorithm instance: its steps in order, and the initial block placement."""
+    """An algorithm instance: its steps in order (what data ends where) and, for a
+    generated kernel, its ``phases`` (the moves that do it; pksim.workloads.kernels).
+    The simulator costs the phases where there are any, else the steps."""
     steps: list[Step]
     world: int
+    phases: list[Step] | None = None
+
+    def costed(self) -> list[Step]:
+        return self.steps if self.phases is None else self.phases
 
     def patterns(self) -> dict[Hashable, Step]:
-        """One step per distinct traffic pattern."""
+        """One costed step per distinct traffic pattern."""
         out: dict[Hashable, Step] = {}
-        for step in self.steps:
+        for step in self.costed():
             out.setdefault(step.key, step)
         return out
+
+    def kinds(self) -> set[str]:
+        """Transfer kinds of the steps (what the algorithm needs of the hardware)."""
+        return {t.kind for step in self.steps for t in step.transfers()}
 
 
 def execute_symbolic(program: Program, initial: dict[tuple[int, Hashable], frozenset]

@@ -22,7 +22,7 @@ from hwmodels.fluid import FluidEngine
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
-from pksim.flows import (capacities, check_feasible, flow_spec, program_kinds,
+from pksim.flows import (capacities, check_feasible, flow_spec, move_spec, program_kinds,
                          resident_in_l2)
 from pksim.prediction import Prediction, TimelineEvent
 from pksim.program import Program
@@ -49,7 +49,7 @@ class Model:
     reduced: bool
 
     def step_classes(self):
-        for step in self.program.steps:
+        for step in self.program.costed():
             yield step, self.classes[step.key], self.sync_s[step.key]
 
 
@@ -71,12 +71,15 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True) -> Mod
         nccl.check(system, topo, schedule)
         algorithm = nccl.program_algorithm(schedule)
     program = build_program(schedule.op, algorithm, topo.world, nbytes,
-                            schedule.root, sequential, topo.domains)
+                            schedule.root, sequential, topo.domains,
+                            schedule.mechanism if schedule.impl == "pk" else None)
     kinds = program_kinds(program)
     if schedule.impl == "pk":
-        check_feasible(topo, schedule, kinds)
+        check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
     largest = max((t.nbytes for s in program.patterns().values() for t in s.transfers()),
                   default=0.0)
+    largest = max([largest] + [m.payload for s in program.patterns().values()
+                               for m in (s.moves() or ())])
     lanes = 1
     if schedule.chunk_bytes and largest > schedule.chunk_bytes:
         lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
@@ -115,8 +118,13 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     patterns, sync = {}, {}
     flag = system.gpu.sync.flag_latency_s
     for pkey, step in program.patterns().items():
-        specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
-                 for t in step.transfers()]
+        moves = step.moves()
+        if moves is not None:
+            specs = [move_spec(topo, schedule, m, resident, link_eff) for m in moves]
+            specs = [s.__class__(s.usage, s.latency_s, s.nbytes / lanes, s.issuer) for s in specs]
+        else:
+            specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
+                     for t in step.transfers()]
         if schedule.impl == "nccl":
             sync[pkey] = nccl.step_latency(system, topo, schedule)
             specs = [s.__class__(s.usage, 0.0, s.nbytes, s.issuer) for s in specs]
@@ -269,5 +277,5 @@ def predict(system: System | str, schedule: Schedule, reduced: bool = True,
         system = load_system(system)
     if schedule.op in FUSED_OPS:
         from pksim.overlap import predict_fused
-        return predict_fused(system, schedule, reduced)
+        return predict_fused(system, schedule, reduced, record)
     return simulate(build(system, schedule, reduced), record=record)

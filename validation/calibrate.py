@@ -5,7 +5,7 @@ calibrated system file.
 log(predicted / measured) of ``pksim.primitives`` (the model the simulator uses),
 stage by stage: each stage fits the parameters its microbenchmark groups determine
 and holds those of earlier stages (flags -> ld/st copies -> launches -> copies ->
-TMA copy -> TMA reduce -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
+TMA copy -> TMA reduce -> collective moves -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
 (scale 5 %) keeps a few far-off points from pulling the rest. Parameters are fitted
 in log space, within the ranges below. ``validation.calibrated_file`` writes the
 result; ``validation.gpu_run`` measures on a GPU.
@@ -71,6 +71,15 @@ STAGES = (
         Param("gpu.transfer.tma_reduce_per_sm_GBps", 1, 1e3),
         Param("gpu.transfer.tma_reduce_issue_ns", 0.1, 1e4),
         Param("gpu.hbm.reduce_efficiency", 0.05, 1.0))),
+    Stage("collective moves", ("block_moves",), (
+        Param("gpu.transfer.tma_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.tma_move_dest_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.tma_move_reduce_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.tma_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.ldst_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.ldst_move_dest_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.ldst_move_reduce_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.ldst_move_source_ns_per_KiB", 0.01, 1e4)), starts=3),
     Stage("tensor", ("gemm", "attention"), (
         Param("gpu.tensor.gemm_efficiency", 0.1, 1.0), Param("gpu.tensor.gemm_k_overhead", 1, 1e4),
         Param("gpu.tensor.sustained_fraction", 0.2, 1.0),
@@ -129,6 +138,21 @@ def load_results(path: str | Path) -> Results:
                               f"of a benchmark the model predicts")
     return Results(str(path), device, str(doc.get("date", "")), str(doc.get("command", "")),
                    records)
+
+
+def merge_results(parts: Sequence[Results]) -> Results:
+    """Several runs as one: every record; device, date and command of the latest run (the
+    device must be the same)."""
+    if len(parts) == 1:
+        return parts[0]
+    names = {r.device_name for r in parts}
+    if len(names) > 1:
+        raise ValidationError(f"results from different devices cannot be fitted together: "
+                              f"{', '.join(sorted(names))}")
+    latest = max(parts, key=lambda r: r.date)
+    return Results(", ".join(r.path for r in parts), latest.device, latest.date,
+                   "; ".join(r.command for r in parts if r.command),
+                   tuple(rec for r in parts for rec in r.records))
 
 
 def _check_record(path: Path, i: int, rec: Any) -> None:

@@ -210,6 +210,44 @@ PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group
   }
 }
 
+// The vector part of reg_reduce: U vectors of each of up to Q sources per thread and round.
+template <int U, int Q, typename T>
+PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head, size_t nv,
+                            pk::ldst::group g) {
+  constexpr size_t V = kVec<T>;
+  for (size_t i0 = g.tid; i0 < nv; i0 += U * g.size) {
+    float acc[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (size_t k = 0; k < V; ++k) acc[u][k] = 0.f;
+    uint4 raw[U][Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      if (q < src.n) {
+        const uint4* sv = reinterpret_cast<const uint4*>(src.p[q] + head);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (i0 + u * g.size < nv) raw[u][q] = __ldcg(sv + i0 + u * g.size);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      if (q < src.n) {
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (i0 + u * g.size < nv) add_vec(acc[u], raw[u][q], T{});
+      }
+    }
+    for (int d = 0; d < dst.n; ++d) {
+      uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i0 + u * g.size < nv) dv[i0 + u * g.size] = pack_vec(acc[u], T{});
+    }
+  }
+}
+
 // dst[d][i] = sum over sources of src[q][i] (fp32 accumulation, sources in the given order),
 // for every destination. 16-byte vectors when every pointer is co-aligned, else scalars.
 template <typename T>
@@ -231,37 +269,10 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
     for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
     for (int d = 0; d < dst.n; ++d) dst.p[d][i] = from_f32<T>(a);
   }
-  // Two vectors per thread and iteration: 2 x sources loads in flight.
-  for (size_t i = g.tid; i < nv; i += 2 * g.size) {
-    const size_t i2 = i + g.size;
-    const bool two = i2 < nv;
-    float acc[2][V];
-#pragma unroll
-    for (size_t k = 0; k < V; ++k) acc[0][k] = acc[1][k] = 0.f;
-    uint4 raw[2][PKC_MAX_RANKS];
-#pragma unroll
-    for (int q = 0; q < PKC_MAX_RANKS; ++q) {
-      if (q < src.n) {
-        const uint4* sv = reinterpret_cast<const uint4*>(src.p[q] + head);
-        raw[0][q] = __ldcg(sv + i);
-        if (two) raw[1][q] = __ldcg(sv + i2);
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < PKC_MAX_RANKS; ++q) {
-      if (q < src.n) {
-        add_vec(acc[0], raw[0][q], T{});
-        if (two) add_vec(acc[1], raw[1][q], T{});
-      }
-    }
-    const uint4 out0 = pack_vec(acc[0], T{});
-    const uint4 out1 = pack_vec(acc[1], T{});
-    for (int d = 0; d < dst.n; ++d) {
-      uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
-      dv[i] = out0;
-      if (two) dv[i2] = out1;
-    }
-  }
+  // Loads in flight per thread: U vectors of every source, U = 4 up to 4 sources, else 2
+  // (the same 16 registers of raw data either way).
+  if (src.n <= PKC_MAX_RANKS / 2) reg_reduce_body<4, PKC_MAX_RANKS / 2>(dst, src, head, nv, g);
+  else reg_reduce_body<2, PKC_MAX_RANKS>(dst, src, head, nv, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
     float a = 0.f;
     for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
@@ -323,9 +334,11 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
       for (int d = 0; d < bulk.n; ++d)
         pk::tma::store_async(reinterpret_cast<unsigned char*>(bulk.p[d]) + c * chunk, stage_at<C>(sm, s), len);
       pk::tma::commit_group();
-      if (c + C::kStages < nchunks) {
-        pk::tma::wait_group_read<0>();  // stage s has been read by the stores: reuse it
-        issue(c + C::kStages);
+      // Refill the stage of the previous chunk, whose stores (one group back) have finished
+      // reading it by now, while this chunk's stores are still reading theirs.
+      if (c >= 1 && c - 1 + C::kStages < nchunks) {
+        pk::tma::wait_group_read<1>();
+        issue(c - 1 + C::kStages);
       }
     }
     pk::tma::complete_writes();
@@ -373,7 +386,9 @@ PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_
     const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
     ok = pk::tma::mbar_wait(&sm.bar[s], (sm.parity >> s) & 1u, spin, rank) ? 1 : 0;
     sm.parity ^= 1u << s;
-    if (threadIdx.x == 0) pk::tma::wait_group_read<0>();  // output slots no longer read by stores
+    // This stage's output slot was last stored from kStages chunks ago: that group (and only
+    // it, among the groups still pending) must have finished reading it.
+    if (threadIdx.x == 0) pk::tma::wait_group_read<C::kStages - 1>();
     if (!__syncthreads_and(ok)) return false;
     unsigned char* in = stage_at<C>(sm, s);
     unsigned char* out = in + ns * chunk;

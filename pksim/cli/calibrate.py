@@ -15,11 +15,11 @@ from pksim.cli.output import emit_json, table
 OUT_DIR = Path("pksim-out") / "calibrated"
 
 
-def _command(system_name: str, output: Path, from_json: Path | None, device: int,
+def _command(system_name: str, output: Path, from_json: tuple[Path, ...], device: int,
              quick: bool) -> str:
     """The command line that reproduces the file (recorded in it)."""
     parts = ["pksim calibrate"]
-    parts += [f"--from-json {from_json}"] if from_json else [f"--device {device}"]
+    parts += [f"--from-json {p}" for p in from_json] if from_json else [f"--device {device}"]
     if quick and not from_json:
         parts.append("--quick")
     if system_name != "h200-single":
@@ -42,8 +42,9 @@ def _pct(x: float | None) -> str:
               help="Calibrated system file to write "
                    "[default: pksim-out/calibrated/<system>-calibrated.toml].")
 @click.option("--from-json", "from_json", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Refit saved results (a microbench.json) instead of "
-                                 "running the microbenchmarks; needs no GPU.")
+              multiple=True, help="Refit saved results (a microbench.json) instead of "
+                                  "running the microbenchmarks; needs no GPU. Repeat it to "
+                                  "fit the records of several runs together.")
 @click.option("--results-out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of the microbenchmark run; its microbench.json is rewritten "
                    "as results come [default: pksim-out/calibrated/<system>-microbench].")
@@ -52,7 +53,7 @@ def _pct(x: float | None) -> str:
 @click.option("--quick", is_flag=True, help="Smaller microbenchmark sweeps (a smoke test).")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
-def calibrate(device: int, system_name: str, output: Path | None, from_json: Path | None,
+def calibrate(device: int, system_name: str, output: Path | None, from_json: tuple[Path, ...],
               results_out: Path | None, python: str, quick: bool, force: bool,
               as_json: bool) -> None:
     """Fit the model to microbenchmarks and write a calibrated system file.
@@ -70,9 +71,9 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: Pat
     if output.exists() and not force:
         raise ConfigError(f"{output}: already exists (use --force to overwrite it)")
     say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
-    if from_json is not None:
-        results = cal.load_results(from_json)
-        results_ref = str(from_json)
+    if from_json:
+        results = cal.merge_results([cal.load_results(p) for p in from_json])
+        results_ref = results.path
     else:
         gpu = find_gpu(device)
         say(f"measuring on {gpu}")

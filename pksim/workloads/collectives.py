@@ -11,6 +11,7 @@ from typing import Callable, Hashable
 
 from hwmodels.errors import InfeasibleError
 from pksim.program import Program, Step, Transfer
+from pksim.workloads.kernels import kernel_phases
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                "broadcast", "reduce", "gather", "scatter")
@@ -144,10 +145,20 @@ def _switch(n: int, shard: float, kind: str, tag: str, ranks: list[int] | None =
 
 # ---- algorithms per op -------------------------------------------------------------
 def build_program(op: str, algorithm: str, n: int, nbytes: float, root: int = 0,
-                  sequential: bool = False, domains: int = 1) -> Program:
+                  sequential: bool = False, domains: int = 1,
+                  mechanism: str | None = None) -> Program:
     """The steps of ``algorithm`` for ``op`` on ``n`` ranks (``domains`` equal NVLink
-    domains of consecutive ranks). Raises InfeasibleError for combinations that do
+    domains of consecutive ranks); with the ``mechanism`` of a generated kernel, also its
+    phases (pksim.workloads.kernels). Raises InfeasibleError for combinations that do
     not exist, with the reason."""
+    program = _semantic_program(op, algorithm, n, nbytes, root, sequential, domains)
+    if mechanism is not None and domains == 1:
+        program.phases = kernel_phases(op, algorithm, mechanism, n, nbytes, root)
+    return program
+
+
+def _semantic_program(op: str, algorithm: str, n: int, nbytes: float, root: int,
+                      sequential: bool, domains: int) -> Program:
     if op not in COLLECTIVES:
         raise InfeasibleError(f"unknown collective {op!r} (known: {', '.join(COLLECTIVES)})")
     if n == 1:
@@ -366,6 +377,3 @@ def algorithms_for(op: str) -> list[str]:
     extra = ["hierarchical"] if op in _HIERARCHICAL else []
     return sorted(list(_ALGORITHMS.get(op, {})) + extra)
 
-
-def uses_kinds(program: Program) -> set[str]:
-    return {t.kind for step in program.patterns().values() for t in step.transfers()}

@@ -23,48 +23,58 @@ def sched(op="all-reduce", nbytes=GiB, world=8, **kw):
 
 
 def test_one_nvlink_hop():
-    # broadcast from rank 0 to rank 1 on dgx-h100 with TMA and every SM (issue not binding):
-    # launch 1.3 us + path latency 1 us + S / (450 GB/s x 0.78 TMA efficiency)
-    # + signal (1 us path + 0.832 us flag). S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    # broadcast from rank 0 to rank 1 on dgx-h100 with TMA and every SM (issue not binding).
+    # The generated broadcast pulls: rank 1 reads the root's buffer (a read is a round trip,
+    # 2 x 1 us path latency), the root copies its own locally (HBM, far from binding):
+    # launch 1.3 us + 2 us + S / (450 GB/s x 0.78 TMA efficiency) + signal (2 us + 0.832 us
+    # flag). S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
-    lat = s.gpu.nvlink.latency_s
+    lat = 2 * s.gpu.nvlink.latency_s
     expected = s.gpu.sync.kernel_launch_s + lat + GiB / link + lat + s.gpu.sync.flag_latency_s
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(1.3e-6 + 1e-6 + 1073741824 / 351e9 + 1.832e-6, rel=1e-6)
+    assert p.time_s == pytest.approx(1.3e-6 + 2e-6 + 1073741824 / 351e9 + 2.832e-6, rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
 def test_hbm_copy_between_virtual_ranks():
-    # h200-virtual, 2 ranks, all-gather direct: each rank copies its half (S/2) into the
-    # other's buffer over the one HBM (effective bandwidth C). 66 SMs per rank issue
-    # together at soft_min(66 x per-SM rate, C / 2, knee): the calibrated bend where the
-    # SMs meet the memory (hwmodels.sm). Two such copies share it, so each moves at
-    # half that: time = launch + (S/2) / (rate/2) + flag latency (no NVLink latency).
+    # h200-virtual, 2 ranks, all-gather direct as generated: each rank reads its half (S/2)
+    # once and stores it into both outputs (a 1 -> 2 move: 3 x S/2 of HBM traffic). The 132
+    # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / 3, knee), tau(1, 2) =
+    # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
+    # SMs meet the memory; each rank gets half: time = launch + (S/2) / (rate/2) + flag.
     from hwmodels.sm import soft_min
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
                          comm_sms=66))
     c = s.gpu.hbm.effective_Bps
     t = s.gpu.transfer
-    rate = soft_min(132 * t.ldst_local_Bps_per_sm, c / 2, t.issue_knee)
+    tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
+    rate = soft_min(132 / tau, c / 3, t.issue_knee)
     expected = s.gpu.sync.kernel_launch_s + (GiB / 2) / (rate / 2) + s.gpu.sync.flag_latency_s
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    # the two copies never exceed the memory: HBM busy at most the whole time
+    # the two moves never exceed the memory: HBM busy at most the whole time
     assert p.breakdown["hbm"] <= p.time_s
     assert p.bound_resource == "issue"
 
 
+FAST_SMS = [f"gpu.transfer.tma_move_{k}_ns_per_KiB=0.001" for k in ("base", "dest", "reduce", "source")]
+
+
 def test_ring_all_reduce_on_8_gpus():
-    # 2 x (8 - 1) = 14 steps; each moves S/8 over one link at 450 x 0.78 = 351 GB/s,
-    # starting after the 1 us path latency and ending with a 1 us + 0.832 us signal:
-    # time = 1.3 us + 14 x (2.832 us + (1 GiB / 8) / 351 GB/s) = 5.394 ms
-    s = H100
+    # The generated ring: 8 reduce-scatter phases (the last one local), 7 all-gather phases;
+    # SMs made fast enough never to bind. 14 phases move S/8 over one link at 450 x 0.78 =
+    # 351 GB/s, after the 1 us path latency and before a 1 us + 0.832 us signal; the local
+    # phase sums two of the rank's own chunks into its output (3 x S/8 of HBM traffic at
+    # C = 3.35 TB/s x hbm.efficiency) and signals (0.832 us flag):
+    # time = 1.3 us + 14 x (2.832 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C + 0.832 us
+    s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
     step = 2 * s.gpu.nvlink.latency_s + s.gpu.sync.flag_latency_s + GiB / 8 / link
-    assert p.time_s == pytest.approx(s.gpu.sync.kernel_launch_s + 14 * step, rel=1e-9)
+    local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + s.gpu.sync.flag_latency_s
+    assert p.time_s == pytest.approx(s.gpu.sync.kernel_launch_s + 14 * step + local, rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)
 
 
@@ -197,7 +207,9 @@ def test_infeasible_mechanisms_name_what_is_missing():
     with pytest.raises(InfeasibleError, match="no in-switch reduction"):
         predict(a100, sched(algorithm="in-network", mechanism="multimem"))
     with pytest.raises(InfeasibleError, match="copy engine cannot reduce"):
-        predict(H100, sched(algorithm="ring", mechanism="copy-engine"))
+        predict(H100, sched(algorithm="rhd", mechanism="copy-engine"))
+    # the generated copy-engine kernels sum with SM kernels between their copies
+    assert predict(H100, sched(algorithm="ring", mechanism="copy-engine")).time_s > 0
     with pytest.raises(InfeasibleError, match="no NVLink switch spans"):
         predict(load_system("h200-virtual"), sched(algorithm="in-network", mechanism="multimem"))
 

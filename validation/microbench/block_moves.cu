@@ -4,7 +4,7 @@
 //
 // What: the device functions every generated collective calls for its data movement
 // (kernels/collectives/collective.cuh: pkc::tma_copy, tma_reduce, reg_copy, reg_reduce), with
-// the generated kernels' launch constants (256 threads, two 32 KiB TMA stages), run on B
+// the generated kernels' launch constants (TMA: 256 threads, four 32 KiB stages; registers: 512 threads), run on B
 // blocks over plain buffers of one GPU. Block b moves piece b of the payload (pkc::piece, as
 // the collectives cut a rank's share among its blocks). These are primitives: one move of one
 // shape, no synchronisation between blocks; the collectives built from them are judged
@@ -32,15 +32,15 @@ using bf16 = __nv_bfloat16;
 template <pkc::mech M>
 struct move_config {
   static constexpr pkc::mech kMech = M;
-  static constexpr int kThreads = 256;
+  static constexpr int kThreads = M == pkc::mech::tma ? 256 : 512;
   static constexpr unsigned kStageBytes = M == pkc::mech::tma ? 32 * 1024 : 0;
-  static constexpr int kStages = M == pkc::mech::tma ? 2 : 1;
-  static constexpr size_t kSmemBytes = M == pkc::mech::tma ? 2 * 32 * 1024 + 128 : 0;
+  static constexpr int kStages = M == pkc::mech::tma ? 4 : 1;
+  static constexpr size_t kSmemBytes = M == pkc::mech::tma ? 4 * 32 * 1024 + 128 : 0;
   static constexpr bool kStaggered = true;
 };
 
 template <class C>
-__global__ void __launch_bounds__(256) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
+__global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
                                                    size_t n, int reduce, pk::error_record* err) {
   extern __shared__ unsigned char smem_raw[];
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
           JsonObj params;
           params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
           params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
-          params.integer("threads", 256).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 2 : 0);
+          params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
           JsonObj j;
           j.str("bench", "block_moves").obj("params", params);
           j.num("bytes", (double)bytes).num("traffic_bytes", (double)bytes * (sh.sources + sh.dests));

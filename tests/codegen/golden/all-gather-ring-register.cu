@@ -9,7 +9,7 @@
 // ---- config: launch constants --------------------------------------------------------------
 struct config {
   static constexpr pkc::mech kMech = pkc::mech::reg;
-  static constexpr int kThreads = 256;
+  static constexpr int kThreads = 512;
   static constexpr int kBlocksPerRank = 16;  // schedule.comm_sms; pkc_args::blocks_per_rank overrides
   static constexpr unsigned kStageBytes = 0;  // no shared-memory staging
   static constexpr int kStages = 1;

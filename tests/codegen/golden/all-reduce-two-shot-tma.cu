@@ -12,7 +12,7 @@ struct config {
   static constexpr int kThreads = 256;
   static constexpr int kBlocksPerRank = 16;  // schedule.comm_sms; pkc_args::blocks_per_rank overrides
   static constexpr unsigned kStageBytes = 32768;  // per stage: a copy chunk or the sources of a reduce chunk
-  static constexpr int kStages = 2;
+  static constexpr int kStages = 4;
   static constexpr size_t kSmemBytes = kStages * kStageBytes + 128;
   static constexpr bool kStaggered = true;  // peers in ring order from each rank: r, r+1, ...
 };

@@ -1,0 +1,173 @@
+"""The generated collectives' phases as moves: what each rank's SMs or copy engines do.
+
+``pksim.workloads.collectives`` says which data ends where (checked symbolically); this
+module says how the kernels that ``pksim codegen`` emits (kernels/collectives/*.cuh) move
+it, phase by phase, so that a prediction costs the kernel that will run: who issues each
+move (the pusher or the puller), how many buffers it reads and writes, and the local
+copies an out-of-place collective makes. One function per (op, algorithm); each mirrors
+the ``phase`` / ``ce_phase`` of its kernel (the comments name them).
+
+Sizes: ``shard`` is a rank's block (nbytes / world), ``n`` the whole buffer where the op
+works on it. Every phase is a Step without transfers and with moves.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from pksim.program import Move, Step
+
+SM = "sm"   # engine of the copy-engine schedules' reduction kernels
+
+
+def _phase(key, moves: Callable[[], list[Move]]) -> Step:
+    return Step(key, lambda: [], moves)
+
+
+def _all(w: int) -> tuple[int, ...]:
+    return tuple(range(w))
+
+
+# ---- all-gather (all_gather.cuh) ---------------------------------------------------------
+def _ag_direct(w, nbytes, root, ce):
+    shard = nbytes / w
+    if ce:   # ce_phase: one copy per destination, own slot included
+        return [_phase(("kag", "direct-ce", w, shard), lambda: [
+            Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w)])]
+    # phase: one read of the shard, a store into every rank's output
+    return [_phase(("kag", "direct", w, shard), lambda: [
+        Move(r, shard, (r,), _all(w)) for r in range(w)])]
+
+
+def _ag_ring(w, nbytes, root, ce):
+    shard = nbytes / w
+
+    def first():
+        if ce:
+            return [Move(r, shard, (r,), (q,)) for r in range(w) for q in (r, (r + 1) % w)]
+        return [Move(r, shard, (r,), (r, (r + 1) % w)) for r in range(w)]
+
+    def forward():
+        return [Move(r, shard, (r,), ((r + 1) % w,)) for r in range(w)]
+    return ([_phase(("kag", "ring0", w, shard, ce), first)]
+            + [_phase(("kag", "ring", w, shard), forward) for _ in range(w - 2)])
+
+
+# ---- reduce-scatter (reduce_scatter.cuh) ---------------------------------------------------
+def _rs_direct(w, nbytes, root, ce):
+    shard = nbytes / w
+    if ce:   # copy foreign shards to their owner's scratch, then sum locally
+        return [_phase(("krs", "direct-ce0", w, shard), lambda: [
+                    Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
+                _phase(("krs", "direct-ce1", w, shard), lambda: [
+                    Move(r, shard, (r,) * w, (r,), True, SM) for r in range(w)])]
+    # phase: rank r pulls shard r of every input, sums, writes its output
+    return [_phase(("krs", "direct", w, shard), lambda: [
+        Move(r, shard, _all(w), (r,), True) for r in range(w)])]
+
+
+def _rs_ring_phases(w, shard, ce, tag, last_to_output=True):
+    """Phase 0 sends a shard to the next rank's scratch; phases 1 .. w-2 add the own shard to
+    the received partial sum and send it on; the last adds and keeps it."""
+    nxt = [(r + 1) % w for r in range(w)]
+    out = [_phase((tag, "ring0", w, shard), lambda: [Move(r, shard, (r,), (nxt[r],))
+                                                     for r in range(w)])]
+    if ce:   # sum into a local staging slot (SM kernel), then a copy to the next rank
+        for _ in range(w - 2):
+            out.append(_phase((tag, "ring-ce-sum", w, shard), lambda: [
+                Move(r, shard, (r, r), (r,), True, SM) for r in range(w)]))
+            out.append(_phase((tag, "ring-ce-send", w, shard), lambda: [
+                Move(r, shard, (r,), (nxt[r],)) for r in range(w)]))
+        out.append(_phase((tag, "ring-ce-last", w, shard), lambda: [
+            Move(r, shard, (r, r), (r,), True, SM) for r in range(w)]))
+        return out
+    for _ in range(w - 2):
+        out.append(_phase((tag, "ring-sum", w, shard), lambda: [
+            Move(r, shard, (r, r), (nxt[r],), True) for r in range(w)]))
+    out.append(_phase((tag, "ring-last", w, shard), lambda: [
+        Move(r, shard, (r, r), (r,), True) for r in range(w)]))
+    return out
+
+
+def _rs_ring(w, nbytes, root, ce):
+    return _rs_ring_phases(w, nbytes / w, ce, "krs")
+
+
+# ---- all-reduce (all_reduce.cuh) -------------------------------------------------------------
+def _ar_one_shot(w, nbytes, root, ce):
+    if ce:   # every input copied into every peer's scratch, then a local sum
+        return [_phase(("kar", "one-shot-ce0", w, nbytes), lambda: [
+                    Move(r, nbytes, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
+                _phase(("kar", "one-shot-ce1", w, nbytes), lambda: [
+                    Move(r, nbytes, (r,) * w, (r,), True, SM) for r in range(w)])]
+    # phase: rank r pulls the whole buffer of every rank, sums, writes its output
+    return [_phase(("kar", "one-shot", w, nbytes), lambda: [
+        Move(r, nbytes, _all(w), (r,), True) for r in range(w)])]
+
+
+def _ar_two_shot(w, nbytes, root, ce):
+    chunk = nbytes / w
+    if ce:   # foreign chunks to their owner's scratch; its SM kernel sums into every output
+        return [_phase(("kar", "two-shot-ce0", w, chunk), lambda: [
+                    Move(r, chunk, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
+                _phase(("kar", "two-shot-ce1", w, chunk), lambda: [
+                    Move(r, chunk, (r,) * w, _all(w), True, SM) for r in range(w)])]
+    # one phase: rank r pulls chunk r of every input, stores the sum into every output
+    return [_phase(("kar", "two-shot", w, chunk), lambda: [
+        Move(r, chunk, _all(w), _all(w), True) for r in range(w)])]
+
+
+def _ar_ring(w, nbytes, root, ce):
+    chunk = nbytes / w
+    out = _rs_ring_phases(w, chunk, ce, "kar")
+    for _ in range(w - 1):   # forward the reduced chunks through the outputs
+        out.append(_phase(("kar", "ring-ag", w, chunk), lambda: [
+            Move(r, chunk, (r,), ((r + 1) % w,)) for r in range(w)]))
+    return out
+
+
+# ---- all-to-all and broadcast ----------------------------------------------------------------
+def _a2a_direct(w, nbytes, root, ce):
+    block = nbytes / w
+    # rank r copies its block p into rank p's output, for every p (itself included)
+    return [_phase(("ka2a", "direct", w, block), lambda: [
+        Move(r, block, (r,), (p,)) for r in range(w) for p in range(w)])]
+
+
+def _bcast_direct(w, nbytes, root, ce):
+    # every rank pulls the root's input into its own output (the root copies locally)
+    return [_phase(("kbc", "direct", w, nbytes, root), lambda: [
+        Move(q, nbytes, (root,), (q,)) for q in range(w)])]
+
+
+KERNEL_PHASES: dict[tuple[str, str], Callable] = {
+    ("all-gather", "direct"): _ag_direct,
+    ("all-gather", "ring"): _ag_ring,
+    ("reduce-scatter", "direct"): _rs_direct,
+    ("reduce-scatter", "ring"): _rs_ring,
+    ("all-reduce", "direct"): _ar_one_shot,
+    ("all-reduce", "two-shot"): _ar_two_shot,
+    ("all-reduce", "ring"): _ar_ring,
+    ("all-to-all", "direct"): _a2a_direct,
+    ("broadcast", "direct"): _bcast_direct,
+}
+KERNEL_MECHANISMS = ("tma", "register", "copy-engine")
+
+
+def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: float,
+                  root: int = 0) -> list[Step] | None:
+    """The generated kernel's phases, or None where codegen has no such kernel (then the
+    algorithm's transfers are costed as they are)."""
+    build = KERNEL_PHASES.get((op, algorithm))
+    if build is None or mechanism not in KERNEL_MECHANISMS or world < 2:
+        return None
+    return build(world, nbytes, root, mechanism == "copy-engine")
+
+
+def bytes_moved(steps: list[Step]) -> tuple[float, float]:
+    """(bytes read, bytes written) by every move of ``steps``: the memory traffic."""
+    reads = writes = 0.0
+    for step in steps:
+        for m in step.moves() or ():
+            reads += m.payload * len(m.sources)
+            writes += m.payload * len(m.dests)
+    return reads, writes
