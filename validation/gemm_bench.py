@@ -310,10 +310,12 @@ def main(argv=None) -> int:
             rec["variant_name"] = names[v]
             all_ok &= rec["ok"]
             emit(rec, out)
-    # The persistent-grid parameters: a small grid, an offset first block, other bands.
-    for (sms, fb, gm) in [(7, 0, 0), (132, 5, 0), (16, 3, 1), (0, 0, 5), (300, 0, 0)]:
-        rec = check_one(run, torch, 1000, 1000, 1000, variant=0, sms=sms, first_block=fb,
-                        group_m=gm)
+    # The persistent-grid parameters of the first selected variant: a small grid, an offset
+    # first block (even: clustered variants need it so), other raster bands, more blocks than
+    # SMs.
+    for (sms, fb, gm) in [(7, 0, 0), (132, 4, 0), (16, 2, 1), (0, 0, 5), (300, 0, 0)]:
+        rec = check_one(run, torch, 1000, 1000, 1000, variant=variants[0], sms=sms,
+                        first_block=fb, group_m=gm)
         all_ok &= rec["ok"]
         emit(rec, out)
     emit({"kind": "check_summary", "ok": all_ok, "flags": run.flags}, out)
@@ -326,7 +328,8 @@ def main(argv=None) -> int:
             if (M, N, K) == (8192, 8192, 8192):
                 # (variant, sms, group_m): other raster bands, and fewer SMs (room for
                 # communication blocks beside the GEMM in a fused launch).
-                extra = ((0, 0, 8), (0, 0, 32), (0, 124, 0), (0, 116, 0), (0, 100, 0))
+                v0 = variants[0]
+                extra = ((v0, 0, 8), (v0, 0, 32), (v0, 124, 0), (v0, 116, 0), (v0, 100, 0))
             iters = args.iters if M * N * K < 16384 ** 3 else max(10, args.iters // 2)
             for rec in time_shape(run, torch, M, N, K, variants, flush, iters, extra):
                 if rec.get("variant") is not None:

@@ -24,6 +24,16 @@
 // grouped_raster, walks bands of `group_m` tile rows column by column, so the G tiles in
 // flight at once share A rows and B columns in L2.
 //
+// Clusters (config CLUSTER_M = 2): blocks 2u and 2u + 1 form a cluster and take the two
+// vertically adjacent tiles of one "cluster tile" (the scheduler then deals cluster tiles,
+// 2 BM rows high, to the G / 2 clusters). Each block loads its own A box and half of the B
+// boxes, multicast into both blocks' shared memory; a stage's `empty` barrier then waits for
+// the consumer warps of both blocks (16 arrivals, the remote ones through mapa), and a
+// cluster barrier at the start (barrier initialisation) and at the end (no block leaves while
+// its peer may still arrive on its barriers) keeps them in step. At the bottom edge the lower
+// block of a cluster may get a tile row past M: it loads a valid box to stay in step with its
+// peer, and the epilogue hooks are not called for it (the prologue hook is).
+//
 // Hooks (template parameters; see store_epilogue and no_prologue below for the contracts):
 //   Epi  the epilogue. The kernel converts each finished fp32 sub-tile (BM/2 rows x 64
 //        columns of one consumer) to bf16 in a 128-byte-swizzled shared-memory buffer (the
@@ -44,9 +54,11 @@
 //        have arrived, then tma::acquire_for_async_reads()).
 //
 // Grid and co-scheduling: the GEMM blocks are the blocks first_block .. first_block +
-// num_blocks - 1 of the launch; the standalone kernel returns in every other block. A fused
-// kernel calls gemm_block<Cfg>(params, blockIdx.x - first_block, smem) from its GEMM blocks
-// and runs communication in the others; it must be declared __launch_bounds__(384, 1) (the
+// num_blocks - 1 of the launch; the standalone kernel returns in every other block (with
+// clusters, first_block and num_blocks are even and the launch has a cluster dimension of
+// 2). A fused kernel calls gemm_block<Cfg>(params, blockIdx.x - first_block, smem) from its
+// GEMM blocks and runs communication in the others (gemm_block returns in every thread once
+// the block's share is done); it must be declared __launch_bounds__(384, 1) (the
 // register cap setmaxnreg needs), launched with 384 threads and at least Cfg::SMEM_BYTES of
 // dynamic shared memory, and `params` must be the kernel's __grid_constant__ parameter (the
 // TMA instructions take the generic address of the tensor maps inside it). Named barriers 1
@@ -71,9 +83,12 @@ namespace pk {
 namespace gemm {
 
 // Compile-time tile shape. BM rows x BN columns per tile, BK of K per pipeline stage.
-template <int BM_, int BN_, int BK_, int STAGES_, int EPI_BUFS_ = 2>
+// CLUSTER_M = 2 pairs blocks into clusters of two that compute vertically adjacent tiles (same
+// columns of B): each block loads half of the stage's B boxes and multicasts them to both.
+template <int BM_, int BN_, int BK_, int STAGES_, int EPI_BUFS_ = 2, int CLUSTER_M_ = 1>
 struct config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_, EPI_BUFS = EPI_BUFS_;
+  static constexpr int CLUSTER_M = CLUSTER_M_;
   static constexpr int CONSUMERS = 2;
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static constexpr int PRODUCER_REGS = 40;
@@ -87,6 +102,7 @@ struct config {
   static constexpr int B_BOX_BYTES = BK * SPAN * 2;
   static constexpr int A_BYTES = A_BOXES * A_BOX_BYTES;
   static constexpr int B_BYTES = B_BOXES * B_BOX_BYTES;
+  static constexpr int B_BOXES_OWN = B_BOXES / CLUSTER_M;  // B boxes this block loads
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int EPI_BYTES = WG_ROWS * SPAN * 2;  // one staged sub-tile of one consumer
   static constexpr int BARRIER_BYTES = 2 * STAGES * 8;
@@ -98,6 +114,8 @@ struct config {
   static_assert(WG_ROWS % 64 == 0 && WG_ROWS <= 256, "BM must be 128, 256, 384 or 512");
   static_assert(M_BLOCKS * BN / 2 <= 128, "more than 128 accumulators per consumer thread");
   static_assert(STAGES >= 2, "need at least two pipeline stages");
+  static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 blocks");
+  static_assert(B_BOXES % CLUSTER_M == 0, "B boxes must split evenly over the cluster");
   static_assert(EPI_BUFS >= 1 && EPI_BUFS <= 4, "1 to 4 epilogue staging buffers");
   static_assert(SMEM_BYTES <= 232448, "tile shape needs more than 227 KiB of shared memory");
   static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536,
@@ -179,6 +197,43 @@ PK_DEV void mbar_arrive(uint64_t* bar) {
                : "memory");
 }
 
+// Arrive on the mbarrier at the same shared-memory offset in block `cta` of the cluster.
+PK_DEV void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+  asm volatile(
+      "{\n\t"
+      ".reg .b32 remote;\n\t"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t"
+      "}"
+      :
+      : "r"(tma::smem_u32(bar)), "r"(cta)
+      : "memory");
+}
+
+PK_DEV uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// All threads of all blocks of the cluster (also orders shared-memory accesses among them).
+PK_DEV void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// A TMA tile load written to the same offset of every block in `mask`, completing on the
+// mbarrier at the same offset in each of them.
+PK_DEV void load_tile_multicast(void* smem_dst, const CUtensorMap* map, int c0, int c1,
+                                uint64_t* bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+      :
+      : "r"(tma::smem_u32(smem_dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1),
+        "r"(tma::smem_u32(bar)), "h"(mask)
+      : "memory");
+}
+
 PK_DEV void mbar_wait_or_trap(uint64_t* bar, uint32_t parity) {
   if (tma::mbar_try_wait(bar, parity)) return;
   const long long start = clock64();
@@ -196,10 +251,14 @@ PK_DEV void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
 }
 
+// The scheduler deals cluster tiles (CLUSTER_M tile rows high); block `rank` of the cluster
+// takes tile row tile_m * CLUSTER_M + rank.
 template <class Sched>
-PK_DEV tile_info make_tile(const Sched& sched, int t, int BM, int BN, int M, int N) {
+PK_DEV tile_info make_tile(const Sched& sched, int t, int BM, int BN, int M, int N,
+                           int cluster_m, int rank) {
   tile_info ti;
   sched.coords(t, ti.tile_m, ti.tile_n);
+  ti.tile_m = ti.tile_m * cluster_m + rank;
   ti.row0 = ti.tile_m * BM;
   ti.col0 = ti.tile_n * BN;
   ti.rows = min(BM, M - ti.row0);
@@ -226,13 +285,21 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       tma::mbar_init(&full[s], 1);
-      tma::mbar_init(&empty[s], C::CONSUMERS * 4);
+      tma::mbar_init(&empty[s], C::CONSUMERS * 4 * C::CLUSTER_M);
     }
     tma::mbar_init_fence();
   }
-  __syncthreads();
+  if constexpr (C::CLUSTER_M > 1) {
+    detail::cluster_sync();  // the peer's barriers are initialised before anyone uses them
+  } else {
+    __syncthreads();
+  }
 
+  // Tiles are dealt per cluster: unit u of U handles cluster tiles u, u + U, ...
   const int tiles = p.sched.tiles();
+  const int rank = C::CLUSTER_M > 1 ? static_cast<int>(detail::cluster_ctarank()) : 0;
+  const int unit = block / C::CLUSTER_M;
+  const int units = p.num_blocks / C::CLUSTER_M;
   if (wgi == 0) {
     // ---------------- producer ----------------
     wg::set_max_regs_dec<C::PRODUCER_REGS>();
@@ -241,8 +308,12 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
       tma::prefetch_map(&p.b_map);
       int s = 0;
       uint32_t phase = 0;
-      for (int t = block; t < tiles; t += p.num_blocks) {
-        const tile_info ti = detail::make_tile(p.sched, t, C::BM, C::BN, p.M, p.N);
+      for (int t = unit; t < tiles; t += units) {
+        const tile_info ti =
+            detail::make_tile(p.sched, t, C::BM, C::BN, p.M, p.N, C::CLUSTER_M, rank);
+        // A tile row past M (the lower block of a cluster at the bottom edge) still loads a
+        // valid box, so that the pipeline stays in step with the peer; it is never stored.
+        const int a_row = ti.rows > 0 ? ti.row0 : 0;
         Pro::before_loads(p.pro, ti);
         for (int kb = 0; kb < p.k_blocks; ++kb) {
           detail::mbar_wait_or_trap(&empty[s], phase ^ 1u);
@@ -252,12 +323,22 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
           unsigned char* b_dst = b_s + s * C::B_BYTES;
 #pragma unroll
           for (int i = 0; i < C::A_BOXES; ++i)
-            tma::load_tile_async(a_dst + i * C::A_BOX_BYTES, &p.a_map, k0 + i * C::SPAN, ti.row0,
+            tma::load_tile_async(a_dst + i * C::A_BOX_BYTES, &p.a_map, k0 + i * C::SPAN, a_row,
                                  &full[s]);
+          if constexpr (C::CLUSTER_M == 1) {
 #pragma unroll
-          for (int j = 0; j < C::B_BOXES; ++j)
-            tma::load_tile_async(b_dst + j * C::B_BOX_BYTES, &p.b_map, ti.col0 + j * C::SPAN, k0,
-                                 &full[s]);
+            for (int j = 0; j < C::B_BOXES; ++j)
+              tma::load_tile_async(b_dst + j * C::B_BOX_BYTES, &p.b_map, ti.col0 + j * C::SPAN,
+                                   k0, &full[s]);
+          } else {
+#pragma unroll
+            for (int jo = 0; jo < C::B_BOXES_OWN; ++jo) {
+              const int j = rank * C::B_BOXES_OWN + jo;
+              detail::load_tile_multicast(b_dst + j * C::B_BOX_BYTES, &p.b_map,
+                                          ti.col0 + j * C::SPAN, k0, &full[s],
+                                          static_cast<uint16_t>((1u << C::CLUSTER_M) - 1));
+            }
+          }
           if (++s == C::STAGES) {
             s = 0;
             phase ^= 1u;
@@ -265,107 +346,121 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
         }
       }
     }
-    return;
-  }
+  } else {
+    // ---------------- consumers ----------------
+    wg::set_max_regs_inc<C::CONSUMER_REGS>();
+    const int c = wgi - 1;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    if (tid == 0) Epi::prefetch(p.epi);
 
-  // ---------------- consumers ----------------
-  wg::set_max_regs_inc<C::CONSUMER_REGS>();
-  const int c = wgi - 1;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  if (tid == 0) Epi::prefetch(p.epi);
+    // Descriptor of stage 0, k-slice 0, for this consumer's first m64 block; everything else is
+    // a byte offset added to the (14-bit, >> 4) address field.
+    const uint64_t a_desc0 =
+        wg::smem_desc(tma::smem_u32(a_s) + c * C::WG_ROWS * 128, 16, 1024);
+    const uint64_t b_desc0 = wg::smem_desc(tma::smem_u32(b_s), p.b_lbo, p.b_sbo);
+    const uint32_t c_base = tma::smem_u32(c_s + c * C::EPI_BUFS * C::EPI_BYTES);
 
-  // Descriptor of stage 0, k-slice 0, for this consumer's first m64 block; everything else is
-  // a byte offset added to the (14-bit, >> 4) address field.
-  const uint64_t a_desc0 =
-      wg::smem_desc(tma::smem_u32(a_s) + c * C::WG_ROWS * 128, 16, 1024);
-  const uint64_t b_desc0 = wg::smem_desc(tma::smem_u32(b_s), p.b_lbo, p.b_sbo);
-  const uint32_t c_base = tma::smem_u32(c_s + c * C::EPI_BUFS * C::EPI_BYTES);
+    // A stage is free once every consumer warp of every block of the cluster has released it.
+    auto release = [](uint64_t* bar) {
+      if constexpr (C::CLUSTER_M == 1) {
+        detail::mbar_arrive(bar);
+      } else {
+#pragma unroll
+        for (int r = 0; r < C::CLUSTER_M; ++r) detail::mbar_arrive_cluster(bar, r);
+      }
+    };
 
-  float acc[C::M_BLOCKS][C::BN / 2];
-  int s = 0;
-  uint32_t phase = 0;
-  int epi_seq = 0;
+    float acc[C::M_BLOCKS][C::BN / 2];
+    int s = 0;
+    uint32_t phase = 0;
+    int epi_seq = 0;
 
-  for (int t = block; t < tiles; t += p.num_blocks) {
-    const tile_info ti = detail::make_tile(p.sched, t, C::BM, C::BN, p.M, p.N);
+    for (int t = unit; t < tiles; t += units) {
+      const tile_info ti =
+          detail::make_tile(p.sched, t, C::BM, C::BN, p.M, p.N, C::CLUSTER_M, rank);
 
 #pragma unroll
-    for (int mb = 0; mb < C::M_BLOCKS; ++mb)
+      for (int mb = 0; mb < C::M_BLOCKS; ++mb)
 #pragma unroll
-      for (int r = 0; r < C::BN / 2; ++r) wg::keep(acc[mb][r]);
+        for (int r = 0; r < C::BN / 2; ++r) wg::keep(acc[mb][r]);
 
-    int prev = 0;
-    for (int kb = 0; kb < p.k_blocks; ++kb) {
-      detail::mbar_wait_or_trap(&full[s], phase);
-      __syncwarp();
-      wg::fence();
+      int prev = 0;
+      for (int kb = 0; kb < p.k_blocks; ++kb) {
+        detail::mbar_wait_or_trap(&full[s], phase);
+        __syncwarp();
+        wg::fence();
 #pragma unroll
-      for (int kk = 0; kk < C::BK / 16; ++kk) {
-        const uint64_t b_desc = b_desc0 + ((s * C::B_BYTES + kk * 16 * 128) >> 4);
+        for (int kk = 0; kk < C::BK / 16; ++kk) {
+          const uint64_t b_desc = b_desc0 + ((s * C::B_BYTES + kk * 16 * 128) >> 4);
+#pragma unroll
+          for (int mb = 0; mb < C::M_BLOCKS; ++mb) {
+            const uint32_t a_off = s * C::A_BYTES + (kk / 4) * C::A_BOX_BYTES + mb * 64 * 128 +
+                                   (kk % 4) * 32;
+            wg::mma_m64k16<C::BN, 1>(acc[mb], a_desc0 + (a_off >> 4), b_desc,
+                                     (kb > 0 || kk > 0) ? 1 : 0);
+          }
+        }
+        wg::commit();
+        wg::wait<1>();
+        if (kb > 0 && lane == 0) release(&empty[prev]);
+        prev = s;
+        if (++s == C::STAGES) {
+          s = 0;
+          phase ^= 1u;
+        }
+      }
+      wg::wait<0>();
+      if (lane == 0) release(&empty[prev]);
+#pragma unroll
+      for (int mb = 0; mb < C::M_BLOCKS; ++mb)
+#pragma unroll
+        for (int r = 0; r < C::BN / 2; ++r) wg::keep(acc[mb][r]);
+
+      // ---- epilogue: one 64-column sub-tile at a time through the staging buffers ----
+      const int sub_row0 = ti.row0 + c * C::WG_ROWS;
+#pragma unroll
+      for (int i = 0; i < C::B_BOXES; ++i) {
+        const int buf = epi_seq % C::EPI_BUFS;
+        const uint32_t sb = c_base + buf * C::EPI_BYTES;
+        if (tid == 0) tma::wait_group_read<C::EPI_BUFS - 1>();
+        wg::named_sync(1 + c, 128);
+        const int rq = lane / 4;  // row within the 8-row group (= row % 8)
 #pragma unroll
         for (int mb = 0; mb < C::M_BLOCKS; ++mb) {
-          const uint32_t a_off = s * C::A_BYTES + (kk / 4) * C::A_BOX_BYTES + mb * 64 * 128 +
-                                 (kk % 4) * 32;
-          wg::mma_m64k16<C::BN, 1>(acc[mb], a_desc0 + (a_off >> 4), b_desc,
-                                   (kb > 0 || kk > 0) ? 1 : 0);
+          const uint32_t row_addr = sb + (mb * 64 + warp * 16 + rq) * 128 + (lane % 4) * 4;
+#pragma unroll
+          for (int jj = 0; jj < 8; ++jj) {
+            const int j = i * 8 + jj;
+            const uint32_t a0 = row_addr + ((jj ^ rq) << 4);
+            detail::st_shared_u32(a0, detail::pack_bf16x2(acc[mb][4 * j], acc[mb][4 * j + 1]));
+            detail::st_shared_u32(a0 + 8 * 128,
+                                  detail::pack_bf16x2(acc[mb][4 * j + 2], acc[mb][4 * j + 3]));
+          }
         }
+        tma::fence_shared_to_async();
+        wg::named_sync(1 + c, 128);
+        if (tid == 0) {
+          subtile_info si;
+          si.row0 = sub_row0;
+          si.col0 = ti.col0 + i * C::SPAN;
+          si.rows = max(0, min(C::WG_ROWS, p.M - si.row0));
+          si.cols = max(0, min(C::SPAN, p.N - si.col0));
+          si.consumer = c;
+          si.index = i;
+          if (ti.rows > 0)
+            Epi::store_subtile(p.epi, ti, si, c_s + (c * C::EPI_BUFS + buf) * C::EPI_BYTES);
+          tma::commit_group();
+        }
+        ++epi_seq;
       }
-      wg::commit();
-      wg::wait<1>();
-      if (kb > 0 && lane == 0) detail::mbar_arrive(&empty[prev]);
-      prev = s;
-      if (++s == C::STAGES) {
-        s = 0;
-        phase ^= 1u;
-      }
+      if (tid == 0 && ti.rows > 0) Epi::tile_done(p.epi, ti, c);
     }
-    wg::wait<0>();
-    if (lane == 0) detail::mbar_arrive(&empty[prev]);
-#pragma unroll
-    for (int mb = 0; mb < C::M_BLOCKS; ++mb)
-#pragma unroll
-      for (int r = 0; r < C::BN / 2; ++r) wg::keep(acc[mb][r]);
+    if (tid == 0) Epi::finish(p.epi, c);
+  }  // consumers
 
-    // ---- epilogue: one 64-column sub-tile at a time through the staging buffers ----
-    const int sub_row0 = ti.row0 + c * C::WG_ROWS;
-#pragma unroll
-    for (int i = 0; i < C::B_BOXES; ++i) {
-      const int buf = epi_seq % C::EPI_BUFS;
-      const uint32_t sb = c_base + buf * C::EPI_BYTES;
-      if (tid == 0) tma::wait_group_read<C::EPI_BUFS - 1>();
-      wg::named_sync(1 + c, 128);
-      const int rq = lane / 4;  // row within the 8-row group (= row % 8)
-#pragma unroll
-      for (int mb = 0; mb < C::M_BLOCKS; ++mb) {
-        const uint32_t row_addr = sb + (mb * 64 + warp * 16 + rq) * 128 + (lane % 4) * 4;
-#pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-          const int j = i * 8 + jj;
-          const uint32_t a0 = row_addr + ((jj ^ rq) << 4);
-          detail::st_shared_u32(a0, detail::pack_bf16x2(acc[mb][4 * j], acc[mb][4 * j + 1]));
-          detail::st_shared_u32(a0 + 8 * 128,
-                                detail::pack_bf16x2(acc[mb][4 * j + 2], acc[mb][4 * j + 3]));
-        }
-      }
-      tma::fence_shared_to_async();
-      wg::named_sync(1 + c, 128);
-      if (tid == 0) {
-        subtile_info si;
-        si.row0 = sub_row0;
-        si.col0 = ti.col0 + i * C::SPAN;
-        si.rows = max(0, min(C::WG_ROWS, p.M - si.row0));
-        si.cols = max(0, min(C::SPAN, p.N - si.col0));
-        si.consumer = c;
-        si.index = i;
-        Epi::store_subtile(p.epi, ti, si, c_s + (c * C::EPI_BUFS + buf) * C::EPI_BYTES);
-        tma::commit_group();
-      }
-      ++epi_seq;
-    }
-    if (tid == 0) Epi::tile_done(p.epi, ti, c);
-  }
-  if (tid == 0) Epi::finish(p.epi, c);
+  // No block of a cluster may leave while its peer can still arrive on its barriers.
+  if constexpr (C::CLUSTER_M > 1) detail::cluster_sync();
 }
 
 // The standalone kernel: GEMM blocks only (blocks below first_block do nothing).

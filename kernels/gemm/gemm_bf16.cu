@@ -11,6 +11,12 @@
 //   int pk_gemm_num_variants(void); const char* pk_gemm_variant_name(int);
 //   const char* pk_gemm_strerror(int); int pk_gemm_abi_version(void)
 //
+// Variants (index: name = BM x BN x BK, s = pipeline stages, c2 = clusters of two blocks with
+// B multicast): 0 128x256x64s4 (the default), 1 128x256x64s3, 2 128x128x64s6,
+// 3 256x128x64s4, 4 128x256x64s4c2 (needs an even first_block; the grid is capped at the
+// number of co-resident clusters). Variant 4 is experimental: correct on the H200 but only
+// 55-68% of torch.matmul there (2026-12-02, docs/PERFORMANCE.md); the cause is not known.
+//
 // Return value: 0 on success; a negative pk::gemm::status for a bad argument (checked before
 // any CUDA call, so a bad call never touches the GPU); a positive cudaError_t otherwise. The
 // launch is asynchronous on `stream`; errors inside the kernel show at the next sync.
@@ -27,6 +33,7 @@ using v128x256x64s4 = config<128, 256, 64, 4, 2>;
 using v128x256x64s3 = config<128, 256, 64, 3, 2>;
 using v128x128x64s6 = config<128, 128, 64, 6, 2>;
 using v256x128x64s4 = config<256, 128, 64, 4, 1>;
+using v128x256x64s4c2 = config<128, 256, 64, 4, 2, 2>;  // clusters of 2, B multicast
 
 using launcher = int (*)(const void*, const void*, void*, int, int, int, int, int, int, bool,
                          cudaStream_t);
@@ -41,6 +48,7 @@ const variant kVariants[] = {
     {"128x256x64s3", &gemm_bf16<v128x256x64s3>},
     {"128x128x64s6", &gemm_bf16<v128x128x64s6>},
     {"256x128x64s4", &gemm_bf16<v256x128x64s4>},
+    {"128x256x64s4c2", &gemm_bf16<v128x256x64s4c2>},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
