@@ -157,8 +157,9 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     header, kalg = KERNELS[key]
     topo = Topology.build(system, s.world, 1)
     if s.mechanism == "copy-engine":
-        # Copy engines take no SMs; the blocks are those of the local reduction kernels.
-        blocks = max(1, topo.sms_per_rank())
+        # Copy engines take no SMs; the blocks are those of the local reduction kernels:
+        # the schedule's comm_sms, else all of a rank's SMs (pksim.flows.ce_kernel_sms).
+        blocks = max(1, s.comm_sms or topo.sms_per_rank())
     else:
         blocks = max(1, s.comm_sms)
     stage = TMA_STAGE_BYTES if s.mechanism == "tma" else 0

@@ -198,6 +198,10 @@ class SyncSpec:
     stream_launch_s: float = fig("stream_launch_us", 1e-6,
                                  doc="GPU time a kernel launched on a stream costs beyond its "
                                      "transfers, back to back (kernel_launch_us is in a graph)")
+    copy_api_s: float = fig("copy_api_us", 1e-6,
+                            doc="host time of one cudaMemcpyAsync call (device to device)")
+    event_api_s: float = fig("event_api_us", 1e-6,
+                             doc="host time of one event record + wait on another stream")
     launch_api_s: float = fig("launch_api_us", 1e-6,
                               doc="host time of one launch call: back-to-back small operations "
                                   "on a stream cannot go faster")

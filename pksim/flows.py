@@ -174,9 +174,10 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
     return FlowSpec(tuple(sorted(usage.items())), latency, piece, issuer)
 
 
-def ce_kernel_sms(topo: Topology) -> int:
-    """SMs of a copy-engine schedule's reduction kernels: all of a rank's (codegen.plan)."""
-    return max(1, topo.sms_per_rank())
+def ce_kernel_sms(topo: Topology, sched: Schedule) -> int:
+    """Blocks of a copy-engine schedule's reduction kernels: its comm_sms (the kernels'
+    blocks per rank), else all of a rank's SMs (codegen.plan's default)."""
+    return max(1, sched.comm_sms or topo.sms_per_rank())
 
 
 def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
@@ -185,7 +186,8 @@ def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
     caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
     issue = issue_capacity(topo, sched)
     ce = sched.mechanism == "copy-engine"
-    sm_issue = issue_capacity(topo, sched.with_(mechanism="register", comm_sms=ce_kernel_sms(topo)))
+    sm_issue = issue_capacity(topo, sched.with_(mechanism="register",
+                                                  comm_sms=ce_kernel_sms(topo, sched)))
     for rank in range(topo.world):
         caps[f"{'ce' if ce else 'issue'}[{rank}]"] = issue
         if ce:
@@ -207,9 +209,12 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, resident: bool,
 
     gpu = topo.system.gpu
     link_w = 1.0 / link_efficiency
-    latency = 0.0
+    # Inside one GPU a move waits for its first read from memory (the caller's data is cold
+    # in L2); across GPUs for the round trip of a remote read.
+    latency = gpu.hbm.latency_s if topo.virtual else 0.0
     for q in m.sources:
-        add(_mem(topo, q, resident), 1.0)
+        mem = _mem(topo, q, resident)
+        add(mem, 1.0 / m.readers)
         if q != m.issuer:
             path = topo.gpu_path(q, m.issuer)
             for name in path.resources:
@@ -222,12 +227,13 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, resident: bool,
             for name in path.resources:
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, path.latency_s)
+    latency *= m.serial
     if sched.mechanism == "copy-engine" and m.engine != "sm":
         add(f"ce[{m.issuer}]", 1.0)
         latency += gpu.copy_engine.setup_s
     else:
         mech = "register" if m.engine == "sm" else sched.mechanism
-        n = ce_kernel_sms(topo) if m.engine == "sm" else sched.comm_sms
+        n = ce_kernel_sms(topo, sched) if m.engine == "sm" else sched.comm_sms
         add(f"issue[{m.issuer}]", move_issue_weight(topo, sched, m, mech, n, resident))
     return FlowSpec(tuple(sorted(usage.items())), latency, m.payload, m.issuer)
 

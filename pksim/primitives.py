@@ -175,6 +175,10 @@ def _launch(gpu: GpuSpec, mode: str, nodes: int) -> float | None:
         return s.launch_api_s + s.kernel_launch_s + s.host_sync_s
     if mode == "graph_100":            # one replay of a graph of `nodes` kernels
         return nodes * s.kernel_launch_s
+    if mode == "memcpy_enqueue":
+        return s.copy_api_s
+    if mode == "event_enqueue":
+        return s.event_api_s
     if mode == "graph_launch_sync":
         return s.launch_api_s + nodes * s.kernel_launch_s + s.host_sync_s
     return None

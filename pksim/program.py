@@ -33,13 +33,18 @@ class Move:
     ``payload`` bytes from each of ``sources`` (ranks, repeated when one rank holds several
     of the buffers), sum them when ``reduce``, and write the result to each of ``dests``.
     ``engine``: "" for the schedule's mechanism, "sm" for the SM reduction kernels that
-    copy-engine schedules launch between their copies."""
+    copy-engine schedules launch between their copies. ``serial``: the issuer runs its
+    moves of the step one after another, so each waits ``serial`` round trips before its
+    data flows. ``readers``: how many moves of the step read the same source bytes; on one
+    GPU those reads meet in L2 and reach HBM once."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
     dests: tuple[int, ...]
     reduce: bool = False
     engine: str = ""
+    serial: int = 1      # the issuer's moves of this step run one after another (latency x serial)
+    readers: int = 1     # moves of this step reading the same source bytes (served once from HBM)
 
 
 @dataclass

@@ -47,6 +47,7 @@ class Model:
     sync_s: dict[Hashable, float]          # per pattern: signal after the step
     launch_s: float
     reduced: bool
+    host_s: float = 0.0                     # host calls a copy-engine kernel makes (floor)
 
     def step_classes(self):
         for step in self.program.costed():
@@ -89,12 +90,34 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True) -> Mod
         caps.update(nccl.issue_capacities(system, topo, schedule))
     classes, members, sync = _flows(system, schedule, topo, program, lanes, resident, reduced)
     class_caps = {name: caps[instance] for name, instance in members.items()}
-    launch = system.gpu.sync.kernel_launch_s
+    # A kernel launched on a stream behind other work, as a caller times it with events.
+    launch = system.gpu.sync.stream_launch_s
     if schedule.impl == "nccl":
         launch += nccl.base_latency(schedule)
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
-                 reduced)
+                 reduced, host_calls_s(system, schedule, program))
 
+
+def host_calls_s(system: System, schedule: Schedule, program: Program) -> float:
+    """Host time of the calls a generated copy-engine collective makes (kernels/collectives/
+    entry.cuh, run_copy_engine): a cudaMemcpyAsync per copy and a launch per reduction
+    kernel; an event recorded on every rank's stream after each phase, and before every
+    phase but the first, waits on them (every other rank's, or the previous rank's in a
+    ring); one record + a wait per rank to fork from the caller's stream and a wait per
+    rank to join it. ``event_api_us`` is a record + wait pair: half of it per call. The
+    GPU cannot finish before the host has issued the last call."""
+    if schedule.mechanism != "copy-engine" or schedule.impl != "pk" or program.phases is None:
+        return 0.0
+    sync = system.gpu.sync
+    w = program.world
+    waits = w if schedule.algorithm == "ring" else w * (w - 1)
+    event_calls = 1 + 2 * w
+    total = 0.0
+    for i, phase in enumerate(program.phases):
+        for m in phase.moves() or ():
+            total += sync.launch_api_s if m.engine == "sm" else sync.copy_api_s
+        event_calls += w + (waits if i > 0 else 0)
+    return total + event_calls * sync.event_api_s / 2
 
 _FLOW_CACHE: dict = {}
 _FLOW_CACHE_SIZE = 64
@@ -122,6 +145,9 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         if moves is not None:
             specs = [move_spec(topo, schedule, m, resident, link_eff) for m in moves]
             specs = [s.__class__(s.usage, s.latency_s, s.nbytes / lanes, s.issuer) for s in specs]
+            sync[pkey] = phase_sync_s(system, topo, moves)
+            patterns[pkey] = specs
+            continue
         else:
             specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
                      for t in step.transfers()]
@@ -141,6 +167,18 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         _FLOW_CACHE.pop(next(iter(_FLOW_CACHE)))
     _FLOW_CACHE[key] = (system, result)
     return result
+
+
+def phase_sync_s(system: System, topo: Topology, moves) -> float:
+    """What a generated kernel's phase pays after its last byte: its writes must complete
+    (one memory latency inside a GPU, the path latency across GPUs) before a system-scope
+    flag (pk/sync.cuh) tells the next phase, or the kernel ends."""
+    if topo.virtual:
+        drain = system.gpu.hbm.latency_s
+    else:
+        drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
+                     if q != m.issuer), default=0.0)
+    return drain + system.gpu.sync.flag_latency_sys_s
 
 
 def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
@@ -166,6 +204,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         time_s, busy_s, records = _run_sequential(model, record)
     else:
         time_s, busy_s, records = _run_lanes(model, record)
+    time_s = max(time_s, model.launch_s + model.host_s)
     breakdown: dict[str, float] = {}
     for name, busy in busy_s.items():
         cls = _physical(name)

@@ -60,7 +60,8 @@ STAGES = (
         starts=8),
     Stage("launches", ("launch_latency",), (
         Param("gpu.sync.launch_api_us", 0.1, 50), Param("gpu.sync.kernel_launch_us", 0.05, 50),
-        Param("gpu.sync.host_sync_us", 0.1, 100))),
+        Param("gpu.sync.host_sync_us", 0.1, 100), Param("gpu.sync.copy_api_us", 0.1, 100),
+        Param("gpu.sync.event_api_us", 0.01, 100))),
     Stage("copies", ("hbm_copy",), (
         Param("gpu.sync.stream_launch_us", 0.01, 50), Param("gpu.l2.bandwidth_GBps", 100, 1e5),
         Param("gpu.copy_engine.setup_latency_us", 0.01, 50)), starts=3),

@@ -269,10 +269,12 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
     for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
     for (int d = 0; d < dst.n; ++d) dst.p[d][i] = from_f32<T>(a);
   }
-  // Loads in flight per thread: U vectors of every source, U = 4 up to 4 sources, else 2
-  // (the same 16 registers of raw data either way).
-  if (src.n <= PKC_MAX_RANKS / 2) reg_reduce_body<4, PKC_MAX_RANKS / 2>(dst, src, head, nv, g);
-  else reg_reduce_body<2, PKC_MAX_RANKS>(dst, src, head, nv, g);
+  // Loads in flight per thread: U vectors of every source (U = 2 up to 4 sources, else 1),
+  // at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers a
+  // thread) does not spill (ptxas -v: 0 bytes).
+  if (src.n <= 2) reg_reduce_body<2, 2>(dst, src, head, nv, g);
+  else if (src.n <= 4) reg_reduce_body<2, 4>(dst, src, head, nv, g);
+  else reg_reduce_body<1, PKC_MAX_RANKS>(dst, src, head, nv, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
     float a = 0.f;
     for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
@@ -523,9 +525,11 @@ PK_DEV void run(const G& g, unsigned char* smem_raw) {
 
 // ---- copy engines: the local reduction kernel and the cross-rank barrier -------------------------
 
-// dst = sum of sources on one rank, no waiting: the arithmetic of copy-engine reductions.
+// dst = sum of sources on one rank, no waiting: the arithmetic of copy-engine reductions
+// (512 threads, as the register mechanism's blocks).
+constexpr int kCeReduceThreads = 512;
 template <typename T>
-__global__ void __launch_bounds__(256) ce_reduce_kernel(const __grid_constant__ ptrs<T> dst,
+__global__ void __launch_bounds__(kCeReduceThreads) ce_reduce_kernel(const __grid_constant__ ptrs<T> dst,
                                                         const __grid_constant__ cptrs<T> src, size_t n) {
   const pk::ldst::group g{static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
                           static_cast<size_t>(gridDim.x) * blockDim.x};
@@ -556,9 +560,9 @@ inline void ce_copy_elems(void* dst, const void* src, size_t bytes, const ce_ctx
 template <typename T>
 inline void ce_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, const ce_ctx& x) {
   if (n == 0) return;
-  const size_t want = ceil_div(n, 256 * kVec<T> * 4);
+  const size_t want = ceil_div(n, kCeReduceThreads * kVec<T> * 4);
   const int blocks = static_cast<int>(want < static_cast<size_t>(x.blocks) ? (want ? want : 1) : x.blocks);
-  ce_reduce_kernel<T><<<blocks, 256, 0, x.stream>>>(dst, src, n);
+  ce_reduce_kernel<T><<<blocks, kCeReduceThreads, 0, x.stream>>>(dst, src, n);
   PK_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -101,7 +101,7 @@ def _ar_one_shot(w, nbytes, root, ce):
                     Move(r, nbytes, (r,) * w, (r,), True, SM) for r in range(w)])]
     # phase: rank r pulls the whole buffer of every rank, sums, writes its output
     return [_phase(("kar", "one-shot", w, nbytes), lambda: [
-        Move(r, nbytes, _all(w), (r,), True) for r in range(w)])]
+        Move(r, nbytes, _all(w), (r,), True, readers=w) for r in range(w)])]
 
 
 def _ar_two_shot(w, nbytes, root, ce):
@@ -129,14 +129,15 @@ def _ar_ring(w, nbytes, root, ce):
 def _a2a_direct(w, nbytes, root, ce):
     block = nbytes / w
     # rank r copies its block p into rank p's output, for every p (itself included)
-    return [_phase(("ka2a", "direct", w, block), lambda: [
-        Move(r, block, (r,), (p,)) for r in range(w) for p in range(w)])]
+    # (the kernel calls the copy routine once per peer, one after another)
+    return [_phase(("ka2a", "direct", w, block, ce), lambda: [
+        Move(r, block, (r,), (p,), serial=1 if ce else w) for r in range(w) for p in range(w)])]
 
 
 def _bcast_direct(w, nbytes, root, ce):
     # every rank pulls the root's input into its own output (the root copies locally)
     return [_phase(("kbc", "direct", w, nbytes, root), lambda: [
-        Move(q, nbytes, (root,), (q,)) for q in range(w)])]
+        Move(q, nbytes, (root,), (q,), readers=w) for q in range(w)])]
 
 
 KERNEL_PHASES: dict[tuple[str, str], Callable] = {

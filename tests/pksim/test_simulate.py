@@ -25,16 +25,17 @@ def sched(op="all-reduce", nbytes=GiB, world=8, **kw):
 def test_one_nvlink_hop():
     # broadcast from rank 0 to rank 1 on dgx-h100 with TMA and every SM (issue not binding).
     # The generated broadcast pulls: rank 1 reads the root's buffer (a read is a round trip,
-    # 2 x 1 us path latency), the root copies its own locally (HBM, far from binding):
-    # launch 1.3 us + 2 us + S / (450 GB/s x 0.78 TMA efficiency) + signal (2 us + 0.832 us
-    # flag). S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    # 2 x 1 us path latency), the root copies its own locally (HBM, far from binding); the
+    # writes are local, so the kernel ends one system-scope flag (0.918 us) after the data:
+    # launch (a kernel on a stream, 2.16 us) + 2 us + S / (450 GB/s x 0.78 TMA efficiency)
+    # + 0.918 us. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
     lat = 2 * s.gpu.nvlink.latency_s
-    expected = s.gpu.sync.kernel_launch_s + lat + GiB / link + lat + s.gpu.sync.flag_latency_s
+    expected = s.gpu.sync.stream_launch_s + lat + GiB / link + s.gpu.sync.flag_latency_sys_s
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(1.3e-6 + 2e-6 + 1073741824 / 351e9 + 2.832e-6, rel=1e-6)
+    assert p.time_s == pytest.approx(2.16e-6 + 2e-6 + 1073741824 / 351e9 + 0.9176e-6, rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
@@ -43,7 +44,9 @@ def test_hbm_copy_between_virtual_ranks():
     # once and stores it into both outputs (a 1 -> 2 move: 3 x S/2 of HBM traffic). The 132
     # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / 3, knee), tau(1, 2) =
     # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
-    # SMs meet the memory; each rank gets half: time = launch + (S/2) / (rate/2) + flag.
+    # SMs meet the memory; each rank gets half. The first read waits one HBM latency, the
+    # last writes another before the system-scope flag that ends the phase:
+    # time = launch + L + (S/2) / (rate/2) + L + flag.
     from hwmodels.sm import soft_min
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
@@ -52,7 +55,9 @@ def test_hbm_copy_between_virtual_ranks():
     t = s.gpu.transfer
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
     rate = soft_min(132 / tau, c / 3, t.issue_knee)
-    expected = s.gpu.sync.kernel_launch_s + (GiB / 2) / (rate / 2) + s.gpu.sync.flag_latency_s
+    mem = 2 * s.gpu.hbm.latency_s
+    expected = (s.gpu.sync.stream_launch_s + mem + (GiB / 2) / (rate / 2)
+                + s.gpu.sync.flag_latency_sys_s)
     assert p.time_s == pytest.approx(expected, rel=1e-9)
     # the two moves never exceed the memory: HBM busy at most the whole time
     assert p.breakdown["hbm"] <= p.time_s
@@ -64,17 +69,18 @@ FAST_SMS = [f"gpu.transfer.tma_move_{k}_ns_per_KiB=0.001" for k in ("base", "des
 
 def test_ring_all_reduce_on_8_gpus():
     # The generated ring: 8 reduce-scatter phases (the last one local), 7 all-gather phases;
-    # SMs made fast enough never to bind. 14 phases move S/8 over one link at 450 x 0.78 =
-    # 351 GB/s, after the 1 us path latency and before a 1 us + 0.832 us signal; the local
-    # phase sums two of the rank's own chunks into its output (3 x S/8 of HBM traffic at
-    # C = 3.35 TB/s x hbm.efficiency) and signals (0.832 us flag):
-    # time = 1.3 us + 14 x (2.832 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C + 0.832 us
+    # SMs made fast enough never to bind. 14 phases store S/8 over one link at 450 x 0.78 =
+    # 351 GB/s: 1 us path latency, the data, 1 us for the writes to land and a 0.918 us
+    # system-scope flag; the local phase sums two of the rank's own chunks into its output
+    # (3 x S/8 of HBM traffic at C = 3.35 TB/s x hbm.efficiency) and flags (0.918 us):
+    # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C + 0.918 us
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
-    step = 2 * s.gpu.nvlink.latency_s + s.gpu.sync.flag_latency_s + GiB / 8 / link
-    local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + s.gpu.sync.flag_latency_s
-    assert p.time_s == pytest.approx(s.gpu.sync.kernel_launch_s + 14 * step + local, rel=1e-6)
+    flag = s.gpu.sync.flag_latency_sys_s
+    step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
+    local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
+    assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local, rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)
 
 
@@ -85,7 +91,7 @@ def test_two_flows_sharing_one_port_get_half_each():
     p = predict(s, sched("gather", world=3, algorithm="direct"))
     half = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma / 2
     lat = s.gpu.nvlink.latency_s
-    expected = s.gpu.sync.kernel_launch_s + lat + (GiB / 3) / half + lat + s.gpu.sync.flag_latency_s
+    expected = s.gpu.sync.stream_launch_s + lat + (GiB / 3) / half + lat + s.gpu.sync.flag_latency_s
     assert p.time_s == pytest.approx(expected, rel=1e-9)
 
 

@@ -39,10 +39,12 @@ struct move_config {
   static constexpr bool kStaggered = true;
 };
 
-template <class C>
+// One kernel per (mechanism, copy or sum), as a generated collective compiles only the
+// routines it calls.
+template <class C, bool reduce>
 __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
-                                                   size_t n, int reduce, pk::error_record* err) {
+                                                   size_t n, pk::error_record* err) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t bars[C::kStages];
   const pkc::span s = pkc::piece(n, gridDim.x, blockIdx.x, pkc::kVec<bf16>);
@@ -58,10 +60,10 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
     }
     __syncthreads();
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
-    if (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
+    if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
     else pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
   } else {
-    if (reduce) pkc::reg_reduce(d, q, s.size(), pk::ldst::block_group());
+    if constexpr (reduce) pkc::reg_reduce(d, q, s.size(), pk::ldst::block_group());
     else pkc::reg_copy(d, q.p[0], s.size(), pk::ldst::block_group());
   }
 }
@@ -91,15 +93,18 @@ struct Shape {
 template <class C>
 void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int reduce, int blocks,
             pk::error_record* err, cudaStream_t st) {
-  move_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, reduce, err);
+  if (reduce) move_kernel<C, true><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, err);
+  else move_kernel<C, false><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, err);
 }
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   const int sms = sm_count();
-  CHECK(cudaFuncSetAttribute(move_kernel<move_config<pkc::mech::tma>>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)move_config<pkc::mech::tma>::kSmemBytes));
+  using tma_cfg = move_config<pkc::mech::tma>;
+  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)tma_cfg::kSmemBytes));
+  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)tma_cfg::kSmemBytes));
   const Shape shapes[] = {{"copy", 1, 1}, {"copy", 1, 2}, {"copy", 1, 4}, {"copy", 1, 8},
                           {"reduce", 2, 1}, {"reduce", 4, 1}, {"reduce", 8, 1},
                           {"reduce", 2, 2}, {"reduce", 4, 4}, {"reduce", 8, 8}};

@@ -11,7 +11,12 @@
 //                     sample per iteration: the round-trip latency;
 //   graph_100         CUDA graph of 100 tick nodes, replayed back to back,
 //                     events: time per replay; "time_per_node_s" = / 100;
-//   graph_launch_sync host wall time of (cudaGraphLaunch; synchronize).
+//   graph_launch_sync host wall time of (cudaGraphLaunch; synchronize);
+//   memcpy_enqueue    host wall time of one 4 KiB device-to-device cudaMemcpyAsync
+//                     (queue not full), and
+//   event_enqueue     of one cudaEventRecord + cudaStreamWaitEvent on another stream:
+//                     the host calls a copy-engine collective makes per copy and
+//                     per cross-stream dependency (not per grid: blocks = 0).
 // Check: the counter must equal the number of ticks enqueued (before timing
 // on 10 launches, and after each mode, so every timed launch really ran).
 // Usage: launch_latency [--quick]
@@ -171,6 +176,47 @@ int main(int argc, char** argv) {
     }
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
+  }
+  // ---- host cost of the calls a copy-engine collective makes per copy: a 4 KiB
+  // device-to-device cudaMemcpyAsync, and an event record + a wait on it by another stream
+  {
+    cudaStream_t other;
+    CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    unsigned char *a = nullptr, *b = nullptr;
+    CHECK(cudaMalloc(&a, 4096));
+    CHECK(cudaMalloc(&b, 4096));
+    CHECK(cudaMemset(a, 0x5A, 4096));
+    cudaEvent_t ev;
+    CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    std::vector<double> copy_s, event_s;
+    for (int rep = 0; rep < n_batches; ++rep) {
+      CHECK(cudaDeviceSynchronize());
+      auto t0 = Clock::now();
+      for (int i = 0; i < batch / 4; ++i) CHECK(cudaMemcpyAsync(b, a, 4096, cudaMemcpyDeviceToDevice, c.st));
+      auto t1 = Clock::now();
+      copy_s.push_back(secs(t0, t1) / (batch / 4));
+      CHECK(cudaDeviceSynchronize());
+      t0 = Clock::now();
+      for (int i = 0; i < batch / 4; ++i) {
+        CHECK(cudaEventRecord(ev, c.st));
+        CHECK(cudaStreamWaitEvent(other, ev, 0));
+      }
+      t1 = Clock::now();
+      event_s.push_back(secs(t0, t1) / (batch / 4));
+    }
+    CHECK(cudaDeviceSynchronize());
+    unsigned char got[4096];
+    CHECK(cudaMemcpy(got, b, 4096, cudaMemcpyDeviceToHost));
+    std::string check = "ok";
+    for (int i = 0; i < 4096; ++i)
+      if (got[i] != 0x5A) { check = "FAIL: the copied bytes differ"; break; }
+    failures += check != "ok";
+    emit_point("memcpy_enqueue", 0, 0, copy_s, batch / 4, check);
+    emit_point("event_enqueue", 0, 0, event_s, batch / 4, check);
+    CHECK(cudaEventDestroy(ev));
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+    CHECK(cudaStreamDestroy(other));
   }
   CHECK(cudaFree(c.counter));
   CHECK(cudaStreamDestroy(c.st));
