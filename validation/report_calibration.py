@@ -22,7 +22,7 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import PksimError
 from hwmodels.system import System
 from pksim.primitives import PointResult, predict, summarise
-from validation.calibrate import fit, get_figure, load_results
+from validation.calibrate import fit, get_figure, load_results, merge_results
 
 COMMAND = ("python -m validation.report_calibration "
            "--also validation/data/h200-microbench-2026-12-02-run2.json -o docs/VALIDATION.md")
@@ -183,7 +183,9 @@ def _other_runs(system: System, paths: list[str]) -> list[str]:
 
 
 def report(system: System, results_path: str, also: list[str] | None = None) -> str:
-    results = load_results(results_path)
+    """``results_path``: one microbench.json, or several joined by ", " (as a calibrated file
+    records a fit of several runs)."""
+    results = merge_results([load_results(p.strip()) for p in results_path.split(",")])
     points = predict(system, results.records)
     summary = summarise(points)
     cal = system.calibration or {}
