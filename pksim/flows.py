@@ -209,8 +209,11 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, resident: bool,
 
     gpu = topo.system.gpu
     link_w = 1.0 / link_efficiency
+    tma = sched.mechanism == "tma" and m.engine != "sm"
+    tma_s = tma_latency_s(gpu, remote=not topo.virtual) if tma else 0.0
     # Inside one GPU a move waits for its first read from memory (the caller's data is cold
-    # in L2); across GPUs for the round trip of a remote read.
+    # in L2); across GPUs for the round trip of a remote read; a TMA message adds its own
+    # round trip (hwmodels.sm.tma_latency_s).
     latency = gpu.hbm.latency_s if topo.virtual else 0.0
     for q in m.sources:
         mem = _mem(topo, q, resident)
@@ -227,7 +230,10 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, resident: bool,
             for name in path.resources:
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, path.latency_s)
-    latency *= m.serial
+    latency += tma_s
+    # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
+    # complete (pk::tma::complete_writes) before the next starts.
+    latency = m.serial * latency + (m.serial - 1) * (latency if tma else 0.0)
     if sched.mechanism == "copy-engine" and m.engine != "sm":
         add(f"ce[{m.issuer}]", 1.0)
         latency += gpu.copy_engine.setup_s

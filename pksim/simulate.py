@@ -19,6 +19,7 @@ import simpy
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
+from hwmodels.sm import tma_latency_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
@@ -145,7 +146,7 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         if moves is not None:
             specs = [move_spec(topo, schedule, m, resident, link_eff) for m in moves]
             specs = [s.__class__(s.usage, s.latency_s, s.nbytes / lanes, s.issuer) for s in specs]
-            sync[pkey] = phase_sync_s(system, topo, moves)
+            sync[pkey] = phase_sync_s(system, topo, schedule, moves)
             patterns[pkey] = specs
             continue
         else:
@@ -169,15 +170,18 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     return result
 
 
-def phase_sync_s(system: System, topo: Topology, moves) -> float:
+def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> float:
     """What a generated kernel's phase pays after its last byte: its writes must complete
-    (one memory latency inside a GPU, the path latency across GPUs) before a system-scope
-    flag (pk/sync.cuh) tells the next phase, or the kernel ends."""
+    (one memory latency inside a GPU, the path latency across GPUs, plus a TMA message's
+    round trip for bulk stores) before a system-scope flag (pk/sync.cuh) tells the next
+    phase, or the kernel ends."""
     if topo.virtual:
         drain = system.gpu.hbm.latency_s
     else:
         drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
                      if q != m.issuer), default=0.0)
+    if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
+        drain += tma_latency_s(system.gpu, remote=not topo.virtual)
     return drain + system.gpu.sync.flag_latency_sys_s
 
 

@@ -25,17 +25,24 @@ def sched(op="all-reduce", nbytes=GiB, world=8, **kw):
 def test_one_nvlink_hop():
     # broadcast from rank 0 to rank 1 on dgx-h100 with TMA and every SM (issue not binding).
     # The generated broadcast pulls: rank 1 reads the root's buffer (a read is a round trip,
-    # 2 x 1 us path latency), the root copies its own locally (HBM, far from binding); the
-    # writes are local, so the kernel ends one system-scope flag (0.918 us) after the data:
-    # launch (a kernel on a stream, 2.16 us) + 2 us + S / (450 GB/s x 0.78 TMA efficiency)
-    # + 0.918 us. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    # 2 x 1 us path latency, plus a TMA message's round trip t = tma_message_half_bytes /
+    # tma_remote_per_sm = 21000 B / 23.3 GB/s = 0.90 us), the root copies its own locally
+    # (HBM, far from binding); the writes are local, so the kernel ends a bulk-store round
+    # trip t and one system-scope flag (0.918 us) after the data:
+    # launch (a kernel on a stream, 2.16 us) + 2 us + t + S / (450 GB/s x 0.78 TMA
+    # efficiency) + t + 0.918 us. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    from hwmodels.sm import tma_latency_s
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
     lat = 2 * s.gpu.nvlink.latency_s
-    expected = s.gpu.sync.stream_launch_s + lat + GiB / link + s.gpu.sync.flag_latency_sys_s
+    t = tma_latency_s(s.gpu, remote=True)
+    assert t == pytest.approx(s.gpu.transfer.tma_message_half_B / s.gpu.transfer.tma_remote_Bps_per_sm)
+    expected = (s.gpu.sync.stream_launch_s + lat + 2 * t + GiB / link
+                + s.gpu.sync.flag_latency_sys_s)
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(2.16e-6 + 2e-6 + 1073741824 / 351e9 + 0.9176e-6, rel=1e-6)
+    assert p.time_s == pytest.approx(2.16e-6 + 2e-6 + 2 * t + 1073741824 / 351e9 + 0.9176e-6,
+                                     rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
@@ -74,10 +81,13 @@ def test_ring_all_reduce_on_8_gpus():
     # system-scope flag; the local phase sums two of the rank's own chunks into its output
     # (3 x S/8 of HBM traffic at C = 3.35 TB/s x hbm.efficiency) and flags (0.918 us):
     # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C + 0.918 us
+    # Every phase also pays a TMA message's round trip before its data and after it (bulk
+    # stores completing): 2 t, t = tma_latency_s.
+    from hwmodels.sm import tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
-    flag = s.gpu.sync.flag_latency_sys_s
+    flag = s.gpu.sync.flag_latency_sys_s + 2 * tma_latency_s(s.gpu, remote=True)
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
     assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local, rel=1e-6)
