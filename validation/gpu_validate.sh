@@ -42,3 +42,5 @@ PK_MATRIX_DEADLINE=${PK_MATRIX_DEADLINE:-120} PK_SANITIZE_TIMEOUT=50 PK_IPC_TIME
 echo "matrix exit $? at $(( $(date +%s) - t0 )) s" >> "$out/times.txt"
 cat "$out/times.txt"
 tail -n 3 "$out/suite.log"
+# the device tool returns a limited number of files: everything in one archive
+tar czf "$out.tgz" --exclude=bin --exclude="*.ids" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
