@@ -148,6 +148,9 @@ class TransferSpec:
     ldst_move_source_s_per_B: float = fig("ldst_move_source_ns_per_KiB", 1e-9 / 1024,
                                           lo_open=False,
                                           doc="ld/st move: SM time per KiB per summed source")
+    move_knee: float = fig("move_knee",
+                           doc="the same bend for the generated collectives' moves "
+                               "(hwmodels.sm.move_Bps)")
     issue_knee: float = fig("issue_knee",
                             doc="sharpness of the bend where the SMs' combined issue rate meets "
                                 "the memory's: soft-min exponent (large = hard min)")
