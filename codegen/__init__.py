@@ -12,6 +12,10 @@ API used by the CLI and the tests alike:
   and returns their paths;
 * ``build(path)`` compiles a ``.cu`` written by ``emit`` (options from its manifest) and
   returns the ``.so`` path; a failed nvcc raises CompileError(message, command, stderr).
+
+Fused GEMM + communication schedules (gemm-rs, ag-gemm, gemm-ar) go through the same stages
+in ``codegen.fused`` (FusedPlan, its renderer, kernels/fused); ``emit`` and ``options_for``
+dispatch to it.
 """
 from __future__ import annotations
 
@@ -40,12 +44,18 @@ class Emitted:
 
 
 def options_for(plan: Plan) -> BuildOptions:
+    from codegen import fused
+    if isinstance(plan, fused.FusedPlan):
+        return fused.build_options(plan)
     return BuildOptions(arch=plan.arch, defines=plan.defines)
 
 
 def emit(system: System, schedule: Schedule, prediction: Any = None, out_dir: str | Path = ".",
          command: str = "") -> Emitted:
     """Write the translation unit and its manifest for ``schedule`` on ``system``."""
+    from codegen import fused
+    if schedule.op in fused.OPS:
+        return fused.emit(system, schedule, prediction, out_dir, command)
     plan = make_plan(system, schedule)
     text = render(plan, prediction, command)
     out = Path(out_dir)

@@ -1,7 +1,9 @@
 """``pksim codegen``: emit (and optionally build) the CUDA collective for a schedule.
 
 Without schedule options the simulator's best schedule among those codegen implements is
-emitted; each schedule option narrows that search (all of them: one schedule).
+emitted; each schedule option narrows that search (all of them: one schedule). The fused
+GEMM + communication ops (gemm-rs, ag-gemm, gemm-ar) take --m --n --k instead of --bytes and
+--overlap intra-sm|inter-sm (codegen.fused).
 """
 from __future__ import annotations
 
@@ -22,6 +24,11 @@ from pksim.schedule import ALGORITHMS, MECHANISMS, PEER_ORDERS, Schedule
 
 def codegen_ops() -> tuple[str, ...]:
     from codegen.plan import OPS
+    return OPS
+
+
+def fused_ops() -> tuple[str, ...]:
+    from codegen.fused import OPS
     return OPS
 
 
@@ -62,10 +69,42 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
     return best.schedule, best
 
 
-def schedule_options(fn=None, *, default_system: str | None = None):
-    """The options of codegen and run (run predicts on h200-virtual unless told otherwise)."""
+def choose_fused(system: System, op: str, shape: dict[str, int], world: int | None,
+                 overlap: str | None = None, algorithm: str | None = None,
+                 mechanism: str | None = None, comm_sms: int | None = None,
+                 peer_order: str | None = None) -> tuple[Schedule, Prediction | None]:
+    """The fastest predicted fused schedule that codegen can emit (narrowed by the options)."""
+    from codegen.fused import KERNELS, implemented
+    from pksim.search import fused_space, search
+    overlaps = (overlap,) if overlap else ("inter-sm", "intra-sm")
+    cands = fused_space(system, op, shape, world, 1, "bf16", overlaps=overlaps,
+                        algorithms=(algorithm,) if algorithm else (),
+                        mechanisms=(mechanism,) if mechanism else (),
+                        comm_sms=(comm_sms,) if comm_sms else ())
+    cands = [c for c in cands
+             if c.chunk_bytes == 0 and implemented(c.op, c.overlap, c.algorithm, c.mechanism)]
+    if peer_order:
+        cands = [c.with_(peer_order=peer_order) for c in cands]
+    cands = list(dict.fromkeys(cands))
+    if not cands:
+        have = ", ".join(f"{ov}/{alg}/{'|'.join(m)}" for (o, ov, alg), (_, m) in KERNELS.items()
+                         if o == op)
+        raise InfeasibleError(f"no {op} schedule that codegen implements matches these options "
+                              f"(implemented: {have})")
+    try:
+        best = search(system, cands).ranked[0]
+    except InfeasibleError:
+        if len(cands) != 1:
+            raise
+        return cands[0], None
+    return best.schedule, best
+
+
+def schedule_options(fn=None, *, default_system: str | None = None, fused: bool = False):
+    """The options of codegen and run (run predicts on h200-virtual unless told otherwise);
+    ``fused`` adds the fused GEMM ops and their shape and overlap options (codegen only)."""
     if fn is None:
-        return functools.partial(schedule_options, default_system=default_system)
+        return functools.partial(schedule_options, default_system=default_system, fused=fused)
     system_help = "Shipped system name or path to a system .toml."
     options = [
         click.option("--system", "system_name", required=default_system is None,
@@ -73,9 +112,12 @@ def schedule_options(fn=None, *, default_system: str | None = None):
                      help=system_help),
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override a system figure (repeatable)."),
-        click.option("--op", required=True, type=click.Choice(codegen_ops()), help="Collective."),
-        click.option("--bytes", "size", required=True, metavar="SIZE",
-                     help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB."),
+        click.option("--op", required=True,
+                     type=click.Choice(codegen_ops() + (fused_ops() if fused else ())),
+                     help="Collective" + (", or a fused GEMM + communication op." if fused else ".")),
+        click.option("--bytes", "size", required=not fused, metavar="SIZE",
+                     help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB"
+                          + (" (collectives)." if fused else ".")),
         click.option("--world", type=int, default=None, help="Ranks (default: the domain's GPUs)."),
         click.option("--dtype", type=click.Choice(["bf16", "fp32"]), default="bf16",
                      show_default=True, help="Element type the schedule is predicted for."),
@@ -88,11 +130,26 @@ def schedule_options(fn=None, *, default_system: str | None = None):
                      help="Order of peers for direct algorithms."),
         click.option("--root", type=int, default=0, show_default=True, help="Broadcast root."),
     ]
+    if fused:
+        options += [
+            click.option("--m", type=int, default=None,
+                         help="Fused ops: rows of A (gemm-rs, gemm-ar: per rank; ag-gemm: "
+                              "gathered)."),
+            click.option("--n", "n_", type=int, default=None, help="Fused ops: columns of B."),
+            click.option("--k", type=int, default=None,
+                         help="Fused ops: the reduction dimension (per rank for gemm-rs, gemm-ar)."),
+            click.option("--overlap", type=click.Choice(("intra-sm", "inter-sm")), default=None,
+                         help="Fused ops: fix the overlap strategy (default: search)."),
+        ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
 
 
 def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Prediction | None]:
     system = load_system(kw["system_name"], kw["overrides"])
+    if kw["op"] in fused_ops():
+        return (system, *_choose_fused(system, kw))
+    if kw["size"] is None:
+        raise ConfigError(f"--op {kw['op']} needs --bytes")
     nbytes = parse_bytes(kw["size"])
     if kw["world"] is not None and kw["world"] < 1:
         raise ConfigError(f"--world must be at least 1, got {kw['world']}")
@@ -104,14 +161,33 @@ def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Pre
     return system, sched, pred
 
 
+def _choose_fused(system: System, kw) -> tuple[Schedule, Prediction | None]:
+    shape = {}
+    for key, opt in (("m", "m"), ("n", "n_"), ("k", "k")):
+        if kw.get(opt) is None:
+            raise ConfigError(f"--op {kw['op']} needs --{key}")
+        if kw[opt] < 1:
+            raise ConfigError(f"--{key} must be at least 1, got {kw[opt]}")
+        shape[key] = kw[opt]
+    if kw["world"] is not None and kw["world"] < 1:
+        raise ConfigError(f"--world must be at least 1, got {kw['world']}")
+    if kw["comm_sms"] is not None and kw["comm_sms"] < 1:
+        raise ConfigError(f"--comm-sms must be at least 1, got {kw['comm_sms']}")
+    if kw["dtype"] != "bf16":
+        raise InfeasibleError(f"the fused kernels are bf16 (the Hopper GEMM), not {kw['dtype']}")
+    return choose_fused(system, kw["op"], shape, kw["world"], kw["overlap"], kw["algorithm"],
+                        kw["mechanism"], kw["comm_sms"], kw["peer_order"])
+
+
 @click.command()
-@schedule_options
+@schedule_options(fused=True)
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for <op>-<hash>.cu and <op>-<hash>.json.")
 @click.option("--build", "do_build", is_flag=True, help="Also compile it (cached by content).")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 def codegen(out_dir: str, do_build: bool, as_json: bool, **kw) -> None:
-    """Write the CUDA source of a collective's best (or given) schedule, and its manifest."""
+    """Write the CUDA source of a collective's or fused op's best (or given) schedule, and
+    its manifest."""
     import json
 
     import codegen as cg
@@ -127,7 +203,9 @@ def codegen(out_dir: str, do_build: bool, as_json: bool, **kw) -> None:
         return
     predicted = (f"predicted {format_time(pred.time_s)}" if pred else
                  "not predicted (the simulator cannot model this schedule)")
-    click.echo(f"{sched.op} {format_bytes(sched.dim('bytes'))} on {system.name} "
+    size = (" ".join(f"{k}={v}" for k, v in sched.shape) if sched.op in fused_ops()
+            else format_bytes(sched.dim("bytes")))
+    click.echo(f"{sched.op} {size} on {system.name} "
                f"({sched.world} ranks): {sched.label()}, {predicted}")
     click.echo(f"  source    {emitted.source}")
     click.echo(f"  manifest  {emitted.manifest}")

@@ -1,0 +1,325 @@
+"""Codegen for the fused GEMM + communication ops (gemm-rs, ag-gemm, gemm-ar).
+
+The same named stages as the collectives (STYLE.md 9): ``make_plan`` (Schedule -> FusedPlan,
+frozen and dumpable), ``render`` (FusedPlan -> CUDA source: config, globals, kernel, host entry
+point), ``emit`` (source + manifest), and the content-hash build of ``codegen.build``. The
+kernel bodies live in ``kernels/fused`` (ops.cuh names them) on top of the Hopper GEMM of
+``kernels/gemm``; a generated file only specialises them.
+
+What each schedule becomes (the schedule's algorithm and mechanism name the communication):
+
+=========  ========  ==========  =========  ===============================================
+op         overlap   algorithm   mechanism  kernel (kernels/fused/ops.cuh)
+=========  ========  ==========  =========  ===============================================
+gemm-rs    intra-sm  direct      tma        gemm_rs_intra: epilogue TMA store-adds each
+                                            sub-tile into the owner of its rows
+gemm-rs    inter-sm  direct      register   gemm_rs_inter: local store + per-tile flag; the
+                                            owner's comm blocks pull and sum, arrival order
+gemm-ar    intra-sm  direct      tma        gemm_ar_intra: store-add into every rank
+gemm-ar    inter-sm  two-shot    register   gemm_ar_inter: as gemm-rs inter-SM, the sum
+                                            stored into every rank's output
+gemm-ar    inter-sm  in-network  multimem   gemm_ar_in_network: compile-only (NVLink
+                                            multicast is never enabled here)
+ag-gemm    inter-sm  direct      tma, reg   ag_gemm_inter: comm blocks gather A bands, the
+                                            GEMM producer waits for each band's flag
+=========  ========  ==========  =========  ===============================================
+
+``overlap = none`` is a library GEMM followed by the collective (validation/run_fused.py runs
+it from kernels/gemm and a generated collective); ag-gemm intra-SM (the producer loading peer
+A tiles through their tensor maps) is not implemented. Both raise InfeasibleError, as do
+systems without the sm_90a GEMM (wgmma, setmaxnreg), dtypes other than bf16, pipelined
+chunks and tiles without a GEMM config.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from codegen.build import BuildOptions, find_nvcc, nvcc_command, KERNELS as KERNELS_DIR
+from hwmodels.errors import InfeasibleError
+from hwmodels.system import System
+from hwmodels.topology import Topology
+from hwmodels.units import format_time
+from pksim.schedule import Schedule
+
+OPS = ("gemm-rs", "ag-gemm", "gemm-ar")
+# (op, overlap, algorithm) -> (C++ op template, mechanisms it implements)
+KERNELS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
+    ("gemm-rs", "intra-sm", "direct"): ("gemm_rs_intra", ("tma",)),
+    ("gemm-rs", "inter-sm", "direct"): ("gemm_rs_inter", ("register",)),
+    ("gemm-ar", "intra-sm", "direct"): ("gemm_ar_intra", ("tma",)),
+    ("gemm-ar", "inter-sm", "two-shot"): ("gemm_ar_inter", ("register",)),
+    ("gemm-ar", "inter-sm", "in-network"): ("gemm_ar_in_network", ("multimem",)),
+    ("ag-gemm", "inter-sm", "direct"): ("ag_gemm_inter", ("tma", "register")),
+}
+ARCH = "sm_90a"                 # the GEMM needs wgmma and setmaxnreg
+MAX_RANKS = 8                   # PKF_MAX_RANKS in kernels/fused/abi.h
+THREADS = 384                   # pk::gemm::config::THREADS: producer + two consumer warpgroups
+# (BM, BN, BK) -> (pipeline stages, epilogue buffers): the GEMM configs that fit 227 KiB
+TILES: dict[tuple[int, int, int], tuple[int, int]] = {
+    (128, 256, 64): (4, 2), (128, 128, 64): (6, 2), (256, 128, 64): (4, 1)}
+
+
+def implemented(op: str, overlap: str, algorithm: str, mechanism: str) -> bool:
+    entry = KERNELS.get((op, overlap, algorithm))
+    return entry is not None and mechanism in entry[1]
+
+
+def sources_digest() -> str:
+    """Digest of the headers a fused source includes beyond pk/ and collectives/ (which
+    codegen.build hashes itself): kernels/fused and kernels/gemm. Folded into the build
+    options, so a header edit never reuses a stale binary."""
+    h = hashlib.sha256()
+    for d in (KERNELS_DIR / "fused", KERNELS_DIR / "gemm"):
+        for p in sorted(d.glob("*")):
+            if p.suffix in (".cuh", ".h"):
+                h.update(p.name.encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class FusedPlan:
+    """What the renderer emits: one op of kernels/fused/ops.cuh specialised by constants."""
+    op: str
+    overlap: str
+    algorithm: str
+    mechanism: str
+    op_template: str            # pkf::<op_template><config>
+    kernel: str                 # the __global__ name, <op>_<overlap>
+    entry: str                  # pk_<kernel>, the extern "C" entry point
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    epi_bufs: int
+    comm_blocks: int            # per rank; 0 for intra-SM
+    staggered: bool
+    copy_tma: bool              # ag-gemm: TMA copies (else registers)
+    threads: int
+    arch: str
+    defines: tuple[tuple[str, str], ...]
+    world: int                  # the schedule's (a run-time argument of the kernel)
+    shape: tuple[tuple[str, int], ...]
+    schedule_key: str
+    system: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}-{self.schedule_key}"
+
+    @property
+    def compile_only(self) -> bool:
+        return self.mechanism == "multimem"
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["defines"] = {k: v for k, v in self.defines}
+        out["shape"] = {k: v for k, v in self.shape}
+        out["compile_only"] = self.compile_only
+        return out
+
+
+def make_plan(system: System, schedule: Schedule) -> FusedPlan:
+    """Schedule -> FusedPlan, or InfeasibleError naming what is missing."""
+    s = schedule
+    if s.op not in OPS:
+        raise InfeasibleError(f"codegen's fused kernels cover {', '.join(OPS)}, not {s.op}")
+    if s.impl != "pk":
+        raise InfeasibleError(f"codegen emits pk kernels; impl {s.impl!r} is NCCL's own")
+    arch = system.gpu.sm_arch
+    if arch != ARCH:
+        raise InfeasibleError(f"{system.name}: the fused kernels use the Hopper GEMM "
+                              f"(wgmma, setmaxnreg: {ARCH}); {system.gpu.model} is "
+                              f"{arch or 'without an nvcc target'}")
+    if s.overlap == "none":
+        raise InfeasibleError(f"overlap none is a library GEMM and then the collective, two "
+                              f"launches: validation/run_fused.py times it from kernels/gemm "
+                              f"and the generated {s.op} collective; codegen emits fused kernels")
+    key = (s.op, s.overlap, s.algorithm)
+    if key not in KERNELS:
+        have = ", ".join(f"{ov}/{alg}" for (op, ov, alg) in KERNELS if op == s.op)
+        raise InfeasibleError(f"codegen has no {s.overlap} {s.algorithm} {s.op} kernel "
+                              f"(implemented for {s.op}: {have})")
+    template, mechs = KERNELS[key]
+    if s.mechanism not in mechs:
+        raise InfeasibleError(f"{s.overlap} {s.algorithm} {s.op} moves data with "
+                              f"{', '.join(mechs)}, not {s.mechanism}")
+    if not 2 <= s.world <= MAX_RANKS:
+        raise InfeasibleError(f"fused kernels address 2..{MAX_RANKS} ranks, not {s.world}")
+    if s.domains != 1:
+        raise InfeasibleError("fused kernels run inside one NVLink domain (domains = 1)")
+    if s.dtype != "bf16":
+        raise InfeasibleError(f"the Hopper GEMM is bf16 in, bf16 out; not {s.dtype}")
+    if s.chunk_bytes:
+        raise InfeasibleError("fused kernels pipeline by tiles; pipelined chunks "
+                              "(chunk_bytes > 0) are not implemented, use chunk_bytes = 0")
+    tile = tuple(s.tile)
+    if tile not in TILES:
+        raise InfeasibleError(f"no GEMM config for tile {tile}; available: "
+                              f"{', '.join(str(t) for t in TILES)}")
+    comm = s.comm_sms if s.overlap == "inter-sm" else 0
+    sms = Topology.build(system, s.world, 1).sms_per_rank()
+    if comm >= sms:
+        raise InfeasibleError(f"{comm} communication SMs per rank leave no GEMM SM "
+                              f"({sms} SMs per rank on {system.name})")
+    stages, epi = TILES[tile]
+    kernel = f"{s.op.replace('-', '_')}_{s.overlap.replace('-', '_')}"
+    if s.algorithm == "in-network":
+        kernel += "_in_network"
+    defines = (("PK_ENABLE_MULTIMEM", "1"),) if s.mechanism == "multimem" else ()
+    return FusedPlan(op=s.op, overlap=s.overlap, algorithm=s.algorithm, mechanism=s.mechanism,
+                     op_template=template, kernel=kernel, entry=f"pk_{kernel}", bm=tile[0],
+                     bn=tile[1], bk=tile[2], stages=stages, epi_bufs=epi, comm_blocks=comm,
+                     staggered=s.peer_order != "sequential", copy_tma=s.mechanism == "tma",
+                     threads=THREADS, arch=ARCH, defines=defines, world=s.world,
+                     shape=tuple(s.shape), schedule_key=s.key(), system=system.name)
+
+
+def build_options(plan: FusedPlan) -> BuildOptions:
+    return BuildOptions(arch=plan.arch,
+                        defines=tuple(sorted(plan.defines + (("PK_FUSED_SOURCES",
+                                                               sources_digest()),))))
+
+
+# ---- render --------------------------------------------------------------------------------------
+
+_WHAT = {
+    "gemm_rs_intra": "each finished 64-column sub-tile is TMA store-added (bf16) into the output "
+                     "of the rank owning its rows; outputs must be zero first (zero_output)",
+    "gemm_rs_inter": "GEMM blocks store tiles into their rank's partial buffer and flag them; the "
+                     "owner's communication blocks sum every rank's tile in arrival order",
+    "gemm_ar_intra": "each finished sub-tile is TMA store-added into every rank's output; outputs "
+                     "must be zero first (zero_output)",
+    "gemm_ar_inter": "as gemm-rs inter-SM, with the owner's sum stored into every rank's output "
+                     "(two-shot in one pass)",
+    "gemm_ar_in_network": "as gemm-ar inter-SM, summed by multimem.ld_reduce and stored by "
+                          "multimem.st through multicast addresses (compile-only)",
+    "ag_gemm_inter": "communication blocks gather every rank's shard of A into a local copy, one "
+                     "BM-row band at a time; the GEMM producer waits for each band's flag",
+}
+
+
+def _prediction_line(prediction: Any) -> str:
+    if prediction is None:
+        return "no prediction attached"
+    return (f"predicted {format_time(prediction.time_s)} on {prediction.system} "
+            f"(baseline {format_time(prediction.baseline_s)}, speed-up {prediction.speedup:.2f}x)")
+
+
+def render(plan: FusedPlan, prediction: Any = None, command: str = "") -> str:
+    """The CUDA translation unit for ``plan``."""
+    p = plan
+    shape = " ".join(f"{k}={v}" for k, v in p.shape)
+    head = [
+        f"// {p.op}, {p.overlap}, {p.algorithm}, {p.mechanism}: generated by `pksim codegen` "
+        f"from schedule {p.schedule_key}.",
+        f"// Schedule: {p.world} ranks, {shape} bf16 on {p.system}; {_prediction_line(prediction)}.",
+        *textwrap.wrap(_WHAT[p.op_template][0].upper() + _WHAT[p.op_template][1:] + ".",
+                       width=96, initial_indent="// ", subsequent_indent="// "),
+        "// World size and M, N, K are run-time arguments (pkf_args, fused/abi.h). The nvcc "
+        "command is in",
+        "// the manifest next to this file.",
+    ]
+    if command:
+        head.append(f"// Regenerate: {command}")
+    guard = ""
+    if p.compile_only:
+        guard = ("#if !defined(PK_ENABLE_MULTIMEM) || !PK_ENABLE_MULTIMEM\n"
+                 "#error \"in-network kernels need NVLink multicast: build with "
+                 "-DPK_ENABLE_MULTIMEM=1 (compile-only here)\"\n#endif\n")
+    includes = '#include "fused/entry.cuh"\n'
+    order = ("staggered: each rank starts at its own band (ag-gemm) or the next rank's (others)"
+             if p.staggered else "sequential: every rank starts at row 0 "
+             "(schedule.peer_order = sequential)")
+    config = f"""// ---- config: launch constants --------------------------------------------------------------
+struct config {{
+  using gemm = pk::gemm::config<{p.bm}, {p.bn}, {p.bk}, {p.stages}, {p.epi_bufs}>;  // schedule.tile
+  static constexpr int kCommBlocks = {p.comm_blocks};  // per rank (schedule.comm_sms); pkf_args::comm_blocks overrides
+  static constexpr bool kStaggered = {"true" if p.staggered else "false"};  // tile order, {order}
+  static constexpr bool kCopyTma = {"true" if p.copy_tma else "false"};  // ag-gemm copies: TMA, else registers
+}};
+using op = pkf::{p.op_template}<config>;
+"""
+    globals_ = """// ---- globals: layouts, problem size, grid ---------------------------------------------------
+// op::globals (fused/ops.cuh): one pk::gemm::params per rank (A, B and epilogue tensor maps, the
+// rank's tile order), the communication parameters (every rank's buffers, flag counters, the
+// row partition), and the grid split: world x (gemm_blocks + comm_blocks) blocks.
+using globals = op::globals;
+"""
+    kernel = f"""// ---- kernel ---------------------------------------------------------------------------------
+__global__ void __launch_bounds__(config::gemm::THREADS, 1) {p.kernel}(const __grid_constant__ globals g) {{
+  extern __shared__ __align__(1024) unsigned char smem[];
+  pkf::run<op>(g, smem);
+}}
+"""
+    manifest = json.dumps({"op": p.op, "overlap": p.overlap, "algorithm": p.algorithm,
+                           "mechanism": p.mechanism, "entry": p.entry,
+                           "tile": [p.bm, p.bn, p.bk], "comm_blocks": p.comm_blocks,
+                           "staggered": p.staggered, "schedule_key": p.schedule_key},
+                          sort_keys=True)
+    entry = f"""// ---- host entry point -------------------------------------------------------------------------
+// Checks every argument (world, shape and alignment, every rank's buffers, flags, the grid
+// split: pkf::check_args) and enqueues the call on a->stream. Returns a pkc_status; on failure
+// `msg` holds one line saying what is wrong.
+extern "C" int {p.entry}(const pkf_args* a, char* msg, size_t msg_len) {{
+  pkf::reporter rep(msg, msg_len);
+  if (!pkf::check_args<op, config>(a, rep)) return rep.code;
+  return pkf::launch<op, config>({p.kernel}, a, rep);
+}}
+
+// Scratch sizes, flags and launch figures for these arguments (pointers are not read).
+extern "C" int pkf_requirements(const pkf_args* a, pkf_reqs* out, char* msg, size_t msg_len) {{
+  pkf::reporter rep(msg, msg_len);
+  return pkf::requirements<op, config>({p.kernel}, a, out, rep);
+}}
+
+extern "C" const char* pkf_manifest(void) {{
+  return {json.dumps(manifest)};
+}}
+"""
+    parts = ["\n".join(head) + "\n", guard, includes, config, globals_, kernel, entry]
+    return "\n".join(x for x in parts if x)
+
+
+# ---- emit ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Emitted:
+    source: Path
+    manifest: Path
+    plan: FusedPlan
+
+
+def emit(system: System, schedule: Schedule, prediction: Any = None, out_dir: str | Path = ".",
+         command: str = "") -> Emitted:
+    """Write ``<op>-<key>.cu`` and its manifest (schedule, prediction, plan, build options,
+    the nvcc command) for a fused schedule."""
+    plan = make_plan(system, schedule)
+    text = render(plan, prediction, command)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    source = out / f"{plan.name}.cu"
+    manifest = out / f"{plan.name}.json"
+    source.write_text(text)
+    options = build_options(plan)
+    nvcc = find_nvcc() or "nvcc"
+    data = {
+        "schedule": schedule.to_dict(),
+        "schedule_key": schedule.key(),
+        "system": system.name,
+        "prediction": prediction.to_dict() if prediction is not None else None,
+        "plan": plan.to_dict(),
+        "source": source.name,
+        "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "entry": plan.entry,
+        "build_options": options.to_dict(),
+        "nvcc_command": nvcc_command(source.resolve(), (out / f"lib{plan.name}.so").resolve(),
+                                     options, nvcc),
+    }
+    manifest.write_text(json.dumps(data, indent=2) + "\n")
+    return Emitted(source, manifest, plan)

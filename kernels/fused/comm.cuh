@@ -1,0 +1,259 @@
+// fused/comm.cuh: the communication blocks of the inter-SM fused kernels.
+//
+// Provides (device side, namespace pkf; every routine is run by all threads of one block and
+// returns in all of them)
+//   * pull_reduce<kToAll>: the communication blocks of owner o wait for the tiles that carry
+//     o's rows (a counter per tile on o, fed by every rank's store_signal epilogue), and sum the
+//     world partial tiles (fp32, sources in rank order, 16-byte ld.global.cg loads) into o's
+//     output rows (gemm-rs), or into the same rows of every rank's output (gemm-ar: the two
+//     shots of a two-shot all-reduce in one pass). Units are (tile, owner) intersections,
+//     dealt round-robin to the owner's blocks in the GEMM's own column-major order inside the
+//     owner's row band, and taken in ARRIVAL order: thread 0 scans a window of the next 64
+//     pending units and takes the first whose counter is complete; each thread keeps 8 to 16
+//     16-byte loads in flight (4 vectors x 2 sources, 2 x 4, or 2 x 8);
+//   * gather_rows<kTma>: the communication blocks of rank r copy every rank's shard of A into
+//     r's gathered M x K buffer, one (shard, BM-row band) piece at a time, the rank's own shard
+//     first when the order is staggered, and add 1 to the band's counter on r after each piece
+//     (the ag-gemm prologue waits for it). Pieces move through pkc::copy's two mechanisms: TMA
+//     (bulk loads into shared-memory stages, bulk stores out) or registers;
+//   * pull_reduce_multimem (only with PK_ENABLE_MULTIMEM=1, compile-only here): the in-network
+//     form of the all-reduce: the owner loads each vector of its rows through the partials'
+//     multicast address with multimem.ld_reduce (the switch sums every rank's copy) and stores
+//     the sum through the outputs' multicast address.
+//
+// Deadlines: every wait has spin_ctx::timeout_cycles; a wait that passes it records
+// {rank, flag, expected, seen} in the error record and the block returns (the rest of its
+// units stay undone; the host reports the record). Ordering: the counters are released by the
+// producers after their writes completed (store_signal: complete_writes; gather: the TMA path
+// ends with complete_writes in the issuing thread, then __syncthreads before the signal);
+// thread 0's ld.acquire.sys followed by __syncthreads orders every thread's loads after it.
+#pragma once
+
+#include "collectives/collective.cuh"
+#include "fused/fused.cuh"
+
+namespace pkf {
+
+// ---- pull-reduce (gemm-rs, gemm-ar) ------------------------------------------------------------
+
+struct reduce_params {
+  const bf16* partial[PKF_MAX_RANKS];  // every rank's M x N partial buffer
+  bf16* out[PKF_MAX_RANKS];            // gemm-rs: rows(o) x N; gemm-ar: M x N
+  bf16* partial_mc;                    // in-network only: multicast addresses
+  bf16* out_mc;
+  pk::flags<PKF_MAX_RANKS> flags;      // counter t of rank o: see store_signal
+  partition rows;
+  int N, world, bm, bn, num_n;
+  unsigned int seq;
+};
+
+// The units of owner `rank`: tiles (tm, tn) whose rows meet [lo, hi), column-major.
+struct owner_units {
+  int lo, hi, tm0, band_tiles, count;
+  PK_DEV owner_units(const reduce_params& p, int rank) {
+    lo = p.rows.begin(rank);
+    hi = p.rows.end(rank);
+    tm0 = lo / p.bm;
+    band_tiles = (hi - 1) / p.bm - tm0 + 1;
+    count = band_tiles * p.num_n;
+  }
+  PK_DEV int tile_m(int u) const { return tm0 + u % band_tiles; }
+  PK_DEV int tile_n(int u) const { return u / band_tiles; }
+};
+
+// Thread 0: the next unit (index among this block's units) whose tile is complete, -1 when all
+// are done, -2 after a timeout or another thread's failure. `base` / `done` are the block's
+// progress: units below base are done; bit j of done marks unit base + j.
+PK_DEV int next_ready(const reduce_params& p, const owner_units& ou, int rank, int block,
+                      int blocks, int mine, int& base, unsigned long long& done) {
+  const unsigned int need = 2u * static_cast<unsigned int>(p.world) * (p.seq + 1u);
+  const long long start = clock64();
+  for (unsigned int iter = 0;; ++iter) {
+    if (base >= mine) return -1;
+    const int window = min(64, mine - base);
+    for (int j = 0; j < window; ++j) {
+      if ((done >> j) & 1ull) continue;
+      const int u = block + blocks * (base + j);
+      const int t = ou.tile_m(u) * p.num_n + ou.tile_n(u);
+      if (static_cast<int>(pk::ld_acquire_sys(p.flags.at(rank, t)) - need) >= 0) {
+        const int picked = base + j;
+        done |= 1ull << j;
+        while (base < mine && (done & 1ull)) {
+          done >>= 1;
+          ++base;
+        }
+        return picked;
+      }
+    }
+    if (clock64() - start > p.flags.spin.timeout_cycles) {
+      const int u = block + blocks * base;
+      const int t = ou.tile_m(u) * p.num_n + ou.tile_n(u);
+      pk::record_error(p.flags.spin.err, pk::PK_ERR_FLAG_TIMEOUT, rank, -1, t, need,
+                       pk::ld_acquire_sys(p.flags.at(rank, t)));
+      return -2;
+    }
+    if ((iter & 15u) == 15u && pk::error_raised(p.flags.spin.err)) return -2;
+    __nanosleep(100);
+  }
+}
+
+// Rows [r0, r1) x columns [c0, c1) of the sum of every rank's partial, into the destinations.
+// Each thread keeps U vectors of each of the (at most W) sources in flight. More than 8 loads
+// of a 2- or 4-rank reduction (U = 8 x W = 2, U = 4 x W = 4, U = 3 x W = 4) spill registers in
+// this kernel (ptxas, sm_90a, CUDA 13.0), so: U x W = 4 x 2, 2 x 4, 2 x 8.
+template <bool kToAll, int U, int W>
+PK_DEV void reduce_rect_body(const reduce_params& p, int rank, int lo, int r0, int r1, int c0,
+                             int c1) {
+  const int vpr = (c1 - c0) / 8;
+  const int nvec = (r1 - r0) * vpr;
+  for (int v0 = threadIdx.x; v0 < nvec; v0 += U * blockDim.x) {
+    size_t off[U];
+    bool live[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * blockDim.x;
+      live[u] = v < nvec;
+      const int row = r0 + (live[u] ? v / vpr : 0);
+      const int col = c0 + (live[u] ? v % vpr : 0) * 8;
+      off[u] = static_cast<size_t>(row) * p.N + col;
+    }
+    uint4 raw[U][W];
+#pragma unroll
+    for (int s = 0; s < W; ++s)
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (s < p.world && live[u])
+          raw[u][s] = __ldcg(reinterpret_cast<const uint4*>(p.partial[s] + off[u]));
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (!live[u]) continue;
+      float acc[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[k] = 0.f;
+#pragma unroll
+      for (int s = 0; s < W; ++s)
+        if (s < p.world) pkc::add_vec(acc, raw[u][s], bf16{});
+      const uint4 sum = pkc::pack_vec(acc, bf16{});
+      if constexpr (kToAll) {
+        for (int k = 1; k <= p.world; ++k)
+          *reinterpret_cast<uint4*>(p.out[(rank + k) % p.world] + off[u]) = sum;
+      } else {
+        const size_t local = off[u] - static_cast<size_t>(lo) * p.N;
+        *reinterpret_cast<uint4*>(p.out[rank] + local) = sum;
+      }
+    }
+  }
+}
+
+template <bool kToAll>
+PK_DEV void reduce_rect(const reduce_params& p, int rank, int lo, int r0, int r1, int c0, int c1) {
+  if (p.world <= 2) reduce_rect_body<kToAll, 4, 2>(p, rank, lo, r0, r1, c0, c1);
+  else if (p.world <= 4) reduce_rect_body<kToAll, 2, 4>(p, rank, lo, r0, r1, c0, c1);
+  else reduce_rect_body<kToAll, 2, PKF_MAX_RANKS>(p, rank, lo, r0, r1, c0, c1);
+}
+
+#if PK_ENABLE_MULTIMEM
+// In-network form: the switch sums every rank's copy, the store reaches every rank.
+PK_DEV void reduce_rect_multimem(const reduce_params& p, int r0, int r1, int c0, int c1) {
+  const int vpr = (c1 - c0) / 8;
+  const int nvec = (r1 - r0) * vpr;
+  for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+    const size_t off = static_cast<size_t>(r0 + v / vpr) * p.N + c0 + (v % vpr) * 8;
+    const auto* src = reinterpret_cast<const pk::multimem::bf16x8*>(p.partial_mc + off);
+    auto* dst = reinterpret_cast<pk::multimem::bf16x8*>(p.out_mc + off);
+    pk::multimem::st(dst, pk::multimem::ld_reduce_add(src));
+  }
+}
+#endif
+
+// kind: 0 = reduce into the owner's rows (gemm-rs), 1 = into every rank (gemm-ar),
+// 2 = in-network (gemm-ar through multicast addresses).
+template <int kKind>
+struct pull_reduce {
+  using params = reduce_params;
+  template <class G>
+  __device__ static void run(const G& g, int rank, int block, unsigned char*) {
+    const reduce_params& p = g.comm;
+    const owner_units ou(p, rank);
+    const int blocks = g.comm_blocks;
+    const int mine = block < ou.count ? (ou.count - block + blocks - 1) / blocks : 0;
+    __shared__ int picked;
+    int base = 0;
+    unsigned long long done = 0;
+    for (;;) {
+      if (threadIdx.x == 0) picked = next_ready(p, ou, rank, block, blocks, mine, base, done);
+      __syncthreads();
+      const int i = picked;
+      if (i < 0) return;  // every thread read `picked` before anyone can write it again
+      const int u = block + blocks * i;
+      const int tm = ou.tile_m(u), tn = ou.tile_n(u);
+      const int r0 = max(tm * p.bm, ou.lo), r1 = min((tm + 1) * p.bm, ou.hi);
+      const int c0 = tn * p.bn, c1 = min(p.N, c0 + p.bn);
+      if constexpr (kKind == 2) {
+#if PK_ENABLE_MULTIMEM
+        reduce_rect_multimem(p, r0, r1, c0, c1);
+#endif
+      } else {
+        reduce_rect<kKind == 1>(p, rank, ou.lo, r0, r1, c0, c1);
+      }
+      __syncthreads();
+    }
+  }
+};
+
+// ---- gather (ag-gemm) ------------------------------------------------------------------------------
+
+struct gather_params {
+  const bf16* shard[PKF_MAX_RANKS];  // rank s: rows [lo(s), lo(s + 1)) of A, K columns
+  bf16* gathered[PKF_MAX_RANKS];     // every rank's M x K copy of A
+  pk::flags<PKF_MAX_RANKS> flags;    // counter b of rank r: pieces of band b copied to r
+  partition rows;
+  int K, world, bm;
+  int staggered;                     // 1: own shard first (and the GEMM starts there too)
+};
+
+// Shared-memory staging of the TMA copies: pkc::tma_copy's stage layout.
+struct copy_stages {
+  static constexpr int kStages = 4;
+  static constexpr unsigned kStageBytes = 32 * 1024;
+};
+
+template <bool kTma>
+struct gather_rows {
+  using params = gather_params;
+  template <class G>
+  __device__ static void run(const G& g, int rank, int block, unsigned char* smem_raw) {
+    const gather_params& p = g.comm;
+    const int blocks = g.comm_blocks;
+    __shared__ uint64_t bars[copy_stages::kStages];
+    pkc::block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        for (int s = 0; s < copy_stages::kStages; ++s) pk::tma::mbar_init(&bars[s], 1);
+        pk::tma::mbar_init_fence();
+      }
+      __syncthreads();
+    }
+    int u = 0;  // running index of (shard, band) pieces over the shards in visiting order
+    for (int k = 0; k < p.world; ++k) {
+      const int s = p.staggered ? (rank + k) % p.world : k;
+      const int lo = p.rows.begin(s), hi = p.rows.end(s);
+      for (int b = lo / p.bm; b <= (hi - 1) / p.bm; ++b, ++u) {
+        if (u % blocks != block) continue;
+        const int r0 = max(lo, b * p.bm), r1 = min(hi, (b + 1) * p.bm);
+        const bf16* src = p.shard[s] + static_cast<size_t>(r0 - lo) * p.K;
+        bf16* dst = p.gathered[rank] + static_cast<size_t>(r0) * p.K;
+        const size_t n = static_cast<size_t>(r1 - r0) * p.K;
+        if constexpr (kTma) {
+          if (!pkc::tma_copy<copy_stages>(pkc::one(dst), src, n, sm, p.flags.spin, rank)) return;
+        } else {
+          pkc::reg_copy(pkc::one(dst), src, n, pk::ldst::block_group());
+          __syncthreads();
+        }
+        if (threadIdx.x == 0) pk::signal(p.flags, rank, b, 1u);
+      }
+    }
+  }
+};
+
+}  // namespace pkf

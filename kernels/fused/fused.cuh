@@ -1,0 +1,229 @@
+// fused/fused.cuh: what every fused GEMM + communication kernel shares: the row partition, the
+// tile order, the GEMM-side hooks (epilogues, prologue) and the block-role dispatch.
+//
+// A fused kernel is one launch over every (virtual) rank: rank r owns blocks
+// [r * P, (r + 1) * P), P = gemm_blocks + comm_blocks; the first gemm_blocks of them run the
+// persistent Hopper GEMM of kernels/gemm (pk::gemm::gemm_block on the rank's own parameters),
+// the others run the op's communication routine (fused/comm.cuh). The op structs
+// (fused/ops.cuh) choose an epilogue, a prologue and a communication routine from here.
+//
+// Row partition (reduce-scatter rows, all-gather shards): rank r owns rows
+// [lo(r), lo(r + 1)) with lo(r) = floor(r * M / world); with M >= world every rank owns at least
+// one row; `partition` carries the boundaries to the device and finds the owner of a row. Neither tiles (BM rows) nor the 64-row sub-tiles of the
+// epilogue need to line up with it.
+//
+// Tile order (rotated_raster): the GEMM's grouped raster with its tile rows rotated by m_shift,
+// so that a rank can start at any row band: "staggered" starts rank r where the op wants it
+// (ag-gemm: its own shard; gemm-rs / gemm-ar: the rows of rank r + 1), "sequential" starts
+// every rank at row 0.
+//
+// Epilogues (the contract is pk::gemm's, gemm/gemm.cuh):
+//   store_add_owners  each staged 64-column sub-tile is TMA-reduce-added (bf16) into the output
+//                     of the rank owning its first row, through a tensor map of that rank's
+//                     output (rows past the owner's end are out of bounds and skipped); the rows
+//                     of any later owner of the same sub-tile go as 16-byte bulk reduce-adds;
+//   store_add_all     the same into every rank's M x N output (all-reduce);
+//   store_signal      a plain TMA store into the rank's own partial buffer; once a consumer has
+//                     stored its half of a tile it completes the writes (wait + proxy fence,
+//                     pk::tma::complete_writes) and adds 1 to the tile's counter on every rank
+//                     owning rows of the tile (pk::signal, release at system scope). A tile is
+//                     complete on an owner when its counter reaches 2 consumers x world ranks
+//                     per call.
+// Prologue:
+//   wait_rows         before the first load of a tile, the producer thread waits until the
+//                     tile's row band of the gathered A has arrived (counter = pieces copied),
+//                     then fences for the async proxy (TMA loads). A wait that passes its
+//                     deadline records the error and lets the loads go ahead, so the pipeline
+//                     drains and the host reads the error instead of a hang.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include "gemm/gemm.cuh"
+#include "pk/pk.cuh"
+#include "abi.h"
+
+namespace pkf {
+
+using bf16 = __nv_bfloat16;
+
+// ---- row partition ---------------------------------------------------------------------------
+
+PK_HD int row_lo(int r, int M, int world) {
+  return static_cast<int>(static_cast<long long>(r) * M / world);
+}
+
+// The partition as the device uses it: lo[r] = row_lo(r, M, world) for r <= world, so that no
+// kernel divides (64-bit division costs registers the GEMM's consumers do not have).
+struct partition {
+  int lo[PKF_MAX_RANKS + 1];
+  int world;
+
+  PK_HD int begin(int r) const { return lo[r]; }
+  PK_HD int end(int r) const { return lo[r + 1]; }
+  // The rank owning `row` (0 <= row < M): the last r with lo[r] <= row.
+  PK_HD int owner(int row) const {
+    int o = 0;
+    while (o + 1 < world && lo[o + 1] <= row) ++o;
+    return o;
+  }
+  static partition make(int M, int world) {
+    partition p{};
+    for (int r = 0; r <= world; ++r) p.lo[r] = row_lo(r, M, world);
+    p.world = world;
+    return p;
+  }
+};
+
+// ---- tile order ------------------------------------------------------------------------------
+
+struct rotated_raster {
+  pk::gemm::grouped_raster base;
+  int m_shift;  // tile rows to rotate by, in [0, base.num_m)
+
+  PK_HD int tiles() const { return base.tiles(); }
+  PK_HD void coords(int t, int& tm, int& tn) const {
+    base.coords(t, tm, tn);
+    tm += m_shift;
+    if (tm >= base.num_m) tm -= base.num_m;
+  }
+};
+
+// ---- epilogues -------------------------------------------------------------------------------
+
+// gemm-rs, intra-SM: reduce-add each sub-tile into the owners of its rows.
+struct store_add_owners {
+  struct params {
+    CUtensorMap out[PKF_MAX_RANKS];  // rank o's output: rows(o) x N, box [BM/2][64], 128B swizzle
+    bf16* ptr[PKF_MAX_RANKS];        // the same outputs as pointers (rows past an owner boundary)
+    partition rows;
+    int n;
+  };
+  // The first owner of the sub-tile's rows takes the whole box through its tensor map (rows past
+  // its end are out of bounds there and skipped). A later owner's rows start inside the box,
+  // and a tensor store cannot start there: a negative row coordinate is an illegal instruction
+  // (seen on the H200, 2026-12-02). Those rows go as 16-byte bulk reduce-adds, one per 8-column
+  // chunk, read from the chunk's place in the 128-byte-swizzled buffer (chunk c of buffer row r
+  // sits at 16 * (c ^ (r % 8)) in the row). Only sub-tiles that cross an owner boundary do this.
+  PK_DEV static void store_subtile(const params& p, const pk::gemm::tile_info&,
+                                   const pk::gemm::subtile_info& s, const void* smem) {
+    if (s.rows <= 0 || s.cols <= 0) return;
+    const int first = p.rows.owner(s.row0);
+    pk::tma::store_add_tile_async(&p.out[first], s.col0, s.row0 - p.rows.begin(first), smem);
+    if (p.rows.end(first) < s.row0 + s.rows) add_later_owners(p, s, first, smem);
+  }
+  // Kept out of line and lean: the consumer's accumulators are live around it.
+  __device__ __noinline__ static void add_later_owners(const params& p,
+                                                       const pk::gemm::subtile_info& s, int first,
+                                                       const void* smem) {
+    const int last = s.row0 + s.rows;
+    const int chunks = s.cols / 8;
+    const uint32_t sbase = pk::tma::smem_u32(smem);
+    for (int o = first + 1; o < p.rows.world && p.rows.begin(o) < last; ++o) {
+      int r = p.rows.begin(o) - s.row0;
+      const int r1 = min(p.rows.end(o), last) - s.row0;
+      uint64_t dst = pk::tma::gmem_u64(p.ptr[o] + s.col0);
+#pragma unroll 1
+      for (; r < r1; ++r, dst += 2ull * p.n) {
+#pragma unroll 1
+        for (int c = 0; c < chunks; ++c) {
+          asm volatile(
+              "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%0], [%1], 16;"
+              :
+              : "l"(dst + 16ull * c), "r"(sbase + r * 128 + ((c ^ (r & 7)) << 4))
+              : "memory");
+        }
+      }
+    }
+  }
+  PK_DEV static void tile_done(const params&, const pk::gemm::tile_info&, int) {}
+  PK_DEV static void finish(const params&, int) { pk::tma::wait_group<0>(); }
+  PK_DEV static void prefetch(const params& p) {
+    for (int o = 0; o < p.rows.world; ++o) pk::tma::prefetch_map(&p.out[o]);
+  }
+};
+
+// gemm-ar, intra-SM: reduce-add each sub-tile into every rank's output, starting at rank + 1.
+struct store_add_all {
+  struct params {
+    CUtensorMap out[PKF_MAX_RANKS];  // rank o's output: M x N, box [BM/2][64], 128B swizzle
+    int world, rank;
+  };
+  PK_DEV static void store_subtile(const params& p, const pk::gemm::tile_info&,
+                                   const pk::gemm::subtile_info& s, const void* smem) {
+    if (s.rows <= 0 || s.cols <= 0) return;
+    for (int k = 1, o = p.rank + 1; k <= p.world; ++k, ++o) {
+      if (o == p.world) o = 0;
+      pk::tma::store_add_tile_async(&p.out[o], s.col0, s.row0, smem);
+    }
+  }
+  PK_DEV static void tile_done(const params&, const pk::gemm::tile_info&, int) {}
+  PK_DEV static void finish(const params&, int) { pk::tma::wait_group<0>(); }
+  PK_DEV static void prefetch(const params& p) {
+    for (int o = 0; o < p.world; ++o) pk::tma::prefetch_map(&p.out[o]);
+  }
+};
+
+// Inter-SM: store the tile locally, then tell the owners of its rows.
+struct store_signal {
+  struct params {
+    CUtensorMap partial;  // this rank's M x N partial buffer, box [BM/2][64], 128B swizzle
+    pk::flags<PKF_MAX_RANKS> flags;  // counter t of rank o: tile t's halves stored for o
+    partition rows;
+    int num_n;
+  };
+  PK_DEV static void store_subtile(const params& p, const pk::gemm::tile_info&,
+                                   const pk::gemm::subtile_info& s, const void* smem) {
+    if (s.rows > 0 && s.cols > 0) pk::tma::store_tile_async(&p.partial, s.col0, s.row0, smem);
+  }
+  PK_DEV static void tile_done(const params& p, const pk::gemm::tile_info& t, int) {
+    pk::tma::complete_writes();  // this consumer's stores are in memory, ordered before...
+    const int idx = t.tile_m * p.num_n + t.tile_n;
+    const int last = t.row0 + t.rows;
+    for (int o = p.rows.owner(t.row0); o < p.rows.world && p.rows.begin(o) < last; ++o)
+      pk::signal(p.flags, o, idx, 1u);  // ...these releases
+  }
+  PK_DEV static void finish(const params&, int) { pk::tma::wait_group<0>(); }
+  PK_DEV static void prefetch(const params& p) { pk::tma::prefetch_map(&p.partial); }
+};
+
+// ---- prologue --------------------------------------------------------------------------------
+
+// ag-gemm, inter-SM: wait for the rows of A a tile reads.
+struct wait_rows {
+  struct params {
+    const unsigned int* band_flags;  // this rank's counters: pieces of each BM-row band copied
+    pk::spin_ctx spin;
+    partition rows;
+    int rank;
+    unsigned int seq;
+  };
+  PK_DEV static void before_loads(const params& p, const pk::gemm::tile_info& t) {
+    // pieces of this band: one per shard that owns some of rows [row0, row0 + rows)
+    const int last = t.row0 + t.rows;
+    unsigned int pieces = 0;
+    for (int o = p.rows.owner(t.row0); o < p.rows.world && p.rows.begin(o) < last; ++o) ++pieces;
+    const unsigned int need = pieces * (p.seq + 1u);
+    pk::wait_geq(p.band_flags + t.tile_m, need, p.spin, p.rank, -1, t.tile_m);
+    pk::tma::acquire_for_async_reads();
+  }
+};
+
+// ---- the kernel body -------------------------------------------------------------------------
+
+// Block b serves rank b / (gemm_blocks + comm_blocks); the first gemm_blocks of a rank's blocks
+// compute, the rest communicate (Op::comm).
+template <class Op>
+__device__ __forceinline__ void run(const typename Op::globals& g, unsigned char* smem) {
+  const int per_rank = g.gemm_blocks + g.comm_blocks;
+  const int rank = static_cast<int>(blockIdx.x) / per_rank;
+  const int local = static_cast<int>(blockIdx.x) % per_rank;
+  if (local < g.gemm_blocks) {
+    pk::gemm::gemm_block<typename Op::cfg>(g.gemm[rank], local, smem);
+  } else {
+    Op::comm(g, rank, local - g.gemm_blocks, smem);
+  }
+}
+
+}  // namespace pkf

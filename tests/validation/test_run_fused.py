@@ -1,0 +1,69 @@
+"""validation/run_fused.py without a GPU: the case list, the row partition the runner shares
+with kernels/fused, and the report tables."""
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from validation import run_fused
+from validation.fused_runtime import PkfArgs, PkfReqs, row_lo
+
+
+def test_row_partition_covers_every_row_once():
+    for m, w in [(1000, 8), (1000, 3), (100, 8), (8192, 8), (9, 8), (8, 8)]:
+        lo = [row_lo(r, m, w) for r in range(w + 1)]
+        assert lo[0] == 0 and lo[-1] == m
+        assert all(b - a >= 1 for a, b in zip(lo, lo[1:])), (m, w, lo)  # m >= w: nobody empty
+
+
+def test_abi_struct_layout():
+    # kernels/fused/abi.h: 5 ints, 5 pointer arrays, 2 multicast pointers, flags, 7 ints,
+    # err, stream, timeout (checked against the compiled library in tests/kernels)
+    assert ctypes.sizeof(PkfArgs) == 480 and ctypes.sizeof(PkfReqs) == 48
+    assert PkfArgs.a.offset == 24 and PkfArgs.timeout_cycles.offset == 472
+
+
+def test_cases_cover_every_variant_and_shape():
+    libs = {run_fused.short(op, ov, mech): f"lib/{op}-{ov}.so"
+            for op, ov, _, mech in run_fused.VARIANTS}
+    libs.update({"gemm": "lib/libpk_gemm.so"})
+    libs.update({"/".join(k): f"lib/{k[0]}.so" for k in run_fused.BASELINE.values()})
+    cases = run_fused.make_cases(libs, "full", with_predictions=False)
+    ids = [c["id"] for c in cases]
+    assert len(ids) == len(set(ids))
+    fused = [c for c in cases if c["kind"] == "fused"]
+    for op, ov, _, mech in run_fused.VARIANTS:
+        shapes = {(c["world"], c["m"], c["n"], c["k"]) for c in fused
+                  if (c["op"], c["overlap"], c["mechanism"]) == (op, ov, mech) and not c["time"]}
+        assert shapes == set(run_fused.CHECK_SHAPES), (op, ov, mech)
+    timed = [c for c in cases if c.get("time")]
+    assert all(c["check"] and c["iters"] >= 10 for c in timed)
+    for c in fused:
+        assert (c["comm_blocks"] > 0) == (c["overlap"] == "inter-sm")
+    nones = {(c["op"], c["world"], c["m"]) for c in cases if c["kind"] == "none"}
+    assert ("gemm-rs", 3, 1000) not in nones  # 1000 x 1024 rows do not split into 3 equal shards
+    assert {c["kind"] for c in cases} == {"fused", "none", "arg_check", "timeout"}
+
+
+def test_report_tables():
+    rows = [
+        {"kind": "fused", "op": "gemm-rs", "overlap": "intra-sm", "mechanism": "tma", "world": 8,
+         "m": 1000, "n": 1024, "k": 512, "comm_blocks": 0, "ok": True, "bad": 0,
+         "max_abs_err": 1.5, "rel_err": 2e-3, "time": False},
+        {"kind": "none", "op": "gemm-rs", "world": 8, "m": 8192, "n": 8192, "k": 2048,
+         "collective": "reduce-scatter direct/register", "ok": True, "time": True, "ms": 3.5,
+         "ms_torch_none": 3.6},
+        {"kind": "fused", "op": "gemm-rs", "overlap": "inter-sm", "mechanism": "register",
+         "world": 8, "m": 8192, "n": 8192, "k": 2048, "comm_blocks": 2, "tile_order": 1,
+         "ok": True, "time": True, "ms": 5.0, "tflops": 440.0},
+    ]
+    text = run_fused.report(rows)
+    assert "| gemm-rs intra-sm/tma | 8 | 1000x1024x512 | 0 | yes | 0 | 1.5 | 2.00e-03 |" in text
+    assert "inter-sm/register, 2 comm/rank, seq | 5.000 ms | 0.70x | 440 | yes |" in text
+
+
+@pytest.mark.parametrize("argv", [["--bundle", "x"], []])
+def test_cli_needs_bundle_and_out(argv):
+    with pytest.raises(SystemExit):
+        run_fused.main(argv)
