@@ -12,10 +12,19 @@ with the communication's own traffic. Strategies:
   arrived (consume).
 - ``intra-sm``: every SM computes; its communication warps send each finished wave of
   tiles (finer chunks), issuing from all SMs and competing with the tiles' traffic.
+
+What a search reuses (all exact: the same computation, not an approximation):
+candidates whose plan and flows are the same (``_family``: the SM count, the overlap
+strategy and a chunk size past the TMA message cap change neither) share the prepared
+flows, and with the same SM split the whole run; the compute-alone reference is a
+sum of idle per-chunk runs, cached per plan and compute SM count. ``lower_bounds``
+gives the search (``pksim.search``) two lower bounds per candidate, a cheap one and a
+tighter one, so that it need not simulate what cannot win.
 """
 from __future__ import annotations
 
 import math
+from typing import Iterator
 
 import simpy
 
@@ -25,14 +34,18 @@ from hwmodels.sm import (GEMM_TILE, attention_efficiency, gemm_efficiency,
                          sustained_factor)
 from hwmodels.system import System
 from hwmodels.topology import Topology
-from pksim.flows import FlowSpec, capacities, check_feasible, flow_spec
-from pksim.prediction import Prediction
+from pksim import baseline
+from pksim.flows import (FlowSpec, capacities, check_feasible, flow_spec, issue_capacity,
+                         issue_weight, message_bytes)
+from pksim.prediction import Prediction, TimelineEvent
 from pksim.schedule import Schedule
 from pksim.symmetry import identity_flows, reduce_flows
 from pksim.workloads import fused
 from pksim.workloads.fused import Plan, Work
 
 MAX_CHUNKS_PER_PEER = 16
+# Resource classes inside a GPU: not links (pksim.trace shows the others as link tracks).
+LOCAL_RESOURCES = ("issue", "ce", "hbm", "l2", "sm", "tensor")
 
 
 def _efficiency(system: System, work: Work, sms: int) -> float:
@@ -74,16 +87,88 @@ def _tensor_caps(system: System, topo: Topology, plan: Plan, dtype: str,
     return caps
 
 
-_CACHE: dict = {}
+# ---- what candidates share ------------------------------------------------------------
+class _Cache(dict):
+    """A small dict cache keyed by ``(id(system), ...)`` that checks the system is the
+    one the entry was made for (an id can be reused once a system is freed) and drops
+    its oldest entry past ``size``."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def lookup(self, system: System, key):
+        hit = self.get(key)
+        return hit[1] if hit is not None and hit[0] is system else None
+
+    def store(self, system: System, key, value):
+        if len(self) >= self.size:
+            self.pop(next(iter(self)))
+        self[key] = (system, value)
+        return value
 
 
-def _flows(system: System, topo: Topology, comm: Schedule, plan: Plan, reduced: bool):
-    """Flows of every chunk, grouped into symmetry classes; cached across candidates
-    that differ only in their SM count (which changes capacities, not the flows)."""
-    key = (id(system), (comm if topo.virtual else comm.with_(comm_sms=1)).key(), reduced)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is system:
-        return hit[1]
+_TOPOLOGIES = _Cache(16)
+_PLANS = _Cache(64)
+_CACHE = _Cache(32)         # prepared flows per family
+_ALONE = _Cache(512)        # compute-alone chunk durations per (plan, compute SMs)
+_RUNS = _Cache(1024)        # (time, busy) of the DES per (family, SM split)
+
+
+def clear_caches() -> None:
+    """Forget every prepared plan, flow family, run and baseline (cold-start benchmarks)."""
+    for cache in (_TOPOLOGIES, _PLANS, _CACHE, _ALONE, _RUNS):
+        cache.clear()
+    baseline.clear()
+
+
+def _plan_key(schedule: Schedule, cpp: int) -> tuple:
+    """What ``fused.plan`` depends on."""
+    return (schedule.op, schedule.shape, schedule.world, schedule.domains, schedule.dtype,
+            schedule.extra, schedule.algorithm, cpp)
+
+
+def _family(system: System, topo: Topology, comm: Schedule, cpp: int,
+            reduced: bool) -> tuple:
+    """The key of everything the flows of ``comm`` depend on. Outside one GPU the SM
+    count changes only capacities (``pksim.flows.issue_weight``); the overlap strategy
+    changes only capacities and the plan's chunking (``cpp``); a chunk size at or past
+    the TMA message cap gives the same messages as none (``pksim.flows.message_bytes``)."""
+    chunk = comm.chunk_bytes
+    if chunk and message_bytes(topo, comm, math.inf) == \
+            message_bytes(topo, comm.with_(chunk_bytes=0), math.inf):
+        chunk = 0
+    norm = comm.with_(overlap="inter-sm", chunk_bytes=chunk,
+                      comm_sms=comm.comm_sms if topo.virtual else 1)
+    return (id(system), norm.key(), cpp, reduced)
+
+
+def _topology(system: System, schedule: Schedule) -> Topology:
+    key = (id(system), schedule.world, schedule.domains)
+    hit = _TOPOLOGIES.lookup(system, key)
+    if hit is None:
+        hit = _TOPOLOGIES.store(system, key, Topology.build(system, schedule.world,
+                                                             schedule.domains))
+    return hit
+
+
+def _plan(system: System, schedule: Schedule, topo: Topology, cpp: int) -> Plan:
+    key = (id(system),) + _plan_key(schedule, cpp)
+    hit = _PLANS.lookup(system, key)
+    if hit is None:
+        skew = float(dict(schedule.extra).get("skew", 0.0))
+        hit = _PLANS.store(system, key, fused.plan(
+            schedule.op, _shape(schedule), topo.world, schedule.element_bytes,
+            schedule.algorithm, cpp, skew))
+    return hit
+
+
+def _flows(system, topo, comm: Schedule, plan: Plan, family: tuple, reduced: bool):
+    """Flows of every chunk, grouped into symmetry classes; shared by every candidate
+    of the family (see ``_family``)."""
+    hit = _CACHE.lookup(system, family)
+    if hit is not None:
+        return hit
     link_eff = system.gpu.nvlink.efficiency(comm.mechanism)
     patterns: dict = {}
     for c in plan.chunks:
@@ -101,10 +186,48 @@ def _flows(system: System, topo: Topology, comm: Schedule, plan: Plan, reduced: 
     else:
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
-    if len(_CACHE) > 32:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = (system, (classes, members, sync))
-    return classes, members, sync
+    return _CACHE.store(system, family, (classes, members, sync))
+
+
+def _idle_s(classes, caps) -> float:
+    """How long one set of flows takes on an otherwise idle machine."""
+    env = simpy.Environment()
+    engine = FluidEngine(env, caps)
+    for fc in classes:
+        engine.transfer(fc.nbytes, dict(fc.usage), fc.latency_s)
+    env.run()
+    return env.now
+
+
+def _compute_alone(system: System, topo: Topology, schedule: Schedule, plan: Plan, cpp: int,
+                   compute_sms: int, reduced: bool) -> list[float]:
+    """Per chunk, its tensor work's duration without communication. Chunks then run one
+    after another, each on an idle machine, so the compute-alone time is their sum
+    (the DES of the plan without its transfers, one distinct chunk at a time). The
+    symmetry classes of each distinct chunk are found once per plan."""
+    key = (id(system),) + _plan_key(schedule, cpp) + (reduced,)
+    hit = _ALONE.lookup(system, key + (compute_sms,))
+    if hit is not None:
+        return hit
+    prepared = _ALONE.lookup(system, key)
+    if prepared is None:
+        distinct: dict = {}                # per-rank work of a chunk -> pattern number
+        order = [distinct.setdefault(c.work, len(distinct)) for c in plan.chunks]
+        patterns = {i: _compute_specs(topo, work) for work, i in distinct.items()}
+        if reduced:
+            probe = {name: r.capacity_Bps for name, r in topo.resources.items()}
+            probe.update(_tensor_caps(system, topo, plan, schedule.dtype, system.gpu.sm.count))
+            classes, members = reduce_flows(patterns, probe)
+        else:
+            classes = identity_flows(patterns)
+            members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
+        prepared = _ALONE.store(system, key, (order, classes, members))
+    order, classes, members = prepared
+    caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
+    caps.update(_tensor_caps(system, topo, plan, schedule.dtype, compute_sms))
+    class_caps = {name: caps[inst] for name, inst in members.items()}
+    durations = {i: _idle_s(classes[i], class_caps) for i in classes}
+    return _ALONE.store(system, key + (compute_sms,), [durations[i] for i in order])
 
 
 def _shape(schedule: Schedule) -> dict[str, int]:
@@ -128,35 +251,74 @@ def _chunks_per_peer(schedule: Schedule, topo: Topology) -> int:
     return max(1, min(MAX_CHUNKS_PER_PEER, math.ceil(tiles / topo.sms_per_rank())))
 
 
-def predict_fused(system: System, schedule: Schedule, reduced: bool = True) -> Prediction:
-    topo = Topology.build(system, schedule.world, schedule.domains)
-    if system.gpu.tensor.flops(schedule.dtype) <= 0:
-        raise InfeasibleError(f"{system.name} has no {schedule.dtype} tensor rate")
-    fused.check_shape(schedule.op, _shape(schedule), topo.world)
-    baseline = _cached_baseline(system, topo, schedule)
+class _Setup:
+    """A fused candidate, checked and planned: its topology, plan, SM split and the
+    schedule its communication runs with."""
+
+    def __init__(self, system: System, schedule: Schedule, reduced: bool = True):
+        self.system, self.schedule, self.reduced = system, schedule, reduced
+        topo = self.topo = _topology(system, schedule)
+        if system.gpu.tensor.flops(schedule.dtype) <= 0:
+            raise InfeasibleError(f"{system.name} has no {schedule.dtype} tensor rate")
+        fused.check_shape(schedule.op, _shape(schedule), topo.world)
+        self.baseline = baseline.cached(system, topo, schedule)
+        self.launch_s = system.gpu.sync.kernel_launch_s
+        if schedule.overlap == "none":
+            return
+        self.cpp = _chunks_per_peer(schedule, topo)
+        plan = self.plan = _plan(system, schedule, topo, self.cpp)
+        sms = topo.sms_per_rank()
+        if schedule.overlap == "inter-sm":
+            if schedule.comm_sms >= sms:
+                raise InfeasibleError(f"inter-SM overlap with {schedule.comm_sms} communication "
+                                      f"SMs leaves no SM to compute (a rank has {sms})")
+            self.compute_sms, self.comm = sms - schedule.comm_sms, schedule
+        else:
+            if schedule.mechanism not in ("tma", "multimem"):
+                raise InfeasibleError("intra-SM overlap sends from the compute SMs' "
+                                      "communication warps with TMA (or multimem)")
+            self.compute_sms, self.comm = sms, schedule.with_(comm_sms=sms)
+        kinds = {t.kind for c in plan.chunks for t in c.transfers} | \
+            {t.kind for step in plan.tail for t in step}
+        check_feasible(topo, self.comm, kinds)
+        self.family = _family(system, topo, self.comm, self.cpp, reduced)
+
+    def compute_alone(self) -> list[float]:
+        return _compute_alone(self.system, self.topo, self.schedule, self.plan, self.cpp,
+                              self.compute_sms, self.reduced)
+
+    def flows(self):
+        return _flows(self.system, self.topo, self.comm, self.plan, self.family, self.reduced)
+
+    def class_caps(self, members: dict[str, str]) -> dict[str, float]:
+        caps = capacities(self.topo, self.comm)
+        caps.update(_tensor_caps(self.system, self.topo, self.plan, self.comm.dtype,
+                                 self.compute_sms))
+        return {name: caps[inst] for name, inst in members.items()}
+
+
+def predict_fused(system: System, schedule: Schedule, reduced: bool = True,
+                  record: bool = False) -> Prediction:
+    setup = _Setup(system, schedule, reduced)
+    base = setup.baseline
     if schedule.overlap == "none":
-        return baseline
-    skew = float(dict(schedule.extra).get("skew", 0.0))
-    plan = fused.plan(schedule.op, _shape(schedule), topo.world, schedule.element_bytes,
-                      schedule.algorithm, _chunks_per_peer(schedule, topo), skew)
-    sms = topo.sms_per_rank()
-    if schedule.overlap == "inter-sm":
-        if schedule.comm_sms >= sms:
-            raise InfeasibleError(f"inter-SM overlap with {schedule.comm_sms} communication SMs "
-                                  f"leaves no SM to compute (a rank has {sms})")
-        compute_sms, comm = sms - schedule.comm_sms, schedule
-    else:
-        if schedule.mechanism not in ("tma", "multimem"):
-            raise InfeasibleError("intra-SM overlap sends from the compute SMs' "
-                                  "communication warps with TMA (or multimem)")
-        compute_sms, comm = sms, schedule.with_(comm_sms=sms)
-    kinds = {t.kind for c in plan.chunks for t in c.transfers} | \
-        {t.kind for step in plan.tail for t in step}
-    check_feasible(topo, comm, kinds)
-    time_s, busy, compute_alone = _run(system, topo, comm, plan, compute_sms, reduced)
-    launch = system.gpu.sync.kernel_launch_s
+        if record:
+            return _with_timeline(base, _baseline_timeline(setup))
+        return base
+    plan = setup.plan
+    key = setup.family + (setup.compute_sms, setup.comm.comm_sms)
+    run = None if record else _RUNS.lookup(system, key)
+    timeline: tuple[TimelineEvent, ...] = ()
+    if run is None:
+        run = _run(setup, record)
+        if record:
+            timeline = run[2]
+        else:
+            _RUNS.store(system, key, run)
+    time_s, busy = run[0], run[1]
+    launch = setup.launch_s
     time_s += launch
-    compute_alone += launch
+    compute_alone = sum(setup.compute_alone()) + launch
     breakdown: dict[str, float] = {}
     for name, value in busy.items():
         cls = name.split("#")[0].split("[")[0]
@@ -169,62 +331,212 @@ def predict_fused(system: System, schedule: Schedule, reduced: bool = True) -> P
         breakdown=dict(sorted(breakdown.items())),
         link_util=max(links) / time_s if links else 0.0, nbytes=plan.baseline_bytes,
         compute_s=compute_alone, exposed_comm_s=max(0.0, time_s - compute_alone),
-        baseline_s=baseline.time_s, speedup=baseline.time_s / time_s,
+        baseline_s=base.time_s, speedup=base.time_s / time_s,
         depends_on_assumed=tuple(system.assumed_keys(("gpu.", "domain.", "scaleout."))),
-        reduced=reduced, notes=(plan.note,) if plan.note else ())
+        reduced=reduced, notes=(plan.note,) if plan.note else (), timeline=timeline)
 
 
-def _run(system, topo, comm: Schedule, plan: Plan, compute_sms: int, reduced: bool):
-    """Simulate the plan; returns (time, busy per class resource, compute-only time)."""
-    classes, members, sync = _flows(system, topo, comm, plan, reduced)
-    instance_caps = capacities(topo, comm)
-    instance_caps.update(_tensor_caps(system, topo, plan, comm.dtype, compute_sms))
-    caps = {name: instance_caps[inst] for name, inst in members.items()}
+def _run(setup: _Setup, record: bool):
+    """The DES of the plan with its communication: (time, busy seconds per class
+    resource, the timeline when ``record``)."""
+    plan = setup.plan
+    classes, members, sync = setup.flows()
+    env = simpy.Environment()
+    engine = FluidEngine(env, setup.class_caps(members), record=record)
+    n = len(plan.chunks)
+    computed = [env.event() for _ in range(n)]
+    arrived = [env.event() for _ in range(n)]
 
-    def simulate(with_comm: bool):
-        env = simpy.Environment()
-        engine = FluidEngine(env, caps)
-        n = len(plan.chunks)
-        computed = [env.event() for _ in range(n)]
-        arrived = [env.event() for _ in range(n)]
+    def run(key, index):
+        events = [engine.transfer(fc.nbytes, dict(fc.usage), fc.latency_s,
+                                  rank=fc.issuer, what=key[0], index=index, crosses=fc.usage)
+                  for fc in classes.get(key, [])]
+        yield env.all_of(events)
+        if key in sync:
+            yield env.timeout(sync[key])
 
-        def run(key):
-            events = [engine.transfer(fc.nbytes, dict(fc.usage), fc.latency_s)
-                      for fc in classes.get(key, [])]
-            yield env.all_of(events)
-            if with_comm and key in sync:
-                yield env.timeout(sync[key])
+    def compute():
+        for i, c in enumerate(plan.chunks):
+            if plan.mode == "consume":
+                yield arrived[i]
+            yield from run(("compute", c.key), i)
+            computed[i].succeed()
 
-        def compute():
-            for i, c in enumerate(plan.chunks):
-                if plan.mode == "consume" and with_comm:
-                    yield arrived[i]
-                yield from run(("compute", c.key))
-                computed[i].succeed()
+    def communicate():
+        for i, c in enumerate(plan.chunks):
+            if plan.mode == "produce":
+                yield computed[i]
+            yield from run(("comm", c.key), i)
+            arrived[i].succeed()
 
-        def communicate():
-            for i, c in enumerate(plan.chunks):
-                if plan.mode == "produce":
-                    yield computed[i]
-                if with_comm:
-                    yield from run(("comm", c.key))
-                arrived[i].succeed()
+    def finish():
+        yield env.all_of(computed + arrived)
+        for i in range(len(plan.tail)):
+            yield from run(("tail", i), i)
 
-        def finish():
-            yield env.all_of(computed + arrived)
-            if with_comm:
-                for i in range(len(plan.tail)):
-                    yield from run(("tail", i))
+    env.process(compute())
+    env.process(communicate())
+    env.process(finish())
+    env.run()
+    timeline = _timeline(setup, engine.records) if record else ()
+    return env.now, engine.busy_s, timeline
 
-        env.process(compute())
-        env.process(communicate())
-        env.process(finish())
-        env.run()
-        return env.now, engine.busy_s
 
-    time_s, busy = simulate(True)
-    alone, _ = simulate(False)
-    return time_s, busy, alone
+# ---- lower bounds for the search ----------------------------------------------------------
+def lower_bounds(system: System, schedule: Schedule) -> Iterator[float]:
+    """Lower bounds on ``predict_fused(system, schedule).time_s``, each tighter than the
+    last: the baseline's own time (``none``); else first, without preparing any flow,
+    launch + the larger of the compute alone and the busiest rank's issue load over its
+    issue capacity, then one from the prepared flows (shared by the family). Raises
+    InfeasibleError as ``predict_fused`` would.
+
+    Why they hold: a compute flow crosses only its GPU's HBM and its rank's tensor
+    resource, which nothing else uses; communication adds load on the HBM, so under
+    max-min sharing every compute flow runs at most as fast as without it, and chunk i's
+    compute takes at least its idle time C_i. A flow of a class takes at least its
+    latency + bytes x weight / capacity on every resource it crosses, so communication
+    chunk i takes at least M_i (its slowest flow alone, plus the signal). The DES runs
+    the compute chunks in order, the communication chunks in order, and chunk i's
+    communication after its compute (produce; the reverse for consume), then the tail:
+    time >= launch + max_j (C_0 + .. + C_j + M_j + .. + M_last) + tail (a two-machine
+    flow shop). And no resource can be busier than the time: its total load / capacity
+    (the issue resource's load is the same sum as the flows', taken over the plan's
+    transfers before any flow is prepared).
+    """
+    setup = _Setup(system, schedule)
+    if schedule.overlap == "none":
+        yield setup.baseline.time_s
+        return
+    compute = setup.compute_alone()
+    issue = _issue_load(setup) / issue_capacity(setup.topo, setup.comm)
+    yield setup.launch_s + max(sum(compute), issue)
+    yield setup.launch_s + _flow_bound(setup, compute)
+
+
+def _issue_load(setup: _Setup) -> float:
+    """The busiest rank's issue load (bytes x issue weight, as ``pksim.flows.flow_spec``
+    puts it on ``issue[rank]``), summed over the plan; the same for every candidate of
+    the family (outside one GPU the weight does not depend on the SM count)."""
+    key = setup.family + ("issue",)
+    hit = _CACHE.lookup(setup.system, key)
+    if hit is None:
+        topo, comm = setup.topo, setup.comm
+        load: dict[int, float] = {}
+        weights: dict = {}
+        steps = [c.transfers for c in setup.plan.chunks] + list(setup.plan.tail)
+        for t in (t for step in steps for t in step):
+            issuer = t.dst if t.kind == "switch-reduce" else t.src
+            w = weights.get((t.kind, t.nbytes))
+            if w is None or topo.virtual:
+                w = weights[(t.kind, t.nbytes)] = issue_weight(topo, comm, t, t.nbytes, False)
+            load[issuer] = load.get(issuer, 0.0) + w * t.nbytes
+        hit = _CACHE.store(setup.system, key, max(load.values(), default=0.0))
+    return hit
+
+
+def _flow_bound(setup: _Setup, compute: list[float]) -> float:
+    plan = setup.plan
+    classes, members, sync = setup.flows()
+    caps = setup.class_caps(members)
+    load: dict[str, float] = {}
+
+    def least(key) -> float:
+        """The least time pattern ``key`` can take (its signal included); adds its load."""
+        slowest = 0.0
+        for fc in classes.get(key, ()):
+            drain = 0.0
+            for name, weight in fc.usage:
+                load[name] = load.get(name, 0.0) + weight * fc.nbytes
+                drain = max(drain, weight * fc.nbytes / caps[name])
+            slowest = max(slowest, fc.latency_s + drain)
+        return slowest + sync.get(key, 0.0)
+
+    comm = []
+    for c in plan.chunks:
+        least(("compute", c.key))
+        comm.append(least(("comm", c.key)))
+    tail = sum(least(("tail", i)) for i in range(len(plan.tail)))
+    first, second = (compute, comm) if plan.mode == "produce" else (comm, compute)
+    shop, before, after = 0.0, 0.0, sum(second)
+    for a, b in zip(first, second):
+        before += a
+        shop = max(shop, before + after)
+        after -= b
+    busiest = max((v / caps[n] for n, v in load.items()), default=0.0)
+    return max(shop + tail, busiest)
+
+
+# ---- timelines (pksim trace) ------------------------------------------------------------
+def _physical(name: str) -> str:
+    return name.split("#")[0].split("[")[0]
+
+
+def _work_label(work: Work, compute_sms: int) -> str:
+    if work.kind == "attention":
+        return "attention"
+    _, n, k = work.shape
+    rows = work.flop / (2.0 * n * k)
+    tiles = math.ceil(rows / GEMM_TILE[0] - 1e-9) * math.ceil(n / GEMM_TILE[1])
+    return f"GEMM {tiles} tiles ({tiles / compute_sms:.2g} waves)"
+
+
+def compute_track(setup: _Setup) -> str:
+    return f"compute SMs ({setup.compute_sms})"
+
+
+def comm_track(setup: _Setup) -> str:
+    s = setup.schedule
+    if s.overlap == "intra-sm":
+        return f"comm warps (all {setup.compute_sms} SMs, {s.mechanism})"
+    return f"comm SMs ({s.comm_sms}, {s.mechanism})"
+
+
+def _timeline(setup: _Setup, records) -> tuple[TimelineEvent, ...]:
+    """Flow records of the fused DES as timeline events, shifted by the launch: per
+    simulated rank a compute track (one span per chunk of tiles) and a communication
+    track, and per link class the times some transfer crosses it."""
+    launch = setup.launch_s
+    coll = fused.BASELINE_COLLECTIVE[setup.schedule.op]
+    ranks = sorted({r.tags["rank"] for r in records})
+    events = [TimelineEvent(f"rank {r} / {compute_track(setup)}", "kernel launch", 0.0, launch)
+              for r in ranks]
+    for rec in records:
+        tags, start, end = rec.tags, rec.start_s + launch, rec.end_s + launch
+        rank, index = tags["rank"], tags["index"]
+        if tags["what"] == "compute":
+            work = setup.plan.chunks[index].work[rank]
+            events.append(TimelineEvent(f"rank {rank} / {compute_track(setup)}",
+                                        f"chunk {index}: {_work_label(work, setup.compute_sms)}",
+                                        start, end, rec.nbytes))
+            continue
+        name = f"{coll} chunk {index}" if tags["what"] == "comm" else f"{coll} tail {index}"
+        events.append(TimelineEvent(f"rank {rank} / {comm_track(setup)}", name, start, end,
+                                    rec.nbytes))
+        for cls in sorted({_physical(n) for n, _ in tags["crosses"]}):
+            if cls not in LOCAL_RESOURCES:
+                events.append(TimelineEvent(f"link {cls}", name, start, end, rec.nbytes))
+    return tuple(sorted(events, key=lambda e: (e.start_s, e.track)))
+
+
+def _baseline_timeline(setup: _Setup) -> tuple[TimelineEvent, ...]:
+    """The baseline as two kernels on one rank: the library GEMM on every SM, then
+    NCCL's collective (its own timeline is ``pksim trace --op <collective> --impl nccl``)."""
+    base, launch = setup.baseline, setup.launch_s
+    compute = base.breakdown.get("tensor", 0.0)
+    sms = setup.topo.sms_per_rank()
+    coll = fused.BASELINE_COLLECTIVE[setup.schedule.op]
+    track = f"rank 0 / compute SMs (all {sms})"
+    return (TimelineEvent(track, "kernel launch", 0.0, launch),
+            TimelineEvent(track, "library GEMM" if "gemm" in setup.schedule.op else
+                          "library kernel", launch, launch + compute),
+            TimelineEvent("rank 0 / NCCL channels", "kernel launch", launch + compute,
+                          2 * launch + compute),
+            TimelineEvent("rank 0 / NCCL channels", f"NCCL {coll}", 2 * launch + compute,
+                          base.time_s, base.nbytes))
+
+
+def _with_timeline(p: Prediction, timeline: tuple[TimelineEvent, ...]) -> Prediction:
+    return p.__class__(**{**p.__dict__, "timeline": timeline})
 
 
 def _bound(system, plan: Plan, dtype: str, busy: dict, launch: float) -> tuple[float, str]:
@@ -238,75 +550,3 @@ def _bound(system, plan: Plan, dtype: str, busy: dict, launch: float) -> tuple[f
         if cls != "tensor" and value > best:
             best, resource = value, cls
     return launch + best, resource
-
-
-_BASELINES: dict = {}
-
-
-def _cached_baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
-    """The baseline depends only on the op, its shape, dtype and world: computed once
-    per search, not once per candidate."""
-    key = (id(system), schedule.op, schedule.shape, schedule.dtype, schedule.world,
-           schedule.domains, schedule.extra)
-    hit = _BASELINES.get(key)
-    if hit is None or hit[0] is not system:
-        if len(_BASELINES) > 256:
-            _BASELINES.pop(next(iter(_BASELINES)))
-        hit = (system, _baseline(system, topo, schedule))
-        _BASELINES[key] = hit
-    base = hit[1]
-    return base.__class__(**{**base.__dict__, "schedule": schedule.with_(overlap="none")})
-
-
-def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
-    """cuBLAS (or the attention library) on every SM, then NCCL's collective."""
-    from pksim.search import nccl_schedule
-    from pksim.simulate import predict
-    from hwmodels.sm import attention_time_s, gemm_time_s
-
-    shape = _shape(schedule)
-    n = topo.world
-    gpu = system.gpu
-    elem = schedule.element_bytes
-    op = schedule.op
-    skew = float(dict(schedule.extra).get("skew", 0.0))
-    if op in ("gemm-rs", "gemm-ar", "ag-gemm"):
-        compute = gemm_time_s(gpu, shape["m"], shape["n"], shape["k"], schedule.dtype, elem)
-    elif op == "ring-attention":
-        # all-gather K/V, then the local queries against the whole sequence
-        s = shape["seq"]
-        compute = attention_time_s(gpu, shape["batch"], shape["heads"], s, shape["head_dim"],
-                                   False, schedule.dtype, elem) / n
-    elif op == "ulysses-attention":
-        compute = attention_time_s(gpu, shape["batch"], shape["heads"] // n, shape["seq"],
-                                   shape["head_dim"], False, schedule.dtype, elem)
-    else:
-        p = fused.plan(op, shape, n, elem, "direct", 1, skew)
-        busiest = max((w for c in p.chunks for w in c.work), key=lambda w: w.flop)
-        m, nn, k = busiest.shape
-        compute = gemm_time_s(gpu, m, nn, k, schedule.dtype, elem) if busiest.flop else 0.0
-        if op == "moe-combine":
-            compute = busiest.nbytes / gpu.hbm.effective_Bps
-    p = fused.plan(op, shape, n, elem, fused.ALGORITHMS[op][0], 1, skew)
-    coll = fused.BASELINE_COLLECTIVE[op]
-    comm = 0.0
-    if n > 1:
-        nccl = nccl_schedule(system, coll, max(1, p.baseline_bytes), n, topo.domains) \
-            if not topo.virtual else None
-        if nccl is None:       # NCCL cannot run virtual ranks: the pk ring stands in
-            nccl = Schedule(op=coll, shape=(("bytes", max(1, p.baseline_bytes)),), world=n,
-                            algorithm="ring" if coll != "all-to-all" else "direct",
-                            mechanism="register", comm_sms=max(1, topo.sms_per_rank()))
-        comm = predict(system, nccl).time_s
-        if op == "ulysses-attention":
-            comm *= 4 / 3          # q, k, v in; the output (a third of that) back
-    launch = gpu.sync.kernel_launch_s
-    time_s = 2 * launch + compute + comm
-    return Prediction(
-        schedule=schedule.with_(overlap="none"), system=system.name, time_s=time_s,
-        bound_s=launch + max(compute, comm),
-        bound_resource="tensor" if compute >= comm else "nccl",
-        alpha_beta_s=time_s, breakdown={"tensor": compute, "nccl": comm}, link_util=0.0,
-        nbytes=p.baseline_bytes, compute_s=compute + launch, exposed_comm_s=comm + launch,
-        baseline_s=time_s, speedup=1.0,
-        depends_on_assumed=tuple(system.assumed_keys(("gpu.", "domain.", "scaleout."))))

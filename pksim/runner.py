@@ -16,7 +16,6 @@ import math
 import os
 import signal
 import time
-from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -26,8 +25,8 @@ from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
-from pksim.search import fused_space, nccl_schedule, search, space
-from pksim.simulate import Model, build, predict, simulate
+from pksim.search import fused_space, lower_bound, nccl_schedule, search, space
+from pksim.simulate import predict
 from pksim.study import PLANNED_OPS, Case, Variant
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import FUSED_OPS
@@ -58,80 +57,17 @@ def best_prediction(system: System, case: Case, impl: str = "pk",
             narrow = {"overlaps": ("none",)}
         candidates = fused_space(system, case.op, dict(case.shape), case.world, case.domains,
                                  case.dtype, skew=case.skew, **narrow)
-        return search(system, candidates).ranked[0]
+        return best_of(system, candidates)
     what = PLANNED_OPS.get(case.op, case.op)
     raise NotSupportedYet(f"{case.op} ({what}) is not supported yet: the simulator models "
                           f"{', '.join(COLLECTIVES + FUSED_OPS)}")
 
 
 def best_of(system: System, candidates: list[Schedule]) -> Prediction:
-    """``pksim.search.search(...).ranked[0]``, with branch and bound: every candidate
-    is built and bounded (cheap); they are simulated in order of bound and the rest
-    dropped once the bound passes the best time. The bound is never above the DES
-    time, so the answer is the same (same tie-break: time, comm SMs, label)."""
-    bounded, reasons = [], []
-    for schedule in candidates:
-        try:
-            model = build(system, schedule)
-        except InfeasibleError as exc:
-            reasons.append(str(exc))
-            continue
-        bounded.append((lower_bound(model), schedule.comm_sms, schedule.label(), model))
-    if not bounded:
-        why = "; ".join(sorted(set(reasons)))
-        raise InfeasibleError(f"no feasible schedule: {why}" if why else "no candidate schedules")
-    bounded.sort(key=lambda b: b[:3])
-    best: Prediction | None = None
-    for bound_s, _, _, model in bounded:
-        if best is not None and bound_s * (1 - 1e-6) > best.time_s:
-            break
-        p = simulate(model)
-        if best is None or _rank(p) < _rank(best):
-            best = p
-    return best
-
-
-def lower_bound(model: Model) -> float:
-    """A lower bound on the DES time: the two terms of ``pksim.analytical`` (bytes over
-    the busiest resource; the chain of step latencies), the latter tightened for
-    pipelined lanes. Computed once per traffic pattern, so 576-rank rings stay cheap.
-
-    Every execution of step s (by one lane) lasts at least e_s = the slowest of its
-    flows alone (path latency + bytes x weight / capacity) plus the step's signal, and
-    lane j runs step s only after lane j - depth has finished it. So step s is run
-    ceil(lanes / depth) times one after another, after steps 0..s-1 of the first lane
-    and before steps s+1.. of the last: time >= launch + sum(e) + (ceil(L/d) - 1) max(e).
-    """
-    patterns: dict = {}
-    counts: dict = defaultdict(int)
-    chain = 0.0
-    for step, classes, sync_s in model.step_classes():
-        if step.key not in patterns:
-            load: dict[str, float] = defaultdict(float)
-            slowest = 0.0
-            for fc in classes:
-                drain = 0.0
-                for name, weight in fc.usage:
-                    load[name] += weight * fc.nbytes
-                    drain = max(drain, weight * fc.nbytes / model.capacity[name])
-                slowest = max(slowest, fc.latency_s + drain)
-            patterns[step.key] = (load, slowest + sync_s)
-        counts[step.key] += 1
-        chain += patterns[step.key][1]
-    if not patterns:
-        return model.launch_s
-    total: dict[str, float] = defaultdict(float)
-    for key, (load, _) in patterns.items():
-        for name, value in load.items():
-            total[name] += value * counts[key] * model.lanes
-    bandwidth = max((v / model.capacity[n] for n, v in total.items()), default=0.0)
-    rounds = math.ceil(model.lanes / max(1, model.schedule.pipeline_depth))
-    chain += (rounds - 1) * max(e for _, e in patterns.values())
-    return model.launch_s + max(chain, bandwidth)
-
-
-def _rank(p: Prediction) -> tuple:
-    return (p.time_s, p.schedule.comm_sms, p.schedule.label())
+    """The fastest candidate: ``pksim.search.search(..., top=1).ranked[0]``, a branch
+    and bound that simulates only candidates whose lower bound could still win (the
+    answer is the full search's, with its tie-break: time, comm SMs, label)."""
+    return search(system, candidates, top=1).ranked[0]
 
 
 # ---- tasks and rows ----------------------------------------------------------------------
@@ -365,6 +301,6 @@ def recorded(row: Row) -> Prediction:
     return predict(system, Schedule.from_dict(row.schedule_dict), record=True)
 
 
-__all__ = ["best_prediction", "best_of", "NotSupportedYet", "Task", "Row", "run_task",
+__all__ = ["best_prediction", "best_of", "lower_bound", "NotSupportedYet", "Task", "Row", "run_task",
            "run_tasks", "tasks_for", "attach_baselines", "executor", "default_workers",
            "RunResult", "recorded"]

@@ -4,11 +4,24 @@ The space: every algorithm of the op x every mechanism the hardware allows x a f
 communication-SM counts x chunk sizes (for the pipelined chain/ring algorithms) x
 peer order (for the direct ones). Infeasible points are dropped with their reason
 kept; the rest are simulated and ranked by predicted time.
+
+With ``top = K`` the search is a branch and bound: every candidate gets a lower bound
+on its time (cheap: no simulation; ``lower_bound`` for collectives,
+``pksim.overlap.lower_bounds`` for fused ops, which refines a cheap bound into a
+tighter one only when the candidate comes up), candidates are taken in order of bound,
+and the search stops once the next bound exceeds the K-th best time found. A bound is
+never above the DES time, so the K best (same order, same tie-break) are those of the
+full search; the result says how many candidates were simulated and which were pruned.
 """
 from __future__ import annotations
 
+import bisect
+import heapq
+import math
+from collections import defaultdict
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
@@ -16,8 +29,8 @@ from hwmodels.topology import Topology
 from pksim import nccl
 from pksim.prediction import Prediction
 from pksim.schedule import MECHANISMS, Schedule
-from pksim.simulate import predict
-from pksim.workloads.collectives import algorithms_for
+from pksim.simulate import Model, build, predict, simulate
+from pksim.workloads.collectives import COLLECTIVES, algorithms_for
 
 COMM_SMS = (4, 8, 16, 32, 64)
 FUSED_COMM_SMS = (2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64)
@@ -30,11 +43,21 @@ PIPELINED = ("ring", "tree", "hierarchical")
 LARGE_WORLD = 128
 
 
+# Relative slack on a bound before it prunes: the bound and the DES add the same terms
+# in different orders, so float rounding could put a tight bound a hair above the time.
+BOUND_SLACK = 1e-9
+
+
 @dataclass(frozen=True)
 class SearchResult:
-    ranked: tuple[Prediction, ...]
+    ranked: tuple[Prediction, ...]              # every simulated candidate, best first
     infeasible: tuple[tuple[str, str], ...]     # (label, reason)
-    candidates: int
+    candidates: int                             # considered
+    pruned: tuple[tuple[str, float], ...] = ()  # (label, lower bound): never simulated
+
+    @property
+    def simulated(self) -> int:
+        return len(self.ranked)
 
 
 def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None,
@@ -52,14 +75,17 @@ def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None
 def fused_space(system: System, op: str, shape: dict[str, int], world: int | None = None,
                 domains: int = 1, dtype: str = "bf16", overlaps: tuple[str, ...] = (),
                 algorithms: tuple[str, ...] = (), mechanisms: tuple[str, ...] = (),
-                comm_sms: tuple[int, ...] = (), skew: float = 0.0) -> list[Schedule]:
+                comm_sms: tuple[int, ...] = (), skew: float = 0.0,
+                chunks: tuple[int, ...] = ()) -> list[Schedule]:
     """Candidates for a compute + communication op: every overlap strategy x its
-    communication algorithm x mechanism x communication SMs (inter-SM only)."""
+    communication algorithm x mechanism x communication SMs (inter-SM only) x chunk
+    size (GEMM ops; 0: one chunk per peer, or per wave of tiles intra-SM)."""
     from pksim.workloads.fused import ALGORITHMS
     topo = Topology.build(system, world, domains)
     sms = topo.sms_per_rank()
     sm_counts = comm_sms or tuple(c for c in FUSED_COMM_SMS if c < sms)
     chunk_opts = (0, 16 << 20, 4 << 20, 1 << 20) if op in ("gemm-rs", "gemm-ar", "ag-gemm") else (0,)
+    chunk_opts = chunks or chunk_opts
     extra = (("skew", skew),) if skew else ()
     base = dict(op=op, shape=tuple(sorted(shape.items())), world=topo.world, domains=domains,
                 dtype=dtype, extra=extra)
@@ -124,19 +150,135 @@ def _run(args: tuple[System, Schedule]) -> Prediction | tuple[str, str]:
         return (schedule.label(), str(exc))
 
 
-def search(system: System, candidates: list[Schedule], executor: Executor | None = None
-           ) -> SearchResult:
-    """Simulate every candidate; rank the feasible ones by predicted time."""
+def _rank(p: Prediction) -> tuple:
+    return (p.time_s, p.schedule.comm_sms, p.schedule.label())
+
+
+def search(system: System, candidates: list[Schedule], executor: Executor | None = None,
+           top: int | None = None) -> SearchResult:
+    """Rank the feasible candidates by predicted time. ``top = None``: simulate every
+    candidate (on ``executor`` if given). ``top = K``: branch and bound (see the module
+    text), in this process; ``ranked`` then holds the simulated candidates, whose first
+    K are the K best of the whole space."""
+    if top is not None:
+        return _branch_and_bound(system, candidates, max(1, top))
     jobs = [(system, s) for s in candidates]
     results = list(executor.map(_run, jobs)) if executor else [_run(j) for j in jobs]
-    ranked = sorted((r for r in results if isinstance(r, Prediction)),
-                    key=lambda p: (p.time_s, p.schedule.comm_sms, p.schedule.label()))
+    ranked = sorted((r for r in results if isinstance(r, Prediction)), key=_rank)
     infeasible = tuple(r for r in results if not isinstance(r, Prediction))
+    _check_any(ranked, infeasible)
+    return SearchResult(tuple(ranked), infeasible, len(candidates))
+
+
+def _check_any(ranked, infeasible) -> None:
     if not ranked:
         reasons = "; ".join(sorted({why for _, why in infeasible}))
         raise InfeasibleError(f"no feasible schedule: {reasons}" if reasons else
                               "no candidate schedules")
-    return SearchResult(tuple(ranked), infeasible, len(candidates))
+
+
+@dataclass
+class _Pending:
+    """A candidate the branch and bound has not simulated yet."""
+    schedule: Schedule
+    bounds: Iterator[float]                 # ever tighter lower bounds on its time
+    simulate: Callable[[], Prediction]
+
+
+def _pending(system: System, schedule: Schedule) -> _Pending:
+    if schedule.op in COLLECTIVES:
+        model: list[Model] = []
+
+        def bounds() -> Iterator[float]:
+            model.append(build(system, schedule))
+            yield lower_bound(model[0])
+
+        return _Pending(schedule, bounds(), lambda: simulate(model[0]))
+    from pksim.overlap import lower_bounds
+    return _Pending(schedule, lower_bounds(system, schedule),
+                    lambda: predict(system, schedule))
+
+
+def _branch_and_bound(system: System, candidates: list[Schedule], top: int) -> SearchResult:
+    """Best-first over lower bounds: pop the smallest bound; if the candidate has a
+    tighter one, push it back with that, else simulate it. Stop when the smallest bound
+    left exceeds the top-th best time: every candidate left has at least that bound."""
+    heap: list = []
+    infeasible: list[tuple[str, str]] = []
+
+    def refine(index: int, item: _Pending, floor: float = 0.0) -> None:
+        try:
+            bound, ready = max(floor, next(item.bounds)), False
+        except StopIteration:
+            bound, ready = floor, True
+        except InfeasibleError as exc:
+            infeasible.append((item.schedule.label(), str(exc)))
+            return
+        heapq.heappush(heap, (bound, item.schedule.comm_sms, item.schedule.label(), index,
+                              ready, item))
+
+    for index, schedule in enumerate(candidates):
+        refine(index, _pending(system, schedule))
+    ranked: list[Prediction] = []
+    times: list[float] = []                  # simulated times, sorted
+    while heap:
+        bound, _, _, index, ready, item = heap[0]
+        if len(times) >= top and bound > times[top - 1] * (1 + BOUND_SLACK):
+            break
+        heapq.heappop(heap)
+        if not ready:
+            refine(index, item, bound)
+            continue
+        try:
+            p = item.simulate()
+        except InfeasibleError as exc:
+            infeasible.append((item.schedule.label(), str(exc)))
+            continue
+        ranked.append(p)
+        bisect.insort(times, p.time_s)
+    pruned = tuple(sorted((entry[5].schedule.label(), entry[0]) for entry in heap))
+    ranked.sort(key=_rank)
+    _check_any(ranked, infeasible)
+    return SearchResult(tuple(ranked), tuple(infeasible), len(candidates), pruned)
+
+
+def lower_bound(model: Model) -> float:
+    """A lower bound on a collective's DES time: the two terms of ``pksim.analytical``
+    (bytes over the busiest resource; the chain of step latencies), the latter tightened
+    for pipelined lanes. Computed once per traffic pattern, so 576-rank rings stay cheap.
+
+    Every execution of step s (by one lane) lasts at least e_s = the slowest of its
+    flows alone (path latency + bytes x weight / capacity) plus the step's signal, and
+    lane j runs step s only after lane j - depth has finished it. So step s is run
+    ceil(lanes / depth) times one after another, after steps 0..s-1 of the first lane
+    and before steps s+1.. of the last: time >= launch + sum(e) + (ceil(L/d) - 1) max(e).
+    """
+    patterns: dict = {}
+    counts: dict = defaultdict(int)
+    chain = 0.0
+    for step, classes, sync_s in model.step_classes():
+        if step.key not in patterns:
+            load: dict[str, float] = defaultdict(float)
+            slowest = 0.0
+            for fc in classes:
+                drain = 0.0
+                for name, weight in fc.usage:
+                    load[name] += weight * fc.nbytes
+                    drain = max(drain, weight * fc.nbytes / model.capacity[name])
+                slowest = max(slowest, fc.latency_s + drain)
+            patterns[step.key] = (load, slowest + sync_s)
+        counts[step.key] += 1
+        chain += patterns[step.key][1]
+    if not patterns:
+        return model.launch_s
+    total: dict[str, float] = defaultdict(float)
+    for key, (load, _) in patterns.items():
+        for name, value in load.items():
+            total[name] += value * counts[key] * model.lanes
+    bandwidth = max((v / model.capacity[n] for n, v in total.items()), default=0.0)
+    rounds = math.ceil(model.lanes / max(1, model.schedule.pipeline_depth))
+    chain += (rounds - 1) * max(e for _, e in patterns.values())
+    return model.launch_s + max(chain, bandwidth)
 
 
 def best(system: System, op: str, nbytes: int, world: int | None = None, domains: int = 1,
@@ -144,8 +286,9 @@ def best(system: System, op: str, nbytes: int, world: int | None = None, domains
     """The fastest schedule (pk) or NCCL's own choice (nccl)."""
     if impl == "nccl":
         return predict(system, nccl_schedule(system, op, nbytes, world, domains))
-    result = search(system, space(system, op, nbytes, world, domains, **narrow))
+    result = search(system, space(system, op, nbytes, world, domains, **narrow), top=1)
     return result.ranked[0]
 
 
-__all__ = ["space", "fused_space", "search", "best", "nccl_schedule", "SearchResult"]
+__all__ = ["space", "fused_space", "search", "best", "nccl_schedule", "SearchResult",
+           "lower_bound"]

@@ -8,6 +8,12 @@ equivalent ranks is simulated; those are the ranks shown (``--full`` shows all).
 
 Each timeline event of the simulator names its rank, lane, phase and step; the link
 classes a step uses come from the assembled model (``pksim.simulate.build``).
+
+Fused compute + communication ops (``pksim.overlap``) record their own tracks: per
+simulated rank its compute SMs (a span per chunk of GEMM tiles, with the tile and wave
+count, or attention block) and its communication SMs (or the compute SMs'
+communication warps, intra-SM), and per link class the times a transfer crosses it.
+The ``none`` baseline shows the library kernel, then NCCL's collective.
 """
 from __future__ import annotations
 
@@ -18,8 +24,10 @@ from typing import Any
 from hwmodels.system import System
 from pksim.prediction import Prediction
 from pksim.simulate import build
+from pksim.workloads.fused import FUSED_OPS
 
 _TRACK = re.compile(r"rank (\d+) / lane (\d+)")
+_RANK = re.compile(r"rank (\d+) / (.*)")
 _NAME = re.compile(r"(.*) step (\d+)$")
 # Resource classes inside a GPU: shown on the SM-group track, not as links.
 _LOCAL = {"issue", "ce", "hbm", "l2", "sm"}
@@ -48,12 +56,14 @@ def _step_classes(system: System, p: Prediction) -> dict[tuple[int, int], set[st
     return out
 
 
-def _merge(events: list[dict]) -> list[dict]:
-    """Union of overlapping intervals on one track (names and bytes combined)."""
+def _merge(events: list[dict], touching: bool = True) -> list[dict]:
+    """Union of overlapping (and, if ``touching``, back-to-back) intervals on one track
+    (names and bytes combined)."""
     merged: list[dict] = []
     for e in sorted(events, key=lambda e: (e["start_us"], e["end_us"])):
         last = merged[-1] if merged else None
-        if last is not None and e["start_us"] <= last["end_us"]:
+        if last is not None and (e["start_us"] < last["end_us"] or
+                                 (touching and e["start_us"] == last["end_us"])):
             last["end_us"] = max(last["end_us"], e["end_us"])
             last["bytes"] += e["bytes"]
             if e["name"] not in last["names"]:
@@ -73,6 +83,8 @@ def tracks(system: System, p: Prediction) -> list[dict]:
     """Gantt rows: track, kind, rank, name, group (phase), start_us, end_us, bytes."""
     if not p.timeline:
         return []
+    if p.schedule.op in FUSED_OPS:
+        return _fused_tracks(p)
     used = _step_classes(system, p)
     lanes = len({_TRACK.match(e.track).group(2) for e in p.timeline if _TRACK.match(e.track)})
     sm_group = _sm_group(p)
@@ -98,6 +110,32 @@ def tracks(system: System, p: Prediction) -> list[dict]:
     for key in sorted(raw, key=lambda k: (k[2] < 0, k[2], order[k[1]], k[3], k[0])):
         track, kind, rank, _lane = key
         for m in _merge(raw[key]):
+            out.append({"track": track, "kind": kind, "rank": rank, **m})
+    return out
+
+
+def _fused_tracks(p: Prediction) -> list[dict]:
+    """Rows of a fused op's timeline: its events already name their tracks (see
+    ``pksim.overlap``); chunks that follow each other stay separate spans."""
+    raw: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
+    for e in p.timeline:
+        rank_track = _RANK.match(e.track)
+        if rank_track:
+            rank, kind = int(rank_track.group(1)), (
+                "compute" if rank_track.group(2).startswith("compute") else "comm")
+        else:
+            rank, kind = -1, "link" if e.track.startswith("link ") else "other"
+        group = ("launch" if e.name == "kernel launch" else
+                 e.name.split(": ", 1)[-1].split()[0] if kind == "compute" else
+                 e.name.split(" chunk")[0].split(" tail")[0])
+        raw[(e.track, kind, rank)].append({"name": e.name, "group": group,
+                                           "start_us": e.start_s * 1e6,
+                                           "end_us": e.end_s * 1e6, "bytes": e.nbytes})
+    order = {"compute": 0, "comm": 1, "link": 2, "other": 3}
+    out = []
+    for key in sorted(raw, key=lambda k: (k[2] < 0, k[2], order[k[1]], k[0])):
+        track, kind, rank = key
+        for m in _merge(raw[key], touching=False):
             out.append({"track": track, "kind": kind, "rank": rank, **m})
     return out
 
@@ -131,6 +169,7 @@ def chrome_trace(system: System, p: Prediction) -> dict[str, Any]:
     s = p.schedule
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
             "otherData": {"system": p.system, "op": s.op, "bytes": p.nbytes,
+                          "shape": dict(s.shape), "dtype": s.dtype,
                           "world": s.world, "schedule": s.label(),
                           "schedule_key": s.key(), "time_us": p.time_s * 1e6,
                           "bound_us": p.bound_s * 1e6, "bound_resource": p.bound_resource,

@@ -11,7 +11,7 @@ from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
-from pksim.search import fused_space, nccl_schedule, search as run_search, space
+from pksim.search import SearchResult, fused_space, nccl_schedule, search as run_search, space
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 from pksim.simulate import predict as run_predict
 from pksim.workloads.collectives import COLLECTIVES
@@ -88,7 +88,11 @@ def _fused_candidates(system, kw) -> list[Schedule]:
                        algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
                        mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
                        comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
-                       skew=kw["skew"])
+                       skew=kw["skew"], chunks=(_chunk(kw),) if kw["chunk_bytes"] else ())
+
+
+def _chunk(kw) -> int:
+    return 0 if kw["chunk_bytes"] in ("0", 0) else parse_bytes(kw["chunk_bytes"], "--chunk-bytes")
 
 
 def _candidates(system, kw) -> list[Schedule]:
@@ -102,8 +106,7 @@ def _candidates(system, kw) -> list[Schedule]:
     if kw["impl"] == "nccl":
         sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"])
         return [sched.with_(root=kw["root"])]
-    chunk = None if kw["chunk_bytes"] is None else (
-        0 if kw["chunk_bytes"] in ("0", 0) else parse_bytes(kw["chunk_bytes"], "--chunk-bytes"))
+    chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
     cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
                   algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
                   mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
@@ -142,13 +145,16 @@ def _print_prediction(p: Prediction) -> None:
         click.echo(f"  assumed   {', '.join(p.depends_on_assumed)}")
 
 
-def _search(kw):
+def _search(kw, top: int = 1):
+    """The ranked predictions (the first ``top`` are the best of every candidate; the
+    search prunes by lower bound what cannot be among them) and the search result."""
     system = load_system(kw["system_name"], kw["overrides"])
     cands = _candidates(system, kw)
     if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
-        return system, [run_predict(system, cands[0], reduced=not kw["full"])], ()
-    result = run_search(system, cands)
-    return system, list(result.ranked), result.infeasible
+        p = run_predict(system, cands[0], reduced=not kw["full"])
+        return system, [p], SearchResult((p,), (), 1)
+    result = run_search(system, cands, top=top)
+    return system, list(result.ranked), result
 
 
 @click.command()
@@ -160,7 +166,7 @@ def predict(**kw) -> None:
     (each rank's own GEMM); ring-attention and ulysses-attention take --batch --heads
     --seq --head-dim; moe-dispatch-gemm and moe-combine take --tokens --hidden
     --experts --topk --expert-hidden [--skew]."""
-    _system, ranked, _ = _search(kw)
+    _system, ranked, _ = _search(kw, top=1)
     best = ranked[0]
     if kw["as_json"]:
         emit_json(best.to_dict())
@@ -170,27 +176,32 @@ def predict(**kw) -> None:
 
 @click.command()
 @op_options
-@click.option("--top", type=int, default=10, show_default=True, help="How many to list.")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="How many to list (candidates whose lower bound exceeds the top-th "
+                   "best time are not simulated).")
 def search(top: int, **kw) -> None:
-    """Rank candidate schedules by predicted time."""
+    """Rank candidate schedules by predicted time: the --top best of every candidate,
+    found by branch and bound (the table says how many were simulated and pruned)."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
-    _system, ranked, infeasible = _search(kw)
+    _system, ranked, result = _search(kw, top=top)
+    infeasible = result.infeasible
     if kw["as_json"]:
         emit_json({"ranked": [p.to_dict() for p in ranked[:top]],
-                   "candidates": len(ranked) + len(infeasible),
+                   "candidates": result.candidates, "simulated": result.simulated,
+                   "pruned": [{"schedule": s, "bound_s": b} for s, b in result.pruned],
                    "infeasible": [{"schedule": s, "reason": r} for s, r in infeasible]})
         return
+    counts = (f"{result.candidates} candidates: {result.simulated} simulated, "
+              f"{len(result.pruned)} pruned by their lower bound, {len(infeasible)} infeasible")
     if kw["op"] in FUSED_OPS:
-        table(f"{kw['op']} on {kw['system_name']}: {len(ranked)} feasible, "
-              f"{len(infeasible)} infeasible",
+        table(f"{kw['op']} on {kw['system_name']}: {counts}",
               ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],
               [[p.schedule.label(), format_time(p.time_s), format_time(p.exposed_comm_s),
                 f"{p.speedup:.2f}x", format_time(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
         return
-    table(f"{kw['op']} {kw['size']} on {kw['system_name']}: {len(ranked)} feasible, "
-          f"{len(infeasible)} infeasible",
+    table(f"{kw['op']} {kw['size']} on {kw['system_name']}: {counts}",
           ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
           [[p.schedule.label(), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
             format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]

@@ -18,6 +18,7 @@ from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, defa
 from pksim.schedule import DTYPES, IMPLS
 from pksim.study import KNOWN_OPS, Case, Variant, default_study, find_study, load_variants
 from pksim.workloads.collectives import COLLECTIVES
+from pksim.workloads.fused import SHAPE_KEYS
 
 OUT_ROOT = Path("pksim-out")
 
@@ -295,37 +296,40 @@ def _trace_command():
     @click.option("--gantt", is_flag=True, help="Also write a Gantt chart (FILE-gantt.png, with its data).")
     def trace(output, force, gantt, **kw) -> None:
         """The timeline of one prediction as a Chrome/Perfetto trace: a track per rank,
-        per SM group and per link class (without --algorithm etc., the best schedule)."""
+        per SM group (fused ops: compute SMs and communication SMs) and per link class
+        (without --algorithm etc., the best schedule)."""
         from pksim import plots
         from pksim.cli.predict import _candidates
         from pksim.simulate import predict as run_predict
         from pksim.trace import chrome_trace
 
         system = load_system(kw["system_name"], kw["overrides"])
+        collective = kw["op"] in COLLECTIVES
+        size = kw["size"] if collective else "-".join(
+            f"{key}{kw['n_' if key == 'n' else key]}" for key in SHAPE_KEYS[kw["op"]])
         path = Path(output) if output else (
-            OUT_ROOT / "trace" / f"{system.name}-{kw['op']}-{kw['size']}.json")
+            OUT_ROOT / "trace" / f"{system.name}-{kw['op']}-{size}.json")
         if path.suffix != ".json":
             raise ConfigError(f"-o {path}: the trace is JSON; name it FILE.json")
         out = OutputDir(path.parent, force)
         stem = path.stem + "-gantt"
         out.check([path.name] + (plots.plot_files([stem]) if gantt else []))
-        if kw["op"] not in COLLECTIVES:
-            raise NotSupportedYet(f"trace: timelines of {kw['op']} are not recorded yet "
-                                  f"(collectives only: pksim.overlap keeps no timeline)")
         candidates = _candidates(system, kw)
         chosen = candidates[0] if len(candidates) == 1 else best_of(system, candidates).schedule
         p = run_predict(system, chosen, reduced=not kw["full"], record=True)
+        what = (f"{kw['op']} {format_bytes(p.nbytes)}" if collective else
+                f"{kw['op']} {' '.join(f'{k}={v}' for k, v in p.schedule.shape)}")
         out.write_json(path.name, chrome_trace(system, p))
         if gantt:
             events = report.gantt_events([(p.schedule.impl, p, system)])
-            out.save(plots.gantt(events, f"{kw['op']} {format_bytes(p.nbytes)} on "
-                                         f"{system.name}: {p.schedule.label()}"), stem, events)
+            out.save(plots.gantt(events, f"{what} on {system.name}: {p.schedule.label()}"),
+                     stem, events)
         if kw["as_json"]:
             emit_json({"prediction": p.to_dict(), "files": [str(f) for f in out.written]})
             return
-        click.echo(f"{kw['op']} {format_bytes(p.nbytes)} on {system.name} "
-                   f"({p.schedule.world} ranks): {p.schedule.label()}, "
-                   f"{format_time(p.time_s)}; {len(p.timeline)} transfers recorded")
+        click.echo(f"{what} on {system.name} ({p.schedule.world} ranks): "
+                   f"{p.schedule.label()}, {format_time(p.time_s)}; "
+                   f"{len(p.timeline)} timeline events recorded")
         for f in out.written:
             click.echo(f"wrote {f}")
         click.echo("open the .json in https://ui.perfetto.dev or chrome://tracing")

@@ -1,13 +1,16 @@
 """Fused compute + communication: baseline, bound, exposed communication, search."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.sm import gemm_time_s
 from pksim.schedule import Schedule
-from pksim.search import fused_space, nccl_schedule, search
+from pksim.overlap import lower_bounds
+from pksim.search import fused_space, nccl_schedule, search, space
 from pksim.simulate import predict
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, expert_load
 
@@ -88,6 +91,84 @@ def test_search_over_at_least_100_candidates_ranks_them():
     assert result.ranked[0].speedup >= 1.0
 
 
+@pytest.mark.parametrize("op", ["gemm-rs", "gemm-ar", "ag-gemm"])
+def test_pruned_search_is_the_full_search(op):
+    # branch and bound (top = K) simulates only what its lower bounds cannot rule out;
+    # its K best are the full search's, same order, same numbers
+    shape = {"gemm-rs": dict(m=8192, n=8192, k=1024), "gemm-ar": dict(m=4096, n=8192, k=512),
+             "ag-gemm": dict(m=8192, n=4096, k=4096)}[op]
+    cands = fused_space(H100, op, shape, world=4)
+    full = search(H100, cands)
+    for top in (1, 3, 10):
+        pruned = search(H100, cands, top=top)
+        assert pruned.ranked[:top] == full.ranked[:top]
+        assert [p.compute_s for p in pruned.ranked[:top]] == \
+            [p.compute_s for p in full.ranked[:top]]
+        assert pruned.pruned and pruned.simulated < len(full.ranked)
+        assert pruned.simulated + len(pruned.pruned) + len(pruned.infeasible) == len(cands)
+        kth = full.ranked[top - 1].time_s
+        assert all(bound > kth for _, bound in pruned.pruned)
+
+
+def test_pruned_collective_search_is_the_full_search():
+    cands = space(H100, "all-reduce", 16 << 20)
+    full = search(H100, cands)
+    pruned = search(H100, cands, top=3)
+    assert pruned.ranked[:3] == full.ranked[:3] and pruned.pruned
+
+
+@pytest.mark.parametrize("name", ["dgx-h100", "gb200-nvl72", "h200-virtual"])
+@pytest.mark.parametrize("op", FUSED_OPS)
+def test_lower_bounds_never_exceed_the_simulated_time(name, op):
+    system = load_system(name)
+    world = 4 if name != "gb200-nvl72" else 16
+    extra = (("skew", 1.0),) if op.startswith("moe") else ()
+    checked = 0
+    for overlap in ("none", "inter-sm", "intra-sm"):
+        for mech in ("tma", "register", "multimem"):
+            alg = "in-network" if mech == "multimem" else None
+            if alg and op != "gemm-ar":
+                continue
+            for chunk in (0, 1 << 20):
+                s = fused(op, overlap, mechanism=mech, world=world, comm_sms=8, extra=extra,
+                          chunk_bytes=chunk, **({"algorithm": alg} if alg else {}))
+                try:
+                    bounds = list(lower_bounds(system, s))
+                except (InfeasibleError, ConfigError):
+                    continue
+                time_s = predict(system, s).time_s
+                assert max(bounds) <= time_s * (1 + 1e-9), (s.label(), bounds, time_s)
+                checked += 1
+    assert checked >= 3
+
+
+def test_compute_alone_is_the_full_simulation_without_communication():
+    # the compute-alone reference is summed from idle per-chunk runs on the symmetry
+    # classes; the same plan simulated for every rank (reduced=False) agrees
+    s = fused("gemm-rs", "inter-sm", world=8, comm_sms=16, chunk_bytes=4 << 20)
+    reduced, full = predict(H100, s), predict(H100, s, reduced=False)
+    assert reduced.compute_s == pytest.approx(full.compute_s, rel=1e-9)
+    assert reduced.time_s == pytest.approx(full.time_s, rel=1e-9)
+    skewed = fused("moe-dispatch-gemm", world=8, extra=(("skew", 1.2),))
+    assert predict(H100, skewed).compute_s == \
+        pytest.approx(predict(H100, skewed, reduced=False).compute_s, rel=1e-9)
+
+
+def test_candidates_with_the_same_plan_share_their_run():
+    # 72 ranks: each peer's part is 4096 / 72 rows x 8192 x 2 B = 0.93 MB, so 4 MiB and
+    # 16 MiB chunks cut it like no chunking at all (one chunk per peer), and a chunk past
+    # the TMA message cap (half the shared memory) sends the same messages: one simulation
+    from pksim import overlap
+    system = load_system("gb200-nvl72")
+    base = fused("gemm-rs", world=72, shape=dict(m=4096, n=8192, k=512), comm_sms=16)
+    overlap._RUNS.clear()
+    times = {c: predict(system, base.with_(chunk_bytes=c)).time_s
+             for c in (0, 4 << 20, 16 << 20)}
+    assert len(set(times.values())) == 1 and len(overlap._RUNS) == 1
+    predict(system, base.with_(chunk_bytes=1 << 10))      # smaller messages: its own run
+    assert len(overlap._RUNS) == 2
+
+
 def test_skewed_routing_loads_one_rank_more():
     load = expert_load(64, 1.0)
     assert load[0] > 10 * load[-1] and sum(load) == pytest.approx(1.0)
@@ -127,3 +208,17 @@ def test_every_fused_op_runs_or_says_why(name, op):
             ran += 1
     assert ran > 0
     assert set(SHAPE_KEYS) == set(FUSED_OPS)
+
+
+def test_search_command_says_what_it_simulated_and_pruned():
+    from click.testing import CliRunner
+    from pksim.cli.main import cli
+    args = ["search", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "8192", "--n", "8192",
+            "--k", "1024", "--world", "4", "--top", "3"]
+    out = json.loads(CliRunner().invoke(cli, args + ["--json"]).output)
+    assert len(out["ranked"]) == 3 and out["pruned"]
+    assert out["candidates"] == out["simulated"] + len(out["pruned"]) + len(out["infeasible"])
+    table = CliRunner().invoke(cli, args)
+    assert table.exit_code == 0
+    assert f"{out['candidates']} candidates: {out['simulated']} simulated" in \
+        " ".join(table.output.split())

@@ -95,8 +95,6 @@ def test_sweep_errors(tmp_path):
     one_line_error(run(base + ["--bytes", "1KiB", "--set", "gpu.hbm.nope=1"] + out),
                    "unknown key")
     one_line_error(run(base + ["--bytes", "1KiB", "--world", "9"] + out), "larger than")
-    one_line_error(run(["trace", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "1024",
-                        "--n", "1024", "--k", "512"]), "not recorded yet")
     ok = run(base + ["--bytes", "1KiB", "--impl", "nccl"] + out)
     assert ok.exit_code == 0, ok.output
     one_line_error(run(base + ["--bytes", "1KiB", "--impl", "nccl"] + out), "exists", "--force")
@@ -148,3 +146,75 @@ def test_trace_tracks_per_rank_sm_group_and_link_class():
         spans = sorted((r["start_us"], r["end_us"]) for r in rows if r["track"] == track)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     assert chrome_trace(system, p)["otherData"]["schedule"].startswith("nccl/")
+
+
+def _spans(trace: dict) -> tuple[list[dict], dict[tuple[int, int], str]]:
+    events = trace["traceEvents"]
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    return [e for e in events if e["ph"] == "X"], threads
+
+
+def test_trace_of_a_fused_op_has_compute_comm_and_link_tracks(tmp_path):
+    path = tmp_path / "gemm-rs.json"
+    result = run(["trace", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "8192", "--n",
+                  "8192", "--k", "2048", "--overlap", "inter-sm", "--mechanism", "tma",
+                  "--comm-sms", "16", "--chunk-bytes", "0", "-o", str(path), "--gantt"])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(path.read_text())
+    spans, threads = _spans(trace)
+    names = set(threads.values())
+    assert {"compute SMs (116)", "comm SMs (16, tma)", "link nvl_out", "link nvl_in"} <= names
+    compute = [e for e in spans if threads[(e["pid"], e["tid"])].startswith("compute")]
+    comm = [e for e in spans if threads[(e["pid"], e["tid"])].startswith("comm")]
+    # 8 ranks: a chunk of 8192 / 8 rows per peer (7 peers, then the own rows), each
+    # 1024 / 128 x 8192 / 256 = 256 output tiles, after the kernel launch
+    assert [e["name"] for e in compute][0] == "kernel launch"
+    assert [e["name"] for e in compute][1:] == [f"chunk {i}: GEMM 256 tiles (2.2 waves)"
+                                                for i in range(8)]
+    assert [e["name"] for e in comm] == [f"reduce-scatter chunk {i}" for i in range(7)]
+    assert all(e["cat"] in ("compute", "comm", "link") for e in spans)
+    start = min(e["ts"] for e in spans)
+    end = max(e["ts"] + e["dur"] for e in spans)
+    assert start == 0 and end - start == pytest.approx(trace["otherData"]["time_us"], rel=0.01)
+    assert trace["otherData"]["shape"] == {"k": 2048, "m": 8192, "n": 8192}
+    assert (tmp_path / "gemm-rs-gantt.png").read_bytes()[:8] == PNG
+
+
+@pytest.mark.parametrize("op, shape", [
+    ("gemm-ar", ["--m", "4096", "--n", "8192", "--k", "1024"]),
+    ("ag-gemm", ["--m", "8192", "--n", "4096", "--k", "8192"]),
+    ("ring-attention", ["--batch", "2", "--heads", "16", "--seq", "16384", "--head-dim", "128"]),
+    ("ulysses-attention", ["--batch", "2", "--heads", "64", "--seq", "8192", "--head-dim", "128"]),
+    ("moe-dispatch-gemm", ["--tokens", "2048", "--hidden", "7168", "--experts", "64", "--topk",
+                           "8", "--expert-hidden", "2048", "--skew", "1"]),
+    ("moe-combine", ["--tokens", "2048", "--hidden", "7168", "--experts", "64", "--topk", "8",
+                     "--expert-hidden", "2048"]),
+])
+def test_every_fused_op_traces_its_best_schedule(tmp_path, op, shape):
+    path = tmp_path / f"{op}.json"
+    result = run(["trace", "--system", "dgx-h100", "--op", op, *shape, "-o", str(path),
+                  "--json"])
+    assert result.exit_code == 0, result.output
+    predicted = json.loads(result.output)["prediction"]
+    trace = json.loads(path.read_text())
+    spans, threads = _spans(trace)
+    kinds = {e["cat"] for e in spans}
+    assert {"compute", "comm"} <= kinds
+    if predicted["schedule"]["overlap"] != "none":
+        assert "link" in kinds
+    end = max(e["ts"] + e["dur"] for e in spans)
+    assert end == pytest.approx(predicted["time_s"] * 1e6, rel=0.01)
+
+
+def test_trace_of_the_baseline_is_the_library_kernel_then_nccl(tmp_path):
+    path = tmp_path / "none.json"
+    result = run(["trace", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "4096", "--n",
+                  "4096", "--k", "1024", "--impl", "nccl", "-o", str(path)])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(path.read_text())
+    spans, threads = _spans(trace)
+    assert [e["name"] for e in spans if e["name"] != "kernel launch"] == [
+        "library GEMM", "NCCL reduce-scatter"]
+    end = max(e["ts"] + e["dur"] for e in spans)
+    assert end == pytest.approx(trace["otherData"]["time_us"], rel=1e-6)
