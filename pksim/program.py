@@ -91,8 +91,12 @@ class Program:
         return out
 
     def kinds(self) -> set[str]:
-        """Transfer kinds of the steps (what the algorithm needs of the hardware)."""
-        return {t.kind for step in self.steps for t in step.transfers()}
+        """Transfer kinds of the steps (what the algorithm needs of the hardware): one step
+        per distinct pattern is enough (steps with equal keys move the same way)."""
+        seen: dict[Hashable, Step] = {}
+        for step in self.steps:
+            seen.setdefault(step.key, step)
+        return {t.kind for step in seen.values() for t in step.transfers()}
 
 
 def execute_symbolic(program: Program, initial: dict[tuple[int, Hashable], frozenset]
