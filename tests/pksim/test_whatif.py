@@ -100,8 +100,11 @@ def test_default_study_answers_the_question():
     assert max(c.nbytes for c in cases) == 16384 * 8192 * 2
     gemm = next(w for w in study.workloads if w.op == "gemm-rs")
     cases = gemm.expand(nvl72)[0]
-    assert {c.world for c in cases} == {8} and cases[0].dim("k") == 28672 // 8
+    # TP = 8 and TP = 72: K = 28672 / 8 = 3584 and ceil(28672 / 72) = 399 per rank
+    assert {c.world for c in cases} == {8, 72}
+    assert {c.world: c.dim("k") for c in cases} == {8: 3584, 72: 399}
     assert dict(cases[0].search) == {"comm_sms": (16, 32)}
+    assert {c.world for c in gemm.expand(h100)[0]} == {8}     # 72 ranks do not fit in 8
     tp72 = next(w for w in find_study("tp72-fused").workloads if w.op == "gemm-rs")
     assert tp72.expand(nvl72)[0][0].dim("k") == -(-28672 // 72)
     whole = next(w for w in study.workloads if w.name == "allreduce-1GiB")
