@@ -479,9 +479,34 @@ def parent(cases_path: Path, out: Path, case_timeout: float, deadline_s: float) 
 
 # ---- report -------------------------------------------------------------------------------------
 
+def summary(rows: list[dict]) -> str:
+    """Markdown: passed / run per variant over every checked case (timed ones included)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("kind") == "fused":
+            name = f"{r['op']} {r['overlap']}/{r['mechanism']}"
+        elif r.get("kind") == "none":
+            name = f"{r['op']} none ({r.get('collective')})"
+        else:
+            name = {"arg_check": "bad arguments refused", "timeout": "deadline path"}.get(
+                r.get("kind"), str(r.get("kind")))
+        groups.setdefault(name, []).append(r)
+    lines = ["| variant | passed | worlds | largest rel. error | largest abs. error |",
+             "|---|---|---|---|---|"]
+    for name, rs in groups.items():
+        worlds = sorted({r["world"] for r in rs if "world" in r})
+        rel = [r["rel_err"] for r in rs if r.get("rel_err") is not None]
+        err = [r["max_abs_err"] for r in rs if r.get("max_abs_err") is not None]
+        lines.append(f"| {name} | {sum(bool(r.get('ok')) for r in rs)}/{len(rs)} | "
+                     f"{', '.join(map(str, worlds)) or '-'} | "
+                     f"{f'{max(rel):.2e}' if rel else '-'} | {f'{max(err):.3g}' if err else '-'} |")
+    return "\n".join(lines)
+
+
 def report(rows: list[dict]) -> str:
-    """Markdown: correctness per variant, then fused against none per timed shape."""
-    lines = ["| variant | world | m x n x k | comm blocks | ok | bad | max abs err | rel err |",
+    """Markdown: the summary, correctness per case, then fused against none per timed shape."""
+    lines = [summary(rows), "",
+             "| variant | world | m x n x k | comm blocks | ok | bad | max abs err | rel err |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("kind") not in ("fused", "none") or r.get("time"):
