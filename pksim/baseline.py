@@ -66,6 +66,9 @@ def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
         compute = gemm_time_s(gpu, m, nn, k, schedule.dtype, elem) if busiest.flop else 0.0
         if op == "moe-combine":
             compute = busiest.nbytes / gpu.hbm.effective_Bps
+    if topo.virtual:
+        # virtual ranks share the one GPU: their library GEMMs run one after another
+        compute *= n
     p = fused.plan(op, shape, n, elem, fused.ALGORITHMS[op][0], 1, skew)
     coll = fused.BASELINE_COLLECTIVE[op]
     comm = 0.0
