@@ -121,7 +121,7 @@ def predict(op: str, overlap: str, alg: str, mech: str, world: int, m: int, n: i
                             algorithms=(alg,), mechanisms=(mech,),
                             comm_sms=(comm,) if overlap == "inter-sm" else ())
         cands = [c for c in cands if c.chunk_bytes == 0]
-        best = search(system, cands).ranked[0]
+        best = search(system, cands, top=1).ranked[0]
         return {"predicted_s": best.time_s, "predicted_baseline_s": best.baseline_s,
                 "predicted_system": PREDICT_SYSTEM}
     except Exception as exc:  # noqa: BLE001 - a prediction is optional, the measurement is not

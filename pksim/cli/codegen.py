@@ -58,7 +58,7 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
     if not cands:
         raise InfeasibleError(f"no {op} schedule that codegen implements matches these options")
     try:
-        best = search(system, cands).ranked[0]
+        best = search(system, cands, top=1).ranked[0]
     except InfeasibleError:
         # The simulator cannot model every kernel codegen can emit (copy-engine reductions
         # pair copies with a local reduction kernel): with algorithm and mechanism fixed, emit
@@ -92,7 +92,7 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
         raise InfeasibleError(f"no {op} schedule that codegen implements matches these options "
                               f"(implemented: {have})")
     try:
-        best = search(system, cands).ranked[0]
+        best = search(system, cands, top=1).ranked[0]
     except InfeasibleError:
         if len(cands) != 1:
             raise
