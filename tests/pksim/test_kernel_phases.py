@@ -1,0 +1,78 @@
+"""pksim.workloads.kernels: the generated kernels' phases, checked against what the
+kernels do (kernels/collectives/*.cuh) and against the least traffic a collective needs
+(validation/reference.py). No simulation."""
+from __future__ import annotations
+
+import pytest
+
+from pksim.workloads.kernels import KERNEL_PHASES, SM, bytes_moved, kernel_phases
+
+MiB = 1 << 20
+
+
+def phases(op, alg, mech, w, nbytes=64 * MiB):
+    return kernel_phases(op, alg, mech, w, nbytes)
+
+
+@pytest.mark.parametrize("w", [2, 3, 4, 8])
+def test_one_phase_kernels_move_the_least_traffic(w):
+    # nccl-tests sizes: S is the output per rank for all-gather, the input per rank for
+    # reduce-scatter and all-to-all, the buffer for all-reduce and broadcast; n = S / w.
+    s = 64 * MiB
+    n = s / w
+    # all-gather direct: each rank reads its shard once, writes it into w outputs
+    assert bytes_moved(phases("all-gather", "direct", "tma", w)) == (w * n, w * w * n)
+    # reduce-scatter direct: rank r reads shard r of every input, writes its output
+    assert bytes_moved(phases("reduce-scatter", "direct", "tma", w)) == (w * w * n, w * n)
+    # two-shot all-reduce in one phase: chunk r of every input read, the sum written w times
+    assert bytes_moved(phases("all-reduce", "two-shot", "register", w)) == (w * s, w * s)
+    # all-to-all: w blocks read and written per rank
+    assert bytes_moved(phases("all-to-all", "direct", "register", w)) == (w * w * n, w * w * n)
+    # broadcast: every rank pulls the root's buffer (reads meet in L2: readers = w)
+    bc = phases("broadcast", "direct", "tma", w)
+    assert bytes_moved(bc) == (w * s, w * s)
+    assert all(m.readers == w and m.sources == (0,) for m in bc[0].moves())
+
+
+@pytest.mark.parametrize("w", [2, 4, 8])
+def test_phase_counts_follow_the_kernels(w):
+    assert len(phases("all-gather", "ring", "tma", w)) == w - 1
+    assert len(phases("reduce-scatter", "ring", "tma", w)) == w
+    assert len(phases("all-reduce", "ring", "tma", w)) == 2 * w - 1
+    assert len(phases("all-reduce", "two-shot", "tma", w)) == 1
+    # copy engines: copies to the owner, then the owner's SM kernel writes every output
+    ce = phases("all-reduce", "two-shot", "copy-engine", w)
+    assert len(ce) == 2
+    assert all(m.engine == "" and len(m.sources) == 1 for m in ce[0].moves())
+    assert all(m.engine == SM and m.reduce and len(m.dests) == w for m in ce[1].moves())
+    # the copy-engine ring stages each partial sum (SM kernel) before copying it on
+    assert len(phases("reduce-scatter", "ring", "copy-engine", w)) == 1 + 2 * (w - 2) + 1
+
+
+def test_ring_reduce_scatter_sums_into_the_next_rank():
+    ring = phases("reduce-scatter", "ring", "register", 4)
+    first, middle, last = ring[0].moves(), ring[1].moves(), ring[-1].moves()
+    assert [(m.issuer, m.sources, m.dests, m.reduce) for m in first] == [
+        (r, (r,), ((r + 1) % 4,), False) for r in range(4)]
+    assert all(m.sources == (m.issuer, m.issuer) and m.dests == ((m.issuer + 1) % 4,)
+               and m.reduce for m in middle)
+    assert all(m.dests == (m.issuer,) and m.reduce for m in last)
+
+
+def test_all_to_all_copies_run_one_after_another_on_sms_only():
+    assert {m.serial for m in phases("all-to-all", "direct", "tma", 8)[0].moves()} == {8}
+    assert {m.serial for m in phases("all-to-all", "direct", "copy-engine", 8)[0].moves()} == {1}
+
+
+def test_no_phases_where_codegen_has_no_kernel():
+    assert kernel_phases("all-reduce", "rhd", "tma", 8, MiB) is None
+    assert kernel_phases("all-reduce", "in-network", "multimem", 8, MiB) is None
+    assert kernel_phases("all-reduce", "ring", "multimem", 8, MiB) is None
+    assert set(KERNEL_PHASES) == {("all-gather", "direct"), ("all-gather", "ring"),
+                                  ("reduce-scatter", "direct"), ("reduce-scatter", "ring"),
+                                  ("all-reduce", "direct"), ("all-reduce", "two-shot"),
+                                  ("all-reduce", "ring"), ("all-to-all", "direct"),
+                                  ("broadcast", "direct")}
+    # every kernel codegen runs has its phases here (in-network ones are compile-only)
+    from codegen.plan import KERNELS
+    assert set(KERNEL_PHASES) == {k for k in KERNELS if k[1] != "in-network"}
