@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hwmodels.errors import ValidationError
 from validation import reference
@@ -207,13 +207,19 @@ def worker(cases: list[dict], out: Path) -> int:
     return 0
 
 
-def parent(cases: list[dict], out: Path, cases_path: Path, case_timeout: float,
-           deadline_s: float) -> int:
+def supervise(case_ids: list[str], out: Path, worker_cmd: Callable[[Path], list[str]],
+              case_timeout: float, deadline_s: float) -> int:
+    """Run the cases not yet in ``out`` in a worker process (``worker_cmd(ids_file)``), which
+    writes a heartbeat (``out.current``: the case and its start time) before each case.
+    A worker that exits, hangs past ``case_timeout`` on a case or runs past the deadline is
+    killed; its case is recorded as failed and a fresh worker takes the rest. Cases left at
+    the deadline are recorded as not run. Exit status: 0 all ok, 1 some failed, 2 a worker
+    died before starting a case."""
     t_end = time.time() + deadline_s
     beat = Path(str(out) + ".current")
     while True:
         done = done_ids(out)
-        remaining = [c["id"] for c in cases if c["id"] not in done]
+        remaining = [cid for cid in case_ids if cid not in done]
         if not remaining:
             break
         if time.time() > t_end:
@@ -224,9 +230,8 @@ def parent(cases: list[dict], out: Path, cases_path: Path, case_timeout: float,
         ids_file = Path(str(out) + ".ids")
         ids_file.write_text(json.dumps(remaining))
         beat.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "validation.run_collectives", "--worker", "--cases",
-               str(cases_path), "--out", str(out), "--ids", str(ids_file)]
-        proc = subprocess.Popen(cmd, env=dict(os.environ, CUDA_MODULE_LOADING="EAGER"))
+        proc = subprocess.Popen(worker_cmd(ids_file),
+                                env=dict(os.environ, CUDA_MODULE_LOADING="EAGER"))
         killed = ""
         while proc.poll() is None:
             time.sleep(0.5)
@@ -256,6 +261,13 @@ def parent(cases: list[dict], out: Path, cases_path: Path, case_timeout: float,
     bad = [r for r in rows if not r.get("ok")]
     print(f"{len(rows) - len(bad)}/{len(rows)} cases ok", file=sys.stderr)
     return 0 if not bad else 1
+
+
+def parent(cases: list[dict], out: Path, cases_path: Path, case_timeout: float,
+           deadline_s: float) -> int:
+    return supervise([c["id"] for c in cases], out, lambda ids: [
+        sys.executable, "-m", "validation.run_collectives", "--worker", "--cases",
+        str(cases_path), "--out", str(out), "--ids", str(ids)], case_timeout, deadline_s)
 
 
 def ipc_main(cases: list[dict], out: Path) -> int:

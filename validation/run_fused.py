@@ -39,13 +39,13 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ValidationError
+from validation.run_collectives import _append
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "h200-virtual"                       # what the libraries are generated for
@@ -371,11 +371,6 @@ def _check_none(torch, op, w, k, coll, b, env) -> dict:
 
 # ---- worker and parent --------------------------------------------------------------------------
 
-def _append(out: Path, row: dict) -> None:
-    with out.open("a") as f:
-        f.write(json.dumps(row, default=str) + "\n")
-
-
 def load_cases(path: Path) -> list[dict]:
     cases = json.loads(path.read_text())
     for c in cases:
@@ -426,55 +421,10 @@ def worker(cases: list[dict], out: Path) -> int:
 
 
 def parent(cases_path: Path, out: Path, case_timeout: float, deadline_s: float) -> int:
-    from validation.run_collectives import done_ids
-    cases = load_cases(cases_path)
-    t_end = time.time() + deadline_s
-    beat = Path(str(out) + ".current")
-    while True:
-        done = done_ids(out)
-        remaining = [c["id"] for c in cases if c["id"] not in done]
-        if not remaining:
-            break
-        if time.time() > t_end:
-            for cid in remaining:
-                _append(out, {"id": cid, "ok": False, "skipped": True,
-                              "error": "not run: deadline reached"})
-            break
-        ids = Path(str(out) + ".ids")
-        ids.write_text(json.dumps(remaining))
-        beat.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "validation.run_fused", "--worker", "--bundle",
-               str(cases_path.parent), "--out", str(out), "--ids", str(ids)]
-        proc = subprocess.Popen(cmd, env=dict(os.environ, CUDA_MODULE_LOADING="EAGER"))
-        why = ""
-        while proc.poll() is None:
-            time.sleep(0.5)
-            try:
-                cur = json.loads(beat.read_text())
-            except (OSError, ValueError):
-                cur = None
-            if cur and time.time() - cur["t"] > case_timeout:
-                why = f"killed after {case_timeout:.0f} s"
-            elif time.time() > t_end:
-                why = "killed at the run's deadline"
-            if why:
-                proc.kill()
-                proc.wait()
-                break
-        try:
-            cur = json.loads(beat.read_text())
-        except (OSError, ValueError):
-            cur = None
-        if cur and cur["id"] not in done_ids(out):
-            _append(out, {"id": cur["id"], "ok": False,
-                          "error": f"worker {why or f'exited with {proc.returncode}'} during this case"})
-        elif proc.returncode not in (0, None) and not cur:
-            print(f"worker exited with {proc.returncode} before a case", file=sys.stderr)
-            return 2
-    rows = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
-    bad = [r for r in rows if not r.get("ok")]
-    print(f"{len(rows) - len(bad)}/{len(rows)} cases ok", file=sys.stderr)
-    return 0 if not bad else 1
+    from validation.run_collectives import supervise
+    return supervise([c["id"] for c in load_cases(cases_path)], out, lambda ids: [
+        sys.executable, "-m", "validation.run_fused", "--worker", "--bundle",
+        str(cases_path.parent), "--out", str(out), "--ids", str(ids)], case_timeout, deadline_s)
 
 
 # ---- report -------------------------------------------------------------------------------------
