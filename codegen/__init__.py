@@ -19,14 +19,13 @@ dispatch to it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codegen.build import BuildOptions, compile_source, find_nvcc, nvcc_command
+from codegen.build import BuildOptions, compile_source, write_unit
 from codegen.plan import Plan, make_plan
 from codegen.render import render
 from hwmodels.errors import ConfigError
@@ -57,29 +56,18 @@ def emit(system: System, schedule: Schedule, prediction: Any = None, out_dir: st
     if schedule.op in fused.OPS:
         return fused.emit(system, schedule, prediction, out_dir, command)
     plan = make_plan(system, schedule)
-    text = render(plan, prediction, command)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    source = out / f"{plan.name}.cu"
-    manifest = out / f"{plan.name}.json"
-    source.write_text(text)
-    options = options_for(plan)
-    nvcc = find_nvcc() or "nvcc"
-    data = {
-        "schedule": schedule.to_dict(),
-        "schedule_key": schedule.key(),
-        "system": system.name,
-        "prediction": prediction.to_dict() if prediction is not None else None,
-        "plan": plan.to_dict(),
-        "source": source.name,
-        "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "entry": plan.entry,
-        "build_options": options.to_dict(),
-        "nvcc_command": nvcc_command(source.resolve(), (out / f"lib{plan.name}.so").resolve(),
-                                     options, nvcc),
-    }
-    manifest.write_text(json.dumps(data, indent=2) + "\n")
+    source, manifest = write_unit(out_dir, plan.name, render(plan, prediction, command),
+                                  options_for(plan), _manifest(system, schedule, prediction,
+                                                               plan))
     return Emitted(source, manifest, plan)
+
+
+def _manifest(system: System, schedule: Schedule, prediction: Any, plan) -> dict:
+    """What every generated source's manifest records besides its build (codegen.fused too)."""
+    return {"schedule": schedule.to_dict(), "schedule_key": schedule.key(),
+            "system": system.name,
+            "prediction": prediction.to_dict() if prediction is not None else None,
+            "plan": plan.to_dict(), "entry": plan.entry}
 
 
 def read_manifest(path: str | Path) -> dict:

@@ -150,3 +150,25 @@ def compile_many(jobs: list[tuple[Path, BuildOptions]], workers: int | None = No
     workers = workers or max(2, os.cpu_count() or 2)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, jobs))
+
+
+def write_unit(out_dir: str | Path, name: str, text: str, options: BuildOptions,
+               manifest: dict) -> tuple[Path, Path]:
+    """Write a generated translation unit ``<name>.cu`` and its manifest ``<name>.json``:
+    ``manifest`` (schedule, prediction, plan, entry) plus the source's name and hash, the
+    build options and the exact nvcc command. Returns (source, manifest) paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    source = out / f"{name}.cu"
+    manifest_path = out / f"{name}.json"
+    source.write_text(text)
+    data = dict(manifest)
+    data.update({
+        "source": source.name,
+        "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "build_options": options.to_dict(),
+        "nvcc_command": nvcc_command(source.resolve(), (out / f"lib{name}.so").resolve(),
+                                     options, find_nvcc() or "nvcc"),
+    })
+    manifest_path.write_text(json.dumps(data, indent=2) + "\n")
+    return source, manifest_path

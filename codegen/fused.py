@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from codegen.build import BuildOptions, find_nvcc, nvcc_command, KERNELS as KERNELS_DIR
+from codegen.build import BuildOptions, write_unit, KERNELS as KERNELS_DIR
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
@@ -299,27 +299,9 @@ def emit(system: System, schedule: Schedule, prediction: Any = None, out_dir: st
          command: str = "") -> Emitted:
     """Write ``<op>-<key>.cu`` and its manifest (schedule, prediction, plan, build options,
     the nvcc command) for a fused schedule."""
+    from codegen import _manifest
     plan = make_plan(system, schedule)
-    text = render(plan, prediction, command)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    source = out / f"{plan.name}.cu"
-    manifest = out / f"{plan.name}.json"
-    source.write_text(text)
-    options = build_options(plan)
-    nvcc = find_nvcc() or "nvcc"
-    data = {
-        "schedule": schedule.to_dict(),
-        "schedule_key": schedule.key(),
-        "system": system.name,
-        "prediction": prediction.to_dict() if prediction is not None else None,
-        "plan": plan.to_dict(),
-        "source": source.name,
-        "source_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "entry": plan.entry,
-        "build_options": options.to_dict(),
-        "nvcc_command": nvcc_command(source.resolve(), (out / f"lib{plan.name}.so").resolve(),
-                                     options, nvcc),
-    }
-    manifest.write_text(json.dumps(data, indent=2) + "\n")
+    source, manifest = write_unit(out_dir, plan.name, render(plan, prediction, command),
+                                  build_options(plan), _manifest(system, schedule, prediction,
+                                                                 plan))
     return Emitted(source, manifest, plan)
