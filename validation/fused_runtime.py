@@ -25,11 +25,11 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-import time
 from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ValidationError
+from validation.runtime import _torch, wait_for_stream
 
 MAX_RANKS = 8
 ABI_VERSION = 1
@@ -125,11 +125,6 @@ class FusedLib:
         self._check(self.dll.pkc_read_error, ctypes.c_void_p(err_ptr))
 
 
-def _torch():
-    import torch
-    return torch
-
-
 class FusedCall:
     """One fused op on one shape, every rank's buffers allocated on the current GPU."""
 
@@ -190,16 +185,7 @@ class FusedCall:
 
     def wait(self, deadline_s: float = 30.0) -> None:
         """Wait with a wall-clock backstop, then read the error record (raises on failure)."""
-        torch = _torch()
-        ev = torch.cuda.Event()
-        ev.record()
-        t0 = time.time()
-        while not ev.query():
-            if time.time() - t0 > deadline_s:
-                raise HangError(f"{self.lib.entry_name}: still running after {deadline_s:.0f} s "
-                                f"although every device wait has a deadline")
-            time.sleep(0.0002)
-        self.lib.check_error(self.err.data_ptr())
+        wait_for_stream(self.lib, int(self.err.data_ptr()), deadline_s)
 
     def run(self, deadline_s: float = 30.0) -> None:
         self.launch()
@@ -246,7 +232,3 @@ class FusedCall:
         for name in ("a", "b", "out", "out_buf", "partial", "gathered", "flags"):
             setattr(self, name, [])
         self.a_full = None
-
-
-class HangError(ValidationError):
-    """The kernel did not finish in wall-clock time: the CUDA context is unusable now."""

@@ -362,16 +362,7 @@ class Collective:
 
     def wait(self, deadline_s: float = 60.0) -> None:
         """Wait for the stream with a wall-clock backstop, then read the error record."""
-        torch = _torch()
-        ev = torch.cuda.Event()
-        ev.record()
-        t0 = time.time()
-        while not ev.query():
-            if time.time() - t0 > deadline_s:
-                raise HangError(f"{self.lib.entry_name}: still running after {deadline_s:.0f} s "
-                                f"although every device wait has a deadline")
-            time.sleep(0.0002)
-        self.lib.check_error(int(self.err.data_ptr()))
+        wait_for_stream(self.lib, int(self.err.data_ptr()), deadline_s)
 
     def free(self) -> None:
         for b in (self.inb, self.outb, self.scratchb, self.flagb):
@@ -381,6 +372,21 @@ class Collective:
 
 class HangError(ValidationError):
     """The kernel did not finish in wall-clock time: the CUDA context is unusable now."""
+
+
+def wait_for_stream(lib: Any, err_ptr: int, deadline_s: float) -> None:
+    """Wait for the current stream with a wall-clock backstop (HangError past it), then let
+    ``lib`` read the kernel's error record at ``err_ptr`` (raises on a device timeout).
+    Shared by the collectives and the fused kernels (validation/fused_runtime.py)."""
+    ev = _torch().cuda.Event()
+    ev.record()
+    t0 = time.time()
+    while not ev.query():
+        if time.time() - t0 > deadline_s:
+            raise HangError(f"{lib.entry_name}: still running after {deadline_s:.0f} s "
+                            f"although every device wait has a deadline")
+        time.sleep(0.0002)
+    lib.check_error(err_ptr)
 
 
 def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = 256 << 20,
