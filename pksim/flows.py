@@ -195,9 +195,10 @@ def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
     return caps
 
 
-def move_spec(topo: Topology, sched: Schedule, m: Move, resident: bool,
+def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: bool,
               link_efficiency: float) -> FlowSpec:
-    """The flow of one move of a generated kernel (pksim.workloads.kernels): its payload
+    """The flow of one move (``piece`` bytes of it) of a generated kernel
+    (pksim.workloads.kernels): its payload
     read from every source's memory, written to every destination's (each once per byte:
     the kernels sum in the SM, no read-modify-write), across the links between the
     issuer and every remote source or destination; the issuer's SMs at the rate of
@@ -241,7 +242,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, resident: bool,
         mech = "register" if m.engine == "sm" else sched.mechanism
         n = ce_kernel_sms(topo, sched) if m.engine == "sm" else sched.comm_sms
         add(f"issue[{m.issuer}]", move_issue_weight(topo, sched, m, mech, n, resident))
-    return FlowSpec(tuple(sorted(usage.items())), latency, m.payload, m.issuer)
+    return FlowSpec(tuple(sorted(usage.items())), latency, piece, m.issuer)
 
 
 def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: int,

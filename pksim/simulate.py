@@ -143,20 +143,18 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     flag = system.gpu.sync.flag_latency_s
     for pkey, step in program.patterns().items():
         moves = step.moves()
-        if moves is not None:
-            specs = [move_spec(topo, schedule, m, resident, link_eff) for m in moves]
-            specs = [s.__class__(s.usage, s.latency_s, s.nbytes / lanes, s.issuer) for s in specs]
+        if moves is not None:          # a generated kernel's phase (pksim.workloads.kernels)
+            specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff)
+                     for m in moves]
             sync[pkey] = phase_sync_s(system, topo, schedule, moves)
-            patterns[pkey] = specs
-            continue
         else:
             specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
                      for t in step.transfers()]
-        if schedule.impl == "nccl":
-            sync[pkey] = nccl.step_latency(system, topo, schedule)
-            specs = [s.__class__(s.usage, 0.0, s.nbytes, s.issuer) for s in specs]
-        else:
-            sync[pkey] = max((s.latency_s for s in specs), default=0.0) + flag
+            if schedule.impl == "nccl":    # NCCL's per-step latency replaces the paths'
+                sync[pkey] = nccl.step_latency(system, topo, schedule)
+                specs = [s.__class__(s.usage, 0.0, s.nbytes, s.issuer) for s in specs]
+            else:
+                sync[pkey] = max((s.latency_s for s in specs), default=0.0) + flag
         patterns[pkey] = specs
     if reduced:
         classes, members = reduce_flows(patterns, _instance_caps(system, topo, schedule))
