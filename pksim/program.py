@@ -85,18 +85,20 @@ class Program:
 
     def patterns(self) -> dict[Hashable, Step]:
         """One costed step per distinct traffic pattern."""
-        out: dict[Hashable, Step] = {}
-        for step in self.costed():
-            out.setdefault(step.key, step)
-        return out
+        return _first_per_key(self.costed())
 
     def kinds(self) -> set[str]:
         """Transfer kinds of the steps (what the algorithm needs of the hardware): one step
         per distinct pattern is enough (steps with equal keys move the same way)."""
-        seen: dict[Hashable, Step] = {}
-        for step in self.steps:
-            seen.setdefault(step.key, step)
-        return {t.kind for step in seen.values() for t in step.transfers()}
+        return {t.kind for step in _first_per_key(self.steps).values()
+                for t in step.transfers()}
+
+
+def _first_per_key(steps: list[Step]) -> dict[Hashable, Step]:
+    out: dict[Hashable, Step] = {}
+    for step in steps:
+        out.setdefault(step.key, step)
+    return out
 
 
 def execute_symbolic(program: Program, initial: dict[tuple[int, Hashable], frozenset]
