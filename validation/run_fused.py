@@ -77,8 +77,9 @@ def short(op: str, overlap: str, mech: str) -> str:
 
 # ---- prepare (nvcc + simulator) -----------------------------------------------------------------
 
-def build_bundle(bundle: Path) -> dict[str, str]:
-    """Every library the cases use, as paths relative to the bundle."""
+def build_bundle(bundle: Path, build: bool = True) -> dict[str, str]:
+    """Every library the cases use, as paths relative to the bundle. ``build=False`` only
+    emits the sources and returns the paths the libraries will have (``lib<stem>.so``)."""
     from codegen import fused
     from codegen.build import compile_many
     from hwmodels.catalog import load_system
@@ -94,6 +95,15 @@ def build_bundle(bundle: Path) -> dict[str, str]:
         e = fused.emit(system, s, None, bundle / "src")
         jobs.append((e.source, fused.build_options(e.plan)))
         names.append(short(op, ov, mech))
+    if not build:
+        (bundle / "src").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(gemm_bench.SOURCE, bundle / "src" / "pk_gemm.cu")
+        libs = {name: f"lib/lib{src.stem}.so" for name, (src, _) in zip(names, jobs)}
+        libs["gemm"] = "lib/libpk_gemm.so"
+        colls = sorted(set(BASELINE.values()) | {("all-reduce", "two-shot", "tma")})
+        for key, path in build_libs(bundle, SYSTEM, colls, build=False).items():
+            libs["/".join(key)] = path
+        return libs
     libs: dict[str, str] = {}
     for name, res in zip(names, compile_many(jobs)):
         if isinstance(res, Exception):
@@ -128,6 +138,33 @@ def predict(op: str, overlap: str, alg: str, mech: str, world: int, m: int, n: i
         return {"predicted_s": None, "predict_error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
+def fused_case(libs: dict[str, str], variant: tuple[str, str, str, str],
+               shape: tuple[int, int, int, int], comm: int = 0, order: int = -1, *,
+               timed: bool = True, seed: int = 1, iters: int = 20, warmup: int = 3) -> dict:
+    """One fused case: variant (op, overlap, algorithm, mechanism), shape (world, m, n, k),
+    comm blocks per rank (0: the generated default) and tile order (-1, 0 or 1)."""
+    op, ov, alg, mech = variant
+    w, m, n, k = shape
+    name = short(op, ov, mech)
+    extra = (f"-c{comm}" if comm else "") + ("-seq" if order == 1 else "")
+    return {"id": f"{name}{extra}-w{w}-{m}x{n}x{k}", "kind": "fused", "lib": libs[name],
+            "op": op, "overlap": ov, "algorithm": alg, "mechanism": mech, "world": w, "m": m,
+            "n": n, "k": k, "comm_blocks": comm, "tile_order": order, "check": True,
+            "time": timed, "seed": seed, "iters": iters, "warmup": warmup}
+
+
+def none_case(libs: dict[str, str], op: str, shape: tuple[int, int, int, int], *,
+              timed: bool = True, seed: int = 1, iters: int = 20, warmup: int = 3) -> dict:
+    """The unfused baseline of ``op`` at shape (world, m, n, k): GEMMs, then the collective."""
+    w, m, n, k = shape
+    cop, calg, cmech = BASELINE[op]
+    return {"id": f"{op}-none-w{w}-{m}x{n}x{k}", "kind": "none", "op": op, "world": w, "m": m,
+            "n": n, "k": k, "gemm_lib": libs["gemm"],
+            "coll_lib": libs["/".join((cop, calg, cmech))],
+            "collective": f"{cop} {calg}/{cmech}", "check": True, "time": timed,
+            "seed": seed, "iters": iters, "warmup": warmup}
+
+
 def make_cases(libs: dict[str, str], suite: str, with_predictions: bool) -> list[dict]:
     check_shapes = CHECK_SHAPES if suite == "full" else QUICK_CHECK
     time_shapes = TIME_SHAPES if suite == "full" else QUICK_TIME
@@ -141,7 +178,6 @@ def make_cases(libs: dict[str, str], suite: str, with_predictions: bool) -> list
     seed = 10
     for timed, shapes in ((False, check_shapes), (True, time_shapes)):
         for (w, m, n, k) in shapes:
-            tag = f"w{w}-{m}x{n}x{k}"
             for op, ov, alg, mech in VARIANTS:
                 if timed and op == "ag-gemm" and mech == "register" and (w, m) != (8, 8192):
                     continue  # register copies: timed at one shape only
@@ -151,26 +187,16 @@ def make_cases(libs: dict[str, str], suite: str, with_predictions: bool) -> list
                     combos = [(c, 0) for c in counts] + ([(counts[0], 1)] if timed else [])
                 for comm, order in combos:
                     seed += 1
-                    name = short(op, ov, mech)
-                    extra = f"-c{comm}" if comm else ""
-                    extra += "-seq" if order == 1 else ""
-                    case = {"id": f"{name}{extra}-{tag}", "kind": "fused", "lib": libs[name],
-                            "op": op, "overlap": ov, "algorithm": alg, "mechanism": mech,
-                            "world": w, "m": m, "n": n, "k": k, "comm_blocks": comm,
-                            "tile_order": order, "check": True, "time": timed, "seed": seed,
-                            "iters": 20, "warmup": 3}
+                    case = fused_case(libs, (op, ov, alg, mech), (w, m, n, k), comm, order,
+                                      timed=timed, seed=seed)
                     if timed and with_predictions:
                         case.update(predict(op, ov, alg, mech, w, m, n, k, comm or 1))
                     cases.append(case)
-            for op, (cop, calg, cmech) in BASELINE.items():
+            for op in BASELINE:
                 if op == "gemm-rs" and (m * n) % w:
                     continue
                 seed += 1
-                case = {"id": f"{op}-none-{tag}", "kind": "none", "op": op, "world": w, "m": m,
-                        "n": n, "k": k, "gemm_lib": libs["gemm"],
-                        "coll_lib": libs["/".join((cop, calg, cmech))],
-                        "collective": f"{cop} {calg}/{cmech}", "check": True, "time": timed,
-                        "seed": seed, "iters": 20, "warmup": 3}
+                case = none_case(libs, op, (w, m, n, k), timed=timed, seed=seed)
                 if timed and with_predictions:
                     p = predict(op, "none", BASELINE_ALG[op], "register", w, m, n, k, 1)
                     case["predicted_s"] = p.get("predicted_s")
@@ -220,7 +246,8 @@ def run_fused_case(case: dict, libs: dict) -> dict:
             t = _timing(torch, call.launch, int(case["iters"]), int(case["warmup"]))
             call.wait(60)
             out.update(t, tflops=w * 2.0 * m * n * k / (t["ms"] * 1e-3) / 1e12)
-            if call.reqs.spins == 0:  # store-add: the kernel alone, without clearing outputs
+            if case["op"] != "ag-gemm" and call.reqs.spins == 0:
+                # store-add: the kernel alone, without clearing outputs
                 call.args.zero_output = 0
                 out["ms_no_zeroing"] = _timing(torch, call.launch, int(case["iters"]), 1)["ms"]
                 call.wait(60)
