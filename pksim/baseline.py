@@ -15,6 +15,15 @@ from pksim.workloads import fused
 
 _CACHE: dict = {}
 _CACHE_SIZE = 256
+# NCCL cannot run virtual ranks (one GPU): there the baseline's collective is the generated
+# pk collective that validation/run_fused.py runs after the GEMMs ("none"), (algorithm,
+# mechanism), on all of a rank's share of the SMs. These are the ones measured fastest on
+# the H200 (docs/VALIDATION.md); tests/pksim/test_overlap.py checks the table against
+# run_fused.BASELINE.
+VIRTUAL_COLLECTIVE = {"reduce-scatter": ("direct", "register"),
+                      "all-gather": ("direct", "tma"),
+                      "all-reduce": ("two-shot", "register"),
+                      "all-to-all": ("direct", "register")}
 
 
 def clear() -> None:
@@ -75,10 +84,11 @@ def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
     if n > 1:
         nccl = nccl_schedule(system, coll, max(1, p.baseline_bytes), n, topo.domains) \
             if not topo.virtual else None
-        if nccl is None:       # NCCL cannot run virtual ranks: the pk ring stands in
+        if nccl is None:       # NCCL cannot run virtual ranks: the pk collective stands in
+            algorithm, mechanism = VIRTUAL_COLLECTIVE[coll]
             nccl = Schedule(op=coll, shape=(("bytes", max(1, p.baseline_bytes)),), world=n,
-                            algorithm="ring" if coll != "all-to-all" else "direct",
-                            mechanism="register", comm_sms=max(1, topo.sms_per_rank()))
+                            algorithm=algorithm, mechanism=mechanism,
+                            comm_sms=max(1, topo.sms_per_rank()))
         comm = predict(system, nccl).time_s
         if op == "ulysses-attention":
             comm *= 4 / 3          # q, k, v in; the output (a third of that) back

@@ -226,13 +226,24 @@ def test_search_command_says_what_it_simulated_and_pruned():
 
 def test_none_on_virtual_ranks_runs_the_gemms_one_after_another():
     # Virtual ranks share one H200: the baseline's library GEMMs of the 4 ranks run one after
-    # another on the whole GPU (as validation/run_fused.py times "none"), then the pk ring
-    # reduce-scatter stands in for NCCL (which cannot run several ranks on one GPU):
-    # 2 launches + 4 x GEMM(8192 x 8192 x 2048) + the ring's predicted time.
+    # another on the whole GPU (as validation/run_fused.py times "none"), then the pk
+    # collective that run_fused runs (reduce-scatter direct/register, 132 / 4 = 33 blocks per
+    # rank) stands in for NCCL (which cannot run several ranks on one GPU):
+    # 2 launches + 4 x GEMM(8192 x 8192 x 2048) + that collective's predicted time.
     from pksim.simulate import predict as run
     v = load_system("h200-virtual-calibrated")
     p = predict(v, fused("gemm-rs", "none", world=4))
     gemm = gemm_time_s(v.gpu, 8192, 8192, 2048)
-    ring = run(v, Schedule(op="reduce-scatter", shape=(("bytes", 8192 * 8192 * 2),), world=4,
-                           algorithm="ring", mechanism="register", comm_sms=33)).time_s
-    assert p.time_s == pytest.approx(2 * v.gpu.sync.kernel_launch_s + 4 * gemm + ring, rel=1e-9)
+    coll = run(v, Schedule(op="reduce-scatter", shape=(("bytes", 8192 * 8192 * 2),), world=4,
+                           algorithm="direct", mechanism="register", comm_sms=33)).time_s
+    assert p.time_s == pytest.approx(2 * v.gpu.sync.kernel_launch_s + 4 * gemm + coll, rel=1e-9)
+
+
+def test_virtual_baseline_collectives_are_the_ones_run_fused_times():
+    # The stand-in for NCCL on virtual ranks is what validation/run_fused.py runs as "none".
+    from pksim.baseline import VIRTUAL_COLLECTIVE
+    from pksim.workloads.fused import BASELINE_COLLECTIVE
+    from validation.run_fused import BASELINE
+    for op, (coll, algorithm, mechanism) in BASELINE.items():
+        assert BASELINE_COLLECTIVE[op] == coll
+        assert VIRTUAL_COLLECTIVE[coll] == (algorithm, mechanism)
