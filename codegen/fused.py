@@ -22,13 +22,15 @@ gemm-ar    inter-sm  in-network  multimem   gemm_ar_in_network: compile-only (NV
                                             multicast is never enabled here)
 ag-gemm    inter-sm  direct      tma, reg   ag_gemm_inter: comm blocks gather A bands, the
                                             GEMM producer waits for each band's flag
+ag-gemm    intra-sm  direct      tma        ag_gemm_intra: the GEMM producer loads each A
+                                            tile from the owning rank's shard (a tensor
+                                            map per rank), own shard first, then the peers
 =========  ========  ==========  =========  ===============================================
 
 ``overlap = none`` is a library GEMM followed by the collective (validation/run_fused.py runs
-it from kernels/gemm and a generated collective); ag-gemm intra-SM (the producer loading peer
-A tiles through their tensor maps) is not implemented. Both raise InfeasibleError, as do
-systems without the sm_90a GEMM (wgmma, setmaxnreg), dtypes other than bf16, pipelined
-chunks and tiles without a GEMM config.
+it from kernels/gemm and a generated collective); it raises InfeasibleError, as do systems
+without the sm_90a GEMM (wgmma, setmaxnreg), dtypes other than bf16, pipelined chunks and
+tiles without a GEMM config.
 """
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ KERNELS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("gemm-ar", "inter-sm", "two-shot"): ("gemm_ar_inter", ("register",)),
     ("gemm-ar", "inter-sm", "in-network"): ("gemm_ar_in_network", ("multimem",)),
     ("ag-gemm", "inter-sm", "direct"): ("ag_gemm_inter", ("tma", "register")),
+    ("ag-gemm", "intra-sm", "direct"): ("ag_gemm_intra", ("tma",)),
 }
 ARCH = "sm_90a"                 # the GEMM needs wgmma and setmaxnreg
 MAX_RANKS = 8                   # PKF_MAX_RANKS in kernels/fused/abi.h
@@ -201,6 +204,9 @@ _WHAT = {
                           "multimem.st through multicast addresses (compile-only)",
     "ag_gemm_inter": "communication blocks gather every rank's shard of A into a local copy, one "
                      "BM-row band at a time; the GEMM producer waits for each band's flag",
+    "ag_gemm_intra": "no all-gather: the GEMM producer loads each A tile straight from the rank "
+                     "owning its rows, through a tensor map of that rank's shard (tiles laid out "
+                     "per shard), starting with the rank's own shard and then walking its peers",
 }
 
 

@@ -53,7 +53,7 @@ PREDICT_SYSTEM = "h200-virtual-calibrated"    # what the predictions are made on
 # (op, overlap, algorithm, mechanism) of every runnable fused variant
 VARIANTS = [("gemm-rs", "intra-sm", "direct", "tma"), ("gemm-rs", "inter-sm", "direct", "register"),
             ("ag-gemm", "inter-sm", "direct", "tma"), ("ag-gemm", "inter-sm", "direct", "register"),
-            ("gemm-ar", "intra-sm", "direct", "tma"),
+            ("ag-gemm", "intra-sm", "direct", "tma"), ("gemm-ar", "intra-sm", "direct", "tma"),
             ("gemm-ar", "inter-sm", "two-shot", "register")]
 # The "none" baseline's collective (the best measured on the H200, docs/VALIDATION.md)
 BASELINE = {"gemm-rs": ("reduce-scatter", "direct", "register"),

@@ -16,7 +16,8 @@
  *            where lo(r) = floor(r * M / world).
  *   gemm-ar  the same product, all-reduced: out[r] [M x N] on every rank.
  *   ag-gemm  rank r holds a[r] = rows [lo(r), lo(r+1)) of A [M x K]; A is all-gathered and
- *            out[r] [M x N] = A @ B_r.
+ *            out[r] [M x N] = A @ B_r (intra-SM: rank r's GEMM loads every a[s] in place, no
+ *            gathered copy).
  * Requirements: 2 <= world <= PKF_MAX_RANKS, M >= world, K and N multiples of 8 (16-byte TMA
  * row pitches), every pointer 16-byte aligned.
  *

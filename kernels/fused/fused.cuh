@@ -23,13 +23,20 @@
 //                     output (rows past the owner's end are out of bounds and skipped); the rows
 //                     of any later owner of the same sub-tile go as 16-byte bulk reduce-adds;
 //   store_add_all     the same into every rank's M x N output (all-reduce);
+//   store_shard_rows  ag-gemm intra-SM: a TMA store through a tensor map of the rows of the
+//                     rank's output that the tile's shard of A produces (rows past the shard's
+//                     end are out of bounds there and dropped);
 //   store_signal      a plain TMA store into the rank's own partial buffer; once a consumer has
 //                     stored its half of a tile it completes the writes (wait + proxy fence,
 //                     pk::tma::complete_writes) and adds 1 to the tile's counter on every rank
 //                     owning rows of the tile (pk::signal, release at system scope). A tile is
 //                     complete on an owner when its counter reaches 2 consumers x world ranks
 //                     per call.
-// Prologue:
+// Prologues:
+//   load_peer_rows    ag-gemm intra-SM: no wait; the producer loads the tile's A rows straight
+//                     from the rank that owns them, through a tensor map of that rank's shard
+//                     (pk::gemm's a_source hook). Tiles are laid out per shard (shard_tiles), so
+//                     a tile never reads two shards;
 //   wait_rows         before the first load of a tile, the producer thread waits until the
 //                     tile's row band of the gathered A has arrived (counter = pieces copied),
 //                     then fences for the async proxy (TMA loads). A wait that passes its
@@ -73,6 +80,33 @@ struct partition {
     for (int r = 0; r <= world; ++r) p.lo[r] = row_lo(r, M, world);
     p.world = world;
     return p;
+  }
+};
+
+// Tiles laid out per shard (ag-gemm intra-SM): shard s's rows, padded up to whole BM-row tiles,
+// occupy the "tile rows" [start[s], start[s + 1]) / BM of a virtual M' = start[world] that the
+// GEMM runs on; virtual row v of shard s is row v - start[s] of the shard (row lo(s) + v -
+// start[s] of A and of the output). A tile never straddles two shards, so its A box comes from
+// one rank; the padding rows read as zeros (out of bounds of the shard's map) and are never
+// stored. Costs at most world - 1 extra tile rows over ceil(M / BM).
+struct shard_tiles {
+  int start[PKF_MAX_RANKS + 1];  // virtual row where shard s starts (a multiple of BM)
+  int world;
+
+  // The shard holding virtual row v (0 <= v < start[world]).
+  PK_HD int shard(int v) const {
+    int s = 0;
+    while (s + 1 < world && start[s + 1] <= v) ++s;
+    return s;
+  }
+  static shard_tiles make(int M, int world, int bm) {
+    shard_tiles t{};
+    t.world = world;
+    for (int s = 0; s < world; ++s) {
+      const int rows = row_lo(s + 1, M, world) - row_lo(s, M, world);
+      t.start[s + 1] = t.start[s] + (rows + bm - 1) / bm * bm;
+    }
+    return t;
   }
 };
 
@@ -166,6 +200,29 @@ struct store_add_all {
   }
 };
 
+// ag-gemm, intra-SM: the rows of shard s go to rows [lo(s), lo(s + 1)) of the output through
+// the map out[s], which covers exactly those rows, so the padding rows past the shard's end
+// are dropped by TMA; a sub-tile entirely in the padding stores nothing.
+struct store_shard_rows {
+  struct params {
+    CUtensorMap out[PKF_MAX_RANKS];  // rows lo(s) .. lo(s + 1) of this rank's output, box [BM/2][64]
+    int rows[PKF_MAX_RANKS];         // lo(s + 1) - lo(s)
+    shard_tiles tiles;
+  };
+  PK_DEV static void store_subtile(const params& p, const pk::gemm::tile_info&,
+                                   const pk::gemm::subtile_info& s, const void* smem) {
+    if (s.rows <= 0 || s.cols <= 0) return;
+    const int sh = p.tiles.shard(s.row0);
+    const int row = s.row0 - p.tiles.start[sh];
+    if (row < p.rows[sh]) pk::tma::store_tile_async(&p.out[sh], s.col0, row, smem);
+  }
+  PK_DEV static void tile_done(const params&, const pk::gemm::tile_info&, int) {}
+  PK_DEV static void finish(const params&, int) { pk::tma::wait_group<0>(); }
+  PK_DEV static void prefetch(const params& p) {
+    for (int s = 0; s < p.tiles.world; ++s) pk::tma::prefetch_map(&p.out[s]);
+  }
+};
+
 // Inter-SM: store the tile locally, then tell the owners of its rows.
 struct store_signal {
   struct params {
@@ -189,7 +246,26 @@ struct store_signal {
   PK_DEV static void prefetch(const params& p) { pk::tma::prefetch_map(&p.partial); }
 };
 
-// ---- prologue --------------------------------------------------------------------------------
+// ---- prologues -------------------------------------------------------------------------------
+
+// ag-gemm, intra-SM: the A rows of a tile come from the shard's owner (virtual ranks: another
+// buffer on this device; real ranks: the peer's IPC-mapped shard), nothing to wait for.
+struct load_peer_rows {
+  struct params {
+    CUtensorMap a[PKF_MAX_RANKS];  // rank s's shard of A: rows(s) x K, box [BM][64], 128B swizzle
+    shard_tiles tiles;
+  };
+  PK_DEV static void before_loads(const params&, const pk::gemm::tile_info&) {}
+  PK_DEV static const CUtensorMap* a_source(const params& p, const pk::gemm::tile_info& t,
+                                            int& a_row) {
+    const int sh = p.tiles.shard(t.row0);
+    a_row = t.row0 - p.tiles.start[sh];
+    return &p.a[sh];
+  }
+  PK_DEV static void prefetch_a(const params& p) {
+    for (int s = 0; s < p.tiles.world; ++s) pk::tma::prefetch_map(&p.a[s]);
+  }
+};
 
 // ag-gemm, inter-SM: wait for the rows of A a tile reads.
 struct wait_rows {

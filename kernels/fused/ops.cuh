@@ -10,6 +10,7 @@
 //   gemm_ar_inter      store_signal       -              pull_reduce<1>           yes
 //   gemm_ar_in_network store_signal       -              pull_reduce<2> (multimem) yes
 //   ag_gemm_inter      store_epilogue     wait_rows      gather_rows<tma|reg>     yes
+//   ag_gemm_intra      store_shard_rows   load_peer_rows none                     no
 //
 // Each op has `globals` (the kernel's __grid_constant__ parameter: one pk::gemm::params per
 // rank, the communication parameters, the grid split), `comm` (device) and `fill` (host: the
@@ -239,6 +240,58 @@ struct ag_gemm_inter {
     c.world = a->world;
     c.bm = cfg::BM;
     c.staggered = ci.staggered ? 1 : 0;
+    return pk::gemm::OK;
+  }
+};
+
+// ---- ag-gemm, intra-SM: the producer loads each A tile from the rank that owns its rows --------
+
+// No gather and no communication blocks: rank r's GEMM runs over the shards' padded tile rows
+// (shard_tiles) and its producer loads each tile's A boxes through the tensor map of the
+// owning rank's shard, built from that rank's pointer (a->a[s]: a buffer on this device for
+// virtual ranks; with real ranks it would be the IPC-mapped peer pointer). Staggered order
+// starts rank r at its own shard and walks the peers r + 1, r + 2, ... (the rotated raster);
+// sequential starts every rank at shard 0.
+template <class Config>
+struct ag_gemm_intra {
+  using cfg = typename Config::gemm;
+  using epi = store_shard_rows;
+  using pro = load_peer_rows;
+  using comm_t = no_comm;
+  using globals = globals_t<epi, pro, typename comm_t::params>;
+  static constexpr kind kKind = kind::ag_gemm;
+  static constexpr bool kSpins = false, kStoreAdd = false, kPartial = false, kGathered = false;
+  static constexpr bool kMulticast = false;
+  static int num_flags(const pkf_args*) { return 0; }
+
+  __device__ static void comm(const globals&, int, int, unsigned char*) {}
+
+  static int fill(globals& g, const pkf_args* a, const call_info& ci) {
+    const shard_tiles tiles = shard_tiles::make(a->M, a->world, cfg::BM);
+    const int virtual_m = tiles.start[a->world];
+    for (int r = 0; r < a->world; ++r) {
+      auto& p = g.gemm[r];
+      // A and B as the plain GEMM has them (p.a_map: the rank's own shard, unused by the
+      // producer, which takes pro.a), then the virtual M of the padded shards.
+      int rc = pk::gemm::fill_operands<cfg>(p, a->a[r], a->b[r], owned_rows(r, a), a->N, a->K);
+      if (rc != pk::gemm::OK) return rc;
+      p.M = virtual_m;
+      p.sched.base = pk::gemm::make_raster(virtual_m, a->N, cfg::BM, cfg::BN, ci.group_m);
+      p.sched.m_shift = ci.staggered ? tiles.start[r] / cfg::BM : 0;
+      p.first_block = 0;
+      p.num_blocks = ci.gemm_blocks;
+      for (int s = 0; s < a->world; ++s) {
+        const int lo = row_lo(s, a->M, a->world);
+        if (!pk::gemm::make_swizzled_map(&p.pro.a[s], a->a[s], owned_rows(s, a), a->K, cfg::BM))
+          return pk::gemm::ERR_TENSOR_MAP;
+        bf16* rows = static_cast<bf16*>(a->out[r]) + static_cast<size_t>(lo) * a->N;
+        if (!swizzled_out_map(&p.epi.out[s], rows, owned_rows(s, a), a->N, cfg::WG_ROWS))
+          return pk::gemm::ERR_TENSOR_MAP;
+        p.epi.rows[s] = owned_rows(s, a);
+      }
+      p.pro.tiles = tiles;
+      p.epi.tiles = tiles;
+    }
     return pk::gemm::OK;
   }
 };

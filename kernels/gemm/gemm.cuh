@@ -51,7 +51,15 @@
 //        swaps store_tile_async for store_add_tile_async on a map of that rank's buffer.
 //   Pro  the prologue: Pro::before_loads(pro_params, tile_info) runs on the producer thread
 //        before the first TMA load of a tile (e.g. wait on the flag that says a peer's A rows
-//        have arrived, then tma::acquire_for_async_reads()).
+//        have arrived, then tma::acquire_for_async_reads()). A prologue may also choose where
+//        each tile's A rows come from: if it declares
+//          static const CUtensorMap* a_source(const params&, const tile_info&, int& a_row)
+//        the producer loads the tile's A boxes through the map it returns, at the row it
+//        leaves in a_row (it is called with the tile's row in p.a_map), instead of p.a_map;
+//          static void prefetch_a(const params&)
+//        then replaces the prefetch of p.a_map (e.g. a tensor map per rank's shard of A, the
+//        tile's shard picked by its row). Without a_source the producer is the plain one
+//        (detected at compile time; the plain GEMM's code does not change).
 //
 // Grid and co-scheduling: the GEMM blocks are the blocks first_block .. first_block +
 // num_blocks - 1 of the launch; the standalone kernel returns in every other block (with
@@ -70,6 +78,8 @@
 
 #include <cuda.h>
 #include <cuda_bf16.h>
+
+#include <type_traits>
 
 #include "pk/common.cuh"
 #include "pk/tma.cuh"
@@ -190,6 +200,12 @@ struct params {
 
 namespace detail {
 
+// Does the prologue choose the A tensor map per tile (Pro::a_source)?
+template <class Pro, class = void>
+struct has_a_source : std::false_type {};
+template <class Pro>
+struct has_a_source<Pro, std::void_t<decltype(&Pro::a_source)>> : std::true_type {};
+
 PK_DEV void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"
                :
@@ -304,7 +320,11 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
     // ---------------- producer ----------------
     wg::set_max_regs_dec<C::PRODUCER_REGS>();
     if (tid == 0) {
-      tma::prefetch_map(&p.a_map);
+      if constexpr (detail::has_a_source<Pro>::value) {
+        Pro::prefetch_a(p.pro);
+      } else {
+        tma::prefetch_map(&p.a_map);
+      }
       tma::prefetch_map(&p.b_map);
       int s = 0;
       uint32_t phase = 0;
@@ -313,7 +333,9 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
             detail::make_tile(p.sched, t, C::BM, C::BN, p.M, p.N, C::CLUSTER_M, rank);
         // A tile row past M (the lower block of a cluster at the bottom edge) still loads a
         // valid box, so that the pipeline stays in step with the peer; it is never stored.
-        const int a_row = ti.rows > 0 ? ti.row0 : 0;
+        int a_row = ti.rows > 0 ? ti.row0 : 0;
+        const CUtensorMap* a_map = &p.a_map;
+        if constexpr (detail::has_a_source<Pro>::value) a_map = Pro::a_source(p.pro, ti, a_row);
         Pro::before_loads(p.pro, ti);
         for (int kb = 0; kb < p.k_blocks; ++kb) {
           detail::mbar_wait_or_trap(&empty[s], phase ^ 1u);
@@ -323,7 +345,7 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
           unsigned char* b_dst = b_s + s * C::B_BYTES;
 #pragma unroll
           for (int i = 0; i < C::A_BOXES; ++i)
-            tma::load_tile_async(a_dst + i * C::A_BOX_BYTES, &p.a_map, k0 + i * C::SPAN, a_row,
+            tma::load_tile_async(a_dst + i * C::A_BOX_BYTES, a_map, k0 + i * C::SPAN, a_row,
                                  &full[s]);
           if constexpr (C::CLUSTER_M == 1) {
 #pragma unroll

@@ -43,6 +43,7 @@ def fixed_prediction(s: Schedule, system: str) -> Prediction:
 GOLDEN_CASES = {
     "fused-gemm-rs-intra-sm": (H200V, sched()),
     "fused-ag-gemm-inter-sm": (H200V, sched("ag-gemm", "inter-sm", comm_sms=2, world=4)),
+    "fused-ag-gemm-intra-sm": (H200V, sched("ag-gemm", "intra-sm", world=4)),
     "fused-gemm-ar-inter-sm": (H200V, sched("gemm-ar", "inter-sm", "two-shot", "register",
                                             comm_sms=2, peer_order="sequential")),
 }
@@ -97,7 +98,9 @@ def test_plan_fields_follow_the_schedule():
 
 @pytest.mark.parametrize("system,schedule,why", [
     (H200V, sched(overlap="none", mech="register"), "library GEMM and then the collective"),
-    (H200V, sched("ag-gemm", "intra-sm"), "no intra-sm direct ag-gemm kernel"),
+    (H200V, sched("ag-gemm", "intra-sm", mech="register"), "intra-sm direct ag-gemm moves "
+                                                             "data with tma, not register"),
+    (H200V, sched("ag-gemm", "intra-sm", "ring"), "no intra-sm ring ag-gemm kernel"),
     (H200V, sched(overlap="inter-sm", mech="tma", comm_sms=2), "not tma"),
     (H200V, sched("gemm-ar", "inter-sm", "direct", "register"), "no inter-sm direct gemm-ar"),
     (load_system("dgx-a100"), sched(), "sm_90a.*sm_80"),
@@ -141,7 +144,8 @@ def test_cli_emits_a_fused_source(tmp_path):
     (["--system", "dgx-a100", "--op", "gemm-rs", "--m", "64", "--n", "64", "--k", "64",
       "--world", "8", "--overlap", "intra-sm"], "sm_80"),
     (["--system", "h200-virtual", "--op", "ag-gemm", "--m", "64", "--n", "64", "--k", "64",
-      "--world", "4", "--overlap", "intra-sm"], "implemented: inter-sm"),
+      "--world", "4", "--overlap", "intra-sm", "--mechanism", "register"],
+     "implemented: inter-sm/direct/tma|register, intra-sm/direct/tma"),
     (["--system", "h200-virtual", "--op", "gemm-ar", "--m", "64", "--k", "64"], "needs --n"),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, why):

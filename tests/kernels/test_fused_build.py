@@ -35,7 +35,8 @@ pytestmark = [pytest.mark.nvcc,
 
 # (op, overlap, algorithm, mechanism): one per op x overlap, plus the compile-only in-network
 MATRIX = [("gemm-rs", "intra-sm", "direct", "tma"), ("gemm-rs", "inter-sm", "direct", "register"),
-          ("ag-gemm", "inter-sm", "direct", "tma"), ("gemm-ar", "intra-sm", "direct", "tma"),
+          ("ag-gemm", "inter-sm", "direct", "tma"), ("ag-gemm", "intra-sm", "direct", "tma"),
+          ("gemm-ar", "intra-sm", "direct", "tma"),
           ("gemm-ar", "inter-sm", "two-shot", "register"),
           ("gemm-ar", "inter-sm", "in-network", "multimem")]
 SYMBOLS = ["pkf_requirements", "pkf_manifest", "pkf_abi_version", "pkf_args_size",
