@@ -20,6 +20,12 @@ A suite is a TOML file (``validation/suites/default.toml`` and ``quick.toml`` ar
     large_from = "256MiB"                     # optional, with large_iters and large_warmup
     large_iters = 5
     large_warmup = 1
+    [fused]                                   # optional: fused GEMM + communication kernels
+    ops = ["gemm-rs", "ag-gemm", "gemm-ar"]   # (validation/fused_suite.py documents the table)
+    shapes = [{mnk = "8192x8192x2048", worlds = [2, 4, 8]}]
+
+The collective keys (ops to sizes) may be left out when the suite has a ``[fused]`` table; a
+suite has at least one of the two parts.
 
 A candidate is one schedule: (algorithm, mechanism, blocks per rank) for an (op, size,
 world); its ``comm_sms`` is the blocks per rank. Copy-engine copies (all-gather, all-to-all,
@@ -36,13 +42,14 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, parse_bytes
+from validation.fused_suite import FusedPart, parse_fused
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 COPY_OPS = ("all-gather", "all-to-all", "broadcast")   # no reduction: blocks do not matter on CE
 DTYPES = ("bf16", "fp32")
 _TOP = {"name", "description", "system", "dtype", "ops", "algorithms", "mechanisms", "worlds",
-        "sizes", "min_candidates", "blocks_per_rank", "timing"}
-_REQUIRED = ("name", "ops", "algorithms", "mechanisms", "worlds", "sizes")
+        "sizes", "min_candidates", "blocks_per_rank", "timing", "fused"}
+_COLLECTIVE = ("ops", "algorithms", "mechanisms", "worlds", "sizes")
 _BLOCKS = {"divisors"}
 _TIMING = {"iters", "warmup", "large_from", "large_iters", "large_warmup"}
 
@@ -72,11 +79,11 @@ class Candidate:
 class Suite:
     name: str
     path: str
-    ops: tuple[str, ...]
-    algorithms: tuple[str, ...]
-    mechanisms: tuple[str, ...]
-    worlds: tuple[int, ...]
-    sizes: tuple[int, ...]
+    ops: tuple[str, ...] = ()                # the collective part (empty: fused only)
+    algorithms: tuple[str, ...] = ()
+    mechanisms: tuple[str, ...] = ()
+    worlds: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
     divisors: tuple[int, ...] = (1,)
     system: str = "h200-virtual-calibrated"
     dtype: str = "bf16"
@@ -87,6 +94,7 @@ class Suite:
     large_from: int = 0                  # 0: every size uses iters / warmup
     large_iters: int = 5
     large_warmup: int = 1
+    fused: FusedPart | None = None
 
     def timing(self, nbytes: int) -> tuple[int, int]:
         """(iters, warmup) at this size."""
@@ -185,23 +193,35 @@ def _int(where: str, data: dict, key: str, lo: int, default: int, hi: int | None
 
 def parse_suite(data: dict, where: str = "suite") -> Suite:
     """A Suite from the TOML table of a suite file (``where`` names it in errors)."""
-    from codegen.plan import KERNELS, MAX_RANKS, OPS, RUNNABLE_MECHANISMS
     _check_keys(where, data, _TOP)
-    for key in _REQUIRED:
-        if key not in data:
-            raise ConfigError(f"{where}: missing key {key!r}")
+    if "name" not in data:
+        raise ConfigError(f"{where}: missing key 'name'")
     if not isinstance(data["name"], str) or not data["name"]:
         raise ConfigError(f"{where}: name must be a non-empty string")
+    fused = parse_fused(data["fused"], where) if "fused" in data else None
+    if fused is not None and not any(key in data for key in _COLLECTIVE):
+        return _parse_common(data, where, fused, collectives=False)
+    for key in _COLLECTIVE:
+        if key not in data:
+            raise ConfigError(f"{where}: missing key {key!r}" +
+                              ("" if fused else " (or a [fused] table instead of the collectives)"))
+    return _parse_common(data, where, fused, collectives=True)
+
+
+def _parse_common(data: dict, where: str, fused: FusedPart | None, collectives: bool) -> Suite:
+    from codegen.plan import KERNELS, MAX_RANKS, OPS, RUNNABLE_MECHANISMS
     runnable_algs = tuple(dict.fromkeys(a for (_, a) in KERNELS if a != "in-network"))
-    ops = _list(where, data, "ops", str, OPS)
-    algs = _list(where, data, "algorithms", str, runnable_algs)
-    mechs = _list(where, data, "mechanisms", str, RUNNABLE_MECHANISMS)
-    worlds = _list(where, data, "worlds", int)
+    ops = algs = mechs = worlds = sizes = ()
+    if collectives:
+        ops = _list(where, data, "ops", str, OPS)
+        algs = _list(where, data, "algorithms", str, runnable_algs)
+        mechs = _list(where, data, "mechanisms", str, RUNNABLE_MECHANISMS)
+        worlds = _list(where, data, "worlds", int)
+        sizes = tuple(parse_bytes(s, f"{where}: sizes")
+                      for s in _list(where, data, "sizes", (str, int)))
     for w in worlds:
         if not 2 <= w <= MAX_RANKS:
             raise ConfigError(f"{where}: worlds entry {w} must be from 2 to {MAX_RANKS}")
-    sizes = tuple(parse_bytes(s, f"{where}: sizes")
-                  for s in _list(where, data, "sizes", (str, int)))
     for op in ops:
         if not any((op, a) in KERNELS for a in algs):
             have = ", ".join(a for (o, a) in KERNELS if o == op and a != "in-network")
@@ -235,7 +255,7 @@ def parse_suite(data: dict, where: str = "suite") -> Suite:
                  warmup=_int(tw, timing, "warmup", 0, 3, 10000),
                  large_from=large_from,
                  large_iters=_int(tw, timing, "large_iters", 1, 5, 10000),
-                 large_warmup=_int(tw, timing, "large_warmup", 0, 1, 10000))
+                 large_warmup=_int(tw, timing, "large_warmup", 0, 1, 10000), fused=fused)
 
 
 __all__ = ["Suite", "Candidate", "load_suite", "parse_suite", "suite_path", "SUITES_DIR"]

@@ -1,12 +1,17 @@
 """``pksim validate``, the preparing and running half: emit and build the suite's kernels,
-predict every candidate schedule on the (calibrated) system, write the cases file that
-``validation/run_collectives.py`` runs on the GPU, and run it when this machine has one.
+predict every candidate schedule on the (calibrated) system, write the cases files that
+``validation/run_collectives.py`` (collectives) and ``validation/run_fused.py`` (fused GEMM +
+communication kernels) run on the GPU, and run them when this machine has one.
 
 A prepared bundle (``DIR``) holds ``cases.json`` (the list run_collectives reads: one case per
 candidate with its schedule, blocks per rank, timing and ``predicted_s``, or ``not_predicted``
 with the simulator's reason), ``prepare.json`` (suite, system, calibration inputs, counts,
-estimated GPU time), ``suite.toml`` (the suite as read), ``src/`` and ``lib/``. The GPU run
-appends to ``DIR/measured.jsonl``; ``validation/validate_report.py`` joins the two.
+estimated GPU time), ``suite.toml`` (the suite as read), ``src/`` and ``lib/``; with a fused
+part, ``fused/``: ``cases.json`` in run_fused's format (one timed and checked case per candidate, with
+``predicted_s`` or ``not_predicted``), ``libs.json``, ``memcheck_libs.txt`` (one library per
+(op, overlap), for compute-sanitizer), ``src/`` and ``lib/``. The GPU runs append to
+``DIR/measured.jsonl`` and ``DIR/fused-measured.jsonl``; ``validation/validate_report.py``
+joins them with the cases.
 
 The whole kernels judged here are never calibration inputs: the calibration of the system
 is fitted to validation/microbench primitives only, and ``prepare.json`` records which.
@@ -34,6 +39,9 @@ from validation.suite import Candidate, Suite
 CASES = "cases.json"
 PREPARE = "prepare.json"
 MEASURED = "measured.jsonl"
+FUSED_DIR = "fused"
+FUSED_MEASURED = "fused-measured.jsonl"
+MEMCHECK_LIBS = "memcheck_libs.txt"
 COPY_CASE = {"id": "copy-1GiB", "kind": "copy_bw", "bytes": 1 << 30, "iters": 10}
 # Rough costs of one case on an H200 for the run-time estimate, from the wall times of the
 # 2026-12-02 run (validation/data/h200-collectives-2026-12-02.jsonl): a fixed cost, an L2
@@ -45,12 +53,20 @@ SETUP_S_PER_BYTE = 1.2e-12
 REDUCE_CHECK_S_PER_BYTE = 1.0e-11
 WORKER_START_S = 20.0
 FALLBACK_GBPS = 1000.0            # traffic rate assumed where a case has no prediction
+# A fused case (validation/data/h200-fused-2026-12-02-run2.jsonl: 0.06-0.54 s each): buffers
+# and the fp32 reference, checked before and after timing, plus the timed calls; "none" times
+# five things (GEMMs + collective, GEMMs, torch GEMMs, collective, torch GEMMs + collective).
+FUSED_CASE_FIXED_S = 0.02
+FUSED_REFERENCE_FLOPS = 50e12     # fp32 reference matmul (TF32 off)
+FUSED_FALLBACK_FLOPS = 500e12     # where a case has no prediction
 
 
 def split_hint(out: str | Path = "DIR") -> str:
     return (f"split the run: `pksim validate --prepare -o {out}` where nvcc and the simulator "
             f"are, `python -m validation.run_collectives --cases {out}/{CASES} --out "
-            f"{out}/{MEASURED}` on the GPU machine, then `pksim validate --report {out}`")
+            f"{out}/{MEASURED}` (and, for fused kernels, `python -m validation.run_fused "
+            f"--bundle {out}/{FUSED_DIR} --out {out}/{FUSED_MEASURED}`) on the GPU machine, "
+            f"then `pksim validate --report {out}`")
 
 
 def gpu_missing() -> str | None:
@@ -86,6 +102,14 @@ def source_state() -> dict:
     return {"commit": head or None, "modified": [x[3:] for x in dirty.splitlines()]}
 
 
+def flush_lead_s(system: System) -> float:
+    """How long the GPU takes to write the L2-flushing buffer that precedes every timed call
+    (validation/runtime.time_calls) at the system's memory bandwidth: the host issues a
+    copy-engine collective's calls meanwhile."""
+    from validation.runtime import FLUSH_BYTES
+    return FLUSH_BYTES / system.gpu.hbm.effective_Bps
+
+
 def predict_candidate(system: System, c: Candidate) -> tuple[dict, str | None]:
     """(schedule + prediction fields, reason it could not be predicted or None)."""
     from pksim.schedule import Schedule
@@ -94,11 +118,80 @@ def predict_candidate(system: System, c: Candidate) -> tuple[dict, str | None]:
                      algorithm=c.algorithm, mechanism=c.mechanism, comm_sms=c.blocks_per_rank)
     out = {"schedule": sched.to_dict(), "schedule_key": sched.key(), "label": sched.label()}
     try:
-        p = predict(system, sched)
+        p = predict(system, sched, host_lead_s=flush_lead_s(system))
     except InfeasibleError as exc:
         return out | {"predicted_s": None}, str(exc)
     return out | {"predicted_s": p.time_s, "bound_s": p.bound_s,
                   "bound_resource": p.bound_resource, "predicted_algbw_GBps": p.algbw_GBps}, None
+
+
+def predict_fused_case(system: System, case: dict) -> tuple[dict, str | None]:
+    """(schedule + prediction fields, reason it could not be predicted or None) of a run_fused
+    case: a fused case as its schedule, a "none" case as that schedule's unfused baseline
+    (the library GEMMs, then the collective), as validation/compare_fused.py predicts them."""
+    from pksim.simulate import predict
+    from validation.compare_fused import schedule_of
+    sched = schedule_of(case)
+    if case.get("tile_order") == 1:
+        sched = sched.with_(peer_order="sequential")
+    out = {"schedule": sched.to_dict(), "schedule_key": sched.key(), "label": sched.label()}
+    try:
+        p = predict(system, sched, host_lead_s=flush_lead_s(system))
+    except InfeasibleError as exc:
+        return out | {"predicted_s": None}, str(exc)
+    t = p.baseline_s if case["kind"] == "none" else p.time_s
+    return out | {"predicted_s": t, "bound_s": p.bound_s, "bound_resource": p.bound_resource,
+                  "predicted_baseline_s": p.baseline_s, "predicted_system": system.name}, None
+
+
+def estimate_fused_case_s(case: dict) -> float:
+    """Seconds one fused or "none" case takes on the GPU."""
+    w, m, n, k = (case[x] for x in ("world", "m", "n", "k"))
+    flops = 2.0 * w * m * n * k
+    t = case.get("predicted_s") or flops / FUSED_FALLBACK_FLOPS
+    calls = (case["iters"] + case["warmup"]) * t + case["iters"] * FLUSH_S
+    timed = 5 * calls if case["kind"] == "none" else \
+        2 * calls if case.get("overlap") == "intra-sm" else calls
+    return FUSED_CASE_FIXED_S + 2 * flops / FUSED_REFERENCE_FLOPS + timed
+
+
+def make_fused_cases(suite: Suite, system: System, libs: dict[str, str]) -> list[dict]:
+    """One timed and checked run_fused case per fused candidate of the suite, predicted."""
+    f = suite.fused
+    cases = []
+    for seed, c in enumerate(f.candidates(), start=10):
+        case = c.case(libs, seed, f.iters, f.warmup)
+        fields, why = predict_fused_case(system, case)
+        case.update(fields)
+        if why is not None:
+            case["not_predicted"] = why
+        cases.append(case)
+    return cases
+
+
+def prepare_fused(suite: Suite, system: System, out: Path, build: bool) -> dict:
+    """Emit (and build) the fused libraries, the GEMM and the baseline collectives into
+    ``out`` (validation/run_fused.py's bundle layout) and write its cases; the summary."""
+    from validation.run_fused import build_bundle, short
+    f = suite.fused
+    capacity = system.domain.gpus_per_domain
+    if max(f.worlds) > capacity:
+        raise ConfigError(f"{suite.path}: fused world {max(f.worlds)} is more than the "
+                          f"{capacity} ranks of {system.name}")
+    out.mkdir(parents=True, exist_ok=True)
+    libs = build_bundle(out, build=build)
+    cases = make_fused_cases(suite, system, libs)
+    (out / CASES).write_text(json.dumps(cases, indent=1) + "\n")
+    (out / "libs.json").write_text(json.dumps(libs, indent=1) + "\n")
+    memcheck = [libs[short(op, ov, mech)] for op, ov, _, mech in f.memcheck_variants()]
+    (out / MEMCHECK_LIBS).write_text("".join(f"{p}\n" for p in memcheck))
+    groups = Counter(c.group for c in f.candidates())
+    return {"cases": len(cases), "groups": len(groups),
+            "candidates_per_group": {"min": min(groups.values()), "max": max(groups.values())},
+            "cases_by_overlap": dict(Counter(c.get("overlap", "none") for c in cases)),
+            "not_predicted": sum(1 for c in cases if c["predicted_s"] is None),
+            "libraries": sorted(set(libs.values())), "memcheck_libraries": memcheck,
+            "estimated_gpu_s": round(WORKER_START_S + sum(map(estimate_fused_case_s, cases)), 1)}
 
 
 def estimate_case_s(case: dict) -> float:
@@ -153,7 +246,7 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
     system_ref = system_ref or suite.system
     system = load_system(system_ref)
     capacity = system.domain.gpus_per_domain
-    if max(suite.worlds) > capacity:
+    if suite.worlds and max(suite.worlds) > capacity:
         raise ConfigError(f"{suite.path}: world {max(suite.worlds)} is more than the "
                           f"{capacity} ranks of {system.name}")
     suite.check_candidates(system.gpu.sm.count)
@@ -161,10 +254,11 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
         raise ConfigError("nvcc not found (PATH, $NVCC, /usr/local/cuda/bin/nvcc): prepare "
                           "where CUDA is installed, or pass --no-build to write the cases only")
     out.mkdir(parents=True, exist_ok=True)
-    libs = build_libs(out, system_ref, suite.kernels(), build=build)
-    cases = make_cases(suite, system, libs)
+    libs = build_libs(out, system_ref, suite.kernels(), build=build) if suite.ops else {}
+    cases = make_cases(suite, system, libs) if suite.ops else []
+    fused = prepare_fused(suite, system, out / FUSED_DIR, build) if suite.fused else None
     runs = [c for c in cases if c.get("op")]
-    est = WORKER_START_S + sum(estimate_case_s(c) for c in runs)
+    est = (WORKER_START_S if runs else 0) + sum(estimate_case_s(c) for c in runs)
     by_size = Counter(format_bytes(c["bytes"]) for c in runs)
     groups = Counter((c["op"], c["bytes"], c["world"]) for c in runs)
     meta = {
@@ -175,10 +269,12 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
         "command": command, "built": build, "source": source_state(),
         "libraries": sorted(set(libs.values())),
         "cases": len(runs), "groups": len(groups),
-        "candidates_per_group": {"min": min(groups.values()), "max": max(groups.values())},
+        "candidates_per_group": {"min": min(groups.values(), default=0),
+                                 "max": max(groups.values(), default=0)},
         "cases_by_size": dict(by_size),
         "not_predicted": sum(1 for c in runs if c["predicted_s"] is None),
-        "estimated_gpu_s": round(est, 1),
+        "estimated_gpu_s": round(est + (fused["estimated_gpu_s"] if fused else 0), 1),
+        "fused": fused,
     }
     (out / CASES).write_text(json.dumps(cases, indent=1) + "\n")
     (out / PREPARE).write_text(json.dumps(meta, indent=2) + "\n")
@@ -203,19 +299,33 @@ def load_bundle(out: Path) -> tuple[dict, list[dict]]:
 
 
 def run_gpu(out: Path, deadline_s: float, case_timeout_s: float = 120.0) -> int:
-    """Run the bundle on this machine's GPU (validation/run_collectives.py, which restarts
-    its worker after a crash or hang and resumes from what measured.jsonl already holds)."""
-    cmd = [sys.executable, "-m", "validation.run_collectives", "--cases", str(out / CASES),
-           "--out", str(out / MEASURED), "--deadline-s", str(deadline_s),
-           "--case-timeout", str(case_timeout_s)]
+    """Run the bundle on this machine's GPU: the collectives (validation/run_collectives.py),
+    then the fused cases (validation/run_fused.py), within ``deadline_s`` together. Both
+    restart their worker after a crash or hang and resume from what their results file
+    already holds; cases left when the time is up are reported as not measured."""
+    import time
+    t0 = time.monotonic()
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, CUDA_MODULE_LOADING="EAGER",
                PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-    code = subprocess.run(cmd, env=env).returncode
-    if code not in (0, 1):          # 1: some cases failed, which the report lists
-        raise ValidationError(f"the GPU run stopped (exit {code}): {' '.join(cmd)}")
-    return code
+    runs = []
+    if json.loads((out / CASES).read_text()):
+        runs.append([sys.executable, "-m", "validation.run_collectives", "--cases",
+                     str(out / CASES), "--out", str(out / MEASURED)])
+    if (out / FUSED_DIR / CASES).is_file():
+        runs.append([sys.executable, "-m", "validation.run_fused", "--bundle",
+                     str(out / FUSED_DIR), "--out", str(out / FUSED_MEASURED)])
+    worst = 0
+    for cmd in runs:
+        left = deadline_s - (time.monotonic() - t0)
+        cmd += ["--deadline-s", str(max(1.0, left)), "--case-timeout", str(case_timeout_s)]
+        code = subprocess.run(cmd, env=env).returncode
+        if code not in (0, 1):          # 1: some cases failed, which the report lists
+            raise ValidationError(f"the GPU run stopped (exit {code}): {' '.join(cmd)}")
+        worst = max(worst, code)
+    return worst
 
 
 __all__ = ["prepare", "load_bundle", "run_gpu", "gpu_missing", "split_hint", "Prepared",
-           "estimate_case_s", "CASES", "PREPARE", "MEASURED"]
+           "estimate_case_s", "estimate_fused_case_s", "predict_fused_case", "CASES", "PREPARE",
+           "MEASURED", "FUSED_DIR", "FUSED_MEASURED", "MEMCHECK_LIBS"]

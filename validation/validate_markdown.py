@@ -1,5 +1,7 @@
 """The people-facing files of ``pksim validate``: report.md and scatter.png, drawn from the
-report dict of ``validation.validate_report.build_report`` (every number comes from it)."""
+report dict of ``validation.validate_report.build_report`` (every number comes from it).
+The fused GEMM + communication kernels have their own section (``validate_markdown_fused``)
+and their own marks on the plot."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -12,6 +14,8 @@ from validation.validate_report import (TARGET_MAX, TARGET_MEDIAN, TARGET_REGRET
 OP_COLOURS = {"all-gather": "#1f77b4", "reduce-scatter": "#d62728", "all-reduce": "#2ca02c",
               "all-to-all": "#9467bd", "broadcast": "#ff7f0e"}
 MECH_MARKERS = {"tma": "o", "register": "s", "copy-engine": "^"}
+FUSED_COLOURS = {"gemm-rs": "#8c564b", "ag-gemm": "#e377c2", "gemm-ar": "#17becf"}
+OVERLAP_MARKERS = {"none": "X", "intra-sm": "D", "inter-sm": "*"}
 
 
 def _table(headers: list[str], rows: list[list]) -> list[str]:
@@ -39,17 +43,22 @@ def _provenance(rep: dict) -> list[str]:
     if s.get("copy_GBps"):
         lines.append(f"- device-to-device copy in the same run: {s['copy_GBps']:.0f} GB/s")
     benches = ", ".join(cal.get("benchmarks") or []) or "none recorded"
+    fused = rep.get("fused", {}).get("summary", {}).get("cases", 0)
     lines += [f"- **calibration and validation are separate sets**: `{s['system']}` was fitted "
               f"to microbenchmarks of primitives only ({benches}; "
               f"`{cal.get('results') or 'no calibration results recorded'}`). None of the "
-              f"{s['cases']} kernels below is a calibration input: they judge the model, they "
-              f"did not tune it.", ""]
-    return lines
+              f"{s['cases'] + fused} kernels below is a calibration input: they judge the model, "
+              f"they did not tune it."]
+    extra = rep.get("rows_not_in_suite") or {}
+    if extra:
+        lines.append("- measured rows of no case of this suite, left out: " + ", ".join(
+            f"{n} {kind}" for kind, n in sorted(extra.items())))
+    return lines + [""]
 
 
-def _summary(s: dict) -> list[str]:
+def _summary(s: dict, title: str = "## Summary", groups: str = "(op, size, world)") -> list[str]:
     t = s["targets"]
-    lines = ["## Summary", ""]
+    lines = [title, ""]
     lines += _table(["", "value", "target", ""], [
         ["median \\|error\\|", fmt_abs_pct(t["median_abs_error"]["value"]),
          f"<= {TARGET_MEDIAN:.0%}", _met(t["median_abs_error"]["met"])],
@@ -59,7 +68,7 @@ def _summary(s: dict) -> list[str]:
         ["predicted-best vs measured-best, worst group",
          fmt_pct(t["regret"]["value"]) + (f" ({s['worst_ranking_group']})"
                                           if s["worst_ranking_group"] else ""),
-         f"<= {TARGET_REGRET:.0%} in every (op, size, world)", _met(t["regret"]["met"])]])
+         f"<= {TARGET_REGRET:.0%} in every {groups}", _met(t["regret"]["met"])]])
     lines += ["", f"Cases: {s['cases']}; compared (predicted and measured): {s['compared']}; "
               f"not predicted: {s['not_predicted']}; measured: {s['measured_ok']}; failed: "
               f"{s['failed']}; not measured: {s['not_measured']}.",
@@ -67,7 +76,7 @@ def _summary(s: dict) -> list[str]:
               f"{fmt_abs_pct(s.get('mean_abs_error'))}, median signed error "
               f"{fmt_pct(s.get('median_error'))}, within 10 %: {fmt_abs_pct(s.get('within_10'))}, "
               f"within 25 %: {fmt_abs_pct(s.get('within_25'))} of the compared cases.",
-              f"Ranking: in {s['ranking_hits']} of {s['groups_ranked']} (op, size, world) groups "
+              f"Ranking: in {s['ranking_hits']} of {s['groups_ranked']} {groups} groups "
               f"the simulator's first choice was the measured fastest; {s['groups_within_5']} "
               f"within 5 %; median regret {fmt_pct(s['median_regret'])}.", ""]
     return lines
@@ -122,7 +131,7 @@ def _ranking(rep: dict) -> list[str]:
                            "measured best", "hit", "regret", "rank"], rows) + [""]
 
 
-def _exceptions(rep: dict) -> list[str]:
+def _exceptions(rep: dict, level: str = "##") -> list[str]:
     rows = rep["cases"]
     lines = []
     why: dict[str, list[str]] = defaultdict(list)
@@ -130,13 +139,13 @@ def _exceptions(rep: dict) -> list[str]:
         if r["predicted_s"] is None:
             why[r.get("not_predicted") or "no prediction"].append(r["id"])
     if why:
-        lines += ["## Not predicted", ""]
+        lines += [f"{level} Not predicted", ""]
         for reason, ids in sorted(why.items()):
             lines.append(f"- not predicted: {reason} ({len(ids)} cases, e.g. {ids[0]})")
         lines.append("")
     bad = [r for r in rows if r["measured"] != "ok"]
     if bad:
-        lines += ["## Failed or not measured", ""]
+        lines += [f"{level} Failed or not measured", ""]
         lines += [f"- {r['id']}: {r['measured']}" + (f": {r['error_text']}" if r.get("error_text")
                                                      else "") for r in bad]
         lines.append("")
@@ -158,9 +167,17 @@ def _cases(rep: dict) -> list[str]:
 
 
 def markdown(rep: dict) -> str:
-    parts = (_provenance(rep) + _summary(rep["summary"]) + ["![predicted vs measured](scatter.png)",
-                                                            ""]
-             + _kernels(rep) + _ranking(rep) + _exceptions(rep) + _cases(rep))
+    from validation.validate_markdown_fused import fused_section
+    plot = ["![predicted vs measured](scatter.png)", ""]
+    parts = _provenance(rep)
+    if rep["summary"]["cases"]:
+        parts += (_summary(rep["summary"]) + plot + _kernels(rep) + _ranking(rep)
+                  + _exceptions(rep))
+        plot = []
+    if rep.get("fused"):
+        parts += fused_section(rep["fused"], plot)
+    if rep["summary"]["cases"]:
+        parts += _cases(rep)
     return "\n".join(parts)
 
 
@@ -172,10 +189,11 @@ def scatter(rep: dict, path: Path) -> None:
     from matplotlib.lines import Line2D
 
     pts = [r for r in rep["cases"] if r["error"] is not None]
+    fpts = [r for r in rep.get("fused", {}).get("cases", []) if r["error"] is not None]
     fig = Figure(figsize=(7.5, 7), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    values = [v for r in pts for v in (r["predicted_s"], r["measured_s"])]
+    values = [v for r in pts + fpts for v in (r["predicted_s"], r["measured_s"])]
     lo, hi = (min(values) / 2, max(values) * 2) if values else (1e-6, 1.0)
     x = np.geomspace(lo, hi, 64)
     ax.fill_between(x, x * (1 - TARGET_MAX), x * (1 + TARGET_MAX), color="#dddddd", lw=0,
@@ -187,6 +205,11 @@ def scatter(rep: dict, path: Path) -> None:
         ax.scatter(r["measured_s"], r["predicted_s"], s=14, alpha=0.75,
                    color=OP_COLOURS.get(r["op"], "#7f7f7f"),
                    marker=MECH_MARKERS.get(r["mechanism"], "x"), linewidths=0)
+    for r in fpts:
+        ax.scatter(r["measured_s"], r["predicted_s"], s=42, alpha=0.85,
+                   color=FUSED_COLOURS.get(r["op"], "#7f7f7f"),
+                   marker=OVERLAP_MARKERS.get(r["overlap"], "x"), edgecolors="black",
+                   linewidths=0.5)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -194,13 +217,27 @@ def scatter(rep: dict, path: Path) -> None:
     ax.set_xlabel("measured time (s)")
     ax.set_ylabel("predicted time (s)")
     s = rep["summary"]
-    ax.set_title(f"{s['suite']}: {s['compared']} cases on {s['device'] or '?'}, predicted on "
-                 f"{s['system']}\nmedian |error| {fmt_abs_pct(s.get('median_abs_error'))}, "
-                 f"max {fmt_abs_pct(s.get('max_abs_error'))}", fontsize=9)
+    f = rep.get("fused", {}).get("summary")
+    lines = [f"{s['suite']} on {s['device'] or (f or {}).get('device') or '?'}, predicted on "
+             f"{s['system']}"]
+    if s["compared"]:
+        lines.append(f"collectives: {s['compared']} cases, median |error| "
+                     f"{fmt_abs_pct(s.get('median_abs_error'))}, max "
+                     f"{fmt_abs_pct(s.get('max_abs_error'))}")
+    if f and f["compared"]:
+        lines.append(f"fused (edged marks): {f['compared']} cases, median |error| "
+                     f"{fmt_abs_pct(f.get('median_abs_error'))}, max "
+                     f"{fmt_abs_pct(f.get('max_abs_error'))}")
+    ax.set_title("\n".join(lines), fontsize=9)
     handles = [Line2D([], [], color=c, marker="o", ls="", label=op)
                for op, c in OP_COLOURS.items() if any(r["op"] == op for r in pts)]
     handles += [Line2D([], [], color="#555555", marker=m, ls="", label=mech)
                 for mech, m in MECH_MARKERS.items() if any(r["mechanism"] == mech for r in pts)]
+    handles += [Line2D([], [], color=c, marker="D", ls="", markeredgecolor="black", label=op)
+                for op, c in FUSED_COLOURS.items() if any(r["op"] == op for r in fpts)]
+    handles += [Line2D([], [], color="#555555", marker=m, ls="", markeredgecolor="black",
+                       label=f"fused: {ov}")
+                for ov, m in OVERLAP_MARKERS.items() if any(r["overlap"] == ov for r in fpts)]
     base, labels = ax.get_legend_handles_labels()
     ax.legend(handles=base + handles, fontsize=8, loc="upper left")
     ax.grid(True, which="major", alpha=0.3)

@@ -1,18 +1,26 @@
 """``pksim validate``, the reporting half: join a prepared bundle's predictions
-(``cases.json``) with the GPU's measurements (``measured.jsonl``), and judge the model.
+(``cases.json``, ``fused/cases.json``) with the GPU's measurements (``measured.jsonl``,
+``fused-measured.jsonl``, or the files given), and judge the model, separately for the
+collectives and for the fused GEMM + communication kernels.
 
 * error of a case = (predicted - measured) / measured, measured = median of the timed calls;
-* ranking: for each (op, size, world), the candidate the simulator ranks first (fastest
-  predicted among the measured ones, ties broken as the search breaks them: fewer SMs, then
-  the label) against the measured-fastest of all measured candidates (also those the
-  simulator cannot predict); regret = measured time of the simulator's pick / measured
+* ranking: for each group (collectives: op, size, world; fused: op, m x n x k, world, whose
+  candidates include "none", the unfused baseline), the candidate the simulator ranks first
+  (fastest predicted among the measured ones, ties broken as the search breaks them: fewer
+  SMs, then the label) against the measured-fastest of all measured candidates (also those
+  the simulator cannot predict); regret = measured time of the simulator's pick / measured
   best - 1;
-* targets: median |error| <= 10 %, max |error| <= 25 %, regret <= 5 % in every group;
-* where a target is missed: the cases grouped by (op, algorithm, mechanism), worst first,
-  with the resource that bound the prediction.
+* targets, per part: median |error| <= 10 %, max |error| <= 25 %, regret <= 5 % in every group;
+* where a target is missed: the cases grouped by (op, algorithm, mechanism) (fused: op,
+  overlap, mechanism), worst first, with the resource that bound the prediction;
+* fused against none: per fused case, the measured speed-up over its group's "none" (none's
+  time / the fused time) beside the predicted one.
 
-Writes report.json, report.md and scatter.png (log-log, y = x and the 10 % / 25 % bands).
-Reads only files: no simulator, no GPU.
+Measurement rows are matched to cases by id (a row whose fields differ from its case's is an
+error: the bundle was prepared again); rows of no case (run_fused's correctness-only, argument
+and deadline cases, say) are counted and left out. Writes report.json, report.md and
+scatter.png (log-log, y = x and the 10 % / 25 % bands, fused points marked). Reads only
+files: no simulator, no GPU.
 """
 from __future__ import annotations
 
@@ -24,17 +32,28 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time
-from validation.validate import MEASURED, load_bundle
+from validation.validate import FUSED_DIR, FUSED_MEASURED, MEASURED, load_bundle
 
 TARGET_MEDIAN = 0.10
 TARGET_MAX = 0.25
 TARGET_REGRET = 0.05
 OUTPUTS = ("report.json", "report.md", "scatter.png")
 _MATCH = ("op", "algorithm", "mechanism", "world", "count", "dtype")
+_FIELDS = ("id", "op", "algorithm", "mechanism", "world", "bytes", "dtype", "blocks_per_rank",
+           "label", "predicted_s", "bound_resource", "not_predicted")
+_FUSED_MATCH = ("kind", "op", "overlap", "algorithm", "mechanism", "world", "m", "n", "k",
+                "comm_blocks", "tile_order")
+_FUSED_FIELDS = ("id", "kind", "op", "overlap", "algorithm", "mechanism", "world", "m", "n", "k",
+                 "comm_blocks", "tile_order", "label", "predicted_s", "predicted_baseline_s",
+                 "bound_resource", "not_predicted")
+GROUP = ("op", "bytes", "world")
+FUSED_GROUP = ("op", "m", "n", "k", "world")
+KERNEL = ("op", "algorithm", "mechanism")
+FUSED_KERNEL = ("op", "overlap", "mechanism")
 
 
 def load_measured(path: Path) -> dict[str, dict]:
-    """The last row per case id of a measured.jsonl."""
+    """The last row per case id of a measured.jsonl (run_collectives or run_fused)."""
     if not path.is_file():
         raise ConfigError(f"{path}: not found (run the cases on the GPU first: python -m "
                           f"validation.run_collectives --cases {path.parent}/cases.json "
@@ -51,24 +70,63 @@ def load_measured(path: Path) -> dict[str, dict]:
     return rows
 
 
-def join(cases: list[dict], measured: dict[str, dict], where: str) -> list[dict]:
+def load_fused_cases(bundle: Path) -> list[dict]:
+    """The fused cases of a bundle (``fused/cases.json``), or none."""
+    path = Path(bundle) / FUSED_DIR / "cases.json"
+    if not path.is_file():
+        return []
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+
+
+def measured_paths(bundle: Path, given: list[Path] | tuple[Path, ...] | None) -> list[Path]:
+    """The files to read: those given, else the bundle's measured.jsonl and
+    fused-measured.jsonl that exist (at least one)."""
+    if given:
+        return list(given)
+    found = [Path(bundle) / n for n in (MEASURED, FUSED_MEASURED) if (Path(bundle) / n).is_file()]
+    if not found:
+        load_measured(Path(bundle) / MEASURED)      # raises, saying how to measure
+    return found
+
+
+def _measured_s(m: dict | None) -> float | None:
+    """The median time of a row: run_collectives' median_s, run_fused's ms."""
+    if not m or not m.get("ok"):
+        return None
+    if m.get("median_s"):
+        return m["median_s"]
+    return m["ms"] * 1e-3 if m.get("ms") else None
+
+
+def join(cases: list[dict], measured: dict[str, dict], where: str,
+         fused: bool = False) -> list[dict]:
     """One row per kernel case: its prediction, its measurement and their error."""
+    match, fields = (_FUSED_MATCH, _FUSED_FIELDS) if fused else (_MATCH, _FIELDS)
     out = []
     for c in cases:
         if not c.get("op"):
             continue
         m = measured.get(c["id"])
         if m is not None:
-            for key in _MATCH:
-                if key in m and m[key] != c[key]:
+            for key in match:
+                if key in m and key in c and m[key] != c[key]:
                     raise ConfigError(f"{where}: measured row {c['id']} has {key} = {m[key]!r}, "
                                       f"the case {c[key]!r} (was the bundle prepared again?)")
-        row = {k: c.get(k) for k in ("id", "op", "algorithm", "mechanism", "world", "bytes",
-                                      "dtype", "blocks_per_rank", "label", "predicted_s",
-                                      "bound_resource", "not_predicted")}
-        row["measured_s"] = m.get("median_s") if m and m.get("ok") else None
+        row = {k: c.get(k) for k in fields}
+        if fused:
+            row["overlap"] = c.get("overlap", "none")
+            row["mechanism"] = c.get("mechanism") or "-"
+            row["algorithm"] = c.get("algorithm") or "-"
+            row["blocks_per_rank"] = c.get("comm_blocks", 0)
+            if c["kind"] == "none":
+                row["label"] = f"none ({c.get('collective')})"
+        row["measured_s"] = _measured_s(m)
         row["measured"] = ("ok" if row["measured_s"] else
-                           "not measured" if m is None or m.get("skipped") else "failed")
+                           "not measured" if m is None or m.get("skipped") else
+                           "not timed" if m.get("ok") else "failed")
         if m is not None and not m.get("ok"):
             row["error_text"] = m.get("error") or m.get("detail") or "check failed"
         if m is not None and m.get("blocks_per_rank"):
@@ -91,17 +149,19 @@ def _stats(errors: list[float]) -> dict[str, Any]:
 
 
 def _pick_key(r: dict) -> tuple:
-    return (r["predicted_s"], r["blocks_per_rank"], r["label"] or "")
+    return (r["predicted_s"], r["blocks_per_rank"], r.get("tile_order", -1), r["label"] or "",
+            r["id"])
 
 
-def ranking(rows: list[dict]) -> list[dict]:
-    """Per (op, size, world): the simulator's pick against the measured best."""
+def ranking(rows: list[dict], fields: tuple[str, ...] = GROUP) -> list[dict]:
+    """Per group (op, size, world; fused: op, m, n, k, world): the simulator's pick against
+    the measured best."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        groups[(r["op"], r["bytes"], r["world"])].append(r)
+        groups[tuple(r[f] for f in fields)].append(r)
     out = []
-    for (op, nbytes, world), members in groups.items():
-        g = {"op": op, "bytes": nbytes, "world": world, "candidates": len(members)}
+    for key, members in groups.items():
+        g = dict(zip(fields, key)) | {"candidates": len(members)}
         ok = [r for r in members if r["measured_s"]]
         pred = sorted((r for r in ok if r["predicted_s"]), key=_pick_key)
         g.update(measured=len(ok), predicted=len(pred))
@@ -117,20 +177,21 @@ def ranking(rows: list[dict]) -> list[dict]:
                  hit=pick["id"] == best["id"], regret=pick["measured_s"] / best["measured_s"] - 1,
                  best_rank=(pred.index(best) + 1) if best in pred else None)
         out.append(g)
-    return sorted(out, key=lambda g: (g["op"], g["bytes"], g["world"]))
+    return sorted(out, key=lambda g: tuple(g[f] for f in fields))
 
 
-def by_kernel(rows: list[dict]) -> list[dict]:
-    """Error statistics per (op, algorithm, mechanism), worst max |error| first."""
+def by_kernel(rows: list[dict], fields: tuple[str, ...] = KERNEL) -> list[dict]:
+    """Error statistics per (op, algorithm, mechanism) (or ``fields``), worst max |error|
+    first."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         if r["error"] is not None:
-            groups[(r["op"], r["algorithm"], r["mechanism"])].append(r)
+            groups[tuple(r[f] for f in fields)].append(r)
     out = []
-    for (op, alg, mech), members in groups.items():
+    for key, members in groups.items():
         worst = max(members, key=lambda r: abs(r["error"]))
         bound = Counter(r["bound_resource"] for r in members).most_common(1)[0][0]
-        out.append({"op": op, "algorithm": alg, "mechanism": mech,
+        out.append({**dict(zip(fields, key)),
                     **_stats([r["error"] for r in members]),
                     "over_25": sum(abs(r["error"]) > TARGET_MAX for r in members),
                     "bound_resource": bound, "worst": worst["id"],
@@ -147,10 +208,42 @@ def _by(rows: list[dict], key: str) -> list[dict]:
     return [{key: k, **_stats(v)} for k, v in sorted(groups.items())]
 
 
-def summarise(meta: dict, rows: list[dict], measured: dict[str, dict]) -> dict:
+def group_name(g: dict) -> str:
+    """'all-reduce 4KiB w8' or 'gemm-rs 8192x8192x2048 w8'."""
+    size = format_bytes(g["bytes"]) if "bytes" in g else f"{g['m']}x{g['n']}x{g['k']}"
+    return f"{g['op']} {size} w{g['world']}"
+
+
+def vs_none(rows: list[dict]) -> list[dict]:
+    """Per fused case with a "none" in its group: measured speed-up over none (none's time /
+    the fused time; > 1: fusion pays) beside the predicted one, and whether they agree on
+    which side of 1 the case falls."""
+    nones = {(r["op"], r["m"], r["n"], r["k"], r["world"]): r for r in rows
+             if r["overlap"] == "none"}
+    out = []
+    for r in rows:
+        base = nones.get((r["op"], r["m"], r["n"], r["k"], r["world"]))
+        if r["overlap"] == "none" or base is None:
+            continue
+        meas = base["measured_s"] / r["measured_s"] if base["measured_s"] and \
+            r["measured_s"] else None
+        pred = base["predicted_s"] / r["predicted_s"] if base["predicted_s"] and \
+            r["predicted_s"] else None
+        out.append({"id": r["id"], "op": r["op"], "m": r["m"], "n": r["n"], "k": r["k"],
+                    "world": r["world"], "overlap": r["overlap"], "mechanism": r["mechanism"],
+                    "comm_blocks": r["comm_blocks"], "tile_order": r["tile_order"],
+                    "none_measured_s": base["measured_s"], "none_predicted_s": base["predicted_s"],
+                    "measured_s": r["measured_s"], "predicted_s": r["predicted_s"],
+                    "measured_speedup": meas, "predicted_speedup": pred,
+                    "agree": None if meas is None or pred is None else (meas > 1) == (pred > 1)})
+    return out
+
+
+def summarise(meta: dict, rows: list[dict], measured: dict[str, dict],
+              fields: tuple[str, ...] = GROUP) -> dict:
     compared = [r for r in rows if r["error"] is not None]
     st = _stats([r["error"] for r in compared])
-    ranks = ranking(rows)
+    ranks = ranking(rows, fields)
     ranked = [g for g in ranks if g["status"] == "ranked"]
     worst = max(compared, key=lambda r: abs(r["error"]), default=None)
     worst_rank = max(ranked, key=lambda g: g["regret"], default=None)
@@ -173,29 +266,52 @@ def summarise(meta: dict, rows: list[dict], measured: dict[str, dict]) -> dict:
         "not_predicted": sum(r["predicted_s"] is None for r in rows),
         "measured_ok": sum(r["measured"] == "ok" for r in rows),
         "failed": sum(r["measured"] == "failed" for r in rows),
-        "not_measured": sum(r["measured"] == "not measured" for r in rows),
+        "not_measured": sum(r["measured"] in ("not measured", "not timed") for r in rows),
         **{k: v for k, v in st.items() if k != "n"},
         "worst_case": worst["id"] if worst else None,
         "groups": len(ranks), "groups_ranked": len(ranked),
         "ranking_hits": sum(g["hit"] for g in ranked),
         "median_regret": statistics.median([g["regret"] for g in ranked]) if ranked else None,
         "max_regret": worst_rank["regret"] if worst_rank else None,
-        "worst_ranking_group": (f"{worst_rank['op']} {format_bytes(worst_rank['bytes'])} "
-                                f"w{worst_rank['world']}") if worst_rank else None,
+        "worst_ranking_group": group_name(worst_rank) if worst_rank else None,
         "groups_within_5": sum(g["regret"] <= TARGET_REGRET for g in ranked),
         "targets": targets, "targets_met": all(t["met"] for t in targets.values()),
     }
 
 
-def build_report(bundle: Path, measured_path: Path | None = None) -> dict:
+def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | None = None
+                 ) -> dict:
+    """The report of a bundle against its measurements (``measured``: one or more result
+    files of run_collectives / run_fused; default: the bundle's own, see measured_paths)."""
+    bundle = Path(bundle)
     meta, cases = load_bundle(bundle)
-    mpath = measured_path or bundle / MEASURED
-    measured = load_measured(mpath)
-    rows = join(cases, measured, str(mpath))
-    summary = summarise(meta, rows, measured)
-    return {"summary": summary, "prepare": meta, "measured_file": str(mpath),
-            "kernels": by_kernel(rows), "by_size": _by(rows, "bytes"),
-            "by_world": _by(rows, "world"), "ranking": ranking(rows), "cases": rows}
+    fused_cases = load_fused_cases(bundle)
+    paths = measured_paths(bundle, [measured] if isinstance(measured, Path) else measured)
+    rows_by_id: dict[str, dict] = {}
+    for path in paths:
+        rows_by_id.update(load_measured(path))
+    where = ", ".join(map(str, paths))
+    rows = join(cases, rows_by_id, where)
+    frows = join(fused_cases, rows_by_id, where, fused=True)
+    summary = summarise(meta, rows, rows_by_id)
+    known = {c["id"] for c in cases} | {c["id"] for c in fused_cases}
+    extra = Counter(r.get("kind", "collective") for i, r in rows_by_id.items() if i not in known)
+    rep = {"summary": summary, "prepare": meta, "measured_file": where,
+           "measured_files": [str(p) for p in paths], "rows_not_in_suite": dict(extra),
+           "kernels": by_kernel(rows), "by_size": _by(rows, "bytes"),
+           "by_world": _by(rows, "world"), "ranking": ranking(rows), "cases": rows}
+    if fused_cases:
+        fsum = summarise(meta, frows, rows_by_id, FUSED_GROUP)
+        vs = vs_none(frows)
+        both = [v for v in vs if v["agree"] is not None]
+        fsum.update(vs_none_compared=len(both), vs_none_agree=sum(v["agree"] for v in both),
+                    fused_faster_measured=sum(v["measured_speedup"] > 1 for v in both),
+                    fused_faster_predicted=sum(v["predicted_speedup"] > 1 for v in both))
+        summary["fused"] = fsum
+        rep["fused"] = {"summary": fsum, "kernels": by_kernel(frows, FUSED_KERNEL),
+                        "by_overlap": _by(frows, "overlap"), "by_world": _by(frows, "world"),
+                        "ranking": ranking(frows, FUSED_GROUP), "vs_none": vs, "cases": frows}
+    return rep
 
 
 def check_outputs(out: Path, force: bool) -> None:
@@ -229,4 +345,5 @@ def fmt_time(x: float | None) -> str:
 
 
 __all__ = ["build_report", "write_report", "check_outputs", "summarise", "ranking", "join",
-           "by_kernel", "load_measured", "OUTPUTS"]
+           "by_kernel", "vs_none", "group_name", "load_measured", "load_fused_cases",
+           "measured_paths", "OUTPUTS"]

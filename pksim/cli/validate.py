@@ -1,5 +1,5 @@
-"""``pksim validate``: build, run, check, time and predict the generated collectives of a
-suite, and report predicted against measured. The work is in ``validation.validate``
+"""``pksim validate``: build, run, check, time and predict the generated collectives and
+fused GEMM + communication kernels of a suite, and report predicted against measured. The work is in ``validation.validate``
 (prepare, run) and ``validation.validate_report`` (report); this module is the thin CLI."""
 from __future__ import annotations
 
@@ -30,6 +30,12 @@ def _say_prepared(p, as_json: bool) -> None:
     say(f"  cases per size: {sizes}")
     say(f"  predicted on {m['system']}: {m['cases'] - m['not_predicted']}; not predicted: "
         f"{m['not_predicted']} (listed in the report with the simulator's reason)")
+    f = m.get("fused")
+    if f:
+        say(f"  fused: {f['cases']} cases in {f['groups']} (op, m x n x k, world) groups of "
+            f"{f['candidates_per_group']['min']}-{f['candidates_per_group']['max']} candidates "
+            f"({', '.join(f'{k}: {v}' for k, v in f['cases_by_overlap'].items())}); "
+            f"not predicted: {f['not_predicted']}; in {p.out}/fused")
     say(f"  estimated GPU time: {m['estimated_gpu_s']:.0f} s (from the predicted times; "
         f"measured ones may be several times longer)")
 
@@ -47,8 +53,10 @@ def _say_prepared(p, as_json: bool) -> None:
 @click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False,
               path_type=Path), metavar="DIR",
               help="Only report: read DIR/cases.json and DIR/measured.jsonl.")
-@click.option("--measured", "measured", default=None, type=click.Path(dir_okay=False,
-              path_type=Path), help="Measurements to report [default: DIR/measured.jsonl].")
+@click.option("--measured", "measured", multiple=True, type=click.Path(dir_okay=False,
+              path_type=Path), help="Measurements to report, repeatable: results of "
+              "run_collectives and/or run_fused, matched to the cases by id [default: "
+              "DIR/measured.jsonl and DIR/fused-measured.jsonl].")
 @click.option("--no-build", is_flag=True, help="With --prepare: emit sources, skip nvcc.")
 @click.option("--deadline-s", type=float, default=1800.0, show_default=True,
               help="Wall-clock limit of the GPU run (cases left are reported not measured).")
@@ -57,25 +65,32 @@ def _say_prepared(p, as_json: bool) -> None:
                    "GPU run resumes from it; delete it to measure again).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_prepare: bool,
-             report_dir: Path | None, measured: Path | None, no_build: bool, deadline_s: float,
+             report_dir: Path | None, measured: tuple[Path, ...], no_build: bool,
+             deadline_s: float,
              force: bool, as_json: bool) -> None:
-    """Judge the model on whole generated collectives: predicted vs measured.
+    """Judge the model on whole generated kernels: predicted vs measured.
 
     \b
     In one go (this machine has the GPU, nvcc and the simulator):
       pksim validate [--suite default|FILE] [--system CALIBRATED.toml] [-o DIR]
     Split (simulator and nvcc here, GPU elsewhere):
-      pksim validate --prepare -o DIR        # emit, build, predict: DIR/cases.json
+      pksim validate --prepare -o DIR        # emit, build, predict: DIR/cases.json, DIR/fused
       python -m validation.run_collectives --cases DIR/cases.json --out DIR/measured.jsonl
+      python -m validation.run_fused --bundle DIR/fused --out DIR/fused-measured.jsonl
       pksim validate --report DIR            # report.json, report.md, scatter.png
+    (validation/gpu_validate.sh runs both GPU steps, with memcheck, in one session.)
+    Existing results: --report DIR --measured A.jsonl --measured B.jsonl.
 
     Every candidate schedule (algorithm x mechanism x blocks per rank) of every (op, size,
     world) of the suite is built, run as virtual ranks on one GPU, checked against torch,
     timed (median, cold L2) and predicted on the calibrated system. The report gives each
     case's error, the median and max |error| (targets 10 % and 25 %), whether the
     simulator's first choice was the measured fastest and by how much it lost (target 5 %),
-    and, where a target is missed, the worst cases by (op, algorithm, mechanism). Cases the
-    simulator cannot predict are listed as such. These kernels are never calibration inputs."""
+    and, where a target is missed, the worst cases by (op, algorithm, mechanism). The fused
+    kernels (the suite's [fused] table: gemm-rs, ag-gemm, gemm-ar; none, intra-SM, inter-SM)
+    are judged separately, per (op, m x n x k, world), with their speed-up over none measured
+    and predicted. Cases the simulator cannot predict are listed as such. These kernels are
+    never calibration inputs."""
     from validation import validate_report as vr
     from validation import validate as vv
 
@@ -105,6 +120,9 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
         else:
             click.echo(f"next, on the GPU machine: python -m validation.run_collectives --cases "
                        f"{out}/{vv.CASES} --out {out}/{vv.MEASURED}")
+            if p.meta.get("fused"):
+                click.echo(f"  and: python -m validation.run_fused --bundle {out}/{vv.FUSED_DIR} "
+                           f"--out {out}/{vv.FUSED_MEASURED}")
             click.echo(f"then here: pksim validate --report {out}")
         return
     vv.run_gpu(out, deadline_s)
@@ -118,22 +136,31 @@ def _finish(rep: dict, files: list[Path], as_json: bool) -> None:
     if as_json:
         emit_json(s | {"files": [str(f) for f in files]})
         return
-    t = s["targets"]
+    parts = [("collectives", s, rep["kernels"], "algorithm")] if s["cases"] else []
+    if rep.get("fused"):
+        parts.append(("fused", rep["fused"]["summary"], rep["fused"]["kernels"], "overlap"))
     ok = {True: "met", False: "MISSED"}
-    click.echo(f"{s['suite']} on {s['device'] or '?'}: {s['compared']} of {s['cases']} cases "
-               f"compared ({s['not_predicted']} not predicted, {s['failed']} failed, "
-               f"{s['not_measured']} not measured)")
-    click.echo(f"  median |error| {fmt_abs_pct(s.get('median_abs_error'))} (target 10 %: "
-               f"{ok[t['median_abs_error']['met']]}), max {fmt_abs_pct(s.get('max_abs_error'))}"
-               f" (target 25 %: {ok[t['max_abs_error']['met']]})")
-    click.echo(f"  ranking: first choice fastest in {s['ranking_hits']} of {s['groups_ranked']} "
-               f"groups, worst regret {fmt_pct(s['max_regret'])} (target 5 %: "
-               f"{ok[t['regret']['met']]})")
-    for k in rep["kernels"][:5]:
-        if k["max_abs_error"] > 0.25 or k["median_abs_error"] > 0.10:
-            click.echo(f"  miss: {k['op']} {k['algorithm']}/{k['mechanism']}: median "
-                       f"{fmt_pct(k['median_error'])}, max |error| "
-                       f"{fmt_abs_pct(k['max_abs_error'])} (bound: {k['bound_resource']})")
+    for name, p, kernels, second in parts:
+        t = p["targets"]
+        click.echo(f"{p['suite']} {name} on {p['device'] or '?'}: {p['compared']} of "
+                   f"{p['cases']} cases compared ({p['not_predicted']} not predicted, "
+                   f"{p['failed']} failed, {p['not_measured']} not measured)")
+        click.echo(f"  median |error| {fmt_abs_pct(p.get('median_abs_error'))} (target 10 %: "
+                   f"{ok[t['median_abs_error']['met']]}), max "
+                   f"{fmt_abs_pct(p.get('max_abs_error'))} (target 25 %: "
+                   f"{ok[t['max_abs_error']['met']]})")
+        click.echo(f"  ranking: first choice fastest in {p['ranking_hits']} of "
+                   f"{p['groups_ranked']} groups, worst regret {fmt_pct(p['max_regret'])} "
+                   f"(target 5 %: {ok[t['regret']['met']]})")
+        if p.get("vs_none_compared"):
+            click.echo(f"  fused vs none: faster than none in {p['fused_faster_measured']} of "
+                       f"{p['vs_none_compared']} measured, {p['fused_faster_predicted']} "
+                       f"predicted; same side of none in {p['vs_none_agree']}")
+        for k in kernels[:5]:
+            if k["max_abs_error"] > 0.25 or k["median_abs_error"] > 0.10:
+                click.echo(f"  miss: {k['op']} {k[second]}/{k['mechanism']}: median "
+                           f"{fmt_pct(k['median_error'])}, max |error| "
+                           f"{fmt_abs_pct(k['max_abs_error'])} (bound: {k['bound_resource']})")
     for f in files:
         click.echo(f"  wrote {f}")
 
