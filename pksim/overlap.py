@@ -125,7 +125,13 @@ def clear_caches() -> None:
 def _plan_key(schedule: Schedule, cpp: int) -> tuple:
     """What ``fused.plan`` depends on."""
     return (schedule.op, schedule.shape, schedule.world, schedule.domains, schedule.dtype,
-            schedule.extra, schedule.algorithm, cpp)
+            schedule.extra, schedule.algorithm, cpp, _store_add(schedule))
+
+
+def _store_add(schedule: Schedule) -> bool:
+    """The intra-SM kernels of gemm-rs / gemm-ar store-add each tile from the epilogue's
+    shared-memory staging buffer (kernels/fused/fused.cuh, store_add_owners / _all)."""
+    return schedule.overlap == "intra-sm" and schedule.op in ("gemm-rs", "gemm-ar")
 
 
 def _family(system: System, topo: Topology, comm: Schedule, cpp: int,
@@ -140,7 +146,7 @@ def _family(system: System, topo: Topology, comm: Schedule, cpp: int,
         chunk = 0
     norm = comm.with_(overlap="inter-sm", chunk_bytes=chunk,
                       comm_sms=comm.comm_sms if topo.virtual else 1)
-    return (id(system), norm.key(), cpp, reduced)
+    return (id(system), norm.key(), cpp, reduced, _store_add(comm))
 
 
 def _topology(system: System, schedule: Schedule) -> Topology:
@@ -159,7 +165,7 @@ def _plan(system: System, schedule: Schedule, topo: Topology, cpp: int) -> Plan:
         skew = float(dict(schedule.extra).get("skew", 0.0))
         hit = _PLANS.store(system, key, fused.plan(
             schedule.op, _shape(schedule), topo.world, schedule.element_bytes,
-            schedule.algorithm, cpp, skew))
+            schedule.algorithm, cpp, skew, _store_add(schedule)))
     return hit
 
 
@@ -170,10 +176,11 @@ def _flows(system, topo, comm: Schedule, plan: Plan, family: tuple, reduced: boo
     if hit is not None:
         return hit
     link_eff = system.gpu.nvlink.efficiency(comm.mechanism)
+    smem = _store_add(comm)
     patterns: dict = {}
     for c in plan.chunks:
         patterns.setdefault(("compute", c.key), _compute_specs(topo, c.work))
-        patterns.setdefault(("comm", c.key), [flow_spec(topo, comm, t, t.nbytes, False, link_eff)
+        patterns.setdefault(("comm", c.key), [_transfer_spec(topo, comm, t, link_eff, smem)
                                               for t in c.transfers])
     for i, step in enumerate(plan.tail):
         patterns[("tail", i)] = [flow_spec(topo, comm, t, t.nbytes, False, link_eff) for t in step]
@@ -187,6 +194,20 @@ def _flows(system, topo, comm: Schedule, plan: Plan, family: tuple, reduced: boo
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
     return _CACHE.store(system, family, (classes, members, sync))
+
+
+def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
+                   from_smem: bool) -> FlowSpec:
+    """The flow of transfer ``t`` (``pksim.flows.flow_spec``). ``from_smem``: a store-add
+    from the epilogue's shared-memory staging buffer, whose payload is read from no
+    memory: only the destination's read-modify-write reaches L2/HBM."""
+    spec = flow_spec(topo, comm, t, t.nbytes, False, link_eff)
+    if not from_smem:
+        return spec
+    src = f"hbm[{topo.locations[t.src].gpu}]"
+    usage = tuple((name, w - 1.0 if name == src else w) for name, w in spec.usage)
+    return FlowSpec(tuple((n, w) for n, w in usage if w > 1e-12), spec.latency_s,
+                    spec.nbytes, spec.issuer)
 
 
 def _idle_s(classes, caps) -> float:

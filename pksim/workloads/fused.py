@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from hwmodels.errors import ConfigError, InfeasibleError
+from hwmodels.sm import GEMM_TILE
 from pksim.program import Transfer
 
 FUSED_OPS = ("gemm-rs", "gemm-ar", "ag-gemm", "ring-attention", "ulysses-attention",
@@ -89,12 +90,29 @@ def check_shape(op: str, shape: dict[str, int], world: int) -> None:
                               f"world ({world})")
 
 
-def _gemm(m: float, n: int, k: int, elem: float, whole_m: float | None = None) -> Work:
-    """Tensor work of an (m, n, k) GEMM. A chunk of a persistent kernel's tile stream
-    carries the whole GEMM's shape (``whole_m`` rows): tiles flow from one chunk into
-    the next, so only the whole GEMM's last wave is quantised."""
-    m_i = max(1, int(round(whole_m if whole_m is not None else m)))
-    return Work(2.0 * m * n * k, elem * (m * k + k * n + m * n), (m_i, n, k))
+# The fused kernels' persistent GEMM walks its tiles in bands of GEMM_GROUP_M tile rows,
+# column by column (pk::gemm::make_raster's default group_m, kernels/gemm/gemm_host.cuh):
+# the tiles in flight share a column of B, so B streams from HBM once per band.
+GEMM_GROUP_M = 16
+
+
+def _gemm(m: float, n: int, k: int, elem: float, whole_m: float | None = None,
+          write_c: bool = True) -> Work:
+    """Tensor work of an (m, n, k) GEMM: its operands read once, its output written once.
+    A chunk of a persistent kernel's tile stream (``whole_m`` rows in all) carries the
+    whole GEMM's shape (tiles flow from one chunk into the next, so only the whole GEMM's
+    last wave is quantised) and its share of the whole GEMM's HBM traffic: its own rows of
+    A and C, and rows / whole_m of B's reads, B being read once per band of
+    GEMM_GROUP_M x 128 rows. (A chunk does not read all of B: that made 128 chunks of a
+    world-8 GEMM stream 128 copies of B.) ``write_c`` False: the epilogue sends C
+    elsewhere (store-adds, costed as the chunk's transfers) instead of writing it."""
+    if whole_m is None:
+        return Work(2.0 * m * n * k, elem * (m * k + k * n + m * n), (max(1, int(round(m))), n, k))
+    whole = max(1.0, whole_m)
+    bands = math.ceil(whole / (GEMM_GROUP_M * GEMM_TILE[0]))
+    b_reads = k * n * bands * m / whole
+    return Work(2.0 * m * n * k, elem * (m * k + b_reads + (m * n if write_c else 0.0)),
+                (max(1, int(round(whole))), n, k))
 
 
 MAX_PEER_GROUPS = 16
@@ -135,9 +153,12 @@ def expert_load(experts: int, skew: float) -> list[float]:
 
 
 def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str,
-         chunks_per_peer: int = 1, skew: float = 0.0) -> Plan:
+         chunks_per_peer: int = 1, skew: float = 0.0, store_add: bool = False) -> Plan:
     """The chunks of ``op`` on ``world`` ranks; ``chunks_per_peer`` splits each peer's
-    part further (finer overlap: tile waves for intra-SM)."""
+    part further (finer overlap: tile waves for intra-SM). ``store_add`` (gemm-rs and
+    gemm-ar, the intra-SM kernels): the GEMM's epilogue store-adds each finished tile into
+    its destinations instead of writing it locally, its own rows included (into its own
+    output, gemm-rs; into every rank's output, itself included, gemm-ar)."""
     check_shape(op, shape, world)
     if algorithm not in ALGORITHMS[op]:
         raise InfeasibleError(f"{op} has no {algorithm!r} communication "
@@ -151,18 +172,19 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
         for group in _peer_groups(n):      # owners r + d; d = n is the own shard
             g = len(group)
             for _ in range(q):
-                work = (_gemm(rows * g, nn, k, elem, m),) * n
-                if group == (n,):
+                work = (_gemm(rows * g, nn, k, elem, m, write_c=not store_add),) * n
+                if group == (n,) and not store_add:
                     moves: tuple[Transfer, ...] = ()
                 elif op == "gemm-rs" or algorithm == "two-shot":
                     moves = _shifts(n, group, part, "reduce", "rs")
-                elif algorithm == "direct":        # one-shot: store-add into every peer
-                    moves = tuple(t for peers in _peer_groups(n) if peers != (n,)
+                elif algorithm == "direct":        # one-shot: store-add into every rank
+                    moves = tuple(t for peers in _peer_groups(n)
+                                  if peers != (n,) or store_add
                                   for t in _shifts(n, peers, part * g, "reduce", "ar"))
                 else:                              # in-network: reduce and multicast the rows
                     moves = tuple(Transfer(r, r, part * g / n, kind, (("ar", r),))
                                   for kind in ("switch-reduce", "multicast") for r in range(n))
-                chunks.append(Chunk(work, moves, (op, algorithm, group, rows)))
+                chunks.append(Chunk(work, moves, (op, algorithm, group, rows, store_add)))
         tail = ()
         if op == "gemm-ar" and algorithm == "two-shot":
             # second shot, once every owner holds its reduced rows: store them to all peers

@@ -247,3 +247,40 @@ def test_virtual_baseline_collectives_are_the_ones_run_fused_times():
     for op, (coll, algorithm, mechanism) in BASELINE.items():
         assert BASELINE_COLLECTIVE[op] == coll
         assert VIRTUAL_COLLECTIVE[coll] == (algorithm, mechanism)
+
+
+def test_fused_chunks_share_the_whole_gemms_hbm_traffic():
+    # gemm-rs, world 8, 8192 x 8192 x 2048 per rank, 16 chunks per peer: 128 chunks of
+    # 64 rows. The persistent GEMM reads A and writes C once and reads B once per band of
+    # 16 x 128 = 2048 rows (4 bands), so the chunks together stream, per rank,
+    # 2 B x (8192 x 2048 + 4 x 2048 x 8192 + 8192 x 8192) = 301,989,888 B (not 128 copies
+    # of B); the intra-SM kernel writes no C locally (its tiles leave as store-adds):
+    # 2 x (8192 x 2048 + 4 x 2048 x 8192) = 167,772,160 B.
+    from pksim.workloads.fused import plan
+    shape = dict(m=8192, n=8192, k=2048)
+    p = plan("gemm-rs", shape, 8, 2, "direct", 16)
+    assert len(p.chunks) == 128
+    assert sum(c.work[0].nbytes for c in p.chunks) == pytest.approx(301_989_888)
+    assert sum(c.work[0].flop for c in p.chunks) == pytest.approx(2 * 8192 * 8192 * 2048)
+    q = plan("gemm-rs", shape, 8, 2, "direct", 16, store_add=True)
+    assert sum(c.work[0].nbytes for c in q.chunks) == pytest.approx(167_772_160)
+
+
+def test_intra_sm_store_adds_every_tile_and_read_no_memory_for_their_source():
+    # The intra-SM epilogue store-adds every tile, the own rows too (gemm-rs: into the
+    # owner; gemm-ar: into all 8 outputs), from shared memory: per rank 8192 x 8192 x 2 B
+    # (gemm-rs) and 8 x that (gemm-ar) of store-add payload, whose flows weigh on HBM only
+    # the destination's read-modify-write (hwmodels.sm.reduce_memory_weight).
+    from hwmodels.sm import reduce_memory_weight
+    from pksim.overlap import _Setup
+    v = load_system("h200-virtual-calibrated")
+    for op, dests in (("gemm-rs", 1), ("gemm-ar", 8)):
+        s = _Setup(v, fused(op, "intra-sm", algorithm="direct", world=8,
+                            shape=dict(m=8192, n=8192, k=2048)), reduced=False)
+        sent = sum(t.nbytes for c in s.plan.chunks for t in c.transfers if t.src == 0)
+        assert sent == pytest.approx(dests * 8192 * 8192 * 2)
+        classes, _, _ = s.flows()
+        weights = [w for key, specs in classes.items() if key[0] == "comm"
+                   for fc in specs for name, w in fc.usage if name.startswith("hbm")]
+        assert weights and weights == pytest.approx([reduce_memory_weight(v.gpu, False)] *
+                                                    len(weights))
