@@ -75,7 +75,8 @@ def nvcc_version(nvcc: str) -> str:
 
 def headers_digest() -> str:
     h = hashlib.sha256()
-    for d in (KERNELS / "include" / "pk", KERNELS / "collectives"):
+    for d in (KERNELS / "include" / "pk", KERNELS / "collectives", KERNELS / "fused",
+              KERNELS / "gemm"):
         for p in sorted(d.glob("*")):
             if p.suffix in (".cuh", ".h"):
                 h.update(p.name.encode())

@@ -48,7 +48,17 @@ class Model:
     sync_s: dict[Hashable, float]          # per pattern: signal after the step
     launch_s: float
     reduced: bool
-    host_s: float = 0.0                     # host calls a copy-engine kernel makes (floor)
+    # Copy-engine collectives: when the host has issued each phase's calls, counted from the
+    # first call, and how much GPU work the caller queued ahead of them (the calls issued
+    # during it cost nothing): a phase cannot start before its calls are issued.
+    host_issue_s: tuple[float, ...] = ()
+    host_lead_s: float = 0.0
+
+    def issued_s(self, step: int) -> float:
+        """Earliest start of costed step ``step`` allowed by the host's calls."""
+        if not self.host_issue_s:
+            return 0.0
+        return max(0.0, self.host_issue_s[min(step, len(self.host_issue_s) - 1)] - self.host_lead_s)
 
     def step_classes(self):
         for step in self.program.costed():
@@ -59,8 +69,12 @@ def _nbytes(schedule: Schedule) -> int:
     return schedule.dim("bytes")
 
 
-def build(system: System | str, schedule: Schedule, reduced: bool = True) -> Model:
-    """Assemble everything a prediction needs; raises InfeasibleError with the reason."""
+def build(system: System | str, schedule: Schedule, reduced: bool = True,
+          host_lead_s: float = 0.0) -> Model:
+    """Assemble everything a prediction needs; raises InfeasibleError with the reason.
+    ``host_lead_s``: GPU work queued on the caller's stream ahead of the collective, behind
+    which the host issues a copy-engine collective's calls (0: the GPU waits for every call;
+    the validation harness queues an L2-flushing write)."""
     if isinstance(system, str):
         system = load_system(system)
     if schedule.op not in COLLECTIVES:
@@ -96,29 +110,34 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True) -> Mod
     if schedule.impl == "nccl":
         launch += nccl.base_latency(schedule)
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
-                 reduced, host_calls_s(system, schedule, program))
+                 reduced, host_issue_s(system, schedule, program), host_lead_s)
 
 
-def host_calls_s(system: System, schedule: Schedule, program: Program) -> float:
-    """Host time of the calls a generated copy-engine collective makes (kernels/collectives/
-    entry.cuh, run_copy_engine): a cudaMemcpyAsync per copy and a launch per reduction
-    kernel; an event recorded on every rank's stream after each phase, and before every
-    phase but the first, waits on them (every other rank's, or the previous rank's in a
-    ring); one record + a wait per rank to fork from the caller's stream and a wait per
-    rank to join it. ``event_api_us`` is a record + wait pair: half of it per call. The
-    GPU cannot finish before the host has issued the last call."""
+def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:
+    """When the host has issued the last call of each phase of a generated copy-engine
+    collective (kernels/collectives/entry.cuh, run_copy_engine), from its first call: a
+    cudaMemcpyAsync per copy and a launch per reduction kernel; an event recorded on every
+    rank's stream after each phase, and before every phase but the first, waits on them (every
+    other rank's, or the previous rank's in a ring); one record + a wait per rank to fork from
+    the caller's stream first and a wait per rank to join it last. ``event_api_us`` is a
+    record + wait pair: half of it per call. Empty for kernels (one launch)."""
     if schedule.mechanism != "copy-engine" or schedule.impl != "pk" or program.phases is None:
-        return 0.0
+        return ()
     sync = system.gpu.sync
     w = program.world
     waits = w if schedule.algorithm == "ring" else w * (w - 1)
-    event_calls = 1 + 2 * w
-    total = 0.0
+    now = (1 + w) * sync.event_api_s / 2            # fork: a record, a wait per rank
+    issued = []
     for i, phase in enumerate(program.phases):
+        if i > 0:
+            now += waits * sync.event_api_s / 2
         for m in phase.moves() or ():
-            total += sync.launch_api_s if m.engine == "sm" else sync.copy_api_s
-        event_calls += w + (waits if i > 0 else 0)
-    return total + event_calls * sync.event_api_s / 2
+            now += sync.launch_api_s if m.engine == "sm" else sync.copy_api_s
+        now += w * sync.event_api_s / 2             # a record per rank after the phase
+        issued.append(now)
+    issued[-1] += w * sync.event_api_s / 2          # join: a wait per rank
+    return tuple(issued)
+
 
 _FLOW_CACHE: dict = {}
 _FLOW_CACHE_SIZE = 64
@@ -206,7 +225,8 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         time_s, busy_s, records = _run_sequential(model, record)
     else:
         time_s, busy_s, records = _run_lanes(model, record)
-    time_s = max(time_s, model.launch_s + model.host_s)
+    if model.host_issue_s:
+        time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
     breakdown: dict[str, float] = {}
     for name, busy in busy_s.items():
         cls = _physical(name)
@@ -278,6 +298,7 @@ def _run_sequential(model: Model, record: bool):
     busy: dict[str, float] = {}
     records = []
     for s, (step, classes, sync_s) in enumerate(model.step_classes()):
+        now = max(now, model.issued_s(s))
         if step.key not in memo or record:
             memo[step.key] = _run_step(classes, model.capacity, record, s, step.key)
         duration, step_busy, step_records = memo[step.key]
@@ -312,11 +333,12 @@ def assumed_inputs(model: Model) -> list[str]:
 
 
 def predict(system: System | str, schedule: Schedule, reduced: bool = True,
-            record: bool = False) -> Prediction:
-    """Predict a collective or a fused compute + communication operation."""
+            record: bool = False, host_lead_s: float = 0.0) -> Prediction:
+    """Predict a collective or a fused compute + communication operation (``host_lead_s``:
+    see ``build``)."""
     if isinstance(system, str):
         system = load_system(system)
     if schedule.op in FUSED_OPS:
         from pksim.overlap import predict_fused
         return predict_fused(system, schedule, reduced, record)
-    return simulate(build(system, schedule, reduced), record=record)
+    return simulate(build(system, schedule, reduced, host_lead_s), record=record)

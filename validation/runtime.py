@@ -39,6 +39,10 @@ GUARD_BYTES = 256
 GUARD_VALUE = 0xA5
 STATUS = {0: "ok", 1: "bad argument", 2: "CUDA error", 3: "device timeout", 4: "unsupported"}
 
+# Every timed call follows a write of this many bytes, which evicts the L2 (50 MiB on an H200)
+# and is what the host issues a copy-engine collective's calls behind.
+FLUSH_BYTES = 256 << 20
+
 
 def ensure_eager_loading() -> None:
     """CUDA_MODULE_LOADING=EAGER, before CUDA initialises (warns if too late)."""
@@ -389,7 +393,7 @@ def wait_for_stream(lib: Any, err_ptr: int, deadline_s: float) -> None:
     lib.check_error(err_ptr)
 
 
-def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = 256 << 20,
+def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = FLUSH_BYTES,
                deadline_s: float = 120.0) -> list[float]:
     """Seconds per call by CUDA events, each call after writing ``flush_bytes`` (cold L2)."""
     torch = _torch()

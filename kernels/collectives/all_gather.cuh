@@ -9,7 +9,8 @@
 // ring    world - 1 phases: in phase 0 rank r stores its shard into its own slot r and into
 //         slot r of the next rank; in phase p it forwards slot (r - p) mod world, which the
 //         previous rank stored into it in phase p - 1, to the next rank. Block b of every rank
-//         moves piece b of every slot, so block b waits only for block b of the previous rank.
+//         moves the same share of every slot (copy_range), so block b waits only for block b
+//         of the previous rank.
 // Copy engines do the same moves with cudaMemcpyAsync, one stream per (virtual) rank.
 #pragma once
 
@@ -31,11 +32,9 @@ struct all_gather_direct {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
     ptrs<T> dst{};
-    for (int k = 0; k < c.world; ++k)
-      dst.add(g.out[peer<C>(c.rank, k, c.world)] + c.rank * g.count + s.lo);
-    return copy_to<C>(g, c, dst, g.in[c.rank] + s.lo, s.size(), sm);
+    for (int k = 0; k < c.world; ++k) dst.add(g.out[peer<C>(c.rank, k, c.world)] + c.rank * g.count);
+    return copy_range<C>(g, c, dst, g.in[c.rank], g.count, sm);
   }
 #endif
 
@@ -65,14 +64,13 @@ struct all_gather_ring {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int p, block_smem& sm) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
     const int slot = (c.rank - p + c.world) % c.world;
-    const size_t at = slot * g.count + s.lo;
+    const size_t at = slot * g.count;
     ptrs<T> dst{};
     if (p == 0) dst.add(g.out[c.rank] + at);
     dst.add(g.out[c.next()] + at);
-    const T* src = p == 0 ? g.in[c.rank] + s.lo : g.out[c.rank] + at;
-    return copy_to<C>(g, c, dst, src, s.size(), sm);
+    const T* src = p == 0 ? g.in[c.rank] : g.out[c.rank] + at;
+    return copy_range<C>(g, c, dst, src, g.count, sm);
   }
 #endif
 

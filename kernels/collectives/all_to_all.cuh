@@ -26,11 +26,9 @@ struct all_to_all_direct {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
     for (int k = 0; k < c.world; ++k) {
       const int p = peer<C>(c.rank, k, c.world);
-      if (!copy_to<C>(g, c, one(g.out[p] + c.rank * g.count + s.lo), g.in[c.rank] + p * g.count + s.lo,
-                      s.size(), sm))
+      if (!copy_range<C>(g, c, one(g.out[p] + c.rank * g.count), g.in[c.rank] + p * g.count, g.count, sm))
         return false;
     }
     return true;

@@ -25,8 +25,7 @@ struct broadcast_direct {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
-    return copy_to<C>(g, c, one(g.out[c.rank] + s.lo), g.in[g.root] + s.lo, s.size(), sm);
+    return copy_range<C>(g, c, one(g.out[c.rank]), g.in[g.root], g.count, sm);
   }
 #endif
 

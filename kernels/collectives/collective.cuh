@@ -33,6 +33,12 @@
 #include "pk/pk.cuh"
 #include "abi.h"
 
+// TMA copies deal stage-sized chunks round-robin over a rank's blocks (copy_range); 0 gives
+// every block one contiguous piece instead.
+#ifndef PKC_INTERLEAVE
+#define PKC_INTERLEAVE 1
+#endif
+
 namespace pkc {
 
 enum class mech { tma, reg, copy_engine, multimem };
@@ -299,12 +305,22 @@ PK_DEV void advance_parity(block_smem& sm, size_t nchunks) {
   }
 }
 
+// Which stage-sized chunks of a range a block moves: first, first + step, first + 2 step, ...
+struct chunk_deal {
+  size_t first = 0, step = 1;
+  PK_HD size_t count(size_t total) const { return total > first ? (total - first + step - 1) / step : 0; }
+  PK_HD size_t at(size_t c) const { return first + c * step; }
+};
+
 // dst[d][0..n) = src[0..n): thread 0 streams the source through the stages with bulk loads and
 // bulk-stores every stage to each 16-byte-aligned destination; misaligned destinations and the
 // tail (< 16 bytes) go through the register path. Returns false (in every thread) on a timeout.
+// With a deal other than {0, 1} the block moves only its chunks of the range; the caller makes
+// sure every pointer is 16-byte aligned, and the block dealt chunk 0 also moves the tail (and
+// the whole range when it is shorter than 16 bytes).
 template <class C, typename T>
 PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
-                     const pk::spin_ctx& spin, int rank) {
+                     const pk::spin_ctx& spin, int rank, chunk_deal deal = {}) {
   const size_t bytes = n * sizeof(T);
   const size_t body = aligned16(src) ? (bytes & ~static_cast<size_t>(15)) : 0;
   ptrs<T> bulk{}, slow{};
@@ -314,27 +330,29 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
   }
   int ok = 1;
   const size_t chunk = C::kStageBytes;
-  const size_t nchunks = bulk.n ? ceil_div(body, chunk) : 0;
+  const size_t nchunks = bulk.n ? deal.count(ceil_div(body, chunk)) : 0;
   const unsigned char* from = reinterpret_cast<const unsigned char*>(src);
   if (nchunks != 0 && threadIdx.x == 0) {
     auto issue = [&](size_t c) {
       const int s = static_cast<int>(c % C::kStages);
-      const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
+      const size_t off = deal.at(c) * chunk;
+      const unsigned len = static_cast<unsigned>(min_size(chunk, body - off));
       pk::tma::mbar_arrive_expect_tx(&sm.bar[s], len);
-      pk::tma::load_async(stage_at<C>(sm, s), from + c * chunk, len, &sm.bar[s]);
+      pk::tma::load_async(stage_at<C>(sm, s), from + off, len, &sm.bar[s]);
     };
     for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);
     unsigned parity = sm.parity;
     for (size_t c = 0; c < nchunks; ++c) {
       const int s = static_cast<int>(c % C::kStages);
-      const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
+      const size_t off = deal.at(c) * chunk;
+      const unsigned len = static_cast<unsigned>(min_size(chunk, body - off));
       if (!pk::tma::mbar_wait(&sm.bar[s], (parity >> s) & 1u, spin, rank)) {
         ok = 0;
         break;
       }
       parity ^= 1u << s;
       for (int d = 0; d < bulk.n; ++d)
-        pk::tma::store_async(reinterpret_cast<unsigned char*>(bulk.p[d]) + c * chunk, stage_at<C>(sm, s), len);
+        pk::tma::store_async(reinterpret_cast<unsigned char*>(bulk.p[d]) + off, stage_at<C>(sm, s), len);
       pk::tma::commit_group();
       // Refill the stage of the previous chunk, whose stores (one group back) have finished
       // reading it by now, while this chunk's stores are still reading theirs.
@@ -347,8 +365,9 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
   }
   advance_parity<C>(sm, nchunks);
   const pk::ldst::group g = pk::ldst::block_group();
-  for (int d = 0; d < slow.n; ++d) pk::ldst::copy(slow.p[d], src, bytes, g);
-  if (body < bytes && bulk.n) {
+  if (deal.first == 0)
+    for (int d = 0; d < slow.n; ++d) pk::ldst::copy(slow.p[d], src, bytes, g);
+  if (body < bytes && bulk.n && deal.first == 0) {
     ptrs<T> tail{};
     for (int d = 0; d < bulk.n; ++d) tail.add(bulk.p[d] + body / sizeof(T));
     reg_copy(tail, src + body / sizeof(T), (bytes - body) / sizeof(T), g);
@@ -434,6 +453,27 @@ PK_DEV bool copy_to(const G& g, const ctx& c, const ptrs<T>& dst, const T* src, 
     reg_copy(dst, src, n, pk::ldst::block_group());
     return true;
   }
+}
+
+// Block c.block's share of dst[d][0..n) = src[0..n) for every destination. TMA with every
+// pointer 16-byte aligned deals the stage-sized chunks round-robin over the rank's blocks, so
+// that at any moment the blocks stream neighbouring chunks; otherwise (and for registers) each
+// block moves one contiguous piece. The share depends only on n, the alignment and the block,
+// so a ring's block b forwards exactly what block b of the previous rank delivered.
+template <class C, class G, typename T>
+PK_DEV bool copy_range(const G& g, const ctx& c, const ptrs<T>& dst, const T* src, size_t n,
+                       block_smem& sm) {
+  if constexpr (C::kMech == mech::tma && PKC_INTERLEAVE) {
+    bool aligned = aligned16(src);
+    for (int d = 0; d < dst.n; ++d) aligned = aligned && aligned16(dst.p[d]);
+    if (aligned)
+      return tma_copy<C>(dst, src, n, sm, g.flags.spin, c.rank,
+                         chunk_deal{static_cast<size_t>(c.block), static_cast<size_t>(c.bpr)});
+  }
+  const span s = piece(n, c.bpr, c.block, kVec<T>);
+  ptrs<T> part{};
+  for (int d = 0; d < dst.n; ++d) part.add(dst.p[d] + s.lo);
+  return copy_to<C>(g, c, part, src + s.lo, s.size(), sm);
 }
 
 template <class C, class G, typename T>

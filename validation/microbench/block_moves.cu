@@ -6,7 +6,9 @@
 // (kernels/collectives/collective.cuh: pkc::tma_copy, tma_reduce, reg_copy, reg_reduce), with
 // the generated kernels' launch constants (TMA: 256 threads, four 32 KiB stages; registers: 512 threads), run on B
 // blocks over plain buffers of one GPU. Block b moves piece b of the payload (pkc::piece, as
-// the collectives cut a rank's share among its blocks). These are primitives: one move of one
+// the collectives cut a rank's share among its blocks), except TMA copies, which deal the
+// 32 KiB stages round-robin over the blocks (pkc::copy_range, what the collectives' TMA copies
+// do with aligned buffers). These are primitives: one move of one
 // shape, no synchronisation between blocks; the collectives built from them are judged
 // against the model, never fitted to it.
 //
@@ -61,7 +63,10 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
     __syncthreads();
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
     if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
-    else pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
+    else if (PKC_INTERLEAVE)  // as pkc::copy_range: 32 KiB chunks dealt round-robin over the blocks
+      pkc::tma_copy<C>(dst, src.p[0], n, sm, spin, 0, pkc::chunk_deal{blockIdx.x, gridDim.x});
+    else
+      pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
   } else {
     if constexpr (reduce) pkc::reg_reduce(d, q, s.size(), pk::ldst::block_group());
     else pkc::reg_copy(d, q.p[0], s.size(), pk::ldst::block_group());
