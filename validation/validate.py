@@ -7,11 +7,11 @@ A prepared bundle (``DIR``) holds ``cases.json`` (the list run_collectives reads
 candidate with its schedule, blocks per rank, timing and ``predicted_s``, or ``not_predicted``
 with the simulator's reason), ``prepare.json`` (suite, system, calibration inputs, counts,
 estimated GPU time), ``suite.toml`` (the suite as read), ``src/`` and ``lib/``; with a fused
-part, ``fused/``: ``cases.json`` in run_fused's format (one timed and checked case per candidate, with
-``predicted_s`` or ``not_predicted``), ``libs.json``, ``memcheck_libs.txt`` (one library per
-(op, overlap), for compute-sanitizer), ``src/`` and ``lib/``. The GPU runs append to
-``DIR/measured.jsonl`` and ``DIR/fused-measured.jsonl``; ``validation/validate_report.py``
-joins them with the cases.
+part, ``fused/``: ``cases.json`` in run_fused's format (one timed and checked case per
+candidate, with ``predicted_s`` or ``not_predicted``), ``libs.json``, ``memcheck_libs.txt``
+(one library per (op, overlap), for compute-sanitizer), ``src/`` and ``lib/``. The GPU runs
+append to ``DIR/measured.jsonl`` and ``DIR/fused-measured.jsonl``;
+``validation/validate_report.py`` joins them with the cases.
 
 The whole kernels judged here are never calibration inputs: the calibration of the system
 is fitted to validation/microbench primitives only, and ``prepare.json`` records which.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwmodels.catalog import load_system
-from hwmodels.errors import ConfigError, InfeasibleError, ValidationError
+from hwmodels.errors import CompileError, ConfigError, InfeasibleError, ValidationError
 from hwmodels.system import System
 from hwmodels.units import format_bytes
 from validation import reference
@@ -42,6 +42,7 @@ MEASURED = "measured.jsonl"
 FUSED_DIR = "fused"
 FUSED_MEASURED = "fused-measured.jsonl"
 MEMCHECK_LIBS = "memcheck_libs.txt"
+SANITIZE_FUSED = "sanitize_fused"           # the memcheck driver (validation/sanitize_fused.cpp)
 COPY_CASE = {"id": "copy-1GiB", "kind": "copy_bw", "bytes": 1 << 30, "iters": 10}
 # Rough costs of one case on an H200 for the run-time estimate, from the wall times of the
 # 2026-12-02 run (validation/data/h200-collectives-2026-12-02.jsonl): a fixed cost, an L2
@@ -169,6 +170,23 @@ def make_fused_cases(suite: Suite, system: System, libs: dict[str, str]) -> list
     return cases
 
 
+def build_sanitizer(out: Path) -> Path:
+    """The compute-sanitizer driver of the fused libraries (host code + the CUDA runtime,
+    linked statically), built here so that the GPU machine needs no nvcc."""
+    from codegen.build import find_nvcc
+    root = Path(__file__).resolve().parents[1]
+    exe = out / SANITIZE_FUSED
+    cmd = [find_nvcc() or "nvcc", "-O2", "-std=c++17", "-I", str(root / "kernels"), "-o",
+           str(exe), str(root / "validation" / "sanitize_fused.cpp"), "-ldl"]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompileError(f"building {exe.name} failed ({exc})", cmd) from None
+    if res.returncode != 0:
+        raise CompileError(f"building {exe.name} failed (exit {res.returncode})", cmd, res.stderr)
+    return exe
+
+
 def prepare_fused(suite: Suite, system: System, out: Path, build: bool) -> dict:
     """Emit (and build) the fused libraries, the GEMM and the baseline collectives into
     ``out`` (validation/run_fused.py's bundle layout) and write its cases; the summary."""
@@ -180,6 +198,8 @@ def prepare_fused(suite: Suite, system: System, out: Path, build: bool) -> dict:
                           f"{capacity} ranks of {system.name}")
     out.mkdir(parents=True, exist_ok=True)
     libs = build_bundle(out, build=build)
+    if build:
+        build_sanitizer(out)
     cases = make_fused_cases(suite, system, libs)
     (out / CASES).write_text(json.dumps(cases, indent=1) + "\n")
     (out / "libs.json").write_text(json.dumps(libs, indent=1) + "\n")

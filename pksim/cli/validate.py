@@ -1,6 +1,7 @@
 """``pksim validate``: build, run, check, time and predict the generated collectives and
-fused GEMM + communication kernels of a suite, and report predicted against measured. The work is in ``validation.validate``
-(prepare, run) and ``validation.validate_report`` (report); this module is the thin CLI."""
+fused GEMM + communication kernels of a suite, and report predicted against measured. The
+work is in ``validation.validate`` (prepare, run) and ``validation.validate_report``
+(report); this module is the thin CLI."""
 from __future__ import annotations
 
 import shlex
