@@ -256,8 +256,9 @@ class Prepared:
 
 
 def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool = True,
-            force: bool = False, command: str = "") -> Prepared:
-    """Emit (and build) the suite's kernels, predict every case, write the bundle."""
+            force: bool = False, command: str = "", matrix: bool = False) -> Prepared:
+    """Emit (and build) the suite's kernels, predict every case, write the bundle (and, with
+    ``matrix``, the collectives' correctness matrix in ``out/matrix``)."""
     from codegen.build import find_nvcc
     from validation.collective_cases import build_libs
     out = Path(out)
@@ -277,6 +278,7 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
     libs = build_libs(out, system_ref, suite.kernels(), build=build) if suite.ops else {}
     cases = make_cases(suite, system, libs) if suite.ops else []
     fused = prepare_fused(suite, system, out / FUSED_DIR, build) if suite.fused else None
+    matrix_cases = write_matrix(out, cases, system_ref, build) if matrix else 0
     runs = [c for c in cases if c.get("op")]
     est = (WORKER_START_S if runs else 0) + sum(estimate_case_s(c) for c in runs)
     by_size = Counter(format_bytes(c["bytes"]) for c in runs)
@@ -294,13 +296,33 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
         "cases_by_size": dict(by_size),
         "not_predicted": sum(1 for c in runs if c["predicted_s"] is None),
         "estimated_gpu_s": round(est + (fused["estimated_gpu_s"] if fused else 0), 1),
-        "fused": fused,
+        "fused": fused, "matrix_cases": matrix_cases,
     }
     (out / CASES).write_text(json.dumps(cases, indent=1) + "\n")
     (out / PREPARE).write_text(json.dumps(meta, indent=2) + "\n")
     if Path(suite.path).is_file():
         shutil.copyfile(suite.path, out / "suite.toml")
     return Prepared(out, meta, cases)
+
+
+def write_matrix(out: Path, cases: list[dict], system_ref: str, build: bool) -> int:
+    """The correctness matrix of validation/collective_cases.py in ``out/matrix`` (cases.json,
+    ipc_cases.json, the memcheck driver) on the bundle's own collective libraries, for
+    validation/gpu_validate.sh (which links matrix/lib to ../lib). Returns its case count."""
+    from validation.collective_cases import build_sanitizer, make_cases, runnable
+    libs = {(c["op"], c["algorithm"], c["mechanism"]): c["lib"] for c in cases if c.get("op")}
+    missing = [k for k in runnable() if k not in libs]
+    if missing:
+        raise ConfigError(f"--matrix needs every runnable collective in the suite's collective "
+                          f"part (the default suite has them); missing {'/'.join(missing[0])}")
+    matrix = out / "matrix"
+    matrix.mkdir(parents=True, exist_ok=True)
+    mcases, ipc = make_cases(libs, system_ref, "full")
+    (matrix / CASES).write_text(json.dumps(mcases, indent=1) + "\n")
+    (matrix / "ipc_cases.json").write_text(json.dumps(ipc, indent=1) + "\n")
+    if build:
+        build_sanitizer(matrix)
+    return len(mcases)
 
 
 def load_bundle(out: Path) -> tuple[dict, list[dict]]:

@@ -37,6 +37,8 @@ def _say_prepared(p, as_json: bool) -> None:
             f"{f['candidates_per_group']['min']}-{f['candidates_per_group']['max']} candidates "
             f"({', '.join(f'{k}: {v}' for k, v in f['cases_by_overlap'].items())}); "
             f"not predicted: {f['not_predicted']}; in {p.out}/fused")
+    if m.get("matrix_cases"):
+        say(f"  correctness matrix: {m['matrix_cases']} cases in {p.out}/matrix")
     say(f"  estimated GPU time: {m['estimated_gpu_s']:.0f} s (from the predicted times; "
         f"measured ones may be several times longer)")
 
@@ -59,6 +61,9 @@ def _say_prepared(p, as_json: bool) -> None:
               "run_collectives and/or run_fused, matched to the cases by id [default: "
               "DIR/measured.jsonl and DIR/fused-measured.jsonl].")
 @click.option("--no-build", is_flag=True, help="With --prepare: emit sources, skip nvcc.")
+@click.option("--matrix", "with_matrix", is_flag=True,
+              help="With --prepare: also write the collectives' correctness matrix to DIR/matrix "
+                   "(for validation/gpu_validate.sh).")
 @click.option("--deadline-s", type=float, default=1800.0, show_default=True,
               help="Wall-clock limit of the GPU run (cases left are reported not measured).")
 @click.option("--force", is_flag=True,
@@ -67,7 +72,7 @@ def _say_prepared(p, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_prepare: bool,
              report_dir: Path | None, measured: tuple[Path, ...], no_build: bool,
-             deadline_s: float,
+             with_matrix: bool, deadline_s: float,
              force: bool, as_json: bool) -> None:
     """Judge the model on whole generated kernels: predicted vs measured.
 
@@ -113,7 +118,10 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
         if missing:
             raise ConfigError(f"{missing}; {vv.split_hint(out)}")
         vr.check_outputs(out, force)
-    p = vv.prepare(suite, out, system_ref, build=not no_build, force=force, command=_command())
+    if with_matrix and not do_prepare:
+        raise ConfigError("--matrix only applies with --prepare")
+    p = vv.prepare(suite, out, system_ref, build=not no_build, force=force, command=_command(),
+                   matrix=with_matrix)
     _say_prepared(p, as_json)
     if do_prepare:
         if as_json:
