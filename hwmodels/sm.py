@@ -88,11 +88,14 @@ def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
 
 
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
-                    remote: bool = False) -> float:
+                    remote: bool = False, readers: int = 1) -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:
     read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``.
     Linear in S and D (gpu.transfer.*_move_*), as measured by validation/microbench/
-    block_moves.cu; over NVLink scaled by the mechanism's local / remote per-SM rate."""
+    block_moves.cu from cold memory; over NVLink scaled by the mechanism's local / remote
+    per-SM rate. Sources that ``readers`` moves of one GPU read at the same time come from
+    memory once and from L2 for the other readers, which spend only the calibrated share
+    (gpu.transfer.*_shared_read) of the per-source time on them."""
     t = gpu.transfer
     if mechanism == "tma":
         base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,
@@ -102,6 +105,9 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
         base, dest, red, src = (t.ldst_move_base_s_per_B, t.ldst_move_dest_s_per_B,
                                 t.ldst_move_reduce_s_per_B, t.ldst_move_source_s_per_B)
         local, far = t.ldst_local_Bps_per_sm, t.ldst_remote_Bps_per_sm
+    if readers > 1:
+        share = t.tma_shared_read if mechanism == "tma" else t.ldst_shared_read
+        src *= (1 + (readers - 1) * share) / readers
     tau = base + dest * dests + ((red + src * sources) if reduce else 0.0)
     if remote and far > 0:
         tau *= local / far
@@ -109,10 +115,10 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
 
 
 def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
-             shared_Bps: float | None, remote: bool = False) -> float:
+             shared_Bps: float | None, remote: bool = False, readers: int = 1) -> float:
     """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
     use (payload capacity ``shared_Bps``) through the calibrated knee."""
-    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote)
+    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote, readers)
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
     return sm_issue_Bps(1.0 / tau, n_sms, gpu.transfer.move_knee, shared_Bps)

@@ -148,6 +148,14 @@ class TransferSpec:
     ldst_move_source_s_per_B: float = fig("ldst_move_source_ns_per_KiB", 1e-9 / 1024,
                                           lo_open=False,
                                           doc="ld/st move: SM time per KiB per summed source")
+    tma_shared_read: float = fig("tma_shared_read", lo_open=False, hi=1.0,
+                                 doc="TMA move: share of the per-source SM time a source "
+                                     "costs that another rank's move of the GPU reads too")
+    ldst_shared_read: float = fig("ldst_shared_read", lo_open=False, hi=1.0,
+                                  doc="ld/st move: the same share for register moves")
+    move_buffer_latency_s: float = fig("move_buffer_latency_ns", 1e-9, lo_open=False,
+                                       doc="latency each buffer a move touches beyond one "
+                                           "source and one destination adds")
     move_knee: float = fig("move_knee",
                            doc="the same bend for the generated collectives' moves "
                                "(hwmodels.sm.move_Bps)")

@@ -231,7 +231,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
             for name in path.resources:
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, path.latency_s)
-    latency += tma_s
+    latency += tma_s + (len(m.sources) + len(m.dests) - 2) * gpu.transfer.move_buffer_latency_s
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
     # complete (pk::tma::complete_writes) before the next starts.
     latency = m.serial * latency + (m.serial - 1) * (latency if tma else 0.0)
@@ -264,7 +264,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     if topo.virtual:
         ranks = topo.world
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
-        rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / (s + d)) / ranks
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / (s / m.readers + d),
+                        readers=m.readers) / ranks
     else:
         rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True)
     return capacity / rate if rate > 0 else float("inf")

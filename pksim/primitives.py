@@ -155,15 +155,19 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
 
 
 def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
-                dests: int, blocks: int) -> float:
+                dests: int, blocks: int, readers: int = 1) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
-    count; more share the SMs): (S + D) x payload of memory traffic."""
-    n = min(blocks, gpu.sm.count)
-    traffic = sources + dests
-    mem, cap, lat = _memory(gpu, True, traffic * nbytes)
-    rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / traffic)
-    body = flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: float(traffic)}, nbytes,
-                       lat)
+    count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
+    many groups of ``blocks`` blocks move the same sources, each into its own destinations
+    (the sources come from memory once)."""
+    n = min(blocks * readers, gpu.sm.count)
+    traffic = sources / readers + dests          # memory bytes per payload byte
+    mem, cap, lat = _memory(gpu, True, (sources + dests * readers) * nbytes)
+    rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / traffic,
+                    readers=readers)
+    lat += (sources + dests - 2) * gpu.transfer.move_buffer_latency_s
+    body = flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
+                       nbytes * readers, lat)
     return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
 
 
@@ -206,7 +210,7 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
     if bench == "block_moves":
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
-                           p["dests"], p["blocks"])
+                           p["dests"], p["blocks"], p.get("readers", 1))
     if bench == "launch_latency":
         return _launch(gpu, p["mode"], p.get("nodes", 100))
     if bench == "flag_latency":

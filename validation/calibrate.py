@@ -81,7 +81,8 @@ STAGES = (
         Param("gpu.transfer.ldst_move_dest_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_reduce_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_source_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.move_knee", 0.5, 30)), starts=3),
+        Param("gpu.transfer.move_knee", 0.5, 30),
+        Param("gpu.transfer.move_buffer_latency_ns", 1, 5000)), starts=3),
     Stage("tensor", ("gemm", "attention"), (
         Param("gpu.tensor.gemm_efficiency", 0.1, 1.0), Param("gpu.tensor.gemm_k_overhead", 1, 1e4),
         Param("gpu.tensor.sustained_fraction", 0.2, 1.0),

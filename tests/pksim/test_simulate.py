@@ -52,8 +52,9 @@ def test_hbm_copy_between_virtual_ranks():
     # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / 3, knee), tau(1, 2) =
     # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
     # SMs meet the memory; each rank gets half. The first read waits one HBM latency, the
-    # last writes another before the system-scope flag that ends the phase:
-    # time = launch + L + (S/2) / (rate/2) + L + flag.
+    # last writes another before the system-scope flag that ends the phase; the second
+    # destination buffer adds gpu.transfer.move_buffer_latency (b):
+    # time = launch + L + b + (S/2) / (rate/2) + L + flag.
     from hwmodels.sm import soft_min
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
@@ -63,7 +64,7 @@ def test_hbm_copy_between_virtual_ranks():
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
     rate = soft_min(132 / tau, c / 3, t.issue_knee)
     mem = 2 * s.gpu.hbm.latency_s
-    expected = (s.gpu.sync.stream_launch_s + mem + (GiB / 2) / (rate / 2)
+    expected = (s.gpu.sync.stream_launch_s + mem + t.move_buffer_latency_s + (GiB / 2) / (rate / 2)
                 + s.gpu.sync.flag_latency_sys_s)
     assert p.time_s == pytest.approx(expected, rel=1e-9)
     # the two moves never exceed the memory: HBM busy at most the whole time
@@ -82,7 +83,8 @@ def test_ring_all_reduce_on_8_gpus():
     # (3 x S/8 of HBM traffic at C = 3.35 TB/s x hbm.efficiency) and flags (0.918 us):
     # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C + 0.918 us
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
-    # stores completing): 2 t, t = tma_latency_s.
+    # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
+    # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b.
     from hwmodels.sm import tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
@@ -90,7 +92,9 @@ def test_ring_all_reduce_on_8_gpus():
     flag = s.gpu.sync.flag_latency_sys_s + 2 * tma_latency_s(s.gpu, remote=True)
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
-    assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local, rel=1e-6)
+    extra = 7 * s.gpu.transfer.move_buffer_latency_s
+    assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + extra,
+                                     rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)
 
 

@@ -40,7 +40,8 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 34       # 23 + 8 collective-move figures + move_knee + 2 host calls
+    assert len(fitted.values) == 35       # 23 + 8 collective-move figures + move_knee + 2 host calls
+    #                                       + move_buffer_latency
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
         prov = shipped.provenance[key]
@@ -62,9 +63,9 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
         assert medians[bench] <= 0.05, (bench, medians[bench])
         assert medians[bench] == pytest.approx(expected[bench], abs=0.002), bench
     assert summary["hbm_copy"].points == 136 and summary["tma_reduce"].points == 99
-    # the collectives' routines: 240 points, 8.2 % median (docs/VALIDATION.md)
+    # the collectives' routines: 240 points, 6.8 % median (docs/VALIDATION.md)
     assert summary["block_moves"].points == 240
-    assert summary["block_moves"].median_abs_error == pytest.approx(0.082, abs=0.002)
+    assert summary["block_moves"].median_abs_error == pytest.approx(0.068, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
 
 

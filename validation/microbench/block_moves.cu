@@ -15,14 +15,19 @@
 // Sweep: mechanism {tma, register} x shape {copy 1->1, 1->2, 1->4, 1->8; reduce 2->1, 4->1,
 // 8->1, 2->2, 4->4, 8->8} x blocks {1, 2, 4, 8, 16, 33, 66, 132, 264} at a payload of
 // 64 MiB per destination (bf16; traffic (S + D) x payload, 192 MiB .. 1 GiB, far above the
-// 60 MiB L2), and blocks {4, 16, 132} at 256 KiB (latency-bound).
+// 60 MiB L2), and blocks {4, 16, 132} at 256 KiB (latency-bound). Shared reads: R in {2, 4,
+// 8} groups of 132 / R or 64 / R blocks each move the same S in {1, R} sources into their own
+// destination ("readers" = R, "blocks" = blocks per group), as the virtual ranks of a
+// one-shot all-reduce (S = R) or a broadcast (S = 1) read the same buffers.
 // Keys: "bytes" = payload (bytes written to one destination), "traffic_bytes" = (S + D) x
 // payload, "gbps" = payload GB/s.
 // Check (before timing each shape, at 132 blocks): random bf16 sources; every destination
 // is compared element by element with a reference computed on the device in the same order
 // (fp32 sum of the sources in source order, rounded once to bf16), so a copy must be exact
 // and a reduction bit-identical.
-// Usage: block_moves [--quick]
+// --stagger B starts buffer k of the sources at k x B and of the destinations at (8 + k) x B
+// bytes into its allocation (default 0: every buffer at the start of its own allocation).
+// Usage: block_moves [--quick] [--stagger BYTES]
 #include "common.cuh"
 
 #include <cuda_bf16.h>
@@ -46,13 +51,20 @@ struct move_config {
 template <class C, bool reduce>
 __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
-                                                   size_t n, pk::error_record* err) {
+                                                   size_t n, int groups, pk::error_record* err) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t bars[C::kStages];
-  const pkc::span s = pkc::piece(n, gridDim.x, blockIdx.x, pkc::kVec<bf16>);
+  // `groups` > 1: the blocks form that many groups, each doing the whole move from the same
+  // sources into its own destination dst.p[group] (reads shared by the groups).
+  const int per = static_cast<int>(gridDim.x) / groups;
+  const int b = static_cast<int>(blockIdx.x) % per;
+  pkc::ptrs<bf16> mine{};
+  if (groups > 1) mine.add(dst.p[blockIdx.x / per]);
+  else mine = dst;
+  const pkc::span s = pkc::piece(n, per, b, pkc::kVec<bf16>);
   pkc::ptrs<bf16> d{};
   pkc::cptrs<bf16> q{};
-  for (int k = 0; k < dst.n; ++k) d.add(dst.p[k] + s.lo);
+  for (int k = 0; k < mine.n; ++k) d.add(mine.p[k] + s.lo);
   for (int k = 0; k < src.n; ++k) q.add(src.p[k] + s.lo);
   if constexpr (C::kMech == pkc::mech::tma) {
     pkc::block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
@@ -64,7 +76,8 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
     if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
     else if (PKC_INTERLEAVE)  // as pkc::copy_range: 32 KiB chunks dealt round-robin over the blocks
-      pkc::tma_copy<C>(dst, src.p[0], n, sm, spin, 0, pkc::chunk_deal{blockIdx.x, gridDim.x});
+      pkc::tma_copy<C>(mine, src.p[0], n, sm, spin, 0,
+                       pkc::chunk_deal{static_cast<size_t>(b), static_cast<size_t>(per)});
     else
       pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
   } else {
@@ -97,13 +110,27 @@ struct Shape {
 
 template <class C>
 void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int reduce, int blocks,
-            pk::error_record* err, cudaStream_t st) {
-  if (reduce) move_kernel<C, true><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, err);
-  else move_kernel<C, false><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, err);
+            pk::error_record* err, cudaStream_t st, int groups = 1) {
+  if (reduce) move_kernel<C, true><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, err);
+  else move_kernel<C, false><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, err);
 }
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  bool quick = false;
+  size_t stagger = 0;  // buffer k starts k x stagger bytes into its allocation
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--stagger" && i + 1 < argc) stagger = std::stoull(argv[++i]);
+    else {
+      fprintf(stderr, "block_moves: unknown argument %s (usage: block_moves [--quick] [--stagger BYTES])\n", a.c_str());
+      return 2;
+    }
+  }
+  if (stagger % 128 != 0) {
+    fprintf(stderr, "block_moves: --stagger %zu is not a multiple of 128 bytes\n", stagger);
+    return 2;
+  }
   const int sms = sm_count();
   using tma_cfg = move_config<pkc::mech::tma>;
   CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -117,8 +144,10 @@ int main(int argc, char** argv) {
   const size_t n_big = big / sizeof(bf16);
   std::vector<bf16*> srcs(8), dsts(8);
   for (int k = 0; k < 8; ++k) {
-    CHECK(cudaMalloc(&srcs[k], big));
-    CHECK(cudaMalloc(&dsts[k], big));
+    CHECK(cudaMalloc(&srcs[k], big + 16 * stagger));
+    CHECK(cudaMalloc(&dsts[k], big + 16 * stagger));
+    srcs[k] += k * stagger / sizeof(bf16);
+    dsts[k] += (8 + k) * stagger / sizeof(bf16);
     fill_bf16_kernel<<<sms * 4, 512>>>(srcs[k], n_big, 100 + k);
     CHECK_LAUNCH();
   }
@@ -172,11 +201,60 @@ int main(int argc, char** argv) {
           JsonObj params;
           params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
           params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
+          if (stagger) params.integer("stagger", (long long)stagger);
           params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
           JsonObj j;
           j.str("bench", "block_moves").obj("params", params);
           j.num("bytes", (double)bytes).num("traffic_bytes", (double)bytes * (sh.sources + sh.dests));
           add_timing(j, t).num("gbps", bytes / t.med / 1e9).str("check", check);
+          emit(j);
+        }
+      }
+    }
+  }
+  // Shared reads: R groups of blocks each move the same S sources (a sum for S > 1, a copy
+  // for S = 1) into their own destination, as R virtual ranks of a one-shot all-reduce
+  // (S = R) or a broadcast (S = 1) do; R x B blocks in all, B = 132 / R and 64 / R.
+  for (int mi = 0; mi < 2; ++mi) {
+    const bool tma = mi == 0;
+    for (int readers : {2, 4, 8}) {
+      for (int sources : {1, readers}) {
+        pkc::ptrs<bf16> d{};
+        pkc::cptrs<bf16> s{};
+        for (int k = 0; k < readers; ++k) d.add(dsts[k]);
+        for (int k = 0; k < sources; ++k) s.add(srcs[k]);
+        const int reduce = sources > 1;
+        for (int total : {132, 64}) {
+          const int per = total / readers;
+          auto run = [&](size_t n) {
+            if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, per * readers, err, st, readers);
+            else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, per * readers, err, st, readers);
+            CHECK_LAUNCH();
+          };
+          for (int k = 0; k < readers; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
+          run(n_big);
+          CHECK(cudaStreamSynchronize(st));
+          unsigned long long bad = 0;
+          for (int k = 0; k < readers; ++k) {
+            CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
+            check_kernel<<<sms * 4, 512>>>(dsts[k], s, n_big, d_bad);
+            CHECK_LAUNCH();
+            unsigned long long b = 0;
+            CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
+            bad += b;
+          }
+          const std::string check = bad == 0 ? "ok" : "FAIL: " + std::to_string(bad) + " elements wrong";
+          Timing t = time_op(st, [&](long long) { run(n_big); }, cfg);
+          JsonObj params;
+          params.str("mechanism", tma ? "tma" : "register").str("kind", reduce ? "reduce" : "copy");
+          params.integer("sources", sources).integer("dests", 1).integer("readers", readers)
+              .integer("blocks", per);
+          if (stagger) params.integer("stagger", (long long)stagger);
+          params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
+          JsonObj j;
+          j.str("bench", "block_moves").obj("params", params);
+          j.num("bytes", (double)big).num("traffic_bytes", (double)big * (sources + readers));
+          add_timing(j, t).num("gbps", big / t.med / 1e9).str("check", check);
           emit(j);
         }
       }

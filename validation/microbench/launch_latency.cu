@@ -16,7 +16,12 @@
 //                     (queue not full), and
 //   event_enqueue     of one cudaEventRecord + cudaStreamWaitEvent on another stream:
 //                     the host calls a copy-engine collective makes per copy and
-//                     per cross-stream dependency (not per grid: blocks = 0).
+//                     per cross-stream dependency (not per grid: blocks = 0);
+//   behind_write      GPU time between two events around one launch enqueued behind a
+//                     256 MiB cudaMemsetAsync (the host is far ahead, as when a caller
+//                     times a kernel after flushing the L2), for the launch shapes of the
+//                     generated collectives ("shape": plain, smem_128k, param_4k,
+//                     coop_smem_128k) and none (the two events alone).
 // Check: the counter must equal the number of ticks enqueued (before timing
 // on 10 launches, and after each mode, so every timed launch really ran).
 // Usage: launch_latency [--quick]
@@ -25,6 +30,24 @@
 
 __global__ void tick_kernel(unsigned* counter) {
   if (blockIdx.x == 0 && threadIdx.x == 0) *counter += 1;
+}
+
+// The launch shapes of the generated collectives (kernels/collectives/entry.cuh): TMA kernels
+// with 256 threads and 4 x 32 KiB of dynamic shared memory, register kernels with 512
+// threads, a kernel parameter block of a few KiB (every rank's pointers), and a cooperative
+// launch where ranks spin on each other. Thread 0 of block 0 ticks, as tick_kernel.
+struct big_param {
+  unsigned char b[4096];
+};
+__global__ void tick_smem_kernel(unsigned* counter) {
+  extern __shared__ unsigned char smem[];
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    smem[0] = 1;
+    *counter += smem[0];
+  }
+}
+__global__ void tick_param_kernel(unsigned* counter, const __grid_constant__ big_param p) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *counter += 1u + (p.b[4095] & 0u);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -217,6 +240,63 @@ int main(int argc, char** argv) {
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
     CHECK(cudaStreamDestroy(other));
+  }
+  // ---- behind_write: one launch behind a 256 MiB write, events around the launch alone
+  {
+    const size_t flush_bytes = 256ull << 20;
+    const int smem = 4 * 32 * 1024 + 128;
+    CHECK(cudaFuncSetAttribute(tick_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    void* flush = nullptr;
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    big_param bp{};
+    struct Shape { const char* name; int blocks, threads; };
+    const Shape shapes[] = {{"none", 0, 0}, {"plain", sms, 256}, {"smem_128k", sms, 256},
+                            {"param_4k", sms, 512}, {"coop_smem_128k", sms, 256}};
+    const int reps = quick ? 20 : 100;
+    for (const Shape& sh : shapes) {
+      const std::string name = sh.name;
+      auto launch = [&]() {
+        if (name == "plain") tick_kernel<<<sh.blocks, sh.threads, 0, c.st>>>(c.counter);
+        else if (name == "smem_128k") tick_smem_kernel<<<sh.blocks, sh.threads, smem, c.st>>>(c.counter);
+        else if (name == "param_4k") tick_param_kernel<<<sh.blocks, sh.threads, 0, c.st>>>(c.counter, bp);
+        else if (name == "coop_smem_128k") {
+          void* args[] = {&c.counter};
+          CHECK(cudaLaunchCooperativeKernel((const void*)tick_smem_kernel, dim3(sh.blocks), dim3(sh.threads),
+                                            args, smem, c.st));
+        } else return;
+        ++c.expected;
+      };
+      launch();  // warm-up (module, shared-memory configuration)
+      std::vector<double> v;
+      for (int i = 0; i < reps; ++i) {
+        CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, c.st));
+        CHECK(cudaEventRecord(e0, c.st));
+        launch();
+        CHECK(cudaEventRecord(e1, c.st));
+        CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        v.push_back(ms * 1e-3);
+      }
+      CHECK_LAUNCH();
+      const std::string check = c.verify_and_reset();
+      failures += check != "ok";
+      JsonObj params;
+      params.str("mode", "behind_write").str("shape", sh.name).integer("blocks", sh.blocks)
+          .integer("threads", sh.threads);
+      JsonObj o;
+      const double med = quantile(v, 0.5);
+      o.str("bench", "launch_latency").obj("params", params).num("time_s", med)
+          .num("time_p10_s", quantile(v, 0.1)).num("time_p90_s", quantile(v, 0.9))
+          .integer("samples", (long long)v.size()).integer("reps_per_sample", 1).str("check", check);
+      emit(o);
+    }
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    CHECK(cudaFree(flush));
   }
   CHECK(cudaFree(c.counter));
   CHECK(cudaStreamDestroy(c.st));
