@@ -135,9 +135,10 @@ def _a2a_direct(w, nbytes, root, ce):
 
 
 def _bcast_direct(w, nbytes, root, ce):
-    # every rank pulls the root's input into its own output (the root copies locally)
-    return [_phase(("kbc", "direct", w, nbytes, root), lambda: [
-        Move(q, nbytes, (root,), (q,), readers=w) for q in range(w)])]
+    # every rank pulls the root's input into its own output (the root copies locally); the
+    # SMs of all ranks read it at once (from memory once), copy engines one copy after another
+    return [_phase(("kbc", "direct", w, nbytes, root, ce), lambda: [
+        Move(q, nbytes, (root,), (q,), readers=1 if ce else w) for q in range(w)])]
 
 
 KERNEL_PHASES: dict[tuple[str, str], Callable] = {

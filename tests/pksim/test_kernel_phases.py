@@ -76,3 +76,24 @@ def test_no_phases_where_codegen_has_no_kernel():
     # every kernel codegen runs has its phases here (in-network ones are compile-only)
     from codegen.plan import KERNELS
     assert set(KERNEL_PHASES) == {k for k in KERNELS if k[1] != "in-network"}
+
+
+def test_copy_engine_broadcast_reads_the_root_once_per_copy():
+    """Virtual ranks: SM broadcasts read the root's buffer from memory once for all ranks
+    (the others hit L2), copy engines copy one after another and each reads it again. At
+    8 ranks x 1 GiB: copy engines move 8 GiB in and 8 GiB out of HBM (16 GiB); the register
+    kernel 1 GiB in and 8 GiB out (9 GiB). HBM busy time = traffic / HBM capacity."""
+    from hwmodels.catalog import load_system
+    from pksim.schedule import Schedule
+    from pksim.simulate import predict
+    system = load_system("h200-virtual")
+    cap = system.gpu.hbm.effective_Bps
+    gib = 1 << 30
+
+    def hbm_busy(mech):
+        s = Schedule(op="broadcast", shape=(("bytes", gib),), world=8, algorithm="direct",
+                     mechanism=mech, comm_sms=16)
+        return predict(system, s).breakdown["hbm"]
+
+    assert hbm_busy("copy-engine") == pytest.approx(16 * gib / cap, rel=1e-6)
+    assert hbm_busy("register") == pytest.approx(9 * gib / cap, rel=1e-6)
