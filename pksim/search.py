@@ -253,8 +253,9 @@ def lower_bound(model: Model) -> float:
     ceil(lanes / depth) times one after another, after steps 0..s-1 of the first lane
     and before steps s+1.. of the last: time >= launch + sum(e) + (ceil(L/d) - 1) max(e).
     """
-    patterns: dict = {}
+    patterns: dict = {}          # key -> (bytes per resource, slowest flow alone)
     counts: dict = defaultdict(int)
+    longest = 0.0                 # the longest e_s of any step
     chain = 0.0
     for step, classes, sync_s in model.step_classes():
         if step.key not in patterns:
@@ -266,9 +267,11 @@ def lower_bound(model: Model) -> float:
                     load[name] += weight * fc.nbytes
                     drain = max(drain, weight * fc.nbytes / model.capacity[name])
                 slowest = max(slowest, fc.latency_s + drain)
-            patterns[step.key] = (load, slowest + sync_s)
+            patterns[step.key] = (load, slowest)
         counts[step.key] += 1
-        chain += patterns[step.key][1]
+        e = patterns[step.key][1] + sync_s     # a step's own signal (the last has none)
+        chain += e
+        longest = max(longest, e)
     if not patterns:
         return model.launch_s
     total: dict[str, float] = defaultdict(float)
@@ -277,7 +280,7 @@ def lower_bound(model: Model) -> float:
             total[name] += value * counts[key] * model.lanes
     bandwidth = max((v / model.capacity[n] for n, v in total.items()), default=0.0)
     rounds = math.ceil(model.lanes / max(1, model.schedule.pipeline_depth))
-    chain += (rounds - 1) * max(e for _, e in patterns.values())
+    chain += (rounds - 1) * longest
     return model.launch_s + max(chain, bandwidth)
 
 

@@ -61,8 +61,14 @@ class Model:
         return max(0.0, self.host_issue_s[min(step, len(self.host_issue_s) - 1)] - self.host_lead_s)
 
     def step_classes(self):
-        for step in self.program.costed():
-            yield step, self.classes[step.key], self.sync_s[step.key]
+        """(step, its flow classes, what it pays after its last byte) in order. A generated
+        kernel's last phase signals nobody: the kernel ends when its writes have landed."""
+        steps = self.program.costed()
+        for i, step in enumerate(steps):
+            sync = self.sync_s[step.key]
+            if self.program.phases is not None and i == len(steps) - 1:
+                sync -= self.system.gpu.sync.flag_latency_sys_s
+            yield step, self.classes[step.key], sync
 
 
 def _nbytes(schedule: Schedule) -> int:
@@ -191,7 +197,7 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> f
     """What a generated kernel's phase pays after its last byte: its writes must complete
     (one memory latency inside a GPU, the path latency across GPUs, plus a TMA message's
     round trip for bulk stores) before a system-scope flag (pk/sync.cuh) tells the next
-    phase, or the kernel ends."""
+    phase (the last phase has no flag: Model.step_classes)."""
     if topo.virtual:
         drain = system.gpu.hbm.latency_s
     else:

@@ -28,9 +28,9 @@ def test_one_nvlink_hop():
     # 2 x 1 us path latency, plus a TMA message's round trip t = tma_message_half_bytes /
     # tma_remote_per_sm = 21000 B / 23.3 GB/s = 0.90 us), the root copies its own locally
     # (HBM, far from binding); the writes are local, so the kernel ends a bulk-store round
-    # trip t and one system-scope flag (0.918 us) after the data:
+    # trip t after the data (its one phase signals nobody):
     # launch (a kernel on a stream, 2.16 us) + 2 us + t + S / (450 GB/s x 0.78 TMA
-    # efficiency) + t + 0.918 us. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    # efficiency) + t. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
     from hwmodels.sm import tma_latency_s
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
@@ -38,11 +38,9 @@ def test_one_nvlink_hop():
     lat = 2 * s.gpu.nvlink.latency_s
     t = tma_latency_s(s.gpu, remote=True)
     assert t == pytest.approx(s.gpu.transfer.tma_message_half_B / s.gpu.transfer.tma_remote_Bps_per_sm)
-    expected = (s.gpu.sync.stream_launch_s + lat + 2 * t + GiB / link
-                + s.gpu.sync.flag_latency_sys_s)
+    expected = s.gpu.sync.stream_launch_s + lat + 2 * t + GiB / link
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(2.16e-6 + 2e-6 + 2 * t + 1073741824 / 351e9 + 0.9176e-6,
-                                     rel=1e-6)
+    assert p.time_s == pytest.approx(2.16e-6 + 2e-6 + 2 * t + 1073741824 / 351e9, rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
@@ -52,9 +50,9 @@ def test_hbm_copy_between_virtual_ranks():
     # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / 3, knee), tau(1, 2) =
     # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
     # SMs meet the memory; each rank gets half. The first read waits one HBM latency, the
-    # last writes another before the system-scope flag that ends the phase; the second
+    # last writes another before the kernel ends (its one phase signals nobody); the second
     # destination buffer adds gpu.transfer.move_buffer_latency (b):
-    # time = launch + L + b + (S/2) / (rate/2) + L + flag.
+    # time = launch + L + b + (S/2) / (rate/2) + L.
     from hwmodels.sm import soft_min
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
@@ -64,8 +62,7 @@ def test_hbm_copy_between_virtual_ranks():
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
     rate = soft_min(132 / tau, c / 3, t.issue_knee)
     mem = 2 * s.gpu.hbm.latency_s
-    expected = (s.gpu.sync.stream_launch_s + mem + t.move_buffer_latency_s + (GiB / 2) / (rate / 2)
-                + s.gpu.sync.flag_latency_sys_s)
+    expected = s.gpu.sync.stream_launch_s + mem + t.move_buffer_latency_s + (GiB / 2) / (rate / 2)
     assert p.time_s == pytest.approx(expected, rel=1e-9)
     # the two moves never exceed the memory: HBM busy at most the whole time
     assert p.breakdown["hbm"] <= p.time_s
@@ -80,8 +77,9 @@ def test_ring_all_reduce_on_8_gpus():
     # SMs made fast enough never to bind. 14 phases store S/8 over one link at 450 x 0.78 =
     # 351 GB/s: 1 us path latency, the data, 1 us for the writes to land and a 0.918 us
     # system-scope flag; the local phase sums two of the rank's own chunks into its output
-    # (3 x S/8 of HBM traffic at C = 3.35 TB/s x hbm.efficiency) and flags (0.918 us):
-    # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C + 0.918 us
+    # (3 x S/8 of HBM traffic at C = 3.35 TB/s x hbm.efficiency) and flags (0.918 us); the
+    # last phase signals nobody (- 0.918 us):
+    # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
     # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b.
@@ -92,9 +90,10 @@ def test_ring_all_reduce_on_8_gpus():
     flag = s.gpu.sync.flag_latency_sys_s + 2 * tma_latency_s(s.gpu, remote=True)
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
+    last = -s.gpu.sync.flag_latency_sys_s
     extra = 7 * s.gpu.transfer.move_buffer_latency_s
-    assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + extra,
-                                     rel=1e-6)
+    assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + last
+                                     + extra, rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)
 
 

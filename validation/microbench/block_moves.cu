@@ -27,7 +27,8 @@
 // and a reduction bit-identical.
 // --stagger B starts buffer k of the sources at k x B and of the destinations at (8 + k) x B
 // bytes into its allocation (default 0: every buffer at the start of its own allocation).
-// Usage: block_moves [--quick] [--stagger BYTES]
+// --payload-mib N: N MiB per destination instead of 64.
+// Usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N]
 #include "common.cuh"
 
 #include <cuda_bf16.h>
@@ -118,12 +119,14 @@ void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int r
 int main(int argc, char** argv) {
   bool quick = false;
   size_t stagger = 0;  // buffer k starts k x stagger bytes into its allocation
+  size_t payload_mib = 0;  // 0: 64 MiB (16 with --quick)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--stagger" && i + 1 < argc) stagger = std::stoull(argv[++i]);
+    else if (a == "--payload-mib" && i + 1 < argc) payload_mib = std::stoull(argv[++i]);
     else {
-      fprintf(stderr, "block_moves: unknown argument %s (usage: block_moves [--quick] [--stagger BYTES])\n", a.c_str());
+      fprintf(stderr, "block_moves: unknown argument %s (usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N])\n", a.c_str());
       return 2;
     }
   }
@@ -140,7 +143,7 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"copy", 1, 1}, {"copy", 1, 2}, {"copy", 1, 4}, {"copy", 1, 8},
                           {"reduce", 2, 1}, {"reduce", 4, 1}, {"reduce", 8, 1},
                           {"reduce", 2, 2}, {"reduce", 4, 4}, {"reduce", 8, 8}};
-  const size_t big = (quick ? 16 : 64) * MiB, small = 256 * KiB;
+  const size_t big = (payload_mib ? payload_mib : quick ? 16 : 64) * MiB, small = 256 * KiB;
   const size_t n_big = big / sizeof(bf16);
   std::vector<bf16*> srcs(8), dsts(8);
   for (int k = 0; k < 8; ++k) {
