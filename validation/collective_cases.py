@@ -148,7 +148,9 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
             mechanism=mech, world=4, dtype="bf16", lib=libs[(op, "ring", mech)],
             count=4096, seq=1000, timeout_cycles=1 << 22, expect_error="timed out waiting on flag")
     # 6. blocks per rank at 1 GiB: the simulator's choice was timed above; the whole GPU
-    #    (sms / world), two blocks per SM, and (no co-residency needed) four
+    #    (sms / world), two blocks per SM, and (no co-residency needed) four. Ring blocks
+    #    wait on each other: with one block per SM resident, two per SM must be refused by
+    #    the host (checked, not timed).
     if matrix == "full":
         for op, alg, mech in combos:
             if mech == "copy-engine" or op in ("all-to-all", "broadcast") or \
@@ -157,11 +159,13 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
             factors = (1, 2) if alg == "ring" else (1, 2, 4)
             for w in worlds:
                 for f in factors:
+                    refused = alg == "ring" and f > 1
+                    extra = (dict(expect_error="that can be resident at once") if refused else
+                             dict(time=True, iters=5, warmup=1, deadline_s=120, sweep=True))
                     add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16-1GiB-bpr{f * sms // w}",
                         op=op, algorithm=alg, mechanism=mech, world=w, dtype="bf16",
                         lib=libs[(op, alg, mech)], count=count_for_bytes(op, w, 1 << 30, "bf16"),
-                        blocks_per_rank=f * sms // w, time=True, iters=5, warmup=1,
-                        deadline_s=120, sweep=True)
+                        blocks_per_rank=f * sms // w, **extra)
     ipc = []
     for op, alg, mech in [("all-gather", "direct", "register"), ("all-reduce", "two-shot", "tma"),
                           ("reduce-scatter", "ring", "copy-engine"), ("all-to-all", "direct", "tma"),
