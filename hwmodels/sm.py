@@ -28,7 +28,11 @@ Tensor model: a GEMM of shape (M, N, K) runs at
 quantisation of 128x256 output tiles over the SMs; memory time is its operand
 traffic over HBM; the two meet through the same soft knee; a kernel that runs longer
 than ``sustained_after_us`` settles at ``sustained_fraction`` of that rate (the power
-limit lowers the clock).
+limit lowers the clock). On ``n`` of the GPU's ``N`` SMs the peak is ``n / N`` of the
+GPU's and the settled fraction ``min(1, sustained_fraction x (N / n) ** sustained_sm_exponent)``:
+the same power limit spread over fewer busy SMs lowers the clock less (dynamic power
+~ n f V^2; an exponent of 1/3 is V ~ f with no static power; calibrated on the pk GEMM
+limited to fewer SMs).
 """
 from __future__ import annotations
 
@@ -142,24 +146,36 @@ def _waves(tiles: int, sms: int) -> float:
     return tiles / (sms * math.ceil(tiles / sms))
 
 
-def sustained_factor(gpu: GpuSpec, time_s: float) -> float:
-    """Fraction of its short-run rate a tensor kernel of this duration keeps (public
-    name for the simulator's fused operations)."""
-    return _sustained(gpu, time_s)
+def sustained_factor(gpu: GpuSpec, time_s: float, busy_sms: float | None = None) -> float:
+    """Fraction of its short-run rate a tensor kernel of this duration keeps with
+    ``busy_sms`` SMs of the GPU computing (default: all); public name for the simulator's
+    fused operations."""
+    return _sustained(gpu, time_s, busy_sms)
 
 
-def _sustained(gpu: GpuSpec, time_s: float) -> float:
+def settled_fraction(gpu: GpuSpec, busy_sms: float | None = None) -> float:
+    """Fraction of the short-run rate a long tensor kernel settles at once the power limit
+    lowers the clock, with ``busy_sms`` of the GPU's SMs computing (see the module text)."""
+    t, total = gpu.tensor, gpu.sm.count
+    if not busy_sms or busy_sms >= total:
+        return t.sustained_fraction
+    return min(1.0, t.sustained_fraction * (total / busy_sms) ** t.sustained_sm_exponent)
+
+
+def _sustained(gpu: GpuSpec, time_s: float, busy_sms: float | None = None) -> float:
     """Fraction of its short-run rate that a tensor kernel of this duration keeps."""
     t = gpu.tensor
     if time_s <= t.sustained_after_s:
         return 1.0
-    return t.sustained_fraction + (1.0 - t.sustained_fraction) * t.sustained_after_s / time_s
+    settled = settled_fraction(gpu, busy_sms)
+    return settled + (1.0 - settled) * t.sustained_after_s / time_s
 
 
 def _tensor_time(gpu: GpuSpec, flop: float, efficiency: float, nbytes: float,
-                 dtype: str) -> float:
-    compute_s = flop / (gpu.tensor.flops(dtype) * efficiency)
-    compute_s /= _sustained(gpu, compute_s)
+                 dtype: str, sms: int | None = None) -> float:
+    share = min(1.0, sms / gpu.sm.count) if sms else 1.0
+    compute_s = flop / (gpu.tensor.flops(dtype) * efficiency * share)
+    compute_s /= _sustained(gpu, compute_s, sms)
     memory_s = nbytes / gpu.hbm.effective_Bps
     return soft_max(compute_s, memory_s, gpu.transfer.issue_knee)
 
@@ -174,11 +190,12 @@ def gemm_efficiency(gpu: GpuSpec, m: int, n: int, k: int, sms: int | None = None
 
 
 def gemm_time_s(gpu: GpuSpec, m: int, n: int, k: int, dtype: str = "bf16",
-                element_B: int = 2) -> float:
-    """Body time of C[m,n] = A[m,k] @ B[k,n] (no launch), operands read once from HBM."""
+                element_B: int = 2, sms: int | None = None) -> float:
+    """Body time of C[m,n] = A[m,k] @ B[k,n] (no launch), operands read once from HBM,
+    on ``sms`` of the GPU's SMs (default: all)."""
     flop = 2.0 * m * n * k
     nbytes = element_B * (m * k + k * n + m * n)
-    return _tensor_time(gpu, flop, gemm_efficiency(gpu, m, n, k), nbytes, dtype)
+    return _tensor_time(gpu, flop, gemm_efficiency(gpu, m, n, k, sms), nbytes, dtype, sms)
 
 
 def attention_efficiency(gpu: GpuSpec, seq: int, causal: bool) -> float:

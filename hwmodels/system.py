@@ -79,6 +79,11 @@ class TensorSpec:
     sustained_after_s: float = fig("sustained_after_us", 1e-6,
                                    doc="tensor-kernel duration after which the power limit "
                                        "starts to lower the clock")
+    sustained_sm_exponent: float = fig("sustained_sm_exponent", lo_open=False,
+                                       doc="how the power-limited clock rises when fewer SMs "
+                                           "compute: with n of the N SMs busy a long kernel "
+                                           "keeps min(1, sustained_fraction x (N / n) ** this); "
+                                           "0 = independent of n")
 
     def flops(self, dtype: str) -> float:
         return float(getattr(self, "flops_" + dtype, 0.0))

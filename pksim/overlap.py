@@ -36,7 +36,7 @@ from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import baseline
 from pksim.flows import (FlowSpec, capacities, check_feasible, flow_spec, issue_capacity,
-                         issue_weight, message_bytes)
+                         issue_weight, message_bytes, move_spec)
 from pksim.prediction import Prediction, TimelineEvent
 from pksim.schedule import Schedule
 from pksim.symmetry import identity_flows, reduce_flows
@@ -72,9 +72,12 @@ def _compute_specs(topo: Topology, works) -> list[FlowSpec]:
 def _tensor_caps(system: System, topo: Topology, plan: Plan, dtype: str,
                  compute_sms: int) -> dict[str, float]:
     """Each rank's tensor rate: its share of the SMs x the efficiency of its GEMM (or
-    attention) shape on them x the sustained clock of a kernel that long."""
+    attention) shape on them x the sustained clock of a kernel that long with that many
+    SMs of its GPU computing (every rank's compute SMs, for virtual ranks on one GPU:
+    the communication SMs leave power to the others, ``hwmodels.sm.settled_fraction``)."""
     peak = system.gpu.tensor.flops(dtype)
     share = compute_sms / system.gpu.sm.count
+    busy = compute_sms * (topo.world if topo.virtual else 1)
     caps = {}
     for rank in range(topo.world):
         works = [c.work[rank] for c in plan.chunks if c.work[rank].flop > 0]
@@ -83,7 +86,7 @@ def _tensor_caps(system: System, topo: Topology, plan: Plan, dtype: str,
             continue
         eff = _efficiency(system, works[0], compute_sms)
         estimate = sum(w.flop for w in works) / (peak * share * eff)
-        caps[f"tensor[{rank}]"] = peak * share * eff * sustained_factor(system.gpu, estimate)
+        caps[f"tensor[{rank}]"] = peak * share * eff * sustained_factor(system.gpu, estimate, busy)
     return caps
 
 
@@ -134,6 +137,25 @@ def _store_add(schedule: Schedule) -> bool:
     return schedule.overlap == "intra-sm" and schedule.op in ("gemm-rs", "gemm-ar")
 
 
+def _pull(schedule: Schedule, topo: Topology) -> int:
+    """The inter-SM kernels of gemm-rs (direct) and gemm-ar (two-shot), up to
+    EXACT_SHIFTS_UP_TO ranks (past it the plan keeps the per-chunk push approximation):
+    each owner's communication blocks pull and sum the world partials of its rows
+    (kernels/fused/comm.cuh, pull_reduce; codegen.fused.KERNELS) as its tiles complete,
+    i.e. during the last chunk: the number of pieces that chunk's reduction follows, one
+    per wave of its tiles over the rank's SMs (at most MAX_CHUNKS_PER_PEER). 0: not a pull
+    kernel (gemm-ar's one-shot and in-network forms push)."""
+    if not (schedule.overlap == "inter-sm"
+            and (schedule.op, schedule.algorithm) in (("gemm-rs", "direct"),
+                                                      ("gemm-ar", "two-shot"))
+            and schedule.world <= fused.EXACT_SHIFTS_UP_TO):
+        return 0
+    shape = _shape(schedule)
+    tiles = math.ceil(shape["m"] / topo.world / GEMM_TILE[0]) * math.ceil(shape["n"] /
+                                                                          GEMM_TILE[1])
+    return max(1, min(MAX_CHUNKS_PER_PEER, math.ceil(tiles / topo.sms_per_rank())))
+
+
 def _family(system: System, topo: Topology, comm: Schedule, cpp: int,
             reduced: bool) -> tuple:
     """The key of everything the flows of ``comm`` depend on. Outside one GPU the SM
@@ -146,7 +168,7 @@ def _family(system: System, topo: Topology, comm: Schedule, cpp: int,
         chunk = 0
     norm = comm.with_(overlap="inter-sm", chunk_bytes=chunk,
                       comm_sms=comm.comm_sms if topo.virtual else 1)
-    return (id(system), norm.key(), cpp, reduced, _store_add(comm))
+    return (id(system), norm.key(), cpp, reduced, _store_add(comm), _pull(comm, topo))
 
 
 def _topology(system: System, schedule: Schedule) -> Topology:
@@ -159,13 +181,13 @@ def _topology(system: System, schedule: Schedule) -> Topology:
 
 
 def _plan(system: System, schedule: Schedule, topo: Topology, cpp: int) -> Plan:
-    key = (id(system),) + _plan_key(schedule, cpp)
+    key = (id(system),) + _plan_key(schedule, cpp) + (_pull(schedule, topo),)
     hit = _PLANS.lookup(system, key)
     if hit is None:
         skew = float(dict(schedule.extra).get("skew", 0.0))
         hit = _PLANS.store(system, key, fused.plan(
             schedule.op, _shape(schedule), topo.world, schedule.element_bytes,
-            schedule.algorithm, cpp, skew, _store_add(schedule)))
+            schedule.algorithm, cpp, skew, _store_add(schedule), _pull(schedule, topo)))
     return hit
 
 
@@ -180,8 +202,8 @@ def _flows(system, topo, comm: Schedule, plan: Plan, family: tuple, reduced: boo
     patterns: dict = {}
     for c in plan.chunks:
         patterns.setdefault(("compute", c.key), _compute_specs(topo, c.work))
-        patterns.setdefault(("comm", c.key), [_transfer_spec(topo, comm, t, link_eff, smem)
-                                              for t in c.transfers])
+        if ("comm", c.key) not in patterns:
+            patterns[("comm", c.key)] = _comm_specs(topo, comm, c, link_eff, smem)
     for i, step in enumerate(plan.tail):
         patterns[("tail", i)] = [flow_spec(topo, comm, t, t.nbytes, False, link_eff) for t in step]
     sync = {k: max((s.latency_s for s in v), default=0.0) + system.gpu.sync.flag_latency_s
@@ -194,6 +216,16 @@ def _flows(system, topo, comm: Schedule, plan: Plan, family: tuple, reduced: boo
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
     return _CACHE.store(system, family, (classes, members, sync))
+
+
+def _comm_specs(topo: Topology, comm: Schedule, chunk, link_eff: float,
+                smem: bool) -> list[FlowSpec]:
+    """The flows of a chunk's communication: its moves (``pksim.flows.move_spec``: the
+    communication blocks' rate for that shape of move, calibrated on block_moves) when
+    the plan gives them, else one flow per transfer."""
+    if chunk.moves:
+        return [move_spec(topo, comm, m, m.payload, False, link_eff) for m in chunk.moves]
+    return [_transfer_spec(topo, comm, t, link_eff, smem) for t in chunk.transfers]
 
 
 def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
@@ -226,7 +258,7 @@ def _compute_alone(system: System, topo: Topology, schedule: Schedule, plan: Pla
     after another, each on an idle machine, so the compute-alone time is their sum
     (the DES of the plan without its transfers, one distinct chunk at a time). The
     symmetry classes of each distinct chunk are found once per plan."""
-    key = (id(system),) + _plan_key(schedule, cpp) + (reduced,)
+    key = (id(system),) + _plan_key(schedule, cpp) + (_pull(schedule, topo), reduced)
     hit = _ALONE.lookup(system, key + (compute_sms,))
     if hit is not None:
         return hit
@@ -444,7 +476,13 @@ def _issue_load(setup: _Setup) -> float:
         topo, comm = setup.topo, setup.comm
         load: dict[int, float] = {}
         weights: dict = {}
-        steps = [c.transfers for c in setup.plan.chunks] + list(setup.plan.tail)
+        link_eff = setup.system.gpu.nvlink.efficiency(comm.mechanism)
+        for c in setup.plan.chunks:
+            for m in c.moves:
+                spec = move_spec(topo, comm, m, m.payload, False, link_eff)
+                w = dict(spec.usage).get(f"issue[{m.issuer}]", 0.0)
+                load[m.issuer] = load.get(m.issuer, 0.0) + w * m.payload
+        steps = [c.transfers for c in setup.plan.chunks if not c.moves] + list(setup.plan.tail)
         for t in (t for step in steps for t in step):
             issuer = t.dst if t.kind == "switch-reduce" else t.src
             w = weights.get((t.kind, t.nbytes))

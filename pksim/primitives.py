@@ -216,7 +216,8 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
     if bench == "flag_latency":
         return gpu.sync.flag_latency_sys_s if p.get("scope") == "sys" else gpu.sync.flag_latency_s
     if bench == "gemm":
-        body = gemm_time_s(gpu, p["m"], p["n"], p["k"], p.get("dtype", "bf16"))
+        body = gemm_time_s(gpu, p["m"], p["n"], p["k"], p.get("dtype", "bf16"),
+                           sms=p.get("sms") or None)      # a grid limited to fewer SMs
         return gpu.sync.stream_launch_s + body
     if bench == "attention":
         body = attention_time_s(gpu, p["batch"], p["heads"], p["seq"], p["head_dim"],

@@ -87,6 +87,7 @@ STAGES = (
         Param("gpu.tensor.gemm_efficiency", 0.1, 1.0), Param("gpu.tensor.gemm_k_overhead", 1, 1e4),
         Param("gpu.tensor.sustained_fraction", 0.2, 1.0),
         Param("gpu.tensor.sustained_after_us", 1, 1e6),
+        Param("gpu.tensor.sustained_sm_exponent", 0.01, 3),
         Param("gpu.tensor.attention_efficiency", 0.1, 1.0),
         Param("gpu.tensor.attention_causal_overhead", 1, 1e5))),
 )

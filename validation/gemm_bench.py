@@ -2,6 +2,8 @@
 
     python3 validation/gemm_bench.py [--so build/gemm/libpk_gemm.so] [--out results.jsonl]
                                      [--quick] [--skip-timing] [--iters 30]
+                                     [--sm-sweep] [--microbench-json OUT.json]
+    python3 -m validation.gemm_bench --from-jsonl RUN.jsonl [...] --microbench-json OUT.json
 
 The library is loaded from --so when that file exists; otherwise it is built with nvcc
 (through codegen.build, content-hash cached, the kernels/gemm sources folded into the key)
@@ -18,6 +20,14 @@ torch.matmul's own bf16 error against the same reference is printed beside ours.
 Timing: CUDA events around each call, L2 flushed before every timed call by writing a
 256 MiB buffer (outside the timed interval), warm-up calls first, the median of --iters
 calls; TFLOP/s = 2 M N K / time. Every record is a JSON line on stdout and in --out.
+
+--sm-sweep times, instead of the usual shapes, SM_SWEEP_SHAPES on a persistent grid limited
+to each of SM_SWEEP SMs (the first selected variant; the rest of the GPU idle), as a fused
+kernel's GEMM runs beside its communication blocks. --microbench-json writes every such
+series (the pk GEMM of one shape on fewer SMs, with its all-SM time) as a microbench.json
+that ``pksim calibrate --from-json`` takes (bench "gemm", series "sms": the tensor stage
+fits ``gpu.tensor.sustained_sm_exponent`` on it); with --from-jsonl it converts saved runs
+and needs no GPU.
 """
 from __future__ import annotations
 
@@ -52,6 +62,9 @@ TIME_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                (8192, 8192, 2048), (16384, 16384, 512), (16384, 16384, 1024),
                (16384, 16384, 2048)]
 QUICK_TIME_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
+# The pk GEMM on fewer SMs: the shapes of the fused runs' GEMMs and a long square one.
+SM_SWEEP_SHAPES = [(8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192, 8192)]
+SM_SWEEP = (64, 96, 100, 112, 116, 124, 132)
 RTOL = 2.0 ** -7
 ATOL_PER_SQRT_K = 1e-3
 FLUSH_BYTES = 256 << 20
@@ -250,6 +263,52 @@ def summary(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def microbench(records: list[dict], sources: list[str]) -> dict:
+    """The SM series of ``records`` (gemm_bench JSON lines, one or more runs) as a
+    microbench.json: per run, every shape the default variant (0, 128x256x64s4: the fused
+    kernels' GEMM and the model's tile) was timed on a limited grid, with its all-SM time
+    of that shape and raster band. Records of a run whose correctness checks failed are
+    marked failed (the fit skips them)."""
+    out, env, ok, device = [], {}, False, {}
+    runs: list[list[dict]] = []
+    for rec in records:
+        if rec["kind"] == "env":
+            env = rec
+            device = {"name": rec["device"], "sm_count": rec["sms"], "torch": rec["torch"],
+                      "cuda_runtime": rec["cuda"], "sources": ["gemm_bench"]}
+            runs.append([])
+        elif rec["kind"] == "check_summary":
+            ok = bool(rec["ok"])
+        elif rec["kind"] == "time" and rec.get("impl") == "pk_gemm" and "ms" in rec and runs \
+                and rec["variant"] == 0:
+            runs[-1].append({**rec, "_sms": rec["sms"] or env["sms"], "_ok": ok,
+                             "_date": env["date"]})
+    for n, timed in enumerate(runs):
+        limited = {(r["M"], r["N"], r["K"], r["variant"], r["group_m"]) for r in timed
+                   if r["sms"]}
+        for r in timed:
+            if (r["M"], r["N"], r["K"], r["variant"], r["group_m"]) not in limited:
+                continue
+            out.append({"bench": "gemm", "params": {
+                "series": "sms", "m": r["M"], "n": r["N"], "k": r["K"], "dtype": "bf16",
+                "op": "pk_gemm", "variant": r.get("variant_name", r["variant"]),
+                "group_m": r["group_m"], "sms": r["_sms"], "run": n},
+                "flop": 2.0 * r["M"] * r["N"] * r["K"], "time_s": r["ms"] * 1e-3,
+                "samples": r["iters"], "l2": "flushed", "tflops": r["tflops"],
+                "check": "ok" if r["_ok"] else "failed", "program": "gemm_bench"})
+    dates = sorted(r["_date"] for t in runs for r in t)
+    return {"device": device, "date": dates[-1] if dates else "",
+            "command": "validation/gemm_bench.py (pk GEMM on limited grids), converted from "
+                       + ", ".join(sources), "complete": True, "results": out}
+
+
+def write_microbench(records: list[dict], sources: list[str], path: Path) -> int:
+    doc = microbench(records, sources)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{path}: {len(doc['results'])} gemm records on limited grids", file=sys.stderr)
+    return 0 if doc["results"] else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--so", type=Path, default=None, help="prebuilt library (built if missing)")
@@ -258,7 +317,20 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--variants", type=str, default="all", help="comma-separated indices")
+    ap.add_argument("--sm-sweep", action="store_true",
+                    help="time SM_SWEEP_SHAPES on grids of SM_SWEEP SMs instead")
+    ap.add_argument("--microbench-json", type=Path, default=None,
+                    help="also write the limited-grid series as a microbench.json")
+    ap.add_argument("--from-jsonl", type=Path, action="append", default=[],
+                    help="convert saved runs (no GPU); needs --microbench-json")
     args = ap.parse_args(argv)
+    if args.from_jsonl:
+        if args.microbench_json is None:
+            ap.error("--from-jsonl needs --microbench-json")
+        records = [json.loads(line) for path in args.from_jsonl
+                   for line in path.read_text().splitlines() if line.strip()]
+        return write_microbench(records, [str(p) for p in args.from_jsonl],
+                                args.microbench_json)
 
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     t0 = time.time()
@@ -303,7 +375,7 @@ def main(argv=None) -> int:
         if not alt["ok"]:
             run.flags = 0
     all_ok = True
-    shapes = QUICK_CHECK_SHAPES if args.quick else CHECK_SHAPES
+    shapes = QUICK_CHECK_SHAPES if args.quick or args.sm_sweep else CHECK_SHAPES
     for v in variants:
         for (M, N, K) in shapes:
             rec = check_one(run, torch, M, N, K, variant=v)
@@ -323,15 +395,21 @@ def main(argv=None) -> int:
     if not args.skip_timing:
         flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
         shapes = QUICK_TIME_SHAPES if args.quick else TIME_SHAPES
+        if args.sm_sweep:
+            shapes = SM_SWEEP_SHAPES
         for (M, N, K) in shapes:
-            extra = ()
-            if (M, N, K) == (8192, 8192, 8192):
+            extra, timed = (), variants
+            if args.sm_sweep:
+                timed = variants[:1]
+                extra = tuple((timed[0], n, 0) for n in SM_SWEEP
+                              if n < props.multi_processor_count)
+            elif (M, N, K) == (8192, 8192, 8192):
                 # (variant, sms, group_m): other raster bands, and fewer SMs (room for
                 # communication blocks beside the GEMM in a fused launch).
                 v0 = variants[0]
                 extra = ((v0, 0, 8), (v0, 0, 32), (v0, 124, 0), (v0, 116, 0), (v0, 100, 0))
             iters = args.iters if M * N * K < 16384 ** 3 else max(10, args.iters // 2)
-            for rec in time_shape(run, torch, M, N, K, variants, flush, iters, extra):
+            for rec in time_shape(run, torch, M, N, K, timed, flush, iters, extra):
                 if rec.get("variant") is not None:
                     rec["variant_name"] = names[rec["variant"]]
                 emit(rec, out)
@@ -339,6 +417,8 @@ def main(argv=None) -> int:
     print(summary(RECORDS), file=sys.stderr)
     if out:
         out.close()
+    if args.microbench_json is not None:
+        write_microbench(RECORDS, [str(args.out or "this run")], args.microbench_json)
     return 0 if all_ok else 1
 
 

@@ -77,7 +77,10 @@ EXPLAIN = {
         "problem is not in the model. M = 512 (617 TFLOP/s) is cuBLAS's tile choice for "
         "that shape; the model has one tile shape (128 x 256). Square shapes from 8192 run "
         "1-2 ms or more and settle at `tensor.sustained_fraction` (the power limit lowers the "
-        "clock); two measurements of 8192^3 in this run differ by 4 %."),
+        "clock); two measurements of 8192^3 in this run differ by 4 %. The pk GEMM limited "
+        "to fewer SMs (series `sms`, validation/gemm_bench.py) loses less than its share of "
+        "SMs: fewer busy SMs under the same power limit keep a higher clock "
+        "(`tensor.sustained_sm_exponent`)."),
     "attention": (
         "Causal attention at short sequences (1024) is the least regular: the fixed work "
         "per tile (`gemm_k_overhead` + `attention_causal_overhead` key positions) is one "
@@ -132,6 +135,8 @@ def label(p: PointResult) -> str:
         return f"{q['mode']}, {q['blocks']} x {q['threads']}"
     if b == "flag_latency":
         return f"{q['placement']}, .{q['scope']} scope"
+    if b == "gemm" and q.get("sms"):
+        return f"{q['series']}: {q['op']} {q['m']} x {q['n']} x {q['k']} on {q['sms']} SMs"
     if b == "gemm":
         return f"{q['series']}: {q['m']} x {q['n']} x {q['k']}"
     if b == "attention":

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.sm import GEMM_TILE
-from pksim.program import Transfer
+from pksim.program import Move, Transfer
 
 FUSED_OPS = ("gemm-rs", "gemm-ar", "ag-gemm", "ring-attention", "ulysses-attention",
              "moe-dispatch-gemm", "moe-combine")
@@ -60,8 +60,9 @@ class Work:
 @dataclass(frozen=True)
 class Chunk:
     work: tuple[Work, ...]            # one per rank
-    transfers: tuple[Transfer, ...]
+    transfers: tuple[Transfer, ...]   # where the chunk's data ends (costed when no moves)
     key: tuple                        # traffic pattern + work shape (equal keys cost the same)
+    moves: tuple[Move, ...] = ()      # what the communication blocks do, when it differs
 
 
 @dataclass(frozen=True)
@@ -153,12 +154,22 @@ def expert_load(experts: int, skew: float) -> list[float]:
 
 
 def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str,
-         chunks_per_peer: int = 1, skew: float = 0.0, store_add: bool = False) -> Plan:
+         chunks_per_peer: int = 1, skew: float = 0.0, store_add: bool = False,
+         pull: int = 0) -> Plan:
     """The chunks of ``op`` on ``world`` ranks; ``chunks_per_peer`` splits each peer's
     part further (finer overlap: tile waves for intra-SM). ``store_add`` (gemm-rs and
     gemm-ar, the intra-SM kernels): the GEMM's epilogue store-adds each finished tile into
     its destinations instead of writing it locally, its own rows included (into its own
-    output, gemm-rs; into every rank's output, itself included, gemm-ar)."""
+    output, gemm-rs; into every rank's output, itself included, gemm-ar). ``pull``
+    (gemm-rs and gemm-ar, the inter-SM kernels, kernels/fused/comm.cuh pull_reduce): every
+    rank stores its partial tiles locally; the communication blocks of each owner sum a
+    tile's world partials into its output rows (gemm-rs) or into those rows of every
+    rank's output (gemm-ar, both shots in one pass) once every rank has stored the tile.
+    Ranks compute the owners' rows in the order r + 1, r + 2, ..., r, so an owner's tiles
+    are complete only once it computes its own rows, the last chunk: that chunk carries
+    the whole reduction, as the owners' moves (world sources, 1 or world destinations),
+    cut into ``pull`` pieces (the blocks take tiles as they complete, so the reduction
+    follows the last chunk's waves of tiles)."""
     check_shape(op, shape, world)
     if algorithm not in ALGORITHMS[op]:
         raise InfeasibleError(f"{op} has no {algorithm!r} communication "
@@ -166,15 +177,28 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
     n, q = world, max(1, chunks_per_peer)
     if op in ("gemm-rs", "gemm-ar"):
         m, nn, k = shape["m"], shape["n"], shape["k"]
-        rows = m / n / q
-        part = rows * nn * elem
         chunks = []
         for group in _peer_groups(n):      # owners r + d; d = n is the own shard
             g = len(group)
-            for _ in range(q):
+            pieces = max(q, pull) if pull and group == (n,) else q
+            rows = m / n / pieces
+            part = rows * nn * elem
+            for _ in range(pieces):
                 work = (_gemm(rows * g, nn, k, elem, m, write_c=not store_add),) * n
-                if group == (n,) and not store_add:
+                pulls: tuple[Move, ...] = ()
+                if pull and group != (n,):
                     moves: tuple[Transfer, ...] = ()
+                elif pull:
+                    everyone = tuple(range(n))
+                    moves = _shifts(n, tuple(range(1, n)), part, "reduce", "rs")
+                    if op == "gemm-ar":
+                        moves += tuple(t for peers in _peer_groups(n) if peers != (n,)
+                                       for t in _shifts(n, peers, part, "copy", "ag"))
+                    pulls = tuple(Move(r, part, everyone,
+                                       everyone if op == "gemm-ar" else (r,), True)
+                                  for r in range(n))
+                elif group == (n,) and not store_add:
+                    moves = ()
                 elif op == "gemm-rs" or algorithm == "two-shot":
                     moves = _shifts(n, group, part, "reduce", "rs")
                 elif algorithm == "direct":        # one-shot: store-add into every rank
@@ -184,9 +208,10 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
                 else:                              # in-network: reduce and multicast the rows
                     moves = tuple(Transfer(r, r, part * g / n, kind, (("ar", r),))
                                   for kind in ("switch-reduce", "multicast") for r in range(n))
-                chunks.append(Chunk(work, moves, (op, algorithm, group, rows, store_add)))
+                chunks.append(Chunk(work, moves, (op, algorithm, group, rows, store_add, pull),
+                                    pulls))
         tail = ()
-        if op == "gemm-ar" and algorithm == "two-shot":
+        if op == "gemm-ar" and algorithm == "two-shot" and not pull:
             # second shot, once every owner holds its reduced rows: store them to all peers
             tail = (tuple(t for peers in _peer_groups(n) if peers != (n,)
                           for t in _shifts(n, peers, m / n * nn * elem, "copy", "ag")),)

@@ -71,7 +71,9 @@ def test_growing_k_moves_gemm_rs_from_communication_to_compute_bound():
         bound.append(p.bound_resource)
     # the exposed share falls as K grows (to zero, give or take float noise)
     assert all(b <= a + 1e-9 for a, b in zip(exposed, exposed[1:]))
-    assert bound[0] in ("nvl_in", "nvl_out") and bound[-1] == "tensor"
+    # small K: bound by communication (the owners' communication SMs pulling the world
+    # partials over NVLink, or the links themselves); large K: by the tensor cores
+    assert bound[0] in ("nvl_in", "nvl_out", "issue") and bound[-1] == "tensor"
     assert exposed[-1] < 0.05
 
 

@@ -168,11 +168,15 @@ def test_trace_of_a_fused_op_has_compute_comm_and_link_tracks(tmp_path):
     compute = [e for e in spans if threads[(e["pid"], e["tid"])].startswith("compute")]
     comm = [e for e in spans if threads[(e["pid"], e["tid"])].startswith("comm")]
     # 8 ranks: a chunk of 8192 / 8 rows per peer (7 peers, then the own rows), each
-    # 1024 / 128 x 8192 / 256 = 256 output tiles, after the kernel launch
+    # 1024 / 128 x 8192 / 256 = 256 output tiles (256 / 116 = 2.2 waves), after the kernel
+    # launch. The owners pull and sum their rows' partials once the own rows are computed
+    # (pull_reduce), following that chunk's ceil(256 / 132) = 2 waves of tiles over the
+    # rank's SMs: the own rows are 2 chunks of 128 tiles (1.1 waves), each pulled after it.
     assert [e["name"] for e in compute][0] == "kernel launch"
     assert [e["name"] for e in compute][1:] == [f"chunk {i}: GEMM 256 tiles (2.2 waves)"
-                                                for i in range(8)]
-    assert [e["name"] for e in comm] == [f"reduce-scatter chunk {i}" for i in range(7)]
+                                                for i in range(7)] + \
+        [f"chunk {i}: GEMM 128 tiles (1.1 waves)" for i in (7, 8)]
+    assert [e["name"] for e in comm] == [f"reduce-scatter chunk {i}" for i in (7, 8)]
     assert all(e["cat"] in ("compute", "comm", "link") for e in spans)
     start = min(e["ts"] for e in spans)
     end = max(e["ts"] + e["dur"] for e in spans)

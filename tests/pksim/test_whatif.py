@@ -332,7 +332,16 @@ def test_user_system_file_with_inherits(tmp_path):
     assert result.exit_code == 0, result.output
     rows = [r for r in json.loads(result.output)["rows"] if r["status"] == "ok"]
     times = {(r["system"], r["shape"]): r["time_us"] for r in rows}
+    bound = {(r["system"], r["shape"]): r["bound_resource"] for r in rows}
     for (system, shape), t in times.items():
-        if system == "h100-fast":
+        if system != "h100-fast":
+            continue
+        # faster links are never slower; the all-reduces are strictly faster. gemm-rs with
+        # its 16 communication SMs is bound by those SMs pulling the partials (issue), not
+        # by the links, so it takes the same time.
+        assert t <= times[("dgx-h100", shape)]
+        if "k=" in shape:
+            assert bound[("dgx-h100", shape)] == "issue" and t == times[("dgx-h100", shape)]
+        else:
             assert t < times[("dgx-h100", shape)]
     assert not list(out.glob("*.png"))
