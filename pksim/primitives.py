@@ -171,8 +171,10 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
 
 
-def _launch(gpu: GpuSpec, mode: str, nodes: int) -> float | None:
+def _launch(gpu: GpuSpec, mode: str, nodes: int, shape: str | None = None) -> float | None:
     s = gpu.sync
+    if mode == "behind_write":         # events around one launch queued behind other work
+        return None if shape == "none" else s.stream_launch_s
     if mode in ("gpu_back_to_back", "host_enqueue"):
         return _back_to_back(gpu, s.stream_launch_s)
     if mode == "launch_sync":          # launch call, the kernel, the synchronise call
@@ -212,7 +214,7 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
                            p["dests"], p["blocks"], p.get("readers", 1))
     if bench == "launch_latency":
-        return _launch(gpu, p["mode"], p.get("nodes", 100))
+        return _launch(gpu, p["mode"], p.get("nodes", 100), p.get("shape"))
     if bench == "flag_latency":
         return gpu.sync.flag_latency_sys_s if p.get("scope") == "sys" else gpu.sync.flag_latency_s
     if bench == "gemm":

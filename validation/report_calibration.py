@@ -94,8 +94,8 @@ def _fig(value: float) -> str:
     return f"{value:.0f}" if "e+" in text else text
 
 
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.4g}"
+def _us(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:.4g}"
 
 
 def _pct(x: float | None) -> str:
@@ -239,7 +239,7 @@ def report(system: System, results_path: str, also: list[str] | None = None) -> 
                 "|---|---|---|---|---|"]
         out += [f"| {label(p)} | {_us(p.measured_s)} | {_us(p.predicted_s)} | "
                 f"{_pct(p.error)} | {_metric(p)} |" for p in pts]
-        far = [p for p in pts if abs(p.error) > FAR]
+        far = [p for p in pts if p.error is not None and abs(p.error) > FAR]
         out += ["", f"Median |error| {_apct(s.median_abs_error)}, max {_apct(s.max_abs_error)}; "
                 f"{len(far)} of {len(pts)} points off by more than {FAR:.0%}."]
         if far and bench in EXPLAIN:
