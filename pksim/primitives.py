@@ -48,6 +48,9 @@ REQUIRED = {
 }
 # Benchmarks the model has no parameter for, and why.
 MEASURED_ONLY = {
+    "block_moves_own": "measured only: block_moves with every group of blocks on its own buffers "
+                       "(as virtual ranks), to compare with block_moves; within 10 % of it, so the "
+                       "model keeps one rate per shape",
     "atomics": "measured only: the model has no atomic-operation parameter (the generated "
                "kernels move data with ld/st, TMA and copy engines, and signal with flags)",
 }

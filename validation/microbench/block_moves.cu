@@ -19,6 +19,9 @@
 // 8} groups of 132 / R or 64 / R blocks each move the same S in {1, R} sources into their own
 // destination ("readers" = R, "blocks" = blocks per group), as the virtual ranks of a
 // one-shot all-reduce (S = R) or a broadcast (S = 1) read the same buffers.
+// Own buffers ("block_moves_own" records, measured only): G in {2, 4, 8} groups of 132 / G or
+// 64 / G blocks, group g moving its own S in {1, 2, 4} sources into its own destination, as
+// virtual ranks do (G x S <= 8).
 // Keys: "bytes" = payload (bytes written to one destination), "traffic_bytes" = (S + D) x
 // payload, "gbps" = payload GB/s.
 // Check (before timing each shape, at 132 blocks): random bf16 sources; every destination
@@ -52,21 +55,31 @@ struct move_config {
 template <class C, bool reduce>
 __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
-                                                   size_t n, int groups, pk::error_record* err) {
+                                                   size_t n, int groups, int own,
+                                                   pk::error_record* err) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t bars[C::kStages];
   // `groups` > 1: the blocks form that many groups, each doing the whole move from the same
   // sources into its own destination dst.p[group] (reads shared by the groups).
   const int per = static_cast<int>(gridDim.x) / groups;
   const int b = static_cast<int>(blockIdx.x) % per;
+  // `own`: each group reads its own S = src.n / groups sources instead (as virtual ranks
+  // reading their own buffers).
   pkc::ptrs<bf16> mine{};
+  pkc::cptrs<bf16> from{};
   if (groups > 1) mine.add(dst.p[blockIdx.x / per]);
   else mine = dst;
+  if (own && groups > 1) {
+    const int S = src.n / groups;
+    for (int k = 0; k < S; ++k) from.add(src.p[(blockIdx.x / per) * S + k]);
+  } else {
+    from = src;
+  }
   const pkc::span s = pkc::piece(n, per, b, pkc::kVec<bf16>);
   pkc::ptrs<bf16> d{};
   pkc::cptrs<bf16> q{};
   for (int k = 0; k < mine.n; ++k) d.add(mine.p[k] + s.lo);
-  for (int k = 0; k < src.n; ++k) q.add(src.p[k] + s.lo);
+  for (int k = 0; k < from.n; ++k) q.add(from.p[k] + s.lo);
   if constexpr (C::kMech == pkc::mech::tma) {
     pkc::block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
     if (threadIdx.x == 0) {
@@ -77,7 +90,7 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
     if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
     else if (PKC_INTERLEAVE)  // as pkc::copy_range: 32 KiB chunks dealt round-robin over the blocks
-      pkc::tma_copy<C>(mine, src.p[0], n, sm, spin, 0,
+      pkc::tma_copy<C>(mine, from.p[0], n, sm, spin, 0,
                        pkc::chunk_deal{static_cast<size_t>(b), static_cast<size_t>(per)});
     else
       pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
@@ -111,9 +124,9 @@ struct Shape {
 
 template <class C>
 void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int reduce, int blocks,
-            pk::error_record* err, cudaStream_t st, int groups = 1) {
-  if (reduce) move_kernel<C, true><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, err);
-  else move_kernel<C, false><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, err);
+            pk::error_record* err, cudaStream_t st, int groups = 1, int own = 0) {
+  if (reduce) move_kernel<C, true><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, own, err);
+  else move_kernel<C, false><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, own, err);
 }
 
 int main(int argc, char** argv) {
@@ -260,6 +273,55 @@ int main(int argc, char** argv) {
           add_timing(j, t).num("gbps", big / t.med / 1e9).str("check", check);
           emit(j);
         }
+      }
+    }
+  }
+  // Own buffers: G groups of blocks, group g summing (S > 1) or copying (S = 1) its own S
+  // sources into its own destination, as G virtual ranks do (G x S <= 8).
+  const int own_shapes[][2] = {{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {4, 2}};
+  for (int mi = 0; mi < 2; ++mi) {
+    const bool tma = mi == 0;
+    for (const auto& sh : own_shapes) {
+      const int sources = sh[0], groups = sh[1];
+      pkc::ptrs<bf16> d{};
+      pkc::cptrs<bf16> s{};
+      for (int k = 0; k < groups; ++k) d.add(dsts[k]);
+      for (int k = 0; k < groups * sources; ++k) s.add(srcs[k]);
+      const int reduce = sources > 1;
+      for (int total : {132, 64}) {
+        const int per = total / groups;
+        auto run = [&](size_t n) {
+          if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, per * groups, err, st, groups, 1);
+          else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, per * groups, err, st, groups, 1);
+          CHECK_LAUNCH();
+        };
+        for (int k = 0; k < groups; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
+        run(n_big);
+        CHECK(cudaStreamSynchronize(st));
+        unsigned long long bad = 0;
+        for (int g = 0; g < groups; ++g) {
+          pkc::cptrs<bf16> sg{};
+          for (int k = 0; k < sources; ++k) sg.add(srcs[g * sources + k]);
+          CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
+          check_kernel<<<sms * 4, 512>>>(dsts[g], sg, n_big, d_bad);
+          CHECK_LAUNCH();
+          unsigned long long b = 0;
+          CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
+          bad += b;
+        }
+        const std::string check = bad == 0 ? "ok" : "FAIL: " + std::to_string(bad) + " elements wrong";
+        Timing t = time_op(st, [&](long long) { run(n_big); }, cfg);
+        JsonObj params;
+        params.str("mechanism", tma ? "tma" : "register").str("kind", reduce ? "reduce" : "copy");
+        params.integer("sources", sources).integer("dests", 1).integer("groups", groups)
+            .integer("blocks", per);
+        if (stagger) params.integer("stagger", (long long)stagger);
+        params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
+        JsonObj j;
+        j.str("bench", "block_moves_own").obj("params", params);
+        j.num("bytes", (double)big).num("traffic_bytes", (double)big * groups * (sources + 1));
+        add_timing(j, t).num("gbps", big * groups / t.med / 1e9).str("check", check);
+        emit(j);
       }
     }
   }
