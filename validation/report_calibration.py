@@ -132,7 +132,8 @@ def label(p: PointResult) -> str:
     if b == "tma_reduce":
         return f"{q['dtype']}, L2 {q['l2']}, {q['blocks']} SMs, {_size(q['msg_bytes'])} messages"
     if b == "launch_latency":
-        return f"{q['mode']}, {q['blocks']} x {q['threads']}"
+        shape = f" ({q['shape']})" if q.get("shape") else ""
+        return f"{q['mode']}{shape}, {q['blocks']} x {q['threads']}"
     if b == "flag_latency":
         return f"{q['placement']}, .{q['scope']} scope"
     if b == "gemm" and q.get("sms"):
