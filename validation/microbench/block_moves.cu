@@ -178,6 +178,44 @@ int main(int argc, char** argv) {
   const int small_blocks[] = {4, 16, 132};
   TimeCfg cfg;
   cfg.budget_s = quick ? 0.02 : 0.06;
+
+  auto run = [&](bool tma, const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n,
+                 int reduce, int blocks, int groups = 1, int own = 0) {
+    if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, blocks, err, st, groups, own);
+    else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, blocks, err, st, groups, own);
+    CHECK_LAUNCH();
+  };
+  // Runs `go` once on the whole payload into destinations 0..dests-1 (filled with 0xFF first)
+  // and compares destination k with the sum of sources_of(k): "ok" or what was wrong.
+  auto check_move = [&](int dests, auto sources_of, auto go) -> std::string {
+    for (int k = 0; k < dests; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
+    go();
+    CHECK(cudaStreamSynchronize(st));
+    unsigned long long bad = 0;
+    for (int k = 0; k < dests; ++k) {
+      CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
+      check_kernel<<<sms * 4, 512>>>(dsts[k], sources_of(k), n_big, d_bad);
+      CHECK_LAUNCH();
+      unsigned long long b = 0;
+      CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
+      bad += b;
+    }
+    return bad == 0 ? std::string("ok") : "FAIL: " + std::to_string(bad) + " elements wrong";
+  };
+  // The launch constants every record carries after its shape.
+  auto add_config = [&](JsonObj& params, bool tma) {
+    if (stagger) params.integer("stagger", (long long)stagger);
+    params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
+  };
+  auto emit_point = [&](const char* bench, JsonObj& params, double bytes, double traffic_bytes,
+                        double payload_bytes, const Timing& t, const std::string& check) {
+    JsonObj j;
+    j.str("bench", bench).obj("params", params);
+    j.num("bytes", bytes).num("traffic_bytes", traffic_bytes);
+    add_timing(j, t).num("gbps", payload_bytes / t.med / 1e9).str("check", check);
+    emit(j);
+  };
+
   for (int mi = 0; mi < 2; ++mi) {
     const bool tma = mi == 0;
     for (const Shape& sh : shapes) {
@@ -186,25 +224,9 @@ int main(int argc, char** argv) {
       for (int k = 0; k < sh.dests; ++k) d.add(dsts[k]);
       for (int k = 0; k < sh.sources; ++k) s.add(srcs[k]);
       const int reduce = sh.kind[0] == 'r';
-      auto run = [&](size_t n, int blocks) {
-        if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, blocks, err, st);
-        else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, blocks, err, st);
-        CHECK_LAUNCH();
-      };
       // Check once per shape, on the whole payload.
-      for (int k = 0; k < sh.dests; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
-      run(n_big, std::min(sms, 132));
-      CHECK(cudaStreamSynchronize(st));
-      unsigned long long bad = 0;
-      for (int k = 0; k < sh.dests; ++k) {
-        CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
-        check_kernel<<<sms * 4, 512>>>(dsts[k], s, n_big, d_bad);
-        CHECK_LAUNCH();
-        unsigned long long b = 0;
-        CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
-        bad += b;
-      }
-      const std::string check = bad == 0 ? "ok" : "FAIL: " + std::to_string(bad) + " elements wrong";
+      const std::string check = check_move(sh.dests, [&](int) { return s; },
+                                           [&] { run(tma, d, s, n_big, reduce, std::min(sms, 132)); });
       for (int pass = 0; pass < 2; ++pass) {
         const size_t bytes = pass == 0 ? big : small;
         const size_t n = bytes / sizeof(bf16);
@@ -213,17 +235,13 @@ int main(int argc, char** argv) {
         for (int bi = 0; bi < count; ++bi) {
           const int blocks = list[bi];
           if (quick && pass == 0 && blocks != 4 && blocks != 16 && blocks != 132) continue;
-          Timing t = time_op(st, [&](long long) { run(n, blocks); }, cfg);
+          Timing t = time_op(st, [&](long long) { run(tma, d, s, n, reduce, blocks); }, cfg);
           JsonObj params;
           params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
           params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
-          if (stagger) params.integer("stagger", (long long)stagger);
-          params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
-          JsonObj j;
-          j.str("bench", "block_moves").obj("params", params);
-          j.num("bytes", (double)bytes).num("traffic_bytes", (double)bytes * (sh.sources + sh.dests));
-          add_timing(j, t).num("gbps", bytes / t.med / 1e9).str("check", check);
-          emit(j);
+          add_config(params, tma);
+          emit_point("block_moves", params, (double)bytes, (double)bytes * (sh.sources + sh.dests),
+                     (double)bytes, t, check);
         }
       }
     }
@@ -242,36 +260,16 @@ int main(int argc, char** argv) {
         const int reduce = sources > 1;
         for (int total : {132, 64}) {
           const int per = total / readers;
-          auto run = [&](size_t n) {
-            if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, per * readers, err, st, readers);
-            else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, per * readers, err, st, readers);
-            CHECK_LAUNCH();
-          };
-          for (int k = 0; k < readers; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
-          run(n_big);
-          CHECK(cudaStreamSynchronize(st));
-          unsigned long long bad = 0;
-          for (int k = 0; k < readers; ++k) {
-            CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
-            check_kernel<<<sms * 4, 512>>>(dsts[k], s, n_big, d_bad);
-            CHECK_LAUNCH();
-            unsigned long long b = 0;
-            CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
-            bad += b;
-          }
-          const std::string check = bad == 0 ? "ok" : "FAIL: " + std::to_string(bad) + " elements wrong";
-          Timing t = time_op(st, [&](long long) { run(n_big); }, cfg);
+          auto go = [&] { run(tma, d, s, n_big, reduce, per * readers, readers); };
+          const std::string check = check_move(readers, [&](int) { return s; }, go);
+          Timing t = time_op(st, [&](long long) { go(); }, cfg);
           JsonObj params;
           params.str("mechanism", tma ? "tma" : "register").str("kind", reduce ? "reduce" : "copy");
           params.integer("sources", sources).integer("dests", 1).integer("readers", readers)
               .integer("blocks", per);
-          if (stagger) params.integer("stagger", (long long)stagger);
-          params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
-          JsonObj j;
-          j.str("bench", "block_moves").obj("params", params);
-          j.num("bytes", (double)big).num("traffic_bytes", (double)big * (sources + readers));
-          add_timing(j, t).num("gbps", big / t.med / 1e9).str("check", check);
-          emit(j);
+          add_config(params, tma);
+          emit_point("block_moves", params, (double)big, (double)big * (sources + readers),
+                     (double)big, t, check);
         }
       }
     }
@@ -288,40 +286,23 @@ int main(int argc, char** argv) {
       for (int k = 0; k < groups; ++k) d.add(dsts[k]);
       for (int k = 0; k < groups * sources; ++k) s.add(srcs[k]);
       const int reduce = sources > 1;
+      auto sources_of = [&](int g) {
+        pkc::cptrs<bf16> sg{};
+        for (int k = 0; k < sources; ++k) sg.add(srcs[g * sources + k]);
+        return sg;
+      };
       for (int total : {132, 64}) {
         const int per = total / groups;
-        auto run = [&](size_t n) {
-          if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, per * groups, err, st, groups, 1);
-          else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, per * groups, err, st, groups, 1);
-          CHECK_LAUNCH();
-        };
-        for (int k = 0; k < groups; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
-        run(n_big);
-        CHECK(cudaStreamSynchronize(st));
-        unsigned long long bad = 0;
-        for (int g = 0; g < groups; ++g) {
-          pkc::cptrs<bf16> sg{};
-          for (int k = 0; k < sources; ++k) sg.add(srcs[g * sources + k]);
-          CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
-          check_kernel<<<sms * 4, 512>>>(dsts[g], sg, n_big, d_bad);
-          CHECK_LAUNCH();
-          unsigned long long b = 0;
-          CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
-          bad += b;
-        }
-        const std::string check = bad == 0 ? "ok" : "FAIL: " + std::to_string(bad) + " elements wrong";
-        Timing t = time_op(st, [&](long long) { run(n_big); }, cfg);
+        auto go = [&] { run(tma, d, s, n_big, reduce, per * groups, groups, 1); };
+        const std::string check = check_move(groups, sources_of, go);
+        Timing t = time_op(st, [&](long long) { go(); }, cfg);
         JsonObj params;
         params.str("mechanism", tma ? "tma" : "register").str("kind", reduce ? "reduce" : "copy");
         params.integer("sources", sources).integer("dests", 1).integer("groups", groups)
             .integer("blocks", per);
-        if (stagger) params.integer("stagger", (long long)stagger);
-        params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
-        JsonObj j;
-        j.str("bench", "block_moves_own").obj("params", params);
-        j.num("bytes", (double)big).num("traffic_bytes", (double)big * groups * (sources + 1));
-        add_timing(j, t).num("gbps", big * groups / t.med / 1e9).str("check", check);
-        emit(j);
+        add_config(params, tma);
+        emit_point("block_moves_own", params, (double)big, (double)big * groups * (sources + 1),
+                   (double)big * groups, t, check);
       }
     }
   }
