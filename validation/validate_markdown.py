@@ -82,28 +82,37 @@ def _summary(s: dict, title: str = "## Summary", groups: str = "(op, size, world
     return lines
 
 
-def _kernels(rep: dict) -> list[str]:
+def error_by_kernel(rep: dict, kind: str, titles: tuple[str, str], note: list[str],
+                    breakdowns) -> list[str]:
+    """The error table by (op, ``kind``, mechanism) (only the groups off target when a target
+    is missed; ``titles`` = (missed, met)), then one table per (key, name, cell) breakdown."""
     s = rep["summary"]
     missed = not (s["targets"]["median_abs_error"]["met"] and s["targets"]["max_abs_error"]["met"])
-    title = ("## Where the model misses: by (op, algorithm, mechanism), worst first" if missed
-             else "## Error by (op, algorithm, mechanism)")
-    rows = [[k["op"], k["algorithm"], k["mechanism"], k["n"], fmt_pct(k["median_error"]),
+    rows = [[k["op"], k[kind], k["mechanism"], k["n"], fmt_pct(k["median_error"]),
              fmt_abs_pct(k["median_abs_error"]), fmt_abs_pct(k["max_abs_error"]), k["over_25"],
              k["bound_resource"], f"{k['worst']}: {fmt_time(k['worst_predicted_s'])} predicted, "
              f"{fmt_time(k['worst_measured_s'])} measured"] for k in rep["kernels"]
             if not missed or k["max_abs_error"] > TARGET_MAX
             or k["median_abs_error"] > TARGET_MEDIAN]
-    lines = [title, "", "Bound: the resource that bound most of the group's predictions.", ""]
-    lines += _table(["op", "algorithm", "mechanism", "cases", "median error", "median \\|error\\|",
+    lines = [titles[0] if missed else titles[1], ""] + note
+    lines += _table(["op", kind, "mechanism", "cases", "median error", "median \\|error\\|",
                      "max \\|error\\|", "> 25 %", "bound", "worst case"], rows) if rows else \
-        ["Every (op, algorithm, mechanism) is within the targets."]
-    for key, name in (("by_size", "size"), ("by_world", "world")):
+        [f"Every (op, {kind}, mechanism) is within the targets."]
+    for key, name, cell in breakdowns:
         lines += ["", f"By {name}:", ""]
         lines += _table([name, "cases", "median error", "median \\|error\\|", "max \\|error\\|"], [
-            [format_bytes(g["bytes"]) if key == "by_size" else g["world"], g["n"],
-             fmt_pct(g["median_error"]), fmt_abs_pct(g["median_abs_error"]),
+            [cell(g), g["n"], fmt_pct(g["median_error"]), fmt_abs_pct(g["median_abs_error"]),
              fmt_abs_pct(g["max_abs_error"])] for g in rep[key]])
     return lines + [""]
+
+
+def _kernels(rep: dict) -> list[str]:
+    return error_by_kernel(
+        rep, "algorithm", ("## Where the model misses: by (op, algorithm, mechanism), worst first",
+                           "## Error by (op, algorithm, mechanism)"),
+        ["Bound: the resource that bound most of the group's predictions.", ""],
+        (("by_size", "size", lambda g: format_bytes(g["bytes"])),
+         ("by_world", "world", lambda g: g["world"])))
 
 
 def _ranking(rep: dict) -> list[str]:

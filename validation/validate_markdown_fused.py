@@ -3,8 +3,8 @@ targets, error by (op, overlap, mechanism), ranking per (op, m x n x k, world) a
 against none, drawn from ``report["fused"]`` of ``validation.validate_report.build_report``."""
 from __future__ import annotations
 
-from validation.validate_markdown import _exceptions, _summary, _table
-from validation.validate_report import TARGET_MAX, TARGET_MEDIAN, fmt_abs_pct, fmt_pct, fmt_time
+from validation.validate_markdown import _exceptions, _summary, _table, error_by_kernel
+from validation.validate_report import fmt_pct, fmt_time
 
 GROUPS = "(op, m x n x k, world)"
 
@@ -46,26 +46,11 @@ def _intro(f: dict) -> list[str]:
 
 
 def _kernels(f: dict) -> list[str]:
-    s = f["summary"]
-    missed = not (s["targets"]["median_abs_error"]["met"] and s["targets"]["max_abs_error"]["met"])
-    title = ("### Where the model misses (fused): by (op, overlap, mechanism), worst first"
-             if missed else "### Error by (op, overlap, mechanism) (fused)")
-    rows = [[k["op"], k["overlap"], k["mechanism"], k["n"], fmt_pct(k["median_error"]),
-             fmt_abs_pct(k["median_abs_error"]), fmt_abs_pct(k["max_abs_error"]), k["over_25"],
-             k["bound_resource"], f"{k['worst']}: {fmt_time(k['worst_predicted_s'])} predicted, "
-             f"{fmt_time(k['worst_measured_s'])} measured"] for k in f["kernels"]
-            if not missed or k["max_abs_error"] > TARGET_MAX
-            or k["median_abs_error"] > TARGET_MEDIAN]
-    lines = [title, ""]
-    lines += _table(["op", "overlap", "mechanism", "cases", "median error", "median \\|error\\|",
-                     "max \\|error\\|", "> 25 %", "bound", "worst case"], rows) if rows else \
-        ["Every (op, overlap, mechanism) is within the targets."]
-    for key, name in (("by_overlap", "overlap"), ("by_world", "world")):
-        lines += ["", f"By {name}:", ""]
-        lines += _table([name, "cases", "median error", "median \\|error\\|", "max \\|error\\|"], [
-            [g[name], g["n"], fmt_pct(g["median_error"]), fmt_abs_pct(g["median_abs_error"]),
-             fmt_abs_pct(g["max_abs_error"])] for g in f[key]])
-    return lines + [""]
+    return error_by_kernel(
+        f, "overlap", ("### Where the model misses (fused): by (op, overlap, mechanism), worst first",
+                       "### Error by (op, overlap, mechanism) (fused)"), [],
+        (("by_overlap", "overlap", lambda g: g["overlap"]),
+         ("by_world", "world", lambda g: g["world"])))
 
 
 def _ranking(f: dict) -> list[str]:
