@@ -157,14 +157,20 @@ def _positive_ints(where: str, key: str, value: Any, hi: int | None = None) -> t
     return tuple(value)
 
 
+def reject_unknown_keys(where: str, table: dict, allowed: set[str], prefix: str) -> None:
+    """A one-line ConfigError naming the file and the first key of ``table`` that is not
+    ``allowed`` (``prefix`` + key, as the user wrote it)."""
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key '{prefix}{key}' "
+                              f"(known: {', '.join(sorted(allowed))})")
+
+
 def _shape(where: str, i: int, entry: Any) -> list[tuple[int, int, int, int]]:
     key = f"shapes[{i}]"
     if not isinstance(entry, dict):
         raise _fail(where, key, entry, 'must be a table {mnk = "MxNxK", worlds = [...]}')
-    for k in entry:
-        if k not in SHAPE_KEYS:
-            raise ConfigError(f"{where}: unknown key 'fused.{key}.{k}' "
-                              f"(known: {', '.join(sorted(SHAPE_KEYS))})")
+    reject_unknown_keys(where, entry, SHAPE_KEYS, f"fused.{key}.")
     for k in sorted(SHAPE_KEYS):
         if k not in entry:
             raise ConfigError(f"{where}: fused.{key}: missing key {k!r}")
@@ -193,10 +199,7 @@ def parse_fused(data: Any, where: str) -> FusedPart:
     """The FusedPart of a suite's ``[fused]`` table (errors name the file, key and value)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: fused must be a table")
-    for key in data:
-        if key not in KEYS:
-            raise ConfigError(f"{where}: unknown key 'fused.{key}' "
-                              f"(known: {', '.join(sorted(KEYS))})")
+    reject_unknown_keys(where, data, KEYS, "fused.")
     if "shapes" not in data:
         raise ConfigError(f"{where}: fused: missing key 'shapes'")
     runnable = variants()
@@ -220,10 +223,7 @@ def parse_fused(data: Any, where: str) -> FusedPart:
     timing = data.get("timing", {})
     if not isinstance(timing, dict):
         raise _fail(where, "timing", timing, "must be a table")
-    for key in timing:
-        if key not in TIMING_KEYS:
-            raise ConfigError(f"{where}: unknown key 'fused.timing.{key}' "
-                              f"(known: {', '.join(sorted(TIMING_KEYS))})")
+    reject_unknown_keys(where, timing, TIMING_KEYS, "fused.timing.")
     counts = {}
     for key, lo, default in (("iters", 1, 20), ("warmup", 0, 3)):
         v = timing.get(key, default)

@@ -42,7 +42,7 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, parse_bytes
-from validation.fused_suite import FusedPart, parse_fused
+from validation.fused_suite import FusedPart, parse_fused, reject_unknown_keys
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 COPY_OPS = ("all-gather", "all-to-all", "broadcast")   # no reduction: blocks do not matter on CE
@@ -159,10 +159,7 @@ def load_suite(ref: str | Path) -> Suite:
 def _check_keys(where: str, table: Any, allowed: set[str], prefix: str = "") -> dict:
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: {prefix.rstrip('.') or 'suite'} must be a table")
-    for key in table:
-        if key not in allowed:
-            raise ConfigError(f"{where}: unknown key '{prefix}{key}' "
-                              f"(known: {', '.join(sorted(allowed))})")
+    reject_unknown_keys(where, table, allowed, prefix)
     return table
 
 
