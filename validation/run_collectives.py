@@ -36,8 +36,8 @@ from typing import Any, Callable
 
 from hwmodels.errors import ValidationError
 from validation import reference
-from validation.runtime import (Collective, HangError, IpcRanks, Library, VirtualRanks,
-                                ensure_eager_loading, time_calls)
+from validation.runtime import (FLUSH_BYTES, Collective, HangError, IpcRanks, Library,
+                                VirtualRanks, ensure_eager_loading, time_calls)
 
 
 def load_cases(path: Path) -> list[dict]:
@@ -83,7 +83,7 @@ def copy_bandwidth(case: dict) -> dict:
     n = int(case["bytes"])
     src = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 255)
     dst = torch.empty_like(src)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     dst.copy_(src)
     pairs = []
     for _ in range(int(case.get("iters", 10))):

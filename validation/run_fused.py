@@ -46,6 +46,7 @@ from typing import Any
 
 from hwmodels.errors import ValidationError
 from validation.run_collectives import _append
+from validation.runtime import FLUSH_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "h200-virtual"                       # what the libraries are generated for
@@ -68,7 +69,6 @@ TIME_SHAPES = [(2, 8192, 8192, 2048), (4, 8192, 8192, 2048), (8, 8192, 8192, 204
 QUICK_CHECK = [(2, 1000, 1000, 1000), (8, 1000, 1024, 512)]
 QUICK_TIME = [(8, 8192, 8192, 2048)]
 COMM_BLOCKS = {2: (8, 16), 3: (4,), 4: (4, 8), 8: (2, 4)}   # inter-SM, per rank
-FLUSH_BYTES = 256 << 20
 
 
 def short(op: str, overlap: str, mech: str) -> str:
