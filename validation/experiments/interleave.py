@@ -11,11 +11,12 @@ Result of 2026-12-02: validation/data/h200-interleave-2026-12-02.jsonl (docs/VAL
 from __future__ import annotations
 
 import json
-import subprocess
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import codegen
-from codegen.build import find_nvcc
+from codegen.build import compile_many
 from hwmodels.catalog import load_system
 from pksim.schedule import Schedule
 from validation.reference import count_for_bytes
@@ -29,21 +30,23 @@ def build() -> dict:
     """Both forms of every kernel: {(op, algorithm, interleave): library path under OUT}."""
     system = load_system("h200-virtual")
     (OUT / "lib").mkdir(parents=True, exist_ok=True)
-    libs, jobs = {}, []
+    keys, jobs = [], []
     for op, alg in KERNELS:
         sched = Schedule(op=op, shape=(("bytes", 1 << 30),), world=8, algorithm=alg,
                          mechanism="tma", comm_sms=16)
-        source = codegen.emit(system, sched, None, OUT / "src").source
+        e = codegen.emit(system, sched, None, OUT / "src")
+        options = codegen.options_for(e.plan)
         for il in (0, 1):
-            so = OUT / "lib" / f"{source.stem}-il{il}.so"
-            cmd = [find_nvcc(), "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a",
-                   "-Ikernels/include", "-Ikernels", "-Xcompiler", "-fPIC", "-shared",
-                   f"-DPKC_INTERLEAVE={il}", "-o", str(so), str(source)]
-            jobs.append((subprocess.Popen(cmd), cmd))
-            libs[(op, alg, il)] = str(so.relative_to(OUT))
-    for proc, cmd in jobs:
-        if proc.wait() != 0:
-            raise SystemExit(f"nvcc failed: {' '.join(cmd)}")
+            defines = tuple(sorted(dict(options.defines, PKC_INTERLEAVE=str(il)).items()))
+            keys.append((op, alg, il, e.source.stem))
+            jobs.append((e.source, replace(options, defines=defines)))
+    libs = {}
+    for (op, alg, il, stem), built in zip(keys, compile_many(jobs)):
+        if isinstance(built, Exception):
+            raise SystemExit(str(built))
+        so = OUT / "lib" / f"{stem}-il{il}.so"
+        shutil.copy2(built, so)
+        libs[(op, alg, il)] = str(so.relative_to(OUT))
     return libs
 
 
