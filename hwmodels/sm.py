@@ -125,7 +125,8 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
     tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote, readers)
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
-    return sm_issue_Bps(1.0 / tau, n_sms, gpu.transfer.move_knee, shared_Bps)
+    knee = gpu.transfer.move_reduce_knee if reduce else gpu.transfer.move_knee
+    return sm_issue_Bps(1.0 / tau, n_sms, knee, shared_Bps)
 
 
 def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:

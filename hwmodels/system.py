@@ -162,8 +162,11 @@ class TransferSpec:
                                        doc="latency each buffer a move touches beyond one "
                                            "source and one destination adds")
     move_knee: float = fig("move_knee",
-                           doc="the same bend for the generated collectives' moves "
+                           doc="the same bend for the generated collectives' copies "
                                "(hwmodels.sm.move_Bps)")
+    move_reduce_knee: float = fig("move_reduce_knee",
+                                  doc="the same bend for their sums, which stay per-block "
+                                      "bound closer to the memory's limit")
     issue_knee: float = fig("issue_knee",
                             doc="sharpness of the bend where the SMs' combined issue rate meets "
                                 "the memory's: soft-min exponent (large = hard min)")

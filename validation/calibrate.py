@@ -83,6 +83,7 @@ STAGES = (
         Param("gpu.transfer.ldst_move_reduce_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_source_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.move_knee", 0.5, 30),
+        Param("gpu.transfer.move_reduce_knee", 0.5, 30),
         Param("gpu.transfer.move_buffer_latency_ns", 1, 5000),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),

@@ -117,6 +117,13 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
                       timeout_cycles=int(case.get("timeout_cycles", 1 << 32)),
                       seq=int(case.get("seq", 0)))
     out["blocks_per_rank"] = coll.reqs.blocks_per_rank
+    if case.get("refused_unless_resident"):
+        # Ring blocks wait on each other: the host must refuse a grid larger than what the
+        # kernel keeps resident, and run any other grid.
+        grid = world * coll.reqs.blocks_per_rank
+        out["resident_blocks"] = coll.reqs.max_coresident_blocks
+        if grid > coll.reqs.max_coresident_blocks:
+            case = dict(case, expect_error="that can be resident at once")
     try:
         reference.fill_inputs(coll.inputs(), int(case.get("seed", 1)))
         if case.get("expect_error"):

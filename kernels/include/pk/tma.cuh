@@ -14,7 +14,9 @@
 //     maps come from pk::make_tile_map_2d (pk/host.cuh); stores at a ragged right edge write
 //     up to the next 16-byte boundary (see the tile section below);
 //   * fence_shared_to_async, fence_global_async, complete_writes, acquire_for_async_reads;
-//   * split_for_bulk: how much of a transfer may go through the bulk path; align_smem.
+//   * split_for_bulk: how much of a transfer may go through the bulk path; align_smem;
+//   * lds128 / sts128: 16-byte ld.shared / st.shared at a shared-memory address (smem_u32),
+//     for the threads that work on staged data.
 //
 // Constraints (PTX ISA): non-tensor bulk copies need 16-byte aligned addresses on both sides
 // and a size that is a multiple of 16. split_for_bulk() returns the part that qualifies; the
@@ -67,6 +69,20 @@ PK_DEV uint32_t smem_u32(const void* p) {
 }
 PK_DEV uint64_t gmem_u64(const void* p) {
   return static_cast<uint64_t>(__cvta_generic_to_global(p));
+}
+
+PK_DEV uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+PK_DEV void sts128(uint32_t addr, const uint4& v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
 }
 
 // Round a (dynamic) shared-memory pointer up to `A` bytes; allocate A - 16 bytes of slack.
