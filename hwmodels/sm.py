@@ -121,11 +121,13 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
 def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
              shared_Bps: float | None, remote: bool = False, readers: int = 1) -> float:
     """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
-    use (payload capacity ``shared_Bps``) through the calibrated knee."""
+    use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA sums,
+    which stay bound by the blocks closer to the memory's limit, one for the rest."""
     tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote, readers)
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
-    knee = gpu.transfer.move_reduce_knee if reduce else gpu.transfer.move_knee
+    t = gpu.transfer
+    knee = t.tma_move_reduce_knee if reduce and mechanism == "tma" else t.move_knee
     return sm_issue_Bps(1.0 / tau, n_sms, knee, shared_Bps)
 
 

@@ -164,9 +164,9 @@ class TransferSpec:
     move_knee: float = fig("move_knee",
                            doc="the same bend for the generated collectives' copies "
                                "(hwmodels.sm.move_Bps)")
-    move_reduce_knee: float = fig("move_reduce_knee",
-                                  doc="the same bend for their sums, which stay per-block "
-                                      "bound closer to the memory's limit")
+    tma_move_reduce_knee: float = fig("tma_move_reduce_knee",
+                                  doc="the same bend for their TMA sums, which stay "
+                                      "bound by the blocks closer to the memory's limit")
     issue_knee: float = fig("issue_knee",
                             doc="sharpness of the bend where the SMs' combined issue rate meets "
                                 "the memory's: soft-min exponent (large = hard min)")
@@ -177,6 +177,9 @@ class CopyEngineSpec:
     count: int = fig("count", kind=int)
     bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="payload of one engine, local copy")
     setup_s: float = fig("setup_latency_us", 1e-6, lo_open=False, doc="per transfer")
+    command_s: float = fig("command_us", 1e-6, lo_open=False,
+                           doc="GPU time each queued copy holds the GPU's copy commands: "
+                               "small copies on any streams run one after another")
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,13 @@ def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
         caps[f"{'ce' if ce else 'issue'}[{rank}]"] = issue
         if ce:
             caps[f"issue[{rank}]"] = sm_issue
+            caps[ce_commands(topo, rank)] = 1.0      # seconds of copy commands per second
     return caps
+
+
+def ce_commands(topo: Topology, rank: int) -> str:
+    """The copy-command queue of the GPU ``rank`` runs on (one for all virtual ranks)."""
+    return f"cecmd[{0 if topo.virtual else rank}]"
 
 
 def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: bool,
@@ -237,6 +243,9 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     latency = m.serial * latency + (m.serial - 1) * (latency if tma else 0.0)
     if sched.mechanism == "copy-engine" and m.engine != "sm":
         add(f"ce[{m.issuer}]", 1.0)
+        # each copy holds its GPU's copy commands for command_s, whatever its size
+        if m.payload > 0:
+            add(ce_commands(topo, m.issuer), gpu.copy_engine.command_s / m.payload)
         latency += gpu.copy_engine.setup_s
     else:
         mech = "register" if m.engine == "sm" else sched.mechanism

@@ -41,16 +41,15 @@ REQUIRED = {
     "tma_copy": (("bytes",), ("blocks", "msg_bytes", "stages")),
     "tma_reduce": (("bytes",), ("blocks", "msg_bytes")),
     "block_moves": (("bytes",), ("mechanism", "kind", "sources", "dests", "blocks")),
+    "block_moves_own": (("bytes",), ("mechanism", "kind", "sources", "dests", "groups", "blocks")),
     "launch_latency": ((), ("mode",)),
+    "ce_burst": ((), ("streams", "copies_per_stream", "copy_bytes")),
     "flag_latency": ((), ("scope",)),
     "gemm": ((), ("m", "n", "k")),
     "attention": ((), ("batch", "heads", "seq", "head_dim", "causal")),
 }
 # Benchmarks the model has no parameter for, and why.
 MEASURED_ONLY = {
-    "block_moves_own": "measured only: block_moves with every group of blocks on its own buffers "
-                       "(as virtual ranks), to compare with block_moves; within 10 % of it, so the "
-                       "model keeps one rate per shape",
     "atomics": "measured only: the model has no atomic-operation parameter (the generated "
                "kernels move data with ld/st, TMA and copy engines, and signal with flags)",
 }
@@ -158,20 +157,29 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
 
 
 def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
-                dests: int, blocks: int, readers: int = 1) -> float:
+                dests: int, blocks: int, readers: int = 1, groups: int = 1) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
     count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
     many groups of ``blocks`` blocks move the same sources, each into its own destinations
-    (the sources come from memory once)."""
-    n = min(blocks * readers, gpu.sm.count)
+    (the sources come from memory once). ``groups`` > 1: that many groups each move their own
+    sources into their own destination (as virtual ranks do; block_moves_own)."""
+    copies = readers * groups                    # payloads moved
+    n = min(blocks * copies, gpu.sm.count)
     traffic = sources / readers + dests          # memory bytes per payload byte
-    mem, cap, lat = _memory(gpu, True, (sources + dests * readers) * nbytes)
+    mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / traffic,
                     readers=readers)
     lat += (sources + dests - 2) * gpu.transfer.move_buffer_latency_s
     body = flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
-                       nbytes * readers, lat)
+                       nbytes * copies, lat)
     return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
+
+
+def _ce_burst(gpu: GpuSpec, copies: int, copy_bytes: float) -> float:
+    """Copies queued on any streams, GPU time from the first to the last: the first waits for
+    the engine's setup, each further one for the copy commands before it."""
+    ce = gpu.copy_engine
+    return ce.setup_s + (copies - 1) * ce.command_s + copies * copy_bytes / ce.bandwidth_Bps
 
 
 def _launch(gpu: GpuSpec, mode: str, nodes: int, shape: str | None = None) -> float | None:
@@ -213,11 +221,13 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _tma_copy(gpu, record["bytes"], p["blocks"], p["msg_bytes"], p["stages"], hot)
     if bench == "tma_reduce":
         return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
-    if bench == "block_moves":
+    if bench in ("block_moves", "block_moves_own"):
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
-                           p["dests"], p["blocks"], p.get("readers", 1))
+                           p["dests"], p["blocks"], p.get("readers", 1), p.get("groups", 1))
     if bench == "launch_latency":
         return _launch(gpu, p["mode"], p.get("nodes", 100), p.get("shape"))
+    if bench == "ce_burst":
+        return _ce_burst(gpu, p["streams"] * p["copies_per_stream"], p["copy_bytes"])
     if bench == "flag_latency":
         return gpu.sync.flag_latency_sys_s if p.get("scope") == "sys" else gpu.sync.flag_latency_s
     if bench == "gemm":

@@ -63,9 +63,10 @@ STAGES = (
         Param("gpu.sync.launch_api_us", 0.1, 50), Param("gpu.sync.kernel_launch_us", 0.05, 50),
         Param("gpu.sync.host_sync_us", 0.1, 100), Param("gpu.sync.copy_api_us", 0.1, 100),
         Param("gpu.sync.event_api_us", 0.01, 100), Param("gpu.sync.stream_launch_us", 0.01, 50))),
-    Stage("copies", ("hbm_copy",), (
+    Stage("copies", ("hbm_copy", "ce_burst"), (
         Param("gpu.l2.bandwidth_GBps", 100, 1e5),
-        Param("gpu.copy_engine.setup_latency_us", 0.01, 50)), starts=3),
+        Param("gpu.copy_engine.setup_latency_us", 0.01, 50),
+        Param("gpu.copy_engine.command_us", 0.01, 50)), starts=3),
     Stage("tma copy", ("tma_copy",), (
         Param("gpu.transfer.tma_local_per_sm_GBps", 1, 1e3),
         Param("gpu.transfer.tma_message_half_bytes", 1, 1e7))),
@@ -73,7 +74,7 @@ STAGES = (
         Param("gpu.transfer.tma_reduce_per_sm_GBps", 1, 1e3),
         Param("gpu.transfer.tma_reduce_issue_ns", 0.1, 1e4),
         Param("gpu.hbm.reduce_efficiency", 0.05, 1.0))),
-    Stage("collective moves", ("block_moves",), (
+    Stage("collective moves", ("block_moves", "block_moves_own"), (
         Param("gpu.transfer.tma_move_base_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.tma_move_dest_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.tma_move_reduce_ns_per_KiB", 0.01, 1e4),
@@ -83,7 +84,7 @@ STAGES = (
         Param("gpu.transfer.ldst_move_reduce_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_source_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.move_knee", 0.5, 30),
-        Param("gpu.transfer.move_reduce_knee", 0.5, 30),
+        Param("gpu.transfer.tma_move_reduce_knee", 0.5, 30),
         Param("gpu.transfer.move_buffer_latency_ns", 1, 5000),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),

@@ -36,8 +36,8 @@ from typing import Any, Callable
 
 from hwmodels.errors import ValidationError
 from validation import reference
-from validation.runtime import (FLUSH_BYTES, Collective, HangError, IpcRanks, Library,
-                                VirtualRanks, ensure_eager_loading, time_calls)
+from validation.runtime import (CE_LEAD_CYCLES, FLUSH_BYTES, Collective, HangError, IpcRanks,
+                                Library, VirtualRanks, ensure_eager_loading, time_calls)
 
 
 def load_cases(path: Path) -> list[dict]:
@@ -145,7 +145,9 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
         else:
             out["ok"] = True
         if case.get("time"):
-            times = time_calls(coll, int(case.get("iters", 10)), int(case.get("warmup", 2)))
+            lead = CE_LEAD_CYCLES if case.get("mechanism") == "copy-engine" else 0
+            times = time_calls(coll, int(case.get("iters", 10)), int(case.get("warmup", 2)),
+                               lead_cycles=lead)
             med = statistics.median(times)
             traffic = reference.min_traffic_bytes(case["op"], world, coll.count, case["dtype"])
             nccl = reference.nccl_bytes(case["op"], world, coll.count, case["dtype"])

@@ -42,6 +42,11 @@ STATUS = {0: "ok", 1: "bad argument", 2: "CUDA error", 3: "device timeout", 4: "
 # Every timed call follows a write of this many bytes, which evicts the L2 (50 MiB on an H200)
 # and is what the host issues a copy-engine collective's calls behind.
 FLUSH_BYTES = 256 << 20
+# Copy-engine collectives are timed behind a GPU spin of this many clock cycles (about 2 ms at
+# the H200's 1.98 GHz) after the flush, longer than the host takes to issue any of their
+# calls (validation/data/h200-ce-issue-2026-12-02.jsonl: up to 1.05 ms), so the events time
+# the GPU's work alone; the host's calls are a separate question (docs/VALIDATION.md).
+CE_LEAD_CYCLES = 4_000_000
 
 
 def ensure_eager_loading() -> None:
@@ -394,8 +399,9 @@ def wait_for_stream(lib: Any, err_ptr: int, deadline_s: float) -> None:
 
 
 def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = FLUSH_BYTES,
-               deadline_s: float = 120.0) -> list[float]:
-    """Seconds per call by CUDA events, each call after writing ``flush_bytes`` (cold L2)."""
+               deadline_s: float = 120.0, lead_cycles: int = 0) -> list[float]:
+    """Seconds per call by CUDA events, each call after writing ``flush_bytes`` (cold L2)
+    and, with ``lead_cycles``, a GPU spin that long before the first event."""
     torch = _torch()
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device=coll.ranks.device) if flush_bytes else None
     for _ in range(warmup):
@@ -405,6 +411,8 @@ def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int =
     for _ in range(iters):
         if flush is not None:
             flush.zero_()
+        if lead_cycles:
+            torch.cuda._sleep(lead_cycles)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         coll.launch()

@@ -103,12 +103,15 @@ def source_state() -> dict:
     return {"commit": head or None, "modified": [x[3:] for x in dirty.splitlines()]}
 
 
-def flush_lead_s(system: System) -> float:
-    """How long the GPU takes to write the L2-flushing buffer that precedes every timed call
-    (validation/runtime.time_calls) at the system's memory bandwidth: the host issues a
-    copy-engine collective's calls meanwhile."""
-    from validation.runtime import FLUSH_BYTES
-    return FLUSH_BYTES / system.gpu.hbm.effective_Bps
+def flush_lead_s(system: System, mechanism: str = "") -> float:
+    """How long the GPU is busy before every timed call (validation/runtime.time_calls), the
+    host issuing the call's work meanwhile: writing the L2-flushing buffer at the system's
+    memory bandwidth and, for copy-engine collectives, the spin of CE_LEAD_CYCLES."""
+    from validation.runtime import CE_LEAD_CYCLES, FLUSH_BYTES
+    lead = FLUSH_BYTES / system.gpu.hbm.effective_Bps
+    if mechanism == "copy-engine":
+        lead += CE_LEAD_CYCLES / system.gpu.sm.clock_Hz
+    return lead
 
 
 def predict_candidate(system: System, c: Candidate) -> tuple[dict, str | None]:
@@ -119,7 +122,7 @@ def predict_candidate(system: System, c: Candidate) -> tuple[dict, str | None]:
                      algorithm=c.algorithm, mechanism=c.mechanism, comm_sms=c.blocks_per_rank)
     out = {"schedule": sched.to_dict(), "schedule_key": sched.key(), "label": sched.label()}
     try:
-        p = predict(system, sched, host_lead_s=flush_lead_s(system))
+        p = predict(system, sched, host_lead_s=flush_lead_s(system, c.mechanism))
     except InfeasibleError as exc:
         return out | {"predicted_s": None}, str(exc)
     return out | {"predicted_s": p.time_s, "bound_s": p.bound_s,

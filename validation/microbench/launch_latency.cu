@@ -21,7 +21,14 @@
 //                     256 MiB cudaMemsetAsync (the host is far ahead, as when a caller
 //                     times a kernel after flushing the L2), for the launch shapes of the
 //                     generated collectives ("shape": plain, smem_128k, param_4k,
-//                     coop_smem_128k) and none (the two events alone).
+//                     coop_smem_128k) and none (the two events alone);
+//   ce_burst          (records with "bench": "ce_burst") GPU time of K streams x N
+//                     device-to-device cudaMemcpyAsync of B bytes each, forked from one
+//                     stream by events and joined back, all enqueued behind a ~2 ms spin
+//                     kernel so that the host has issued every copy before the first event
+//                     fires: what the GPU spends per copy once the calls are queued, as in a
+//                     copy-engine collective (K = 1, 2, 4, 8; N = 1, 2, 4, 8; B = 4 KiB and
+//                     256 KiB; every copy has its own source and destination).
 // Check: the counter must equal the number of ticks enqueued (before timing
 // on 10 launches, and after each mode, so every timed launch really ran).
 // Usage: launch_latency [--quick]
@@ -48,6 +55,13 @@ __global__ void tick_smem_kernel(unsigned* counter) {
 }
 __global__ void tick_param_kernel(unsigned* counter, const __grid_constant__ big_param p) {
   if (blockIdx.x == 0 && threadIdx.x == 0) *counter += 1u + (p.b[4095] & 0u);
+}
+
+// Spins until `cycles` clock cycles have passed: a GPU lead the host's calls queue behind.
+__global__ void spin_kernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
 }
 
 using Clock = std::chrono::steady_clock;
@@ -297,6 +311,88 @@ int main(int argc, char** argv) {
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
     CHECK(cudaFree(flush));
+  }
+  // ---- ce_burst: K streams x N copies queued behind a spin, GPU time from fork to join
+  {
+    const int max_k = 8, max_n = 8;
+    const size_t max_b = 256 * 1024;
+    unsigned char *src = nullptr, *dst = nullptr;
+    CHECK(cudaMalloc(&src, (size_t)max_k * max_n * max_b));
+    CHECK(cudaMalloc(&dst, (size_t)max_k * max_n * max_b));
+    CHECK(cudaMemset(src, 0x3C, (size_t)max_k * max_n * max_b));
+    std::vector<cudaStream_t> streams(max_k);
+    std::vector<cudaEvent_t> done(max_k);
+    for (int k = 0; k < max_k; ++k) {
+      CHECK(cudaStreamCreateWithFlags(&streams[k], cudaStreamNonBlocking));
+      CHECK(cudaEventCreateWithFlags(&done[k], cudaEventDisableTiming));
+    }
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    const int reps = quick ? 10 : 30;
+    for (size_t bytes : {(size_t)4096, max_b}) {
+      for (int k : {1, 2, 4, 8}) {
+        for (int n : {1, 2, 4, 8}) {
+          auto burst = [&]() {
+            CHECK(cudaEventRecord(e0, c.st));
+            for (int s = 0; s < k; ++s) {
+              CHECK(cudaStreamWaitEvent(streams[s], e0, 0));
+              for (int i = 0; i < n; ++i) {
+                const size_t at = ((size_t)s * max_n + i) * max_b;
+                CHECK(cudaMemcpyAsync(dst + at, src + at, bytes, cudaMemcpyDeviceToDevice, streams[s]));
+              }
+              CHECK(cudaEventRecord(done[s], streams[s]));
+              CHECK(cudaStreamWaitEvent(c.st, done[s], 0));
+            }
+            CHECK(cudaEventRecord(e1, c.st));
+          };
+          burst();  // warm-up
+          CHECK(cudaStreamSynchronize(c.st));
+          std::vector<double> v;
+          for (int r = 0; r < reps; ++r) {
+            CHECK(cudaMemsetAsync(dst, 0, (size_t)max_k * max_n * max_b, c.st));
+            spin_kernel<<<1, 1, 0, c.st>>>(4000000);  // about 2 ms at 1.98 GHz
+            CHECK_LAUNCH();
+            burst();
+            CHECK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            v.push_back(ms * 1e-3);
+          }
+          // Check: every copied byte arrived (the last burst), nothing else was written.
+          std::vector<unsigned char> got((size_t)max_k * max_n * max_b);
+          CHECK(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost));
+          std::string check = "ok";
+          for (int s = 0; s < max_k && check == "ok"; ++s)
+            for (int i = 0; i < max_n && check == "ok"; ++i)
+              for (size_t j = 0; j < max_b; j += 512) {
+                const bool copied = s < k && i < n && j < bytes;
+                if (got[((size_t)s * max_n + i) * max_b + j] != (copied ? 0x3C : 0)) {
+                  check = "FAIL: copy " + std::to_string(s) + "/" + std::to_string(i) + " byte " + std::to_string(j);
+                  break;
+                }
+              }
+          failures += check != "ok";
+          JsonObj params;
+          params.str("mode", "ce_burst").integer("streams", k).integer("copies_per_stream", n)
+              .integer("copy_bytes", (long long)bytes);
+          JsonObj o;
+          o.str("bench", "ce_burst").obj("params", params).num("bytes", (double)bytes * k * n)
+              .num("time_s", quantile(v, 0.5)).num("time_p10_s", quantile(v, 0.1))
+              .num("time_p90_s", quantile(v, 0.9)).integer("samples", (long long)v.size())
+              .integer("reps_per_sample", 1).str("check", check);
+          emit(o);
+        }
+      }
+    }
+    for (int k = 0; k < max_k; ++k) {
+      CHECK(cudaStreamDestroy(streams[k]));
+      CHECK(cudaEventDestroy(done[k]));
+    }
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(dst));
   }
   CHECK(cudaFree(c.counter));
   CHECK(cudaStreamDestroy(c.st));
