@@ -131,6 +131,13 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
     return sm_issue_Bps(1.0 / tau, n_sms, knee, shared_Bps)
 
 
+def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
+    """What starting a grid of ``blocks`` of ``threads`` adds to a generated kernel launched
+    alone: nothing up to one block per two SMs, ``transfer.thread_start_ps`` per thread of
+    every block beyond."""
+    return max(0, blocks - gpu.sm.count // 2) * threads * gpu.transfer.thread_start_s
+
+
 def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:
     """Capacity a reduction into memory consumes per payload byte, in units of the
     memory resource (whose capacity is HBM bandwidth x ``hbm.efficiency``): read +

@@ -158,6 +158,10 @@ class TransferSpec:
                                      "costs that another rank's move of the GPU reads too")
     ldst_shared_read: float = fig("ldst_shared_read", lo_open=False, hi=1.0,
                                   doc="ld/st move: the same share for register moves")
+    thread_start_s: float = fig("thread_start_ps", 1e-12, lo_open=False,
+                                doc="what each thread of the blocks beyond one per two SMs adds "
+                                    "to a generated kernel launched alone (hwmodels.sm."
+                                    "grid_start_s)")
     move_buffer_latency_s: float = fig("move_buffer_latency_ns", 1e-9, lo_open=False,
                                        doc="latency each buffer a move touches beyond one "
                                            "source and one destination adds")

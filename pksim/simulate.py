@@ -19,7 +19,7 @@ import simpy
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import tma_latency_s
+from hwmodels.sm import grid_start_s, tma_latency_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
@@ -115,6 +115,12 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     launch = system.gpu.sync.stream_launch_s
     if schedule.impl == "nccl":
         launch += nccl.base_latency(schedule)
+    elif program.phases is not None and schedule.mechanism in ("tma", "register"):
+        # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU;
+        # 256 threads per TMA block, 512 per register block: codegen/plan.py)
+        threads = 256 if schedule.mechanism == "tma" else 512
+        blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
+        launch += grid_start_s(system.gpu, blocks, threads)
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s)
 

@@ -29,18 +29,22 @@ def test_one_nvlink_hop():
     # tma_remote_per_sm = 21000 B / 23.3 GB/s = 0.90 us), the root copies its own locally
     # (HBM, far from binding); the writes are local, so the kernel ends a bulk-store round
     # trip t after the data (its one phase signals nobody):
-    # launch (a kernel on a stream, 2.16 us) + 2 us + t + S / (450 GB/s x 0.78 TMA
-    # efficiency) + t. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
-    from hwmodels.sm import tma_latency_s
+    # launch (a kernel on a stream, 2.16 us, and its grid's start: 132 blocks of 256
+    # threads, 66 beyond one per two SMs, x 256 x 0.115 ns = 1.943 us) + 2 us + t
+    # + S / (450 GB/s x 0.78 TMA efficiency) + t. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    from hwmodels.sm import grid_start_s, tma_latency_s
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
     lat = 2 * s.gpu.nvlink.latency_s
     t = tma_latency_s(s.gpu, remote=True)
     assert t == pytest.approx(s.gpu.transfer.tma_message_half_B / s.gpu.transfer.tma_remote_Bps_per_sm)
-    expected = s.gpu.sync.stream_launch_s + lat + 2 * t + GiB / link
+    start = grid_start_s(s.gpu, 132, 256)
+    assert start == pytest.approx(66 * 256 * 0.115e-9)
+    expected = s.gpu.sync.stream_launch_s + start + lat + 2 * t + GiB / link
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(2.16e-6 + 2e-6 + 2 * t + 1073741824 / 351e9, rel=1e-6)
+    assert p.time_s == pytest.approx(2.16e-6 + 1.943e-6 + 2e-6 + 2 * t + 1073741824 / 351e9,
+                                     rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
@@ -51,9 +55,10 @@ def test_hbm_copy_between_virtual_ranks():
     # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
     # SMs meet the memory; each rank gets half. The first read waits one HBM latency, the
     # last writes another before the kernel ends (its one phase signals nobody); the second
-    # destination buffer adds gpu.transfer.move_buffer_latency (b):
-    # time = launch + L + b + (S/2) / (rate/2) + L.
-    from hwmodels.sm import soft_min
+    # destination buffer adds gpu.transfer.move_buffer_latency (b); the grid of 2 x 66 blocks
+    # of 512 threads starts 66 blocks beyond one per two SMs: g = 66 x 512 x thread_start:
+    # time = launch + g + L + b + (S/2) / (rate/2) + L.
+    from hwmodels.sm import grid_start_s, soft_min
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
                          comm_sms=66))
@@ -62,7 +67,10 @@ def test_hbm_copy_between_virtual_ranks():
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
     rate = soft_min(132 / tau, c / 3, t.issue_knee)
     mem = 2 * s.gpu.hbm.latency_s
-    expected = s.gpu.sync.stream_launch_s + mem + t.move_buffer_latency_s + (GiB / 2) / (rate / 2)
+    g = grid_start_s(s.gpu, 132, 512)
+    assert g == pytest.approx(66 * 512 * t.thread_start_s)
+    expected = (s.gpu.sync.stream_launch_s + g + mem + t.move_buffer_latency_s
+                + (GiB / 2) / (rate / 2))
     assert p.time_s == pytest.approx(expected, rel=1e-9)
     # the two moves never exceed the memory: HBM busy at most the whole time
     assert p.breakdown["hbm"] <= p.time_s
@@ -82,8 +90,9 @@ def test_ring_all_reduce_on_8_gpus():
     # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
-    # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b.
-    from hwmodels.sm import tma_latency_s
+    # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b. Each GPU's grid of
+    # 132 TMA blocks (256 threads) starts 66 beyond one per two SMs: + 66 x 256 x 0.115 ns.
+    from hwmodels.sm import grid_start_s, tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
@@ -91,7 +100,8 @@ def test_ring_all_reduce_on_8_gpus():
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
     last = -s.gpu.sync.flag_latency_sys_s
-    extra = 7 * s.gpu.transfer.move_buffer_latency_s
+    extra = 7 * s.gpu.transfer.move_buffer_latency_s + grid_start_s(s.gpu, 132, 256)
+    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(66 * 256 * 0.115e-9)
     assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + last
                                      + extra, rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)

@@ -16,23 +16,10 @@
 // Output: one JSON line per point: mechanism, kind, sources, fixed2, blocks, offset, gbps.
 // Usage: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels/include
 //        -I kernels validation/experiments/tma_align.cu -o tma_align && ./tma_align
-#include "../microbench/common.cuh"
-
-#include <cuda_bf16.h>
-
-#include "collectives/collective.cuh"
-
-using bf16 = __nv_bfloat16;
+#include "../microbench/moves_check.cuh"
 
 template <pkc::mech M>
-struct cfg {
-  static constexpr pkc::mech kMech = M;
-  static constexpr int kThreads = M == pkc::mech::tma ? 256 : 512;
-  static constexpr unsigned kStageBytes = M == pkc::mech::tma ? 32 * 1024 : 0;
-  static constexpr int kStages = M == pkc::mech::tma ? 4 : 1;
-  static constexpr size_t kSmemBytes = M == pkc::mech::tma ? 4 * 32 * 1024 + 128 : 0;
-  static constexpr bool kStaggered = true;
-};
+using cfg = move_config<M>;
 
 template <class C, bool reduce, bool two = false>
 __global__ void __launch_bounds__(C::kThreads) move(const __grid_constant__ pkc::ptrs<bf16> dst,
@@ -51,12 +38,7 @@ __global__ void __launch_bounds__(C::kThreads) move(const __grid_constant__ pkc:
     for (int k = 0; k < src.n; ++k) q.add(src.p[k] + s.lo);
   }
   if constexpr (C::kMech == pkc::mech::tma) {
-    pkc::block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
-    if (threadIdx.x == 0) {
-      for (int k = 0; k < C::kStages; ++k) pk::tma::mbar_init(&bars[k], 1);
-      pk::tma::mbar_init_fence();
-    }
-    __syncthreads();
+    pkc::block_smem sm = stages<C>(smem_raw, bars);
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
     if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
     else pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
@@ -64,22 +46,6 @@ __global__ void __launch_bounds__(C::kThreads) move(const __grid_constant__ pkc:
     if constexpr (reduce) pkc::reg_reduce(d, q, s.size(), pk::ldst::block_group());
     else pkc::reg_copy(d, q.p[0], s.size(), pk::ldst::block_group());
   }
-}
-
-__global__ void fill(bf16* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = __float2bfloat16_rn((hash_u32(seed, i) >> 8) * (2.0f / 16777216.0f) - 1.0f);
-}
-
-__global__ void check(const bf16* out, pkc::cptrs<bf16> src, size_t n, unsigned long long* bad) {
-  unsigned long long local = 0;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    float a = 0.f;
-    for (int q = 0; q < src.n; ++q) a += __bfloat162float(src.p[q][i]);
-    const bf16 want = __float2bfloat16_rn(a);
-    local += (*reinterpret_cast<const unsigned short*>(&out[i]) != *reinterpret_cast<const unsigned short*>(&want));
-  }
-  if (local) atomicAdd(bad, local);
 }
 
 template <class C>
@@ -117,7 +83,7 @@ int main() {
     std::vector<bf16*> buf(10);
     for (int k = 0; k < 10; ++k) {
       buf[k] = reinterpret_cast<bf16*>(base[k] + 256 + offset);
-      if (k < 8) fill<<<528, 512>>>(buf[k], n, 7 + k);
+      if (k < 8) fill_bf16_kernel<<<528, 512>>>(buf[k], n, 7 + k);
     }
     CHECK_LAUNCH();
     for (const Shape& sh : shapes) {
@@ -132,7 +98,7 @@ int main() {
       CHECK(cudaMemsetAsync(buf[8], 0xFF, bytes, st));
       go(132);
       CHECK(cudaMemsetAsync(bad, 0, sizeof(unsigned long long), st));
-      check<<<528, 512, 0, st>>>(buf[8], s, n, bad);
+      check_kernel<<<528, 512, 0, st>>>(buf[8], s, n, bad);
       unsigned long long h = 0;
       CHECK(cudaMemcpyAsync(&h, bad, sizeof(h), cudaMemcpyDeviceToHost, st));
       CHECK(cudaStreamSynchronize(st));

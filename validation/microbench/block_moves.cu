@@ -28,27 +28,15 @@
 // is compared element by element with a reference computed on the device in the same order
 // (fp32 sum of the sources in source order, rounded once to bf16), so a copy must be exact
 // and a reduction bit-identical.
+// Behind a write ("timing": "behind_write"): the 256 KiB payload of every shape on 4, 16, 33,
+// 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
+// `pksim validate` times a collective; the other points are back-to-back launches).
 // --stagger B starts buffer k of the sources at k x B and of the destinations at (8 + k) x B
 // bytes into its allocation (default 0: every buffer at the start of its own allocation).
 // --payload-mib N: N MiB per destination instead of 64.
 // Usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N]
-#include "common.cuh"
+#include "moves_check.cuh"
 
-#include <cuda_bf16.h>
-
-#include "collectives/collective.cuh"
-
-using bf16 = __nv_bfloat16;
-
-template <pkc::mech M>
-struct move_config {
-  static constexpr pkc::mech kMech = M;
-  static constexpr int kThreads = M == pkc::mech::tma ? 256 : 512;
-  static constexpr unsigned kStageBytes = M == pkc::mech::tma ? 32 * 1024 : 0;
-  static constexpr int kStages = M == pkc::mech::tma ? 4 : 1;
-  static constexpr size_t kSmemBytes = M == pkc::mech::tma ? 4 * 32 * 1024 + 128 : 0;
-  static constexpr bool kStaggered = true;
-};
 
 // One kernel per (mechanism, copy or sum), as a generated collective compiles only the
 // routines it calls.
@@ -81,12 +69,7 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   for (int k = 0; k < mine.n; ++k) d.add(mine.p[k] + s.lo);
   for (int k = 0; k < from.n; ++k) q.add(from.p[k] + s.lo);
   if constexpr (C::kMech == pkc::mech::tma) {
-    pkc::block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
-    if (threadIdx.x == 0) {
-      for (int k = 0; k < C::kStages; ++k) pk::tma::mbar_init(&bars[k], 1);
-      pk::tma::mbar_init_fence();
-    }
-    __syncthreads();
+    pkc::block_smem sm = stages<C>(smem_raw, bars);
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
     if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
     else if (PKC_INTERLEAVE)  // as pkc::copy_range: 32 KiB chunks dealt round-robin over the blocks
@@ -100,22 +83,6 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   }
 }
 
-__global__ void fill_bf16_kernel(bf16* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = __float2bfloat16_rn((hash_u32(seed, i) >> 8) * (2.0f / 16777216.0f) - 1.0f);
-}
-
-// Counts elements of `out` that differ from the fp32 sum of the sources, rounded to bf16.
-__global__ void check_kernel(const bf16* out, pkc::cptrs<bf16> src, size_t n, unsigned long long* bad) {
-  unsigned long long local = 0;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    float a = 0.f;
-    for (int q = 0; q < src.n; ++q) a += __bfloat162float(src.p[q][i]);
-    const bf16 want = __float2bfloat16_rn(a);
-    local += (*reinterpret_cast<const unsigned short*>(&out[i]) != *reinterpret_cast<const unsigned short*>(&want));
-  }
-  if (local) atomicAdd(bad, local);
-}
 
 struct Shape {
   const char* kind;
@@ -245,6 +212,71 @@ int main(int argc, char** argv) {
         }
       }
     }
+  }
+  // Alone behind a write: the small payload on 4-264 blocks, each launch enqueued behind a
+  // 256 MiB cudaMemsetAsync and timed by events around it alone ("timing": "behind_write"),
+  // as `pksim validate` times a collective: no previous grid to overlap the blocks' start.
+  {
+    const size_t flush_bytes = 256ull << 20;
+    void* flush = nullptr;
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    const int reps = quick ? 10 : 30;
+    const size_t n = small / sizeof(bf16);
+    for (int mi = 0; mi < 2; ++mi) {
+      const bool tma = mi == 0;
+      for (const Shape& sh : shapes) {
+        pkc::ptrs<bf16> d{};
+        pkc::cptrs<bf16> s{};
+        for (int k = 0; k < sh.dests; ++k) d.add(dsts[k]);
+        for (int k = 0; k < sh.sources; ++k) s.add(srcs[k]);
+        const int reduce = sh.kind[0] == 'r';
+        for (int blocks : {4, 16, 33, 66, 132, 264}) {
+          run(tma, d, s, n, reduce, blocks);  // warm-up
+          std::vector<double> v;
+          for (int r = 0; r < reps; ++r) {
+            CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
+            CHECK(cudaEventRecord(e0, st));
+            run(tma, d, s, n, reduce, blocks);
+            CHECK(cudaEventRecord(e1, st));
+            CHECK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            v.push_back(ms * 1e-3);
+          }
+          Timing t;
+          t.med = quantile(v, 0.5);
+          t.p10 = quantile(v, 0.1);
+          t.p90 = quantile(v, 0.9);
+          t.single = v.front();
+          t.samples = (int)v.size();
+          t.reps = 1;
+          JsonObj params;
+          params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
+          params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
+          params.str("timing", "behind_write");
+          add_config(params, tma);
+          // Check what the last timed launch wrote: every destination's first n elements.
+          unsigned long long bad = 0;
+          for (int k = 0; k < sh.dests; ++k) {
+            CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
+            check_kernel<<<sms, 512>>>(dsts[k], s, n, d_bad);
+            CHECK_LAUNCH();
+            unsigned long long b = 0;
+            CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
+            bad += b;
+          }
+          const std::string check = bad == 0 ? std::string("ok") : "FAIL: " + std::to_string(bad) + " elements wrong";
+          emit_point("block_moves", params, (double)small, (double)small * (sh.sources + sh.dests),
+                     (double)small, t, check);
+        }
+      }
+    }
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    CHECK(cudaFree(flush));
   }
   // Shared reads: R groups of blocks each move the same S sources (a sum for S > 1, a copy
   // for S = 1) into their own destination, as R virtual ranks of a one-shot all-reduce

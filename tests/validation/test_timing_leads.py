@@ -1,0 +1,61 @@
+"""How the validation times copy-engine collectives (behind a GPU spin that covers the host's
+calls) and predicts them with the same lead; the copy-command primitive; the matrix's
+two-blocks-per-SM ring cases."""
+from __future__ import annotations
+
+import pytest
+
+from hwmodels.catalog import load_system
+from pksim.primitives import predict_time_s
+from pksim.schedule import Schedule
+from pksim.simulate import predict
+from validation.collective_cases import make_cases, runnable
+from validation.runtime import CE_LEAD_CYCLES, FLUSH_BYTES
+from validation.validate import flush_lead_s
+
+
+def test_copy_engine_calls_get_the_spin_as_lead():
+    s = load_system("h200-virtual-calibrated")
+    flush = FLUSH_BYTES / s.gpu.hbm.effective_Bps
+    assert flush_lead_s(s, "tma") == flush
+    # 4,000,000 cycles at the 1980 MHz boost clock: 2.02 ms on top of the flush
+    assert flush_lead_s(s, "copy-engine") == pytest.approx(flush + 4e6 / 1.98e9)
+    assert CE_LEAD_CYCLES == 4_000_000
+
+
+def test_with_the_lead_a_copy_engine_call_is_gpu_time_only():
+    # all-gather direct, world 8, 4 KiB: 64 copies; the host needs 64 x copy_api_us (about
+    # 0.4 ms) to issue them. Without a lead the prediction waits for the host; with the
+    # spin it is the GPU's work, which the host never delays: a larger lead changes nothing.
+    s = load_system("h200-virtual-calibrated")
+    sched = Schedule(op="all-gather", shape=(("bytes", 4096),), world=8, algorithm="direct",
+                     mechanism="copy-engine", comm_sms=16)
+    host_bound = predict(s, sched, host_lead_s=0.0).time_s
+    gpu = predict(s, sched, host_lead_s=flush_lead_s(s, "copy-engine")).time_s
+    assert host_bound > 64 * s.gpu.sync.copy_api_s
+    assert gpu < host_bound / 3
+    assert predict(s, sched, host_lead_s=1.0).time_s == pytest.approx(gpu, rel=1e-12)
+    # the 64 copies hold the GPU's copy commands one after another
+    assert gpu > 63 * s.gpu.copy_engine.command_s
+
+
+def test_ce_burst_is_setup_then_one_command_per_further_copy():
+    # K x N copies of B bytes: setup + (K N - 1) x command + K N B / bandwidth
+    s = load_system("h200-calibrated")
+    ce = s.gpu.copy_engine
+    rec = {"bench": "ce_burst", "params": {"streams": 8, "copies_per_stream": 8,
+                                           "copy_bytes": 4096}}
+    assert predict_time_s(s, rec) == pytest.approx(
+        ce.setup_s + 63 * ce.command_s + 64 * 4096 / ce.bandwidth_Bps)
+    one = dict(rec, params={"streams": 1, "copies_per_stream": 1, "copy_bytes": 4096})
+    assert predict_time_s(s, one) == pytest.approx(ce.setup_s + 4096 / ce.bandwidth_Bps)
+
+
+def test_two_blocks_per_sm_ring_cases_are_judged_by_residency():
+    libs = {k: f"lib{i}.so" for i, k in enumerate(runnable())}
+    cases, _ = make_cases(libs, "h200-virtual", "full")
+    doubled = [c for c in cases if c.get("refused_unless_resident")]
+    assert doubled, "the full matrix has ring cases with two blocks per SM"
+    for c in doubled:
+        assert c["algorithm"] == "ring" and "time" not in c and "expect_error" not in c
+        assert c["world"] * c["blocks_per_rank"] == 2 * 132

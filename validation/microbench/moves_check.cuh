@@ -1,0 +1,51 @@
+// moves_check.cuh -- what validation/microbench/block_moves.cu and
+// validation/experiments/tma_align.cu share: the generated collectives' launch constants per
+// mechanism, random bf16 sources, and the bit-exact check of a move (header only).
+#pragma once
+#include <cuda_bf16.h>
+
+#include "common.cuh"
+#include "collectives/collective.cuh"
+
+using bf16 = __nv_bfloat16;
+
+// The generated kernels' launch constants (codegen/plan.py): TMA: 256 threads, four 32 KiB
+// stages; registers: 512 threads.
+template <pkc::mech M>
+struct move_config {
+  static constexpr pkc::mech kMech = M;
+  static constexpr int kThreads = M == pkc::mech::tma ? 256 : 512;
+  static constexpr unsigned kStageBytes = M == pkc::mech::tma ? 32 * 1024 : 0;
+  static constexpr int kStages = M == pkc::mech::tma ? 4 : 1;
+  static constexpr size_t kSmemBytes = M == pkc::mech::tma ? 4 * 32 * 1024 + 128 : 0;
+  static constexpr bool kStaggered = true;
+};
+
+// The block's TMA stages in dynamic shared memory, their barriers initialised (all threads).
+template <class C>
+__device__ pkc::block_smem stages(unsigned char* smem_raw, uint64_t* bars) {
+  pkc::block_smem sm{pk::tma::align_smem<128>(smem_raw), bars, 0u};
+  if (threadIdx.x == 0) {
+    for (int k = 0; k < C::kStages; ++k) pk::tma::mbar_init(&bars[k], 1);
+    pk::tma::mbar_init_fence();
+  }
+  __syncthreads();
+  return sm;
+}
+
+__global__ void fill_bf16_kernel(bf16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = __float2bfloat16_rn((hash_u32(seed, i) >> 8) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+// Counts elements of `out` that differ from the fp32 sum of the sources, rounded to bf16.
+__global__ void check_kernel(const bf16* out, pkc::cptrs<bf16> src, size_t n, unsigned long long* bad) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    float a = 0.f;
+    for (int q = 0; q < src.n; ++q) a += __bfloat162float(src.p[q][i]);
+    const bf16 want = __float2bfloat16_rn(a);
+    local += (*reinterpret_cast<const unsigned short*>(&out[i]) != *reinterpret_cast<const unsigned short*>(&want));
+  }
+  if (local) atomicAdd(bad, local);
+}
