@@ -28,8 +28,8 @@
 // is compared element by element with a reference computed on the device in the same order
 // (fp32 sum of the sources in source order, rounded once to bf16), so a copy must be exact
 // and a reduction bit-identical.
-// Behind a write ("timing": "behind_write"): the 256 KiB payload of every shape on 4, 16, 33,
-// 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
+// Behind a write ("timing": "behind_write"): payloads of 4 KiB, 64 KiB and 256 KiB of every
+// shape on 4, 16, 33, 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
 // `pksim validate` times a collective; the other points are back-to-back launches).
 // --stagger B starts buffer k of the sources at k x B and of the destinations at (8 + k) x B
 // bytes into its allocation (default 0: every buffer at the start of its own allocation).
@@ -224,53 +224,55 @@ int main(int argc, char** argv) {
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
     const int reps = quick ? 10 : 30;
-    const size_t n = small / sizeof(bf16);
-    for (int mi = 0; mi < 2; ++mi) {
-      const bool tma = mi == 0;
-      for (const Shape& sh : shapes) {
-        pkc::ptrs<bf16> d{};
-        pkc::cptrs<bf16> s{};
-        for (int k = 0; k < sh.dests; ++k) d.add(dsts[k]);
-        for (int k = 0; k < sh.sources; ++k) s.add(srcs[k]);
-        const int reduce = sh.kind[0] == 'r';
-        for (int blocks : {4, 16, 33, 66, 132, 264}) {
-          run(tma, d, s, n, reduce, blocks);  // warm-up
-          std::vector<double> v;
-          for (int r = 0; r < reps; ++r) {
-            CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-            CHECK(cudaEventRecord(e0, st));
-            run(tma, d, s, n, reduce, blocks);
-            CHECK(cudaEventRecord(e1, st));
-            CHECK(cudaEventSynchronize(e1));
-            float ms = 0;
-            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            v.push_back(ms * 1e-3);
+    for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, small}) {
+      const size_t n = alone / sizeof(bf16);
+      for (int mi = 0; mi < 2; ++mi) {
+        const bool tma = mi == 0;
+        for (const Shape& sh : shapes) {
+          pkc::ptrs<bf16> d{};
+          pkc::cptrs<bf16> s{};
+          for (int k = 0; k < sh.dests; ++k) d.add(dsts[k]);
+          for (int k = 0; k < sh.sources; ++k) s.add(srcs[k]);
+          const int reduce = sh.kind[0] == 'r';
+          for (int blocks : {4, 16, 33, 66, 132, 264}) {
+            run(tma, d, s, n, reduce, blocks);  // warm-up
+            std::vector<double> v;
+            for (int r = 0; r < reps; ++r) {
+              CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
+              CHECK(cudaEventRecord(e0, st));
+              run(tma, d, s, n, reduce, blocks);
+              CHECK(cudaEventRecord(e1, st));
+              CHECK(cudaEventSynchronize(e1));
+              float ms = 0;
+              CHECK(cudaEventElapsedTime(&ms, e0, e1));
+              v.push_back(ms * 1e-3);
+            }
+            Timing t;
+            t.med = quantile(v, 0.5);
+            t.p10 = quantile(v, 0.1);
+            t.p90 = quantile(v, 0.9);
+            t.single = v.front();
+            t.samples = (int)v.size();
+            t.reps = 1;
+            JsonObj params;
+            params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
+            params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
+            params.str("timing", "behind_write");
+            add_config(params, tma);
+            // Check what the last timed launch wrote: every destination's first n elements.
+            unsigned long long bad = 0;
+            for (int k = 0; k < sh.dests; ++k) {
+              CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
+              check_kernel<<<sms, 512>>>(dsts[k], s, n, d_bad);
+              CHECK_LAUNCH();
+              unsigned long long b = 0;
+              CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
+              bad += b;
+            }
+            const std::string check = bad == 0 ? std::string("ok") : "FAIL: " + std::to_string(bad) + " elements wrong";
+            emit_point("block_moves", params, (double)alone, (double)alone * (sh.sources + sh.dests),
+                       (double)alone, t, check);
           }
-          Timing t;
-          t.med = quantile(v, 0.5);
-          t.p10 = quantile(v, 0.1);
-          t.p90 = quantile(v, 0.9);
-          t.single = v.front();
-          t.samples = (int)v.size();
-          t.reps = 1;
-          JsonObj params;
-          params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
-          params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
-          params.str("timing", "behind_write");
-          add_config(params, tma);
-          // Check what the last timed launch wrote: every destination's first n elements.
-          unsigned long long bad = 0;
-          for (int k = 0; k < sh.dests; ++k) {
-            CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
-            check_kernel<<<sms, 512>>>(dsts[k], s, n, d_bad);
-            CHECK_LAUNCH();
-            unsigned long long b = 0;
-            CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
-            bad += b;
-          }
-          const std::string check = bad == 0 ? std::string("ok") : "FAIL: " + std::to_string(bad) + " elements wrong";
-          emit_point("block_moves", params, (double)small, (double)small * (sh.sources + sh.dests),
-                     (double)small, t, check);
         }
       }
     }
