@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from hwmodels.errors import InfeasibleError
+from hwmodels.sm import BLOCK_THREADS
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.schedule import Schedule
@@ -53,8 +54,8 @@ MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", 
 # nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem).
 ARCHS = ("sm_90a", "sm_100a", "sm_103a")
 MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
-THREADS = 256                      # TMA: one issuing thread, the rest add (reductions)
-REGISTER_THREADS = 512             # registers: 512 x 4 x 16 B = 32 KiB of loads in flight per block
+THREADS = BLOCK_THREADS["tma"]     # TMA: one issuing thread, the rest add (reductions)
+REGISTER_THREADS = BLOCK_THREADS["register"]   # registers: 32 KiB of loads in flight per block
 TMA_STAGE_BYTES = 32 * 1024        # one stage: a copy chunk, or all sources of a reduce chunk
 TMA_STAGES = 4
 

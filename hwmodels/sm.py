@@ -131,6 +131,12 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
     return sm_issue_Bps(1.0 / tau, n_sms, knee, shared_Bps)
 
 
+# Threads per block of the generated collectives, by mechanism (codegen/plan.py takes them
+# from here): TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B
+# = 32 KiB of loads in flight per block.
+BLOCK_THREADS = {"tma": 256, "register": 512}
+
+
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
     """What starting a grid of ``blocks`` of ``threads`` adds to a generated kernel launched
     alone: nothing up to one block per two SMs, ``transfer.thread_start_ps`` per thread of

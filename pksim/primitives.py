@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (attention_time_s, gemm_time_s, grid_start_s, move_Bps,
+from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, move_Bps,
                          reduce_memory_weight, sm_issue_Bps, tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
@@ -173,8 +173,7 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     lat += (sources + dests - 2) * gpu.transfer.move_buffer_latency_s
     body = flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
                        nbytes * copies, lat)
-    threads = 256 if mechanism == "tma" else 512             # block_moves.cu's move_config
-    start = grid_start_s(gpu, blocks * copies, threads)
+    start = grid_start_s(gpu, blocks * copies, BLOCK_THREADS[mechanism])   # as move_config
     return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
 
 

@@ -19,7 +19,7 @@ import simpy
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import grid_start_s, tma_latency_s
+from hwmodels.sm import BLOCK_THREADS, grid_start_s, tma_latency_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
@@ -116,11 +116,9 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     if schedule.impl == "nccl":
         launch += nccl.base_latency(schedule)
     elif program.phases is not None and schedule.mechanism in ("tma", "register"):
-        # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU;
-        # 256 threads per TMA block, 512 per register block: codegen/plan.py)
-        threads = 256 if schedule.mechanism == "tma" else 512
+        # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
-        launch += grid_start_s(system.gpu, blocks, threads)
+        launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s)
 

@@ -4,8 +4,9 @@ case of a validation bundle up to 1 MiB (bf16, the first block count of each), t
   host_s     the CPU time of one call (the cudaMemcpyAsync calls, reduction-kernel launches
              and event records/waits of kernels/collectives/entry.cuh, run_copy_engine), the
              GPU idle before it;
-  gpu_s      the GPU time alone: the call issued behind a 2 ms torch.cuda._sleep, so every
-             call is queued before the start event fires;
+  gpu_s      the GPU time alone: the call issued behind a spin of CE_LEAD_CYCLES (about
+             2 ms), so every call is queued before the start event fires (time_calls without
+             the flush; run on 2026-12-02 with the same spin written out here);
   flush_s    as `pksim validate` times it (validation.runtime.time_calls: a 256 MiB L2 flush
              write, then the call between two events), for comparison with the suite.
 
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 from validation import reference
-from validation.runtime import Collective, Library, VirtualRanks, time_calls
+from validation.runtime import CE_LEAD_CYCLES, Collective, Library, VirtualRanks, time_calls
 
 MAX_BYTES = 1 << 20
 
@@ -42,21 +43,14 @@ def pick(cases: list[dict]) -> list[dict]:
 
 def measure(coll: Collective, iters: int = 20) -> dict:
     import torch
-    host, gpu = [], []
+    host = []
     for _ in range(iters):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         coll.launch()
         host.append(time.perf_counter() - t0)
         coll.wait()
-    for _ in range(iters):
-        torch.cuda._sleep(4_000_000)  # about 2 ms at 1.98 GHz: the calls below queue behind it
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        coll.launch()
-        e.record()
-        coll.wait()
-        gpu.append(s.elapsed_time(e) / 1e3)
+    gpu = time_calls(coll, iters, flush_bytes=0, lead_cycles=CE_LEAD_CYCLES)
     flush = time_calls(coll, iters)
     return {"host_s": statistics.median(host), "gpu_s": statistics.median(gpu),
             "flush_s": statistics.median(flush), "host_all_s": host, "gpu_all_s": gpu}

@@ -152,22 +152,41 @@ int main(int argc, char** argv) {
     else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, blocks, err, st, groups, own);
     CHECK_LAUNCH();
   };
-  // Runs `go` once on the whole payload into destinations 0..dests-1 (filled with 0xFF first)
-  // and compares destination k with the sum of sources_of(k): "ok" or what was wrong.
-  auto check_move = [&](int dests, auto sources_of, auto go) -> std::string {
-    for (int k = 0; k < dests; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
-    go();
+  // Compares the first n elements of destination k (k < dests) with the sum of
+  // sources_of(k): "ok" or what was wrong.
+  auto verify = [&](int dests, auto sources_of, size_t n) -> std::string {
     CHECK(cudaStreamSynchronize(st));
     unsigned long long bad = 0;
     for (int k = 0; k < dests; ++k) {
       CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
-      check_kernel<<<sms * 4, 512>>>(dsts[k], sources_of(k), n_big, d_bad);
+      check_kernel<<<sms * 4, 512>>>(dsts[k], sources_of(k), n, d_bad);
       CHECK_LAUNCH();
       unsigned long long b = 0;
       CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
       bad += b;
     }
     return bad == 0 ? std::string("ok") : "FAIL: " + std::to_string(bad) + " elements wrong";
+  };
+  // Runs `go` once on the whole payload into destinations 0..dests-1 (filled with 0xFF first)
+  // and verifies it.
+  auto check_move = [&](int dests, auto sources_of, auto go) -> std::string {
+    for (int k = 0; k < dests; ++k) CHECK(cudaMemsetAsync(dsts[k], 0xFF, big, st));
+    go();
+    return verify(dests, sources_of, n_big);
+  };
+  // The buffers of one shape: destinations 0..D-1 (first), sources 0..S-1 (second).
+  auto buffers = [&](const Shape& sh) {
+    std::pair<pkc::ptrs<bf16>, pkc::cptrs<bf16>> b{};
+    for (int k = 0; k < sh.dests; ++k) b.first.add(dsts[k]);
+    for (int k = 0; k < sh.sources; ++k) b.second.add(srcs[k]);
+    return b;
+  };
+  // A shape's record parameters.
+  auto shape_params = [&](bool tma, const Shape& sh, int blocks) {
+    JsonObj params;
+    params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
+    params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
+    return params;
   };
   // The launch constants every record carries after its shape.
   auto add_config = [&](JsonObj& params, bool tma) {
@@ -186,10 +205,9 @@ int main(int argc, char** argv) {
   for (int mi = 0; mi < 2; ++mi) {
     const bool tma = mi == 0;
     for (const Shape& sh : shapes) {
-      pkc::ptrs<bf16> d{};
-      pkc::cptrs<bf16> s{};
-      for (int k = 0; k < sh.dests; ++k) d.add(dsts[k]);
-      for (int k = 0; k < sh.sources; ++k) s.add(srcs[k]);
+      const auto buf = buffers(sh);
+      const auto& d = buf.first;
+      const auto& s = buf.second;
       const int reduce = sh.kind[0] == 'r';
       // Check once per shape, on the whole payload.
       const std::string check = check_move(sh.dests, [&](int) { return s; },
@@ -203,9 +221,7 @@ int main(int argc, char** argv) {
           const int blocks = list[bi];
           if (quick && pass == 0 && blocks != 4 && blocks != 16 && blocks != 132) continue;
           Timing t = time_op(st, [&](long long) { run(tma, d, s, n, reduce, blocks); }, cfg);
-          JsonObj params;
-          params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
-          params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
+          JsonObj params = shape_params(tma, sh, blocks);
           add_config(params, tma);
           emit_point("block_moves", params, (double)bytes, (double)bytes * (sh.sources + sh.dests),
                      (double)bytes, t, check);
@@ -229,10 +245,9 @@ int main(int argc, char** argv) {
       for (int mi = 0; mi < 2; ++mi) {
         const bool tma = mi == 0;
         for (const Shape& sh : shapes) {
-          pkc::ptrs<bf16> d{};
-          pkc::cptrs<bf16> s{};
-          for (int k = 0; k < sh.dests; ++k) d.add(dsts[k]);
-          for (int k = 0; k < sh.sources; ++k) s.add(srcs[k]);
+          const auto buf = buffers(sh);
+      const auto& d = buf.first;
+      const auto& s = buf.second;
           const int reduce = sh.kind[0] == 'r';
           for (int blocks : {4, 16, 33, 66, 132, 264}) {
             run(tma, d, s, n, reduce, blocks);  // warm-up
@@ -254,22 +269,11 @@ int main(int argc, char** argv) {
             t.single = v.front();
             t.samples = (int)v.size();
             t.reps = 1;
-            JsonObj params;
-            params.str("mechanism", tma ? "tma" : "register").str("kind", sh.kind);
-            params.integer("sources", sh.sources).integer("dests", sh.dests).integer("blocks", blocks);
+            JsonObj params = shape_params(tma, sh, blocks);
             params.str("timing", "behind_write");
             add_config(params, tma);
             // Check what the last timed launch wrote: every destination's first n elements.
-            unsigned long long bad = 0;
-            for (int k = 0; k < sh.dests; ++k) {
-              CHECK(cudaMemset(d_bad, 0, sizeof(bad)));
-              check_kernel<<<sms, 512>>>(dsts[k], s, n, d_bad);
-              CHECK_LAUNCH();
-              unsigned long long b = 0;
-              CHECK(cudaMemcpy(&b, d_bad, sizeof(b), cudaMemcpyDeviceToHost));
-              bad += b;
-            }
-            const std::string check = bad == 0 ? std::string("ok") : "FAIL: " + std::to_string(bad) + " elements wrong";
+            const std::string check = verify(sh.dests, [&](int) { return s; }, n);
             emit_point("block_moves", params, (double)alone, (double)alone * (sh.sources + sh.dests),
                        (double)alone, t, check);
           }

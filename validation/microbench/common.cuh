@@ -226,6 +226,14 @@ inline JsonObj& add_timing(JsonObj& o, const Timing& t) {
       .num("single_op_time_s", t.single).integer("samples", t.samples).integer("reps_per_sample", t.reps);
 }
 
+// The timing fields of a record from raw per-op samples (each of `reps` ops): median, p10,
+// p90, the number of samples.
+inline JsonObj& add_samples(JsonObj& o, const std::vector<double>& v, int reps = 1) {
+  return o.num("time_s", quantile(v, 0.5)).num("time_p10_s", quantile(v, 0.1))
+      .num("time_p90_s", quantile(v, 0.9)).integer("samples", (long long)v.size())
+      .integer("reps_per_sample", reps);
+}
+
 // First line of every program: {"bench": ..., "record": "device", "device": {...}}.
 inline void emit_device_record(const char* bench) {
   int dev = 0, drv = 0, rt = 0, clk = 0, memclk = 0;

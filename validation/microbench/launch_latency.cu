@@ -91,10 +91,8 @@ static void emit_point(const char* mode, int blocks, int threads, const std::vec
   JsonObj params;
   params.str("mode", mode).integer("blocks", blocks).integer("threads", threads);
   JsonObj o;
-  const double med = quantile(v, 0.5);
-  o.str("bench", "launch_latency").obj("params", params).num("time_s", med).num("time_p10_s", quantile(v, 0.1))
-      .num("time_p90_s", quantile(v, 0.9)).integer("samples", (long long)v.size()).integer("reps_per_sample", reps);
-  if (per_node_div > 0) o.num("time_per_node_s", med / per_node_div);
+  add_samples(o.str("bench", "launch_latency").obj("params", params), v, reps);
+  if (per_node_div > 0) o.num("time_per_node_s", quantile(v, 0.5) / per_node_div);
   o.str("check", check);
   emit(o);
 }
@@ -302,10 +300,7 @@ int main(int argc, char** argv) {
       params.str("mode", "behind_write").str("shape", sh.name).integer("blocks", sh.blocks)
           .integer("threads", sh.threads);
       JsonObj o;
-      const double med = quantile(v, 0.5);
-      o.str("bench", "launch_latency").obj("params", params).num("time_s", med)
-          .num("time_p10_s", quantile(v, 0.1)).num("time_p90_s", quantile(v, 0.9))
-          .integer("samples", (long long)v.size()).integer("reps_per_sample", 1).str("check", check);
+      add_samples(o.str("bench", "launch_latency").obj("params", params), v).str("check", check);
       emit(o);
     }
     CHECK(cudaEventDestroy(e0));
@@ -377,10 +372,8 @@ int main(int argc, char** argv) {
           params.str("mode", "ce_burst").integer("streams", k).integer("copies_per_stream", n)
               .integer("copy_bytes", (long long)bytes);
           JsonObj o;
-          o.str("bench", "ce_burst").obj("params", params).num("bytes", (double)bytes * k * n)
-              .num("time_s", quantile(v, 0.5)).num("time_p10_s", quantile(v, 0.1))
-              .num("time_p90_s", quantile(v, 0.9)).integer("samples", (long long)v.size())
-              .integer("reps_per_sample", 1).str("check", check);
+          o.str("bench", "ce_burst").obj("params", params).num("bytes", (double)bytes * k * n);
+          add_samples(o, v).str("check", check);
           emit(o);
         }
       }
