@@ -217,6 +217,10 @@ class PcieSpec:
 @dataclass(frozen=True)
 class SyncSpec:
     kernel_launch_s: float = fig("kernel_launch_us", 1e-6)
+    stream_chain_s: float = fig("stream_chain_us", 1e-6, lo_open=False,
+                                doc="GPU time a copy or kernel adds behind the previous "
+                                    "operation of its stream (it starts once that one has "
+                                    "finished), besides its own command or launch")
     grid_sync_s: float = fig("grid_sync_us", 1e-6)
     flag_latency_s: float = fig("flag_latency_ns", 1e-9, doc="signal seen by another SM")
     flag_latency_sys_s: float = fig("flag_latency_sys_ns", 1e-9,

@@ -243,14 +243,22 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     latency = m.serial * latency + (m.serial - 1) * (latency if tma else 0.0)
     if sched.mechanism == "copy-engine" and m.engine != "sm":
         add(f"ce[{m.issuer}]", 1.0)
-        # each copy holds its GPU's copy commands for command_s, whatever its size
+        # each copy holds its GPU's copy commands for command_s, whatever its size, and
+        # starts once its stream's previous work has finished (the chain; the engine's setup
+        # is the first copy's alone: simulate.build adds the difference to the launch)
         if m.payload > 0:
             add(ce_commands(topo, m.issuer), gpu.copy_engine.command_s / m.payload)
-        latency += gpu.copy_engine.setup_s
+        latency += gpu.sync.stream_chain_s
     else:
         mech = "register" if m.engine == "sm" else sched.mechanism
         n = ce_kernel_sms(topo, sched) if m.engine == "sm" else sched.comm_sms
         add(f"issue[{m.issuer}]", move_issue_weight(topo, sched, m, mech, n, resident))
+        if sched.mechanism == "copy-engine":
+            # a reduction kernel between a copy-engine collective's copies: its launch holds
+            # the GPU's commands as a copy does, and it starts once its stream's copy is done
+            if m.payload > 0:
+                add(ce_commands(topo, m.issuer), gpu.sync.kernel_launch_s / m.payload)
+            latency += gpu.sync.stream_chain_s
     return FlowSpec(tuple(sorted(usage.items())), latency, piece, m.issuer)
 
 

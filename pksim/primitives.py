@@ -177,11 +177,21 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
 
 
-def _ce_burst(gpu: GpuSpec, copies: int, copy_bytes: float) -> float:
-    """Copies queued on any streams, GPU time from the first to the last: the first waits for
-    the engine's setup, each further one for the copy commands before it."""
-    ce = gpu.copy_engine
-    return ce.setup_s + (copies - 1) * ce.command_s + copies * copy_bytes / ce.bandwidth_Bps
+def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
+              kernels: bool = False) -> float:
+    """``per_stream`` copies (each followed by a one-block kernel with ``kernels``) queued on
+    each of ``streams`` streams, GPU time from the first to the last: the first copy waits
+    for the engine's setup, each further copy for its copy command and each kernel for its
+    launch, one after another, and every operation behind another on its stream for that
+    one to finish (the chain). Whether the streams wait on each other's events between
+    rounds ("order": "ring") or not changes nothing in the model."""
+    ce, sync = gpu.copy_engine, gpu.sync
+    copies = streams * per_stream
+    t = (ce.setup_s + (copies - 1) * ce.command_s + (per_stream - 1) * sync.stream_chain_s
+         + copies * copy_bytes / ce.bandwidth_Bps)
+    if kernels:
+        t += copies * sync.kernel_launch_s + per_stream * sync.stream_chain_s
+    return t
 
 
 def _launch(gpu: GpuSpec, mode: str, nodes: int, shape: str | None = None) -> float | None:
@@ -224,17 +234,15 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
     if bench == "tma_reduce":
         return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
     if bench in ("block_moves", "block_moves_own"):
-        if p.get("timing") == "behind_write":
-            # measured only: one launch alone behind a write (the source of
-            # transfer.thread_start_ps); at 256 KiB the model's latency part misses these by
-            # 2-3 us at every block count, which would bend the fit of the other points
-            return None
+        # "behind_write" records (one launch alone behind a write, as validation times a
+        # collective) are the same body: the launch's start is what back-to-back launches hide
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
                            p["dests"], p["blocks"], p.get("readers", 1), p.get("groups", 1))
     if bench == "launch_latency":
         return _launch(gpu, p["mode"], p.get("nodes", 100), p.get("shape"))
     if bench == "ce_burst":
-        return _ce_burst(gpu, p["streams"] * p["copies_per_stream"], p["copy_bytes"])
+        return _ce_burst(gpu, p["streams"], p["copies_per_stream"], p["copy_bytes"],
+                         bool(p.get("kernels")))
     if bench == "flag_latency":
         return gpu.sync.flag_latency_sys_s if p.get("scope") == "sys" else gpu.sync.flag_latency_s
     if bench == "gemm":

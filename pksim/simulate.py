@@ -66,7 +66,8 @@ class Model:
         steps = self.program.costed()
         for i, step in enumerate(steps):
             sync = self.sync_s[step.key]
-            if self.program.phases is not None and i == len(steps) - 1:
+            if (self.program.phases is not None and i == len(steps) - 1
+                    and self.schedule.mechanism != "copy-engine"):
                 sync -= self.system.gpu.sync.flag_latency_sys_s
             yield step, self.classes[step.key], sync
 
@@ -119,6 +120,10 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
+    elif program.phases is not None and schedule.mechanism == "copy-engine":
+        # the first copy waits for the engine's setup where later ones pay the chain
+        ce = system.gpu.copy_engine
+        launch += max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s)
 
@@ -209,6 +214,10 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> f
                      if q != m.issuer), default=0.0)
     if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
         drain += tma_latency_s(system.gpu, remote=not topo.virtual)
+    if schedule.mechanism == "copy-engine":
+        # copy-engine phases wait on events between the ranks' streams, not on flags: what
+        # a copy pays behind earlier work is its chain (pksim.flows.move_spec)
+        return drain
     return drain + system.gpu.sync.flag_latency_sys_s
 
 

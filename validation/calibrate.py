@@ -66,7 +66,8 @@ STAGES = (
     Stage("copies", ("hbm_copy", "ce_burst"), (
         Param("gpu.l2.bandwidth_GBps", 100, 1e5),
         Param("gpu.copy_engine.setup_latency_us", 0.01, 50),
-        Param("gpu.copy_engine.command_us", 0.01, 50)), starts=3),
+        Param("gpu.copy_engine.command_us", 0.01, 50),
+        Param("gpu.sync.stream_chain_us", 0.01, 50)), starts=3),
     Stage("tma copy", ("tma_copy",), (
         Param("gpu.transfer.tma_local_per_sm_GBps", 1, 1e3),
         Param("gpu.transfer.tma_message_half_bytes", 1, 1e7))),
@@ -86,6 +87,7 @@ STAGES = (
         Param("gpu.transfer.move_knee", 0.5, 30),
         Param("gpu.transfer.tma_move_reduce_knee", 0.5, 30),
         Param("gpu.transfer.move_buffer_latency_ns", 1, 5000),
+        Param("gpu.transfer.thread_start_ps", 0.01, 1e4),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),
     Stage("tensor", ("gemm", "attention"), (

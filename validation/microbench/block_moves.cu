@@ -30,12 +30,15 @@
 // and a reduction bit-identical.
 // Behind a write ("timing": "behind_write"): payloads of 4 KiB, 64 KiB and 256 KiB of every
 // shape on 4, 16, 33, 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
-// `pksim validate` times a collective; the other points are back-to-back launches).
+// `pksim validate` times a collective; the other points are back-to-back launches); at 4 KiB
+// also behind a kernel's write instead of cudaMemsetAsync ("flush": "kernel") and launched
+// cooperatively ("launch": "cooperative"), as the validated collectives are.
 // --stagger B starts buffer k of the sources at k x B and of the destinations at (8 + k) x B
 // bytes into its allocation (default 0: every buffer at the start of its own allocation).
 // --payload-mib N: N MiB per destination instead of 64.
 // Usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N]
 #include "moves_check.cuh"
+#include "pk/host.cuh"
 
 
 // One kernel per (mechanism, copy or sum), as a generated collective compiles only the
@@ -51,29 +54,33 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   // sources into its own destination dst.p[group] (reads shared by the groups).
   const int per = static_cast<int>(gridDim.x) / groups;
   const int b = static_cast<int>(blockIdx.x) % per;
+  const int grp = static_cast<int>(blockIdx.x) / per;
   // `own`: each group reads its own S = src.n / groups sources instead (as virtual ranks
   // reading their own buffers).
-  pkc::ptrs<bf16> mine{};
-  pkc::cptrs<bf16> from{};
-  if (groups > 1) mine.add(dst.p[blockIdx.x / per]);
-  else mine = dst;
-  if (own && groups > 1) {
-    const int S = src.n / groups;
-    for (int k = 0; k < S; ++k) from.add(src.p[(blockIdx.x / per) * S + k]);
-  } else {
-    from = src;
-  }
+  const bool split = own && groups > 1;
+  const int first = split ? grp * (src.n / groups) : 0;
   const pkc::span s = pkc::piece(n, per, b, pkc::kVec<bf16>);
-  pkc::ptrs<bf16> d{};
+  // Every pointer array is filled at compile-time indices, so it stays in registers: a
+  // runtime index would put it on the stack, and a stack's first touch by every thread slows
+  // a grid's start (2-5 us at one block per SM behind a 256 MiB write) in a way the
+  // generated collectives, which keep their pointers in registers, do not show.
+  pkc::ptrs<bf16> mine{}, d{};
   pkc::cptrs<bf16> q{};
-  for (int k = 0; k < mine.n; ++k) d.add(mine.p[k] + s.lo);
-  for (int k = 0; k < from.n; ++k) q.add(from.p[k] + s.lo);
+#pragma unroll
+  for (int k = 0; k < PKC_MAX_RANKS; ++k) {
+    mine.p[k] = groups > 1 ? dst.p[grp] : dst.p[k];
+    d.p[k] = mine.p[k] + s.lo;
+    const int j = first + k < PKC_MAX_RANKS ? first + k : PKC_MAX_RANKS - 1;
+    q.p[k] = src.p[j] + s.lo;
+  }
+  mine.n = d.n = groups > 1 ? 1 : dst.n;
+  q.n = split ? src.n / groups : src.n;
   if constexpr (C::kMech == pkc::mech::tma) {
     pkc::block_smem sm = stages<C>(smem_raw, bars);
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
     if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
     else if (PKC_INTERLEAVE)  // as pkc::copy_range: 32 KiB chunks dealt round-robin over the blocks
-      pkc::tma_copy<C>(mine, from.p[0], n, sm, spin, 0,
+      pkc::tma_copy<C>(mine, src.p[first], n, sm, spin, 0,
                        pkc::chunk_deal{static_cast<size_t>(b), static_cast<size_t>(per)});
     else
       pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
@@ -91,9 +98,19 @@ struct Shape {
 
 template <class C>
 void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int reduce, int blocks,
-            pk::error_record* err, cudaStream_t st, int groups = 1, int own = 0) {
-  if (reduce) move_kernel<C, true><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, own, err);
-  else move_kernel<C, false><<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, own, err);
+            pk::error_record* err, cudaStream_t st, int groups = 1, int own = 0, bool coop = false) {
+  auto* k = reduce ? move_kernel<C, true> : move_kernel<C, false>;
+  if (coop)  // as the generated collectives launch (pk::launch_cooperative)
+    pk::launch_cooperative(k, dim3(blocks), dim3(C::kThreads), C::kSmemBytes, st, d, s, n, groups, own, err);
+  else
+    k<<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, own, err);
+}
+
+// The cold-L2 write before a launch timed alone, as a kernel (torch's zero_ is one) rather
+// than cudaMemsetAsync.
+__global__ void flush_kernel(uint4* p, size_t n, unsigned v) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = make_uint4(v, v, v, v);
 }
 
 int main(int argc, char** argv) {
@@ -147,9 +164,9 @@ int main(int argc, char** argv) {
   cfg.budget_s = quick ? 0.02 : 0.06;
 
   auto run = [&](bool tma, const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n,
-                 int reduce, int blocks, int groups = 1, int own = 0) {
-    if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, blocks, err, st, groups, own);
-    else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, blocks, err, st, groups, own);
+                 int reduce, int blocks, int groups = 1, int own = 0, bool coop = false) {
+    if (tma) launch<move_config<pkc::mech::tma>>(d, s, n, reduce, blocks, err, st, groups, own, coop);
+    else launch<move_config<pkc::mech::reg>>(d, s, n, reduce, blocks, err, st, groups, own, coop);
     CHECK_LAUNCH();
   };
   // Compares the first n elements of destination k (k < dests) with the sum of
@@ -230,8 +247,12 @@ int main(int argc, char** argv) {
     }
   }
   // Alone behind a write: the small payload on 4-264 blocks, each launch enqueued behind a
-  // 256 MiB cudaMemsetAsync and timed by events around it alone ("timing": "behind_write"),
-  // as `pksim validate` times a collective: no previous grid to overlap the blocks' start.
+  // 256 MiB write and timed by events around it alone ("timing": "behind_write"), as
+  // `pksim validate` times a collective: no previous grid to overlap the blocks' start.
+  // "flush": the write is a cudaMemsetAsync ("memset", every shape and payload) or a kernel
+  // ("kernel", as torch's zero_ before a validated collective); "launch": a plain launch or
+  // a cooperative one ("cooperative", as the generated collectives launch; grids that fit
+  // at once only). The three variants besides (memset, plain) time 4 KiB of two shapes.
   {
     const size_t flush_bytes = 256ull << 20;
     void* flush = nullptr;
@@ -240,42 +261,57 @@ int main(int argc, char** argv) {
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
     const int reps = quick ? 10 : 30;
-    for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, small}) {
-      const size_t n = alone / sizeof(bf16);
-      for (int mi = 0; mi < 2; ++mi) {
-        const bool tma = mi == 0;
-        for (const Shape& sh : shapes) {
-          const auto buf = buffers(sh);
-      const auto& d = buf.first;
-      const auto& s = buf.second;
-          const int reduce = sh.kind[0] == 'r';
-          for (int blocks : {4, 16, 33, 66, 132, 264}) {
-            run(tma, d, s, n, reduce, blocks);  // warm-up
-            std::vector<double> v;
-            for (int r = 0; r < reps; ++r) {
-              CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-              CHECK(cudaEventRecord(e0, st));
-              run(tma, d, s, n, reduce, blocks);
-              CHECK(cudaEventRecord(e1, st));
-              CHECK(cudaEventSynchronize(e1));
-              float ms = 0;
-              CHECK(cudaEventElapsedTime(&ms, e0, e1));
-              v.push_back(ms * 1e-3);
+    const int fit[2] = {
+        pk::max_coresident_blocks(move_kernel<move_config<pkc::mech::reg>, true>, 512, 0),
+        pk::max_coresident_blocks(move_kernel<move_config<pkc::mech::tma>, true>, 256,
+                                  move_config<pkc::mech::tma>::kSmemBytes)};
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool kernel_flush = variant & 1, coop = variant & 2;
+      for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, small}) {
+        if (variant && alone != 4 * KiB) continue;
+        const size_t n = alone / sizeof(bf16);
+        for (int mi = 0; mi < 2; ++mi) {
+          const bool tma = mi == 0;
+          for (const Shape& sh : shapes) {
+            if (variant && !((sh.sources == 1 && sh.dests == 1) || (sh.sources == 8 && sh.dests == 8)))
+              continue;
+            const auto buf = buffers(sh);
+            const auto& d = buf.first;
+            const auto& s = buf.second;
+            const int reduce = sh.kind[0] == 'r';
+            for (int blocks : {4, 16, 33, 66, 132, 264}) {
+              if (coop && blocks > fit[mi]) continue;
+              run(tma, d, s, n, reduce, blocks, 1, 0, coop);  // warm-up
+              std::vector<double> v;
+              for (int r = 0; r < reps; ++r) {
+                if (kernel_flush)
+                  flush_kernel<<<sms * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
+                else
+                  CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
+                CHECK(cudaEventRecord(e0, st));
+                run(tma, d, s, n, reduce, blocks, 1, 0, coop);
+                CHECK(cudaEventRecord(e1, st));
+                CHECK(cudaEventSynchronize(e1));
+                float ms = 0;
+                CHECK(cudaEventElapsedTime(&ms, e0, e1));
+                v.push_back(ms * 1e-3);
+              }
+              Timing t;
+              t.med = quantile(v, 0.5);
+              t.p10 = quantile(v, 0.1);
+              t.p90 = quantile(v, 0.9);
+              t.single = v.front();
+              t.samples = (int)v.size();
+              t.reps = 1;
+              JsonObj params = shape_params(tma, sh, blocks);
+              params.str("timing", "behind_write").str("flush", kernel_flush ? "kernel" : "memset");
+              params.str("launch", coop ? "cooperative" : "plain");
+              add_config(params, tma);
+              // Check what the last timed launch wrote: every destination's first n elements.
+              const std::string check = verify(sh.dests, [&](int) { return s; }, n);
+              emit_point("block_moves", params, (double)alone, (double)alone * (sh.sources + sh.dests),
+                         (double)alone, t, check);
             }
-            Timing t;
-            t.med = quantile(v, 0.5);
-            t.p10 = quantile(v, 0.1);
-            t.p90 = quantile(v, 0.9);
-            t.single = v.front();
-            t.samples = (int)v.size();
-            t.reps = 1;
-            JsonObj params = shape_params(tma, sh, blocks);
-            params.str("timing", "behind_write");
-            add_config(params, tma);
-            // Check what the last timed launch wrote: every destination's first n elements.
-            const std::string check = verify(sh.dests, [&](int) { return s; }, n);
-            emit_point("block_moves", params, (double)alone, (double)alone * (sh.sources + sh.dests),
-                       (double)alone, t, check);
           }
         }
       }

@@ -21,14 +21,20 @@
 //                     256 MiB cudaMemsetAsync (the host is far ahead, as when a caller
 //                     times a kernel after flushing the L2), for the launch shapes of the
 //                     generated collectives ("shape": plain, smem_128k, param_4k,
-//                     coop_smem_128k) and none (the two events alone);
+//                     coop_smem_128k), "touch" (512 threads, each block copying 512 B),
+//                     plain, param_4k and touch on 4 to 2 x SMs blocks, and none (the
+//                     two events alone);
 //   ce_burst          (records with "bench": "ce_burst") GPU time of K streams x N
 //                     device-to-device cudaMemcpyAsync of B bytes each, forked from one
 //                     stream by events and joined back, all enqueued behind a ~2 ms spin
 //                     kernel so that the host has issued every copy before the first event
 //                     fires: what the GPU spends per copy once the calls are queued, as in a
 //                     copy-engine collective (K = 1, 2, 4, 8; N = 1, 2, 4, 8; B = 4 KiB and
-//                     256 KiB; every copy has its own source and destination).
+//                     256 KiB; every copy has its own source and destination);
+//                     "order": "ring" (4 KiB): N rounds, in each stream k first waits for
+//                     the event stream k - 1 recorded after its previous round, then copies
+//                     (and with "kernels": 1 launches a one-block 512-thread kernel), then
+//                     records its own event: the chain of a copy-engine ring's phases.
 // Check: the counter must equal the number of ticks enqueued (before timing
 // on 10 launches, and after each mode, so every timed launch really ran).
 // Usage: launch_latency [--quick]
@@ -55,6 +61,16 @@ __global__ void tick_smem_kernel(unsigned* counter) {
 }
 __global__ void tick_param_kernel(unsigned* counter, const __grid_constant__ big_param p) {
   if (blockIdx.x == 0 && threadIdx.x == 0) *counter += 1u + (p.b[4095] & 0u);
+}
+
+// Warp 0 of every block copies 512 bytes of a 4 KiB buffer (block b the (b mod 8)-th piece):
+// a launch whose blocks each touch memory, as a generated collective's smallest move does.
+__global__ void touch_kernel(unsigned* counter, const uint4* src, uint4* dst) {
+  if (threadIdx.x < 32) {
+    const int i = (blockIdx.x % 8) * 32 + threadIdx.x;
+    dst[i] = src[i];
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(counter, 1u);  // kernels on several streams
 }
 
 // Spins until `cycles` clock cycles have passed: a GPU lead the host's calls queue behind.
@@ -264,9 +280,19 @@ int main(int argc, char** argv) {
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
     big_param bp{};
+    uint4 *tsrc = nullptr, *tdst = nullptr;
+    CHECK(cudaMalloc(&tsrc, 4096));
+    CHECK(cudaMalloc(&tdst, 4096));
+    CHECK(cudaMemset(tsrc, 1, 4096));
     struct Shape { const char* name; int blocks, threads; };
-    const Shape shapes[] = {{"none", 0, 0}, {"plain", sms, 256}, {"smem_128k", sms, 256},
-                            {"param_4k", sms, 512}, {"coop_smem_128k", sms, 256}};
+    // plain, param_4k and touch on 4 to 2 x SMs blocks (the grid's start as blocks are added);
+    // the 128 KiB shared-memory shapes fit one block per SM.
+    std::vector<Shape> shapes = {{"none", 0, 0}, {"smem_128k", sms, 256}, {"coop_smem_128k", sms, 256}};
+    for (int blocks : {4, sms / 4, sms / 2, sms, 2 * sms}) {
+      shapes.push_back({"plain", blocks, 256});
+      shapes.push_back({"param_4k", blocks, 512});
+      shapes.push_back({"touch", blocks, 512});
+    }
     const int reps = quick ? 20 : 100;
     for (const Shape& sh : shapes) {
       const std::string name = sh.name;
@@ -274,6 +300,7 @@ int main(int argc, char** argv) {
         if (name == "plain") tick_kernel<<<sh.blocks, sh.threads, 0, c.st>>>(c.counter);
         else if (name == "smem_128k") tick_smem_kernel<<<sh.blocks, sh.threads, smem, c.st>>>(c.counter);
         else if (name == "param_4k") tick_param_kernel<<<sh.blocks, sh.threads, 0, c.st>>>(c.counter, bp);
+        else if (name == "touch") touch_kernel<<<sh.blocks, sh.threads, 0, c.st>>>(c.counter, tsrc, tdst);
         else if (name == "coop_smem_128k") {
           void* args[] = {&c.counter};
           CHECK(cudaLaunchCooperativeKernel((const void*)tick_smem_kernel, dim3(sh.blocks), dim3(sh.threads),
@@ -306,6 +333,8 @@ int main(int argc, char** argv) {
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
     CHECK(cudaFree(flush));
+    CHECK(cudaFree(tsrc));
+    CHECK(cudaFree(tdst));
   }
   // ---- ce_burst: K streams x N copies queued behind a spin, GPU time from fork to join
   {
@@ -316,26 +345,52 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&dst, (size_t)max_k * max_n * max_b));
     CHECK(cudaMemset(src, 0x3C, (size_t)max_k * max_n * max_b));
     std::vector<cudaStream_t> streams(max_k);
-    std::vector<cudaEvent_t> done(max_k);
+    std::vector<cudaEvent_t> done(max_k), round_ev((size_t)max_k * max_n);
     for (int k = 0; k < max_k; ++k) {
       CHECK(cudaStreamCreateWithFlags(&streams[k], cudaStreamNonBlocking));
       CHECK(cudaEventCreateWithFlags(&done[k], cudaEventDisableTiming));
     }
+    for (auto& e : round_ev) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    uint4 *ksrc = nullptr, *kdst = nullptr;  // the ring rounds' one-block kernel's buffers
+    CHECK(cudaMalloc(&ksrc, 4096));
+    CHECK(cudaMalloc(&kdst, 4096));
+    CHECK(cudaMemset(ksrc, 1, 4096));
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
     const int reps = quick ? 10 : 30;
+    // variant 0: the fork (every size); 1: ring rounds of copies; 2: ring rounds of a copy
+    // and a kernel (4 KiB)
+    for (int variant = 0; variant < 3; ++variant)
     for (size_t bytes : {(size_t)4096, max_b}) {
+      if (variant && bytes != 4096) continue;
+      const bool ring = variant > 0, kernels = variant == 2;
       for (int k : {1, 2, 4, 8}) {
         for (int n : {1, 2, 4, 8}) {
           auto burst = [&]() {
             CHECK(cudaEventRecord(e0, c.st));
+            for (int s = 0; s < k; ++s) CHECK(cudaStreamWaitEvent(streams[s], e0, 0));
+            if (ring) {
+              for (int i = 0; i < n; ++i)
+                for (int s = 0; s < k; ++s) {
+                  if (i > 0 && k > 1)
+                    CHECK(cudaStreamWaitEvent(streams[s], round_ev[(size_t)((s + k - 1) % k) * max_n + i - 1], 0));
+                  const size_t at = ((size_t)s * max_n + i) * max_b;
+                  CHECK(cudaMemcpyAsync(dst + at, src + at, bytes, cudaMemcpyDeviceToDevice, streams[s]));
+                  if (kernels) {
+                    touch_kernel<<<1, 512, 0, streams[s]>>>(c.counter, ksrc, kdst);
+                    ++c.expected;
+                  }
+                  CHECK(cudaEventRecord(round_ev[(size_t)s * max_n + i], streams[s]));
+                }
+            } else {
+              for (int s = 0; s < k; ++s)
+                for (int i = 0; i < n; ++i) {
+                  const size_t at = ((size_t)s * max_n + i) * max_b;
+                  CHECK(cudaMemcpyAsync(dst + at, src + at, bytes, cudaMemcpyDeviceToDevice, streams[s]));
+                }
+            }
             for (int s = 0; s < k; ++s) {
-              CHECK(cudaStreamWaitEvent(streams[s], e0, 0));
-              for (int i = 0; i < n; ++i) {
-                const size_t at = ((size_t)s * max_n + i) * max_b;
-                CHECK(cudaMemcpyAsync(dst + at, src + at, bytes, cudaMemcpyDeviceToDevice, streams[s]));
-              }
               CHECK(cudaEventRecord(done[s], streams[s]));
               CHECK(cudaStreamWaitEvent(c.st, done[s], 0));
             }
@@ -367,10 +422,15 @@ int main(int argc, char** argv) {
                   break;
                 }
               }
+          if (kernels) {
+            const std::string ticks = c.verify_and_reset();
+            if (check == "ok") check = ticks;
+          }
           failures += check != "ok";
           JsonObj params;
           params.str("mode", "ce_burst").integer("streams", k).integer("copies_per_stream", n)
               .integer("copy_bytes", (long long)bytes);
+          if (ring) params.str("order", "ring").integer("kernels", kernels ? 1 : 0);
           JsonObj o;
           o.str("bench", "ce_burst").obj("params", params).num("bytes", (double)bytes * k * n);
           add_samples(o, v).str("check", check);
@@ -382,6 +442,9 @@ int main(int argc, char** argv) {
       CHECK(cudaStreamDestroy(streams[k]));
       CHECK(cudaEventDestroy(done[k]));
     }
+    for (auto& e : round_ev) CHECK(cudaEventDestroy(e));
+    CHECK(cudaFree(ksrc));
+    CHECK(cudaFree(kdst));
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
     CHECK(cudaFree(src));
