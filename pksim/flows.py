@@ -202,7 +202,7 @@ def ce_commands(topo: Topology, rank: int) -> str:
 
 
 def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: bool,
-              link_efficiency: float) -> FlowSpec:
+              link_efficiency: float, queued: int = 1) -> FlowSpec:
     """The flow of one move (``piece`` bytes of it) of a generated kernel
     (pksim.workloads.kernels): its payload
     read from every source's memory, written to every destination's (each once per byte:
@@ -245,10 +245,12 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
         add(f"ce[{m.issuer}]", 1.0)
         # each copy holds its GPU's copy commands for command_s, whatever its size, and
         # starts once its stream's previous work has finished (the chain; the engine's setup
-        # is the first copy's alone: simulate.build adds the difference to the launch)
+        # is the first copy's alone: simulate.build adds the difference to the launch). The
+        # ``queued`` copies of one rank in one phase share its stream: the last of them
+        # starts after that many chains.
         if m.payload > 0:
             add(ce_commands(topo, m.issuer), gpu.copy_engine.command_s / m.payload)
-        latency += gpu.sync.stream_chain_s
+        latency += queued * gpu.sync.stream_chain_s
     else:
         mech = "register" if m.engine == "sm" else sched.mechanism
         n = ce_kernel_sms(topo, sched) if m.engine == "sm" else sched.comm_sms

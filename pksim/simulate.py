@@ -11,6 +11,7 @@ into lanes, ``pipeline_depth`` of them in flight at once.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Hashable
 
@@ -178,7 +179,9 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     for pkey, step in program.patterns().items():
         moves = step.moves()
         if moves is not None:          # a generated kernel's phase (pksim.workloads.kernels)
-            specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff)
+            queued = Counter(m.issuer for m in moves if m.engine != "sm")
+            specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff,
+                               queued[m.issuer] if m.engine != "sm" else 1)
                      for m in moves]
             sync[pkey] = phase_sync_s(system, topo, schedule, moves)
         else:

@@ -29,8 +29,8 @@
 //                     stream by events and joined back, all enqueued behind a ~2 ms spin
 //                     kernel so that the host has issued every copy before the first event
 //                     fires: what the GPU spends per copy once the calls are queued, as in a
-//                     copy-engine collective (K = 1, 2, 4, 8; N = 1, 2, 4, 8; B = 4 KiB and
-//                     256 KiB; every copy has its own source and destination);
+//                     copy-engine collective (K = 1, 2, 4, 8; N = 1, 2, 4, 8; B = 4 KiB,
+//                     256 KiB and 2 MiB; every copy has its own source and destination);
 //                     "order": "ring" (4 KiB): N rounds, in each stream k first waits for
 //                     the event stream k - 1 recorded after its previous round, then copies
 //                     (and with "kernels": 1 launches a one-block 512-thread kernel), then
@@ -339,7 +339,7 @@ int main(int argc, char** argv) {
   // ---- ce_burst: K streams x N copies queued behind a spin, GPU time from fork to join
   {
     const int max_k = 8, max_n = 8;
-    const size_t max_b = 256 * 1024;
+    const size_t max_b = 2 * 1024 * 1024;
     unsigned char *src = nullptr, *dst = nullptr;
     CHECK(cudaMalloc(&src, (size_t)max_k * max_n * max_b));
     CHECK(cudaMalloc(&dst, (size_t)max_k * max_n * max_b));
@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
     // variant 0: the fork (every size); 1: ring rounds of copies; 2: ring rounds of a copy
     // and a kernel (4 KiB)
     for (int variant = 0; variant < 3; ++variant)
-    for (size_t bytes : {(size_t)4096, max_b}) {
+    for (size_t bytes : {(size_t)4096, (size_t)256 * 1024, max_b}) {
       if (variant && bytes != 4096) continue;
       const bool ring = variant > 0, kernels = variant == 2;
       for (int k : {1, 2, 4, 8}) {
