@@ -248,8 +248,11 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
         # is the first copy's alone: simulate.build adds the difference to the launch). The
         # ``queued`` copies of one rank in one phase share its stream: the last of them
         # starts after that many chains.
+        # The copies of one GPU also move their bytes one after another at one engine's
+        # rate, as ce_burst times them (pksim.primitives._ce_burst: commands and bytes add).
         if m.payload > 0:
-            add(ce_commands(topo, m.issuer), gpu.copy_engine.command_s / m.payload)
+            add(ce_commands(topo, m.issuer),
+                gpu.copy_engine.command_s / m.payload + 1.0 / gpu.copy_engine.bandwidth_Bps)
         latency += queued * gpu.sync.stream_chain_s
     else:
         mech = "register" if m.engine == "sm" else sched.mechanism

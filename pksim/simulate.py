@@ -211,7 +211,8 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> f
     round trip for bulk stores) before a system-scope flag (pk/sync.cuh) tells the next
     phase (the last phase has no flag: Model.step_classes)."""
     if topo.virtual:
-        drain = system.gpu.hbm.latency_s
+        # writes are complete once the L2 (the GPU's point of coherence) has them
+        drain = system.gpu.l2.latency_s
     else:
         drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
                      if q != m.issuer), default=0.0)

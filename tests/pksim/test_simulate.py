@@ -53,11 +53,12 @@ def test_hbm_copy_between_virtual_ranks():
     # once and stores it into both outputs (a 1 -> 2 move: 3 x S/2 of HBM traffic). The 132
     # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / 3, knee), tau(1, 2) =
     # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
-    # SMs meet the memory; each rank gets half. The first read waits one HBM latency, the
-    # last writes another before the kernel ends (its one phase signals nobody); the second
-    # destination buffer adds gpu.transfer.move_buffer_latency (b); the grid of 2 x 66 blocks
-    # of 512 threads starts 66 blocks beyond one per two SMs: g = 66 x 512 x thread_start:
-    # time = launch + g + L + b + (S/2) / (rate/2) + L.
+    # SMs meet the memory; each rank gets half. The first read waits one HBM latency L, the
+    # last writes drain into the L2 (one L2 latency, L2) before the kernel ends (its one
+    # phase signals nobody); the second destination buffer adds
+    # gpu.transfer.move_buffer_latency (b); the grid of 2 x 66 blocks of 512 threads starts
+    # 66 blocks beyond one per two SMs: g = 66 x 512 x thread_start:
+    # time = launch + g + L + b + (S/2) / (rate/2) + L2.
     from hwmodels.sm import grid_start_s, soft_min
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
@@ -66,7 +67,7 @@ def test_hbm_copy_between_virtual_ranks():
     t = s.gpu.transfer
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
     rate = soft_min(132 / tau, c / 3, t.issue_knee)
-    mem = 2 * s.gpu.hbm.latency_s
+    mem = s.gpu.hbm.latency_s + s.gpu.l2.latency_s
     g = grid_start_s(s.gpu, 132, 512)
     assert g == pytest.approx(66 * 512 * t.thread_start_s)
     expected = (s.gpu.sync.stream_launch_s + g + mem + t.move_buffer_latency_s
