@@ -207,9 +207,10 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
 
 def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> float:
     """What a generated kernel's phase pays after its last byte: its writes must complete
-    (one memory latency inside a GPU, the path latency across GPUs, plus a TMA message's
-    round trip for bulk stores) before a system-scope flag (pk/sync.cuh) tells the next
-    phase (the last phase has no flag: Model.step_classes)."""
+    (one L2 latency inside a GPU, the path latency across GPUs, plus a TMA message's round
+    trip for bulk stores) before a system-scope flag (pk/sync.cuh) tells the next phase (the
+    last phase has no flag: Model.step_classes). Copy-engine phases wait on events instead:
+    the drain alone."""
     if topo.virtual:
         # writes are complete once the L2 (the GPU's point of coherence) has them
         drain = system.gpu.l2.latency_s
