@@ -91,6 +91,20 @@ def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
     return t.tma_message_half_B / rate if rate > 0 else 0.0
 
 
+def shared_reads(gpu: GpuSpec, mechanism: str, readers: int, payload_B: float) -> float:
+    """Memory reads per payload byte of a source that ``readers`` moves of one GPU read at
+    the same time: once from memory and from the L2 for the other readers, except that TMA
+    readers of large payloads drift apart and miss the L2 on a growing share of their
+    repeats, payload / (payload + transfer.tma_shared_reuse_MiB) (block_moves at 1 GiB: 1.27x
+    the time of 64 MiB per byte with TMA, 1.01x with registers)."""
+    if readers <= 1:
+        return 1.0
+    miss = 0.0
+    if mechanism == "tma" and payload_B > 0:
+        miss = payload_B / (payload_B + gpu.transfer.tma_shared_reuse_B)
+    return 1.0 / readers + (1.0 - 1.0 / readers) * miss
+
+
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
                     remote: bool = False, readers: int = 1) -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:

@@ -162,6 +162,10 @@ class TransferSpec:
                                 doc="what each thread of the blocks beyond one per two SMs adds "
                                     "to a generated kernel launched alone (hwmodels.sm."
                                     "grid_start_s)")
+    tma_shared_reuse_B: float = fig("tma_shared_reuse_MiB", 1024.0**2,
+                                    doc="payload per reader at which half of the repeat reads "
+                                        "of a source shared by TMA readers miss the L2 "
+                                        "(hwmodels.sm.shared_reads)")
     move_buffer_latency_s: float = fig("move_buffer_latency_ns", 1e-9, lo_open=False,
                                        doc="latency each buffer a move touches beyond one "
                                            "source and one destination adds")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import move_Bps, reduce_memory_weight, sm_issue_Bps, tma_latency_s
+from hwmodels.sm import move_Bps, reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -222,9 +222,10 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     # in L2); across GPUs for the round trip of a remote read; a TMA message adds its own
     # round trip (hwmodels.sm.tma_latency_s).
     latency = gpu.hbm.latency_s if topo.virtual else 0.0
+    reads = shared_reads(gpu, "tma" if tma else "register", m.readers, m.payload)
     for q in m.sources:
         mem = _mem(topo, q, resident)
-        add(mem, 1.0 / m.readers)
+        add(mem, reads)
         if q != m.issuer:
             path = topo.gpu_path(q, m.issuer)
             for name in path.resources:
@@ -286,7 +287,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     if topo.virtual:
         ranks = topo.world
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
-        rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / (s / m.readers + d),
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks,
+                        mem / (s * shared_reads(gpu, mech, m.readers, m.payload) + d),
                         readers=m.readers) / ranks
     else:
         rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True)

@@ -29,6 +29,7 @@ import simpy
 
 from hwmodels.fluid import FluidEngine
 from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, move_Bps,
+                         shared_reads,
                          reduce_memory_weight, sm_issue_Bps, tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
@@ -166,7 +167,8 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     start (hwmodels.sm.grid_start_s) adds to the body."""
     copies = readers * groups                    # payloads moved
     n = min(blocks * copies, gpu.sm.count)
-    traffic = sources / readers + dests          # memory bytes per payload byte
+    reads = shared_reads(gpu, mechanism, readers, nbytes)   # per payload byte and source
+    traffic = sources * reads + dests            # memory bytes per payload byte
     mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / traffic,
                     readers=readers)

@@ -88,6 +88,7 @@ STAGES = (
         Param("gpu.transfer.tma_move_reduce_knee", 0.5, 30),
         Param("gpu.transfer.move_buffer_latency_ns", 1, 5000),
         Param("gpu.transfer.thread_start_ps", 0.01, 1e4),
+        Param("gpu.transfer.tma_shared_reuse_MiB", 1, 1e6),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),
     Stage("tensor", ("gemm", "attention"), (

@@ -25,11 +25,13 @@ SUITE3 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03.json"
 # launch_latency again: ce_burst with 2 MiB copies and rounds chained across streams by
 # events, with and without a kernel after each copy
 LAUNCH3 = ROOT / "validation" / "data" / "h200-launch-2026-12-03-run2.json"
+# block_moves with 1 GiB payloads (2026-12-03 02:43 UTC): shared reads by TMA at that size
+BIG = ROOT / "validation" / "data" / "h200-block-moves-1gib-2026-12-03.json"
 # the pk GEMM on grids of 100-132 SMs (validation/gemm_bench.py --from-jsonl of the two GEMM
 # runs) and of 64-132 SMs at K = 1024, 2048, 8192 (gemm_bench.py --sm-sweep)
 GEMM_SMS = ROOT / "validation" / "data" / "h200-gemm-sms-2026-12-02.json"
 GEMM_SWEEP = ROOT / "validation" / "data" / "h200-gemm-sms-sweep-2026-12-02.json"
-INPUTS = (RESULTS, SUITE3, LAUNCH3, GEMM_SMS, GEMM_SWEEP)
+INPUTS = (RESULTS, SUITE3, LAUNCH3, BIG, GEMM_SMS, GEMM_SWEEP)
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
 
@@ -50,8 +52,9 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 42       # 23 + 8 collective-move figures + 2 knees + 2 host calls
+    assert len(fitted.values) == 43       # 23 + 8 collective-move figures + 2 knees + 2 host calls
     #                        + the copy-command time + the stream chain + the grid's start
+    #                        + the TMA shared reads' reuse
     #                        + move_buffer_latency + 2 shared-read shares + sustained_sm_exponent
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
@@ -82,14 +85,15 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     assert summary["gemm"].points == 63
     sms = [p for p in predict(shipped, results.records) if p.params.get("series") == "sms"]
     assert len(sms) == 29 and max(abs(p.error) for p in sms) < 0.13
-    # the collectives' routines: 264 points back to back and 424 timed alone behind a write
-    # (4 KiB - 256 KiB on 4-264 blocks), 12.6 % median, and 24 with every group of blocks on
-    # its own buffers (as virtual ranks), 4.1 %; copies queued on 1-8 streams (ce_burst:
-    # forked, or in rounds chained by events, with and without a kernel), 9.3 %
-    assert summary["block_moves"].points == 688 and summary["block_moves"].predicted == 688
-    assert summary["block_moves"].median_abs_error == pytest.approx(0.1265, abs=0.002)
-    assert summary["block_moves_own"].points == 24
-    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.041, abs=0.002)
+    # the collectives' routines, twice (64 MiB and 1 GiB payloads): 264 points back to back
+    # and 424 timed alone behind a write (4 KiB - 256 KiB on 4-264 blocks) each, 13.4 %
+    # median, and 24 + 24 with every group of blocks on its own buffers (as virtual ranks),
+    # 4.0 %; copies queued on 1-8 streams (ce_burst: forked, or in rounds chained by events,
+    # with and without a kernel), 9.3 %
+    assert summary["block_moves"].points == 1376 and summary["block_moves"].predicted == 1376
+    assert summary["block_moves"].median_abs_error == pytest.approx(0.134, abs=0.002)
+    assert summary["block_moves_own"].points == 48
+    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.040, abs=0.002)
     assert summary["ce_burst"].points == 134
     assert summary["ce_burst"].median_abs_error == pytest.approx(0.093, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
