@@ -244,13 +244,12 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     latency = m.serial * latency + (m.serial - 1) * (latency if tma else 0.0)
     if sched.mechanism == "copy-engine" and m.engine != "sm":
         add(f"ce[{m.issuer}]", 1.0)
-        # each copy holds its GPU's copy commands for command_s, whatever its size, and
-        # starts once its stream's previous work has finished (the chain; the engine's setup
-        # is the first copy's alone: simulate.build adds the difference to the launch). The
-        # ``queued`` copies of one rank in one phase share its stream: the last of them
-        # starts after that many chains.
-        # The copies of one GPU also move their bytes one after another at one engine's
-        # rate, as ce_burst times them (pksim.primitives._ce_burst: commands and bytes add).
+        # One GPU's copies pass its copy commands one after another, each holding them for
+        # command_s and its bytes at one engine's rate (as pksim.primitives._ce_burst adds
+        # them). A copy starts once its stream's previous work has finished (a chain; the
+        # engine's setup is the first copy's alone: simulate.build adds the difference to the
+        # launch); the ``queued`` copies of one rank in one phase share its stream, so the
+        # last of them starts after that many chains.
         if m.payload > 0:
             add(ce_commands(topo, m.issuer),
                 gpu.copy_engine.command_s / m.payload + 1.0 / gpu.copy_engine.bandwidth_Bps)

@@ -29,8 +29,7 @@ import simpy
 
 from hwmodels.fluid import FluidEngine
 from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, move_Bps,
-                         shared_reads,
-                         reduce_memory_weight, sm_issue_Bps, tma_latency_s)
+                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.

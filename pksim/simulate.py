@@ -67,9 +67,8 @@ class Model:
         steps = self.program.costed()
         for i, step in enumerate(steps):
             sync = self.sync_s[step.key]
-            if (self.program.phases is not None and i == len(steps) - 1
-                    and self.schedule.mechanism != "copy-engine"):
-                sync -= self.system.gpu.sync.flag_latency_sys_s
+            if self.program.phases is not None and i == len(steps) - 1:
+                sync -= phase_flag_s(self.system, self.schedule)
             yield step, self.classes[step.key], sync
 
 
@@ -219,11 +218,14 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> f
                      if q != m.issuer), default=0.0)
     if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
         drain += tma_latency_s(system.gpu, remote=not topo.virtual)
-    if schedule.mechanism == "copy-engine":
-        # copy-engine phases wait on events between the ranks' streams, not on flags: what
-        # a copy pays behind earlier work is its chain (pksim.flows.move_spec)
-        return drain
-    return drain + system.gpu.sync.flag_latency_sys_s
+    return drain + phase_flag_s(system, schedule)
+
+
+def phase_flag_s(system: System, schedule: Schedule) -> float:
+    """The flag that tells a generated kernel's next phase: a system-scope flag, none for
+    copy-engine phases, whose ranks' streams wait on events (what a copy pays behind earlier
+    work is its chain: pksim.flows.move_spec)."""
+    return 0.0 if schedule.mechanism == "copy-engine" else system.gpu.sync.flag_latency_sys_s
 
 
 def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
