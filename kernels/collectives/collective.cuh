@@ -97,19 +97,31 @@ PK_HD int peer(int rank, int k, int world) {
   return C::kStaggered ? (rank + k) % world : k;
 }
 
-// Up to PKC_MAX_RANKS destinations / sources.
-template <typename T>
-struct ptrs {
-  T* p[PKC_MAX_RANKS];
+// Up to PKC_MAX_RANKS destinations / sources. Every access uses a compile-time index (add()
+// selects its slot, loops over the entries go through PKC_EACH), so the array stays in
+// registers: a run-time index would put it on the thread's stack, and a grid whose threads
+// have a stack starts slower the more blocks it has (docs/design.md, "Known limits").
+template <typename P>
+struct ptr_set {
+  P p[PKC_MAX_RANKS];
   int n;
-  PK_HD void add(T* x) { p[n++] = x; }
+  PK_HD void add(P x) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int k = 0; k < PKC_MAX_RANKS; ++k)
+      if (k == n) p[k] = x;
+    ++n;
+  }
 };
 template <typename T>
-struct cptrs {
-  const T* p[PKC_MAX_RANKS];
-  int n;
-  PK_HD void add(const T* x) { p[n++] = x; }
-};
+using ptrs = ptr_set<T*>;
+template <typename T>
+using cptrs = ptr_set<const T*>;
+
+// for (int d = 0; d < n; ++d) with d a compile-time constant after unrolling (n <= PKC_MAX_RANKS).
+#define PKC_EACH(d, n) \
+  _Pragma("unroll") for (int d = 0; d < PKC_MAX_RANKS; ++d) if (d < (n))
 
 template <typename T>
 PK_HD ptrs<T> one(T* x) {
@@ -178,10 +190,10 @@ PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group
   const size_t bytes = n * sizeof(T);
   if (bytes == 0 || dst.n == 0) return;
   bool co = dst.n > 1;
-  for (int d = 0; d < dst.n; ++d)
+  PKC_EACH(d, dst.n)
     co = co && (((reinterpret_cast<uintptr_t>(dst.p[d]) ^ reinterpret_cast<uintptr_t>(src)) & 15u) == 0);
   if (!co) {
-    for (int d = 0; d < dst.n; ++d) pk::ldst::copy(dst.p[d], src, bytes, g);
+    PKC_EACH(d, dst.n) pk::ldst::copy(dst.p[d], src, bytes, g);
     return;
   }
   const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
@@ -189,7 +201,7 @@ PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group
   if (head > bytes) head = bytes;
   for (size_t i = g.tid; i < head; i += g.size) {
     const unsigned char v = __ldcg(s + i);
-    for (int d = 0; d < dst.n; ++d) reinterpret_cast<unsigned char*>(dst.p[d])[i] = v;
+    PKC_EACH(d, dst.n) reinterpret_cast<unsigned char*>(dst.p[d])[i] = v;
   }
   const size_t nv = (bytes - head) / 16;
   const uint4* sv = reinterpret_cast<const uint4*>(s + head);
@@ -199,7 +211,7 @@ PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group
     uint4 v[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) v[u] = __ldcg(sv + i + u * g.size);
-    for (int d = 0; d < dst.n; ++d) {
+    PKC_EACH(d, dst.n) {
       uint4* dv = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(dst.p[d]) + head);
 #pragma unroll
       for (int u = 0; u < U; ++u) dv[i + u * g.size] = v[u];
@@ -207,12 +219,12 @@ PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group
   }
   for (; i < nv; i += g.size) {
     const uint4 v = __ldcg(sv + i);
-    for (int d = 0; d < dst.n; ++d)
+    PKC_EACH(d, dst.n)
       reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(dst.p[d]) + head)[i] = v;
   }
   for (size_t j = head + nv * 16 + g.tid; j < bytes; j += g.size) {
     const unsigned char v = __ldcg(s + j);
-    for (int d = 0; d < dst.n; ++d) reinterpret_cast<unsigned char*>(dst.p[d])[j] = v;
+    PKC_EACH(d, dst.n) reinterpret_cast<unsigned char*>(dst.p[d])[j] = v;
   }
 }
 
@@ -245,7 +257,7 @@ PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head
           if (i0 + u * g.size < nv) add_vec(acc[u], raw[u][q], T{});
       }
     }
-    for (int d = 0; d < dst.n; ++d) {
+    PKC_EACH(d, dst.n) {
       uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -262,8 +274,8 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   constexpr size_t V = kVec<T>;
   const uintptr_t a0 = reinterpret_cast<uintptr_t>(dst.p[0]) & 15u;
   bool co = true;
-  for (int d = 0; d < dst.n; ++d) co = co && ((reinterpret_cast<uintptr_t>(dst.p[d]) & 15u) == a0);
-  for (int q = 0; q < src.n; ++q) co = co && ((reinterpret_cast<uintptr_t>(src.p[q]) & 15u) == a0);
+  PKC_EACH(d, dst.n) co = co && ((reinterpret_cast<uintptr_t>(dst.p[d]) & 15u) == a0);
+  PKC_EACH(q, src.n) co = co && ((reinterpret_cast<uintptr_t>(src.p[q]) & 15u) == a0);
   size_t head = n, nv = 0;
   if (co && a0 % sizeof(T) == 0) {
     head = ((16u - a0) & 15u) / sizeof(T);
@@ -272,8 +284,8 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   }
   for (size_t i = g.tid; i < head; i += g.size) {
     float a = 0.f;
-    for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
-    for (int d = 0; d < dst.n; ++d) dst.p[d][i] = from_f32<T>(a);
+    PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
+    PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
   }
   // Loads in flight per thread: U vectors of every source (U = 2 up to 4 sources, else 1),
   // at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers a
@@ -283,8 +295,8 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   else reg_reduce_body<1, PKC_MAX_RANKS>(dst, src, head, nv, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
     float a = 0.f;
-    for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.p[q] + i));
-    for (int d = 0; d < dst.n; ++d) dst.p[d][i] = from_f32<T>(a);
+    PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
+    PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
   }
 }
 
@@ -324,7 +336,7 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
   const size_t bytes = n * sizeof(T);
   const size_t body = aligned16(src) ? (bytes & ~static_cast<size_t>(15)) : 0;
   ptrs<T> bulk{}, slow{};
-  for (int d = 0; d < dst.n; ++d) {
+  PKC_EACH(d, dst.n) {
     if (body != 0 && aligned16(dst.p[d])) bulk.add(dst.p[d]);
     else slow.add(dst.p[d]);
   }
@@ -351,7 +363,7 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
         break;
       }
       parity ^= 1u << s;
-      for (int d = 0; d < bulk.n; ++d)
+      PKC_EACH(d, bulk.n)
         pk::tma::store_async(reinterpret_cast<unsigned char*>(bulk.p[d]) + off, stage_at<C>(sm, s), len);
       pk::tma::commit_group();
       // Refill the stage of the previous chunk, whose stores (one group back) have finished
@@ -366,14 +378,31 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
   advance_parity<C>(sm, nchunks);
   const pk::ldst::group g = pk::ldst::block_group();
   if (deal.first == 0)
-    for (int d = 0; d < slow.n; ++d) pk::ldst::copy(slow.p[d], src, bytes, g);
+    PKC_EACH(d, slow.n) pk::ldst::copy(slow.p[d], src, bytes, g);
   if (body < bytes && bulk.n && deal.first == 0) {
     ptrs<T> tail{};
-    for (int d = 0; d < bulk.n; ++d) tail.add(bulk.p[d] + body / sizeof(T));
+    PKC_EACH(d, bulk.n) tail.add(bulk.p[d] + body / sizeof(T));
     reg_copy(tail, src + body / sizeof(T), (bytes - body) / sizeof(T), g);
   }
   return __syncthreads_and(ok) != 0;
 }
+
+// Thread 0's copy of a reduction's pointers, in shared memory: it alone fills it, issues the
+// bulk loads and stores and reads it (the other threads must not: nothing orders their reads
+// after its writes), at run-time indices, which in registers would put them on the
+// stack and, kept in registers by unrolling, made the 8-way reductions spill 2-15 KB (ptxas -v).
+struct ptr_table {
+  const unsigned char* src[PKC_MAX_RANKS];
+  unsigned char* dst[PKC_MAX_RANKS];
+  int nsrc, ndst;
+  template <typename T>
+  PK_DEV void fill(const ptrs<T>& d, const cptrs<T>& s) {
+    PKC_EACH(k, d.n) dst[k] = reinterpret_cast<unsigned char*>(d.p[k]);
+    PKC_EACH(k, s.n) src[k] = reinterpret_cast<const unsigned char*>(s.p[k]);
+    ndst = d.n;
+    nsrc = s.n;
+  }
+};
 
 // One stage's sum: output vector i = fp32 sum over the NS sources' vector i, in source order,
 // rounded once. Shared-memory addresses, so the loads are ld.shared rather than generic loads.
@@ -398,10 +427,10 @@ PK_DEV void stage_sum(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec) 
 // (thread 0's issue, the sum) runs 1.3-1.7x faster per block with it known than with a loop
 // over a run-time count (validation/experiments/tma_align.cu). The caller checks alignment.
 template <class C, int NS, typename T>
-PK_DEV bool tma_reduce_n(const ptrs<T>& dst, const cptrs<T>& src, size_t body, block_smem& sm,
+PK_DEV bool tma_reduce_n(const ptr_table& tab, int ndst, size_t body, block_smem& sm,
                          const pk::spin_ctx& spin, int rank) {
   constexpr size_t chunk = (C::kStageBytes / (NS + 1)) & ~static_cast<size_t>(15);
-  const size_t nchunks = (body != 0 && dst.n != 0) ? ceil_div(body, chunk) : 0;
+  const size_t nchunks = (body != 0 && ndst != 0) ? ceil_div(body, chunk) : 0;
   int ok = 1;
   auto issue = [&](size_t c) {
     const int s = static_cast<int>(c % C::kStages);
@@ -409,8 +438,7 @@ PK_DEV bool tma_reduce_n(const ptrs<T>& dst, const cptrs<T>& src, size_t body, b
     pk::tma::mbar_arrive_expect_tx(&sm.bar[s], len * static_cast<unsigned>(NS));
 #pragma unroll
     for (int q = 0; q < NS; ++q)
-      pk::tma::load_async(stage_at<C>(sm, s) + q * chunk,
-                          reinterpret_cast<const unsigned char*>(src.p[q]) + c * chunk, len, &sm.bar[s]);
+      pk::tma::load_async(stage_at<C>(sm, s) + q * chunk, tab.src[q] + c * chunk, len, &sm.bar[s]);
   };
   if (threadIdx.x == 0)
     for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);
@@ -429,8 +457,7 @@ PK_DEV bool tma_reduce_n(const ptrs<T>& dst, const cptrs<T>& src, size_t body, b
     pk::tma::fence_shared_to_async();
     __syncthreads();
     if (threadIdx.x == 0) {
-      for (int d = 0; d < dst.n; ++d)
-        pk::tma::store_async(reinterpret_cast<unsigned char*>(dst.p[d]) + c * chunk, out, len);
+      for (int d = 0; d < tab.ndst; ++d) pk::tma::store_async(tab.dst[d] + c * chunk, out, len);
       pk::tma::commit_group();
       if (c + C::kStages < nchunks) issue(c + C::kStages);
     }
@@ -445,15 +472,17 @@ template <class C, typename T>
 PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_smem& sm,
                        const pk::spin_ctx& spin, int rank) {
   bool all_aligned = true;
-  for (int d = 0; d < dst.n; ++d) all_aligned = all_aligned && aligned16(dst.p[d]);
-  for (int q = 0; q < src.n; ++q) all_aligned = all_aligned && aligned16(src.p[q]);
+  PKC_EACH(d, dst.n) all_aligned = all_aligned && aligned16(dst.p[d]);
+  PKC_EACH(q, src.n) all_aligned = all_aligned && aligned16(src.p[q]);
   const size_t bytes = n * sizeof(T);
   const size_t body = all_aligned ? (bytes & ~static_cast<size_t>(15)) : 0;
   static_assert(PKC_MAX_RANKS <= 8, "tma_reduce instantiates source counts 1..8");
+  __shared__ ptr_table tab;
+  if (threadIdx.x == 0) tab.fill(dst, src);
   bool ok = true;
 #define PKC_REDUCE_CASE(S) \
   case S:                  \
-    ok = tma_reduce_n<C, S>(dst, src, body, sm, spin, rank); \
+    ok = tma_reduce_n<C, S, T>(tab, dst.n, body, sm, spin, rank); \
     break;
   switch (src.n) {
     PKC_REDUCE_CASE(1)
@@ -472,8 +501,8 @@ PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_
     const size_t first = body / sizeof(T);
     ptrs<T> d2{};
     cptrs<T> s2{};
-    for (int d = 0; d < dst.n; ++d) d2.add(dst.p[d] + first);
-    for (int q = 0; q < src.n; ++q) s2.add(src.p[q] + first);
+    PKC_EACH(d, dst.n) d2.add(dst.p[d] + first);
+    PKC_EACH(q, src.n) s2.add(src.p[q] + first);
     reg_reduce(d2, s2, n - first, pk::ldst::block_group());
   }
   return __syncthreads_and(1) != 0;
@@ -502,14 +531,14 @@ PK_DEV bool copy_range(const G& g, const ctx& c, const ptrs<T>& dst, const T* sr
                        block_smem& sm) {
   if constexpr (C::kMech == mech::tma && PKC_INTERLEAVE) {
     bool aligned = aligned16(src);
-    for (int d = 0; d < dst.n; ++d) aligned = aligned && aligned16(dst.p[d]);
+    PKC_EACH(d, dst.n) aligned = aligned && aligned16(dst.p[d]);
     if (aligned)
       return tma_copy<C>(dst, src, n, sm, g.flags.spin, c.rank,
                          chunk_deal{static_cast<size_t>(c.block), static_cast<size_t>(c.bpr)});
   }
   const span s = piece(n, c.bpr, c.block, kVec<T>);
   ptrs<T> part{};
-  for (int d = 0; d < dst.n; ++d) part.add(dst.p[d] + s.lo);
+  PKC_EACH(d, dst.n) part.add(dst.p[d] + s.lo);
   return copy_to<C>(g, c, part, src + s.lo, s.size(), sm);
 }
 
