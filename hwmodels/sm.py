@@ -105,6 +105,19 @@ def shared_reads(gpu: GpuSpec, mechanism: str, readers: int, payload_B: float) -
     return 1.0 / readers + (1.0 - 1.0 / readers) * miss
 
 
+def dest_writes(gpu: GpuSpec, mechanism: str, dests: int, payload_B: float) -> float:
+    """Memory capacity one destination byte of a move uses (1 for a plain write): register
+    moves that store every vector to several destinations meet the memory less well the
+    larger the payload, by ``transfer.ldst_fanout_write`` x log2(dests) x payload /
+    (payload + ``transfer.ldst_fanout_reach_MiB``) (block_moves without stacks, 2026-12-03:
+    a register copy 1 -> 8 on 132 blocks takes 1.55x per byte at 256 MiB, 1.69x at 1 GiB,
+    its 64 MiB time; TMA moves and moves to one destination stay within 0.9-1.1x)."""
+    if mechanism == "tma" or dests <= 1 or payload_B <= 0:
+        return 1.0
+    t = gpu.transfer
+    return 1.0 + t.ldst_fanout_write * math.log2(dests) * payload_B / (payload_B + t.ldst_fanout_reach_B)
+
+
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
                     remote: bool = False, readers: int = 1) -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:
@@ -153,9 +166,11 @@ BLOCK_THREADS = {"tma": 256, "register": 512}
 
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
     """What starting a grid of ``blocks`` of ``threads`` adds to a generated kernel launched
-    alone: nothing up to one block per two SMs, ``transfer.thread_start_ps`` per thread of
-    every block beyond."""
-    return max(0, blocks - gpu.sm.count // 2) * threads * gpu.transfer.thread_start_s
+    alone: ``transfer.move_start_ns``, and ``transfer.thread_start_ps`` per thread of every
+    block beyond one per SM (block_moves' kernels without a stack, 2026-12-03 run 11: flat
+    from 4 to 132 blocks, 0.6-3 us more on 264)."""
+    beyond = max(0, blocks - gpu.sm.count)
+    return gpu.transfer.move_start_s + beyond * threads * gpu.transfer.thread_start_s
 
 
 def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:

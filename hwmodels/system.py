@@ -158,10 +158,21 @@ class TransferSpec:
                                      "costs that another rank's move of the GPU reads too")
     ldst_shared_read: float = fig("ldst_shared_read", lo_open=False, hi=1.0,
                                   doc="ld/st move: the same share for register moves")
+    move_start_s: float = fig("move_start_ns", 1e-9, lo_open=False,
+                              doc="what a generated kernel that moves data adds to its start, "
+                                  "beyond an empty kernel's, before its first read "
+                                  "(hwmodels.sm.grid_start_s)")
     thread_start_s: float = fig("thread_start_ps", 1e-12, lo_open=False,
-                                doc="what each thread of the blocks beyond one per two SMs adds "
+                                doc="what each thread of the blocks beyond one per SM adds "
                                     "to a generated kernel launched alone (hwmodels.sm."
                                     "grid_start_s)")
+    ldst_fanout_write: float = fig("ldst_fanout_write", lo_open=False,
+                                   doc="register moves to several destinations: extra memory "
+                                       "use per destination byte and doubling of the "
+                                       "destinations, at payloads far above the reach "
+                                       "(hwmodels.sm.dest_writes)")
+    ldst_fanout_reach_B: float = fig("ldst_fanout_reach_MiB", 1024.0**2,
+                                     doc="payload at which half of ldst_fanout_write applies")
     tma_shared_reuse_B: float = fig("tma_shared_reuse_MiB", 1024.0**2,
                                     doc="payload per reader at which half of the repeat reads "
                                         "of a source shared by TMA readers miss the L2 "

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import move_Bps, reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s
+from hwmodels.sm import (dest_writes, move_Bps, reduce_memory_weight, shared_reads, sm_issue_Bps,
+                         tma_latency_s)
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -217,12 +218,15 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     gpu = topo.system.gpu
     link_w = 1.0 / link_efficiency
     tma = sched.mechanism == "tma" and m.engine != "sm"
-    tma_s = tma_latency_s(gpu, remote=not topo.virtual) if tma else 0.0
+    tma_s = tma_latency_s(gpu, remote=True) if tma and not topo.virtual else 0.0
     # Inside one GPU a move waits for its first read from memory (the caller's data is cold
-    # in L2); across GPUs for the round trip of a remote read; a TMA message adds its own
-    # round trip (hwmodels.sm.tma_latency_s).
+    # in L2), with TMA as with registers (block_moves without stacks, 2026-12-03 run 11: 4 KiB
+    # on 4-132 blocks, TMA 4.9-6.1 us, registers 4.5-5.8 us); across GPUs for the round trip
+    # of a remote read, and a remote TMA message adds its own (hwmodels.sm.tma_latency_s).
     latency = gpu.hbm.latency_s if topo.virtual else 0.0
-    reads = shared_reads(gpu, "tma" if tma else "register", m.readers, m.payload)
+    mech = "tma" if tma else "register"
+    reads = shared_reads(gpu, mech, m.readers, m.payload)
+    writes = dest_writes(gpu, mech, len(m.dests), m.payload)
     for q in m.sources:
         mem = _mem(topo, q, resident)
         add(mem, reads)
@@ -232,7 +236,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, 2 * path.latency_s)      # a read is a round trip
     for q in m.dests:
-        add(_mem(topo, q, resident), 1.0)
+        add(_mem(topo, q, resident), writes)
         if q != m.issuer:
             path = topo.gpu_path(m.issuer, q)
             for name in path.resources:
@@ -287,7 +291,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
         ranks = topo.world
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
         rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks,
-                        mem / (s * shared_reads(gpu, mech, m.readers, m.payload) + d),
+                        mem / (s * shared_reads(gpu, mech, m.readers, m.payload)
+                               + d * dest_writes(gpu, mech, d, m.payload)),
                         readers=m.readers) / ranks
     else:
         rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True)

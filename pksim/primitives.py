@@ -28,8 +28,9 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, move_Bps,
-                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s)
+from hwmodels.sm import (BLOCK_THREADS, attention_time_s, dest_writes, gemm_time_s, grid_start_s,
+                         move_Bps, reduce_memory_weight, shared_reads, sm_issue_Bps,
+                         tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -167,7 +168,7 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     copies = readers * groups                    # payloads moved
     n = min(blocks * copies, gpu.sm.count)
     reads = shared_reads(gpu, mechanism, readers, nbytes)   # per payload byte and source
-    traffic = sources * reads + dests            # memory bytes per payload byte
+    traffic = sources * reads + dests * dest_writes(gpu, mechanism, dests, nbytes)
     mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / traffic,
                     readers=readers)

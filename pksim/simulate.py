@@ -206,18 +206,17 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
 
 def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> float:
     """What a generated kernel's phase pays after its last byte: its writes must complete
-    (one L2 latency inside a GPU, the path latency across GPUs, plus a TMA message's round
-    trip for bulk stores) before a system-scope flag (pk/sync.cuh) tells the next phase (the
-    last phase has no flag: Model.step_classes). Copy-engine phases wait on events instead:
-    the drain alone."""
+    (one L2 latency inside a GPU, as block_moves shows for TMA and registers alike; the path
+    latency across GPUs, plus a remote TMA message's round trip for bulk stores) before a
+    system-scope flag (pk/sync.cuh) tells the next phase (the last phase has no flag:
+    Model.step_classes). Copy-engine phases wait on events instead: the drain alone."""
     if topo.virtual:
         # writes are complete once the L2 (the GPU's point of coherence) has them
-        drain = system.gpu.l2.latency_s
-    else:
-        drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
-                     if q != m.issuer), default=0.0)
+        return system.gpu.l2.latency_s + phase_flag_s(system, schedule)
+    drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
+                 if q != m.issuer), default=0.0)
     if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
-        drain += tma_latency_s(system.gpu, remote=not topo.virtual)
+        drain += tma_latency_s(system.gpu, remote=True)
     return drain + phase_flag_s(system, schedule)
 
 

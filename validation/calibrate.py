@@ -87,8 +87,11 @@ STAGES = (
         Param("gpu.transfer.move_knee", 0.5, 30),
         Param("gpu.transfer.tma_move_reduce_knee", 0.5, 30),
         Param("gpu.transfer.move_buffer_latency_ns", 1, 5000),
+        Param("gpu.transfer.move_start_ns", 1, 1e4),
         Param("gpu.transfer.thread_start_ps", 0.01, 1e4),
         Param("gpu.transfer.tma_shared_reuse_MiB", 1, 1e6),
+        Param("gpu.transfer.ldst_fanout_write", 0.001, 5.0),
+        Param("gpu.transfer.ldst_fanout_reach_MiB", 1, 1e5),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),
     Stage("tensor", ("gemm", "attention"), (
@@ -152,9 +155,16 @@ def load_results(path: str | Path) -> Results:
                    records)
 
 
+def measurement_key(rec: Mapping[str, Any]) -> str:
+    """What a record measured: its benchmark, parameters and bytes (not its times)."""
+    return json.dumps([rec.get("bench"), rec.get("params"), rec.get("bytes")], sort_keys=True)
+
+
 def merge_results(parts: Sequence[Results]) -> Results:
-    """Several runs as one: every record; device, date and command of the latest run (the
-    device must be the same)."""
+    """Several runs as one, given oldest first: a measurement taken again (same benchmark,
+    parameters and bytes) replaces the earlier one, so a rerun of a changed microbenchmark
+    supersedes its old records; device, date and command of the latest run (the device must
+    be the same)."""
     if len(parts) == 1:
         return parts[0]
     names = {r.device_name for r in parts}
@@ -162,9 +172,9 @@ def merge_results(parts: Sequence[Results]) -> Results:
         raise ValidationError(f"results from different devices cannot be fitted together: "
                               f"{', '.join(sorted(names))}")
     latest = max(parts, key=lambda r: r.date)
+    records = {measurement_key(rec): rec for r in parts for rec in r.records}
     return Results(", ".join(r.path for r in parts), latest.device, latest.date,
-                   "; ".join(r.command for r in parts if r.command),
-                   tuple(rec for r in parts for rec in r.records))
+                   "; ".join(r.command for r in parts if r.command), tuple(records.values()))
 
 
 def _check_record(path: Path, i: int, rec: Any) -> None:

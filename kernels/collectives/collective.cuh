@@ -229,33 +229,40 @@ PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group
 }
 
 // The vector part of reg_reduce: U vectors of each of up to Q sources per thread and round.
-template <int U, int Q, typename T>
+template <int U, int Q, int QB, typename T>
 PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head, size_t nv,
                             pk::ldst::group g) {
   constexpr size_t V = kVec<T>;
+  static_assert(Q % QB == 0, "sources are loaded in whole batches");
   for (size_t i0 = g.tid; i0 < nv; i0 += U * g.size) {
     float acc[U][V];
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (size_t k = 0; k < V; ++k) acc[u][k] = 0.f;
-    uint4 raw[U][Q];
+    // QB sources at a time: load, then add in source order (the sum is that of one pass).
 #pragma unroll
-    for (int q = 0; q < Q; ++q) {
-      if (q < src.n) {
-        const uint4* sv = reinterpret_cast<const uint4*>(src.p[q] + head);
+    for (int q0 = 0; q0 < Q; q0 += QB) {
+      uint4 raw[U][QB];
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (i0 + u * g.size < nv) raw[u][q] = __ldcg(sv + i0 + u * g.size);
+      for (int q = 0; q < QB; ++q) {
+        if (q0 + q < src.n) {
+          const uint4* sv = reinterpret_cast<const uint4*>(src.p[q0 + q] + head);
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (i0 + u * g.size < nv) raw[u][q] = __ldcg(sv + i0 + u * g.size);
+        }
       }
-    }
 #pragma unroll
-    for (int q = 0; q < Q; ++q) {
-      if (q < src.n) {
+      for (int q = 0; q < QB; ++q) {
+        if (q0 + q < src.n) {
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (i0 + u * g.size < nv) add_vec(acc[u], raw[u][q], T{});
+          for (int u = 0; u < U; ++u)
+            if (i0 + u * g.size < nv) add_vec(acc[u], raw[u][q], T{});
+        }
       }
+      // keep the next batch's loads behind this batch's adds: its registers are reused
+      if (q0 + QB < Q) asm volatile("" ::: "memory");
     }
     PKC_EACH(d, dst.n) {
       uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
@@ -287,12 +294,13 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
     PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
     PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
   }
-  // Loads in flight per thread: U vectors of every source (U = 2 up to 4 sources, else 1),
-  // at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers a
-  // thread) does not spill (ptxas -v: 0 bytes).
-  if (src.n <= 2) reg_reduce_body<2, 2>(dst, src, head, nv, g);
-  else if (src.n <= 4) reg_reduce_body<2, 4>(dst, src, head, nv, g);
-  else reg_reduce_body<1, PKC_MAX_RANKS>(dst, src, head, nv, g);
+  // Loads in flight per thread: U vectors of up to 4 sources (U = 2 up to 4 sources, else
+  // 1 and the sources in batches of 4), at most 8 16-byte registers of raw data, so that a
+  // 512-thread block (128 registers a thread) keeps its pointer sets in registers and does
+  // not spill (ptxas -v).
+  if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
+  else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
+  else reg_reduce_body<1, PKC_MAX_RANKS, 4>(dst, src, head, nv, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
     float a = 0.f;
     PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));

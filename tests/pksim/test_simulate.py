@@ -29,9 +29,9 @@ def test_one_nvlink_hop():
     # tma_remote_per_sm = 21000 B / 23.3 GB/s = 0.90 us), the root copies its own locally
     # (HBM, far from binding); the writes are local, so the kernel ends a bulk-store round
     # trip t after the data (its one phase signals nobody):
-    # launch (a kernel on a stream, 2.16 us, and its grid's start: 132 blocks of 256
-    # threads, 66 beyond one per two SMs, x 256 x 0.115 ns = 1.943 us) + 2 us + t
-    # + S / (450 GB/s x 0.78 TMA efficiency) + t. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    # launch (a kernel on a stream, 2.16 us, and a moving kernel's start, 0.77 us; its grid
+    # of 132 blocks, one per SM, adds nothing) + 2 us + t + S / (450 GB/s x 0.78 TMA
+    # efficiency) + t. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
     from hwmodels.sm import grid_start_s, tma_latency_s
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
@@ -39,37 +39,70 @@ def test_one_nvlink_hop():
     lat = 2 * s.gpu.nvlink.latency_s
     t = tma_latency_s(s.gpu, remote=True)
     assert t == pytest.approx(s.gpu.transfer.tma_message_half_B / s.gpu.transfer.tma_remote_Bps_per_sm)
-    start = grid_start_s(s.gpu, 132, 256)
-    assert start == pytest.approx(66 * 256 * 0.115e-9)
-    expected = s.gpu.sync.stream_launch_s + start + lat + 2 * t + GiB / link
+    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
+    expected = s.gpu.sync.stream_launch_s + 0.77e-6 + lat + 2 * t + GiB / link
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(2.16e-6 + 1.943e-6 + 2e-6 + 2 * t + 1073741824 / 351e9,
+    assert p.time_s == pytest.approx(2.16e-6 + 0.77e-6 + 2e-6 + 2 * t + 1073741824 / 351e9,
                                      rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
+def test_grid_start_beyond_one_block_per_sm():
+    # dgx-h100 (132 SMs, move_start 770 ns, thread_start 31 ps): a moving kernel starts in
+    # 0.77 us up to one block per SM; each thread of the blocks beyond adds 31 ps: 133 blocks
+    # of 256 threads 0.77 us + 7.936 ns, 264 of 512 0.77 us + 132 x 512 x 31 ps = 2.865 us.
+    from hwmodels.sm import grid_start_s
+    gpu = H100.gpu
+    assert grid_start_s(gpu, 4, 512) == pytest.approx(0.77e-6, rel=1e-9)
+    assert grid_start_s(gpu, 132, 512) == pytest.approx(0.77e-6, rel=1e-9)
+    assert grid_start_s(gpu, 133, 256) == pytest.approx(0.77e-6 + 7.936e-9, rel=1e-9)
+    assert grid_start_s(gpu, 264, 512) == pytest.approx(2.865e-6, rel=1e-3)
+
+
+def test_fanout_writes_of_register_moves():
+    # dgx-h100 (ldst_fanout_write 0.3, reach 100 MiB): a register move to 8 destinations of
+    # a 100 MiB payload uses 1 + 0.3 x log2(8) x 100 / (100 + 100) = 1.45 of the memory per
+    # destination byte; one destination, TMA, or no payload: 1.
+    from hwmodels.sm import dest_writes
+    gpu = H100.gpu
+    MiB = 1024.0**2
+    assert dest_writes(gpu, "register", 8, 100 * MiB) == pytest.approx(1.45)
+    assert dest_writes(gpu, "register", 1, 100 * MiB) == 1.0
+    assert dest_writes(gpu, "tma", 8, 100 * MiB) == 1.0
+    assert dest_writes(gpu, "register", 8, 0.0) == 1.0
+    # never lighter with more destinations or a larger payload
+    for d in (2, 3, 4, 8):
+        for p in (1 * MiB, 64 * MiB, 1024 * MiB):
+            assert dest_writes(gpu, "register", d, p) <= dest_writes(gpu, "register", d + 1, p)
+            assert dest_writes(gpu, "register", d, p) <= dest_writes(gpu, "register", d, 2 * p)
+
+
 def test_hbm_copy_between_virtual_ranks():
     # h200-virtual, 2 ranks, all-gather direct as generated: each rank reads its half (S/2)
-    # once and stores it into both outputs (a 1 -> 2 move: 3 x S/2 of HBM traffic). The 132
-    # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / 3, knee), tau(1, 2) =
+    # once and stores it into both outputs (a 1 -> 2 move: S/2 read, 2 x S/2 written, each
+    # written byte using w = 1 + fanout x log2(2) x (S/2) / (S/2 + reach) of the memory,
+    # hwmodels.sm.dest_writes). The 132
+    # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / (1 + 2w), knee), tau(1, 2) =
     # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
     # SMs meet the memory; each rank gets half. The first read waits one HBM latency L, the
     # last writes drain into the L2 (one L2 latency, L2) before the kernel ends (its one
     # phase signals nobody); the second destination buffer adds
-    # gpu.transfer.move_buffer_latency (b); the grid of 2 x 66 blocks of 512 threads starts
-    # 66 blocks beyond one per two SMs: g = 66 x 512 x thread_start:
-    # time = launch + g + L + b + (S/2) / (rate/2) + L2.
-    from hwmodels.sm import grid_start_s, soft_min
+    # gpu.transfer.move_buffer_latency (b); the kernel's start g (transfer.move_start; its
+    # grid of 2 x 66 blocks, one per SM, adds nothing): time = launch + g + L + b
+    # + (S/2) / (rate/2) + L2.
+    from hwmodels.sm import dest_writes, grid_start_s, soft_min
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
                          comm_sms=66))
     c = s.gpu.hbm.effective_Bps
     t = s.gpu.transfer
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
-    rate = soft_min(132 / tau, c / 3, t.issue_knee)
+    w = 1 + t.ldst_fanout_write * (GiB / 2) / (GiB / 2 + t.ldst_fanout_reach_B)
+    assert dest_writes(s.gpu, "register", 2, GiB / 2) == pytest.approx(w)
+    rate = soft_min(132 / tau, c / (1 + 2 * w), t.issue_knee)
     mem = s.gpu.hbm.latency_s + s.gpu.l2.latency_s
     g = grid_start_s(s.gpu, 132, 512)
-    assert g == pytest.approx(66 * 512 * t.thread_start_s)
+    assert g == pytest.approx(t.move_start_s)
     expected = (s.gpu.sync.stream_launch_s + g + mem + t.move_buffer_latency_s
                 + (GiB / 2) / (rate / 2))
     assert p.time_s == pytest.approx(expected, rel=1e-9)
@@ -114,8 +147,8 @@ def test_ring_all_reduce_on_8_gpus():
     # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
-    # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b. Each GPU's grid of
-    # 132 TMA blocks (256 threads) starts 66 beyond one per two SMs: + 66 x 256 x 0.115 ns.
+    # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b. Each GPU's kernel
+    # starts in transfer.move_start (0.77 us; 132 blocks, one per SM, add nothing).
     from hwmodels.sm import grid_start_s, tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
@@ -124,8 +157,8 @@ def test_ring_all_reduce_on_8_gpus():
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
     last = -s.gpu.sync.flag_latency_sys_s
-    extra = 7 * s.gpu.transfer.move_buffer_latency_s + grid_start_s(s.gpu, 132, 256)
-    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(66 * 256 * 0.115e-9)
+    extra = 7 * s.gpu.transfer.move_buffer_latency_s + 0.77e-6
+    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
     assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + last
                                      + extra, rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)

@@ -25,13 +25,19 @@ SUITE3 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03.json"
 # launch_latency again: ce_burst with 2 MiB copies and rounds chained across streams by
 # events, with and without a kernel after each copy
 LAUNCH3 = ROOT / "validation" / "data" / "h200-launch-2026-12-03-run2.json"
-# block_moves with 1 GiB payloads (2026-12-03 02:43 UTC): shared reads by TMA at that size
-BIG = ROOT / "validation" / "data" / "h200-block-moves-1gib-2026-12-03.json"
+# block_moves, launch_latency, hbm_copy and ce_burst again (run 13, 2026-12-03 05:24 UTC):
+# the collectives' routines without stacks; they replace the same measurements of SUITE3 and
+# LAUNCH3 (validation.calibrate.merge_results)
+RUN13 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run13.json"
+# block_moves with 256 MiB and 1 GiB payloads (run 12, 05:17 UTC): shared reads by TMA and
+# register stores to several destinations at those sizes
+MID = ROOT / "validation" / "data" / "h200-block-moves-256mib-2026-12-03-run12.json"
+BIG = ROOT / "validation" / "data" / "h200-block-moves-1gib-2026-12-03-run12.json"
 # the pk GEMM on grids of 100-132 SMs (validation/gemm_bench.py --from-jsonl of the two GEMM
 # runs) and of 64-132 SMs at K = 1024, 2048, 8192 (gemm_bench.py --sm-sweep)
 GEMM_SMS = ROOT / "validation" / "data" / "h200-gemm-sms-2026-12-02.json"
 GEMM_SWEEP = ROOT / "validation" / "data" / "h200-gemm-sms-sweep-2026-12-02.json"
-INPUTS = (RESULTS, SUITE3, LAUNCH3, BIG, GEMM_SMS, GEMM_SWEEP)
+INPUTS = (RESULTS, SUITE3, LAUNCH3, RUN13, MID, BIG, GEMM_SMS, GEMM_SWEEP)
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
 
@@ -52,9 +58,10 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 43       # 23 + 8 collective-move figures + 2 knees + 2 host calls
+    assert len(fitted.values) == 46       # 23 + 8 collective-move figures + 2 knees + 2 host calls
     #                        + the copy-command time + the stream chain + the grid's start
-    #                        + the TMA shared reads' reuse
+    #                        + a moving kernel's start + the TMA shared reads' reuse
+    #                        + the register fan-out writes (2)
     #                        + move_buffer_latency + 2 shared-read shares + sustained_sm_exponent
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
@@ -72,31 +79,45 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # The real numbers of the 2026-12-02 and 2026-12-03 H200 runs (docs/VALIDATION.md);
     # launch times move by up to 20 % from one run to the next (host calls) and the
     # behind-write ones sit on the events' 0.5 us steps, hence their wider bound
-    expected = {"hbm_copy": 0.056, "sm_copy": 0.040, "tma_copy": 0.021, "tma_reduce": 0.016,
-                "launch_latency": 0.087, "flag_latency": 0.003, "gemm": 0.033,
-                "attention": 0.022}
+    expected = {"hbm_copy": 0.042, "sm_copy": 0.039, "tma_copy": 0.021, "tma_reduce": 0.018,
+                "launch_latency": 0.058, "flag_latency": 0.004, "gemm": 0.036,
+                "attention": 0.020}
     for bench in PREDICTED:
         assert medians[bench] <= (0.10 if bench == "launch_latency" else 0.06), (bench, medians[bench])
         assert medians[bench] == pytest.approx(expected[bench], abs=0.002), bench
-    assert summary["hbm_copy"].points == 136 and summary["tma_reduce"].points == 198
-    # 17 torch.matmul shapes twice + the pk GEMM 8192^3 on 132, 124, 116 and 100 SMs in two
-    # runs + the sweep: 8192 x 8192 x {1024, 2048, 8192} on 64-124 SMs, and torch and the pk
-    # GEMM on the whole GPU
-    assert summary["gemm"].points == 63
+    # a measurement taken again replaces the earlier one: each shape once
+    assert summary["hbm_copy"].points == 68 and summary["tma_reduce"].points == 99
+    # 17 torch.matmul shapes + the pk GEMM 8192^3 on 132, 124, 116 and 100 SMs + the sweep:
+    # 8192 x 8192 x {1024, 2048, 8192} on 64-124 SMs, and torch and the pk GEMM on the whole GPU
+    assert summary["gemm"].points == 42
     sms = [p for p in predict(shipped, results.records) if p.params.get("series") == "sms"]
-    assert len(sms) == 29 and max(abs(p.error) for p in sms) < 0.13
-    # the collectives' routines, twice (64 MiB and 1 GiB payloads): 264 points back to back
-    # and 424 timed alone behind a write (4 KiB - 256 KiB on 4-264 blocks) each, 13.4 %
-    # median, and 24 + 24 with every group of blocks on its own buffers (as virtual ranks),
-    # 4.0 %; copies queued on 1-8 streams (ce_burst: forked, or in rounds chained by events,
-    # with and without a kernel), 9.3 %
-    assert summary["block_moves"].points == 1376 and summary["block_moves"].predicted == 1376
-    assert summary["block_moves"].median_abs_error == pytest.approx(0.134, abs=0.002)
-    assert summary["block_moves_own"].points == 48
-    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.040, abs=0.002)
-    assert summary["ce_burst"].points == 134
-    assert summary["ce_burst"].median_abs_error == pytest.approx(0.093, abs=0.002)
+    assert len(sms) == 25 and max(abs(p.error) for p in sms) < 0.09
+    # the collectives' routines at 64 MiB, 256 MiB and 1 GiB: 264 points back to back each
+    # and 424 timed alone behind a write (4 KiB - 256 KiB on 4-264 blocks), 6.3 % median,
+    # and 24 x 3 with every group of blocks on its own buffers (as virtual ranks), 3.6 %;
+    # copies queued on 1-8 streams (ce_burst: forked, or in rounds chained by events, with
+    # and without a kernel), 6.6 %
+    assert summary["block_moves"].points == 1096 and summary["block_moves"].predicted == 1096
+    assert summary["block_moves"].median_abs_error == pytest.approx(0.063, abs=0.002)
+    assert summary["block_moves_own"].points == 72
+    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.036, abs=0.002)
+    assert summary["ce_burst"].points == 80
+    assert summary["ce_burst"].median_abs_error == pytest.approx(0.066, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
+
+
+def test_a_measurement_taken_again_replaces_the_earlier_one(tmp_path):
+    rec = {"bench": "sm_copy", "check": "ok", "bytes": 8, "params": {"blocks": 1, "threads": 32}}
+    other = {**rec, "params": {"blocks": 2, "threads": 32}, "time_s": 3e-6}
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    device = {"name": "NVIDIA H200"}
+    old.write_text(json.dumps({"device": device, "date": "2026-12-02",
+                               "results": [{**rec, "time_s": 1e-6}, other]}))
+    new.write_text(json.dumps({"device": device, "date": "2026-12-03",
+                               "results": [{**rec, "time_s": 2e-6}]}))
+    merged = cal.merge_results([cal.load_results(old), cal.load_results(new)])
+    assert [r["time_s"] for r in merged.records] == [2e-6, 3e-6]
+    assert merged.date == "2026-12-03"
 
 
 def test_the_shipped_file_records_device_date_driver_and_residuals(results, shipped):
