@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import BLOCK_THREADS
+from hwmodels.sm import BLOCK_THREADS, TMA_STAGE_BYTES
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.schedule import Schedule
@@ -56,7 +56,6 @@ ARCHS = ("sm_90a", "sm_100a", "sm_103a")
 MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
 THREADS = BLOCK_THREADS["tma"]     # TMA: one issuing thread, the rest add (reductions)
 REGISTER_THREADS = BLOCK_THREADS["register"]   # registers: 32 KiB of loads in flight per block
-TMA_STAGE_BYTES = 32 * 1024        # one stage: a copy chunk, or all sources of a reduce chunk
 TMA_STAGES = 4
 
 

@@ -162,6 +162,8 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
 # from here): TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B
 # = 32 KiB of loads in flight per block.
 BLOCK_THREADS = {"tma": 256, "register": 512}
+# The generated kernels' TMA stage: a copy's chunk, or all sources of a reduction's chunk.
+TMA_STAGE_BYTES = 32 * 1024
 
 
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:

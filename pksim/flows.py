@@ -11,11 +11,12 @@ the copy engines' own rate; all from the system file.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (dest_writes, move_Bps, reduce_memory_weight, shared_reads, sm_issue_Bps,
-                         tma_latency_s)
+from hwmodels.sm import (TMA_STAGE_BYTES, dest_writes, move_Bps, reduce_memory_weight,
+                         shared_reads, sm_issue_Bps, tma_latency_s)
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -286,6 +287,9 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     capacity = n * per_sm
     if n <= 0 or capacity <= 0:
         return 1.0
+    if mech == "tma" and m.dealt:
+        # only the blocks dealt a stage chunk work (collective.cuh copy_range)
+        n = min(n, max(1, math.ceil(m.payload / TMA_STAGE_BYTES)))
     s, d = len(m.sources), len(m.dests)
     if topo.virtual:
         ranks = topo.world

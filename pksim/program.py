@@ -36,7 +36,9 @@ class Move:
     copy-engine schedules launch between their copies. ``serial``: the issuer runs its
     moves of the step one after another, so each waits ``serial`` round trips before its
     data flows. ``readers``: how many moves of the step read the same source bytes; on one
-    GPU those reads meet in L2 and reach HBM once."""
+    GPU those reads meet in L2 and reach HBM once. ``dealt``: the kernel deals the payload's
+    TMA stage chunks round-robin over the rank's blocks (collective.cuh copy_range), so with
+    TMA at most payload / stage of its blocks work."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -45,6 +47,7 @@ class Move:
     engine: str = ""
     serial: int = 1      # the issuer's moves of this step run one after another (latency x serial)
     readers: int = 1     # moves of this step reading the same source bytes (served once from HBM)
+    dealt: bool = False  # TMA stage chunks dealt over the blocks: ceil(payload / stage) work
 
 
 @dataclass

@@ -105,7 +105,7 @@ struct all_reduce_two_shot {
       src.add(g.in[q] + at);
       dst.add(g.out[q] + at);
     }
-    return reduce_to<C>(g, c, dst, src, s.size(), sm);
+    return reduce_to<C, 4>(g, c, dst, src, s.size(), sm);   // sources 4 at a time (reg_reduce)
   }
 #endif
 

@@ -275,7 +275,8 @@ PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head
 
 // dst[d][i] = sum over sources of src[q][i] (fp32 accumulation, sources in the given order),
 // for every destination. 16-byte vectors when every pointer is co-aligned, else scalars.
-template <typename T>
+// QB: how many of more than 4 sources are loaded at a time (see below).
+template <int QB = PKC_MAX_RANKS, typename T>
 PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ldst::group g) {
   if (n == 0 || dst.n == 0) return;
   constexpr size_t V = kVec<T>;
@@ -294,13 +295,16 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
     PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
     PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
   }
-  // Loads in flight per thread: U vectors of up to 4 sources (U = 2 up to 4 sources, else
-  // 1 and the sources in batches of 4), at most 8 16-byte registers of raw data, so that a
-  // 512-thread block (128 registers a thread) keeps its pointer sets in registers and does
-  // not spill (ptxas -v).
+  // Loads in flight per thread: U vectors of every source (U = 2 up to 4 sources, else 1),
+  // at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers a
+  // thread) keeps its pointer sets in registers (ptxas -v). The two-shot all-reduce (up to 8
+  // sources and 8 destinations) loads 4 sources at a time (QB = 4): it keeps both pointer
+  // sets in registers (88 -> 16 B of stack) but waits two memory latencies a vector, which
+  // made the 8-rank one-shot all-reduce and direct reduce-scatter by registers 1.5-1.8x
+  // slower at 16 MiB and up (H200 run 13, 2026-12-03), so they keep all 8 in flight.
   if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
   else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
-  else reg_reduce_body<1, PKC_MAX_RANKS, 4>(dst, src, head, nv, g);
+  else reg_reduce_body<1, PKC_MAX_RANKS, QB>(dst, src, head, nv, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
     float a = 0.f;
     PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
@@ -511,7 +515,7 @@ PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_
     cptrs<T> s2{};
     PKC_EACH(d, dst.n) d2.add(dst.p[d] + first);
     PKC_EACH(q, src.n) s2.add(src.p[q] + first);
-    reg_reduce(d2, s2, n - first, pk::ldst::block_group());
+    reg_reduce<4>(d2, s2, n - first, pk::ldst::block_group());   // < 16 bytes: no vectors
   }
   return __syncthreads_and(1) != 0;
 }
@@ -550,13 +554,13 @@ PK_DEV bool copy_range(const G& g, const ctx& c, const ptrs<T>& dst, const T* sr
   return copy_to<C>(g, c, part, src + s.lo, s.size(), sm);
 }
 
-template <class C, class G, typename T>
+template <class C, int QB = PKC_MAX_RANKS, class G, typename T>
 PK_DEV bool reduce_to(const G& g, const ctx& c, const ptrs<T>& dst, const cptrs<T>& src, size_t n,
                       block_smem& sm) {
   if constexpr (C::kMech == mech::tma) {
     return tma_reduce<C>(dst, src, n, sm, g.flags.spin, c.rank);
   } else {
-    reg_reduce(dst, src, n, pk::ldst::block_group());
+    reg_reduce<QB>(dst, src, n, pk::ldst::block_group());
     return true;
   }
 }

@@ -35,7 +35,7 @@ def _ag_direct(w, nbytes, root, ce):
             Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w)])]
     # phase: one read of the shard, a store into every rank's output
     return [_phase(("kag", "direct", w, shard), lambda: [
-        Move(r, shard, (r,), _all(w)) for r in range(w)])]
+        Move(r, shard, (r,), _all(w), dealt=True) for r in range(w)])]
 
 
 def _ag_ring(w, nbytes, root, ce):
@@ -44,12 +44,12 @@ def _ag_ring(w, nbytes, root, ce):
     def first():
         if ce:
             return [Move(r, shard, (r,), (q,)) for r in range(w) for q in (r, (r + 1) % w)]
-        return [Move(r, shard, (r,), (r, (r + 1) % w)) for r in range(w)]
+        return [Move(r, shard, (r,), (r, (r + 1) % w), dealt=True) for r in range(w)]
 
-    def forward():
-        return [Move(r, shard, (r,), ((r + 1) % w,)) for r in range(w)]
+    def forward():   # copy_range as in the first phase; copy engines: one copy
+        return [Move(r, shard, (r,), ((r + 1) % w,), dealt=not ce) for r in range(w)]
     return ([_phase(("kag", "ring0", w, shard, ce), first)]
-            + [_phase(("kag", "ring", w, shard), forward) for _ in range(w - 2)])
+            + [_phase(("kag", "ring", w, shard, ce), forward) for _ in range(w - 2)])
 
 
 # ---- reduce-scatter (reduce_scatter.cuh) ---------------------------------------------------
@@ -131,14 +131,15 @@ def _a2a_direct(w, nbytes, root, ce):
     # rank r copies its block p into rank p's output, for every p (itself included)
     # (the kernel calls the copy routine once per peer, one after another)
     return [_phase(("ka2a", "direct", w, block, ce), lambda: [
-        Move(r, block, (r,), (p,), serial=1 if ce else w) for r in range(w) for p in range(w)])]
+        Move(r, block, (r,), (p,), serial=1 if ce else w, dealt=not ce)
+        for r in range(w) for p in range(w)])]
 
 
 def _bcast_direct(w, nbytes, root, ce):
     # every rank pulls the root's input into its own output (the root copies locally); the
     # SMs of all ranks read it at once (from memory once), copy engines one copy after another
     return [_phase(("kbc", "direct", w, nbytes, root, ce), lambda: [
-        Move(q, nbytes, (root,), (q,), readers=1 if ce else w) for q in range(w)])]
+        Move(q, nbytes, (root,), (q,), readers=1 if ce else w, dealt=not ce) for q in range(w)])]
 
 
 KERNEL_PHASES: dict[tuple[str, str], Callable] = {

@@ -59,6 +59,23 @@ def test_grid_start_beyond_one_block_per_sm():
     assert grid_start_s(gpu, 264, 512) == pytest.approx(2.865e-6, rel=1e-3)
 
 
+def test_tma_copies_use_only_the_blocks_dealt_a_chunk():
+    # collective.cuh copy_range deals 32 KiB stage chunks round-robin over a rank's blocks:
+    # an all-gather of 64 KiB at w2 moves a 32 KiB shard a rank, one chunk, so one block
+    # works whether 16 or 66 are launched (their grids start alike, one block per SM or
+    # fewer); 1 MiB: 16 chunks a rank, so 16 blocks and 66 take the same time, 8 longer.
+    # Registers split the shard over every block: more blocks, more issue rate.
+    s = load_system("h200-virtual")
+
+    def t(mech, nbytes, sms):
+        return predict(s, sched("all-gather", nbytes=nbytes, world=2, algorithm="direct",
+                                mechanism=mech, comm_sms=sms)).time_s
+    assert t("tma", 65536, 16) == pytest.approx(t("tma", 65536, 66), rel=1e-9)
+    assert t("tma", 1 << 20, 16) == pytest.approx(t("tma", 1 << 20, 66), rel=1e-9)
+    assert t("tma", 1 << 20, 8) > t("tma", 1 << 20, 16)
+    assert t("register", 65536, 66) < t("register", 65536, 16)
+
+
 def test_fanout_writes_of_register_moves():
     # dgx-h100 (ldst_fanout_write 0.3, reach 100 MiB): a register move to 8 destinations of
     # a 100 MiB payload uses 1 + 0.3 x log2(8) x 100 / (100 + 100) = 1.45 of the memory per

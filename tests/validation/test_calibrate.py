@@ -25,10 +25,10 @@ SUITE3 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03.json"
 # launch_latency again: ce_burst with 2 MiB copies and rounds chained across streams by
 # events, with and without a kernel after each copy
 LAUNCH3 = ROOT / "validation" / "data" / "h200-launch-2026-12-03-run2.json"
-# block_moves, launch_latency, hbm_copy and ce_burst again (run 13, 2026-12-03 05:24 UTC):
+# block_moves, launch_latency, hbm_copy and ce_burst again (run 14, 2026-12-03 05:57 UTC):
 # the collectives' routines without stacks; they replace the same measurements of SUITE3 and
 # LAUNCH3 (validation.calibrate.merge_results)
-RUN13 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run13.json"
+RUN14 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run14.json"
 # block_moves with 256 MiB and 1 GiB payloads (run 12, 05:17 UTC): shared reads by TMA and
 # register stores to several destinations at those sizes
 MID = ROOT / "validation" / "data" / "h200-block-moves-256mib-2026-12-03-run12.json"
@@ -37,7 +37,7 @@ BIG = ROOT / "validation" / "data" / "h200-block-moves-1gib-2026-12-03-run12.jso
 # runs) and of 64-132 SMs at K = 1024, 2048, 8192 (gemm_bench.py --sm-sweep)
 GEMM_SMS = ROOT / "validation" / "data" / "h200-gemm-sms-2026-12-02.json"
 GEMM_SWEEP = ROOT / "validation" / "data" / "h200-gemm-sms-sweep-2026-12-02.json"
-INPUTS = (RESULTS, SUITE3, LAUNCH3, RUN13, MID, BIG, GEMM_SMS, GEMM_SWEEP)
+INPUTS = (RESULTS, SUITE3, LAUNCH3, RUN14, MID, BIG, GEMM_SMS, GEMM_SWEEP)
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
 
@@ -79,8 +79,8 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # The real numbers of the 2026-12-02 and 2026-12-03 H200 runs (docs/VALIDATION.md);
     # launch times move by up to 20 % from one run to the next (host calls) and the
     # behind-write ones sit on the events' 0.5 us steps, hence their wider bound
-    expected = {"hbm_copy": 0.042, "sm_copy": 0.039, "tma_copy": 0.021, "tma_reduce": 0.018,
-                "launch_latency": 0.058, "flag_latency": 0.004, "gemm": 0.036,
+    expected = {"hbm_copy": 0.049, "sm_copy": 0.039, "tma_copy": 0.021, "tma_reduce": 0.017,
+                "launch_latency": 0.050, "flag_latency": 0.004, "gemm": 0.036,
                 "attention": 0.020}
     for bench in PREDICTED:
         assert medians[bench] <= (0.10 if bench == "launch_latency" else 0.06), (bench, medians[bench])
@@ -93,16 +93,16 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     sms = [p for p in predict(shipped, results.records) if p.params.get("series") == "sms"]
     assert len(sms) == 25 and max(abs(p.error) for p in sms) < 0.09
     # the collectives' routines at 64 MiB, 256 MiB and 1 GiB: 264 points back to back each
-    # and 424 timed alone behind a write (4 KiB - 256 KiB on 4-264 blocks), 6.3 % median,
-    # and 24 x 3 with every group of blocks on its own buffers (as virtual ranks), 3.6 %;
+    # and 424 timed alone behind a write (4 KiB - 256 KiB on 4-264 blocks), 6.1 % median,
+    # and 24 x 3 with every group of blocks on its own buffers (as virtual ranks), 3.1 %;
     # copies queued on 1-8 streams (ce_burst: forked, or in rounds chained by events, with
-    # and without a kernel), 6.6 %
+    # and without a kernel), 7.1 %
     assert summary["block_moves"].points == 1096 and summary["block_moves"].predicted == 1096
-    assert summary["block_moves"].median_abs_error == pytest.approx(0.063, abs=0.002)
+    assert summary["block_moves"].median_abs_error == pytest.approx(0.061, abs=0.002)
     assert summary["block_moves_own"].points == 72
-    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.036, abs=0.002)
+    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.031, abs=0.002)
     assert summary["ce_burst"].points == 80
-    assert summary["ce_burst"].median_abs_error == pytest.approx(0.066, abs=0.002)
+    assert summary["ce_burst"].median_abs_error == pytest.approx(0.071, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
 
 
