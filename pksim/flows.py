@@ -245,8 +245,10 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
             latency = max(latency, path.latency_s)
     latency += tma_s + (len(m.sources) + len(m.dests) - 2) * gpu.transfer.move_buffer_latency_s
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
-    # complete (pk::tma::complete_writes) before the next starts.
-    latency = m.serial * latency + (m.serial - 1) * (latency if tma else 0.0)
+    # complete (pk::tma::complete_writes) before the next starts: inside one GPU until the L2
+    # has them (as a phase's writes, pksim.simulate.phase_sync_s), across GPUs a round trip.
+    complete = (gpu.l2.latency_s if topo.virtual else latency) if tma else 0.0
+    latency = m.serial * latency + (m.serial - 1) * complete
     if sched.mechanism == "copy-engine" and m.engine != "sm":
         add(f"ce[{m.issuer}]", 1.0)
         # One GPU's copies pass its copy commands one after another, each holding them for

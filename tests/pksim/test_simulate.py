@@ -76,6 +76,24 @@ def test_tma_copies_use_only_the_blocks_dealt_a_chunk():
     assert t("register", 65536, 66) < t("register", 65536, 16)
 
 
+def test_serial_tma_moves_wait_for_their_stores_to_reach_the_l2():
+    # one rank of an all-to-all on h200-virtual (w = 4, 4 KiB blocks): its 4 copies run one
+    # after another (serial = 4); each waits one loaded HBM latency L for its first read, and
+    # with TMA each but the last also waits for its bulk stores to reach the L2 (one L2
+    # latency, L2) before the next starts: latency = 4 L + 3 L2 (registers: 4 L).
+    from hwmodels.topology import Topology
+    from pksim.flows import move_spec
+    from pksim.program import Move
+    s = load_system("h200-virtual")
+    topo = Topology.build(s, 4)
+    m = Move(0, 4096, (0,), (1,), serial=4, dealt=True)
+    L, L2 = s.gpu.hbm.latency_s, s.gpu.l2.latency_s
+    for mech, expected in (("tma", 4 * L + 3 * L2), ("register", 4 * L)):
+        spec = move_spec(topo, sched("all-to-all", nbytes=16384, world=4, algorithm="direct",
+                                     mechanism=mech, comm_sms=8), m, 4096, False, 1.0)
+        assert spec.latency_s == pytest.approx(expected, rel=1e-12), mech
+
+
 def test_fanout_writes_of_register_moves():
     # dgx-h100 (ldst_fanout_write 0.3, reach 100 MiB): a register move to 8 destinations of
     # a 100 MiB payload uses 1 + 0.3 x log2(8) x 100 / (100 + 100) = 1.45 of the memory per
