@@ -121,9 +121,10 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
     elif program.phases is not None and schedule.mechanism == "copy-engine":
-        # the first copy waits for the engine's setup where later ones pay the chain
+        # no kernel: the first copy waits for the engine's setup (which ce_burst measures
+        # behind queued work) where later ones pay the chain
         ce = system.gpu.copy_engine
-        launch += max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
+        launch = max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s)
 
