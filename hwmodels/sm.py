@@ -83,6 +83,10 @@ def sm_issue_Bps(per_sm_Bps: float, n_sms: float, knee: float, shared_Bps: float
     return n_sms * per_sm
 
 
+# The generated kernels' TMA stage: a copy's chunk, or all sources of a reduction's chunk.
+TMA_STAGE_BYTES = 32 * 1024
+
+
 def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
     """Round trip of one TMA message: ``tma_message_half_bytes`` is the message size at
     which one SM reaches half its rate, i.e. latency x per-SM rate."""
@@ -115,7 +119,22 @@ def dest_writes(gpu: GpuSpec, mechanism: str, dests: int, payload_B: float) -> f
     if mechanism == "tma" or dests <= 1 or payload_B <= 0:
         return 1.0
     t = gpu.transfer
-    return 1.0 + t.ldst_fanout_write * math.log2(dests) * payload_B / (payload_B + t.ldst_fanout_reach_B)
+    share = payload_B / (payload_B + t.ldst_fanout_reach_B)
+    return 1.0 + t.ldst_fanout_write * math.log2(dests) * share
+
+
+def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers: int,
+                 payload_B: float) -> float:
+    """Memory capacity a move uses per payload byte: its sources' reads (shared_reads) and
+    its destinations' writes (dest_writes)."""
+    return (sources * shared_reads(gpu, mechanism, readers, payload_B)
+            + dests * dest_writes(gpu, mechanism, dests, payload_B))
+
+
+def dealt_blocks(blocks: int, payload_B: float) -> int:
+    """Blocks that work on a TMA copy whose TMA_STAGE_BYTES chunks are dealt round-robin
+    over ``blocks`` (collective.cuh copy_range): at most one per chunk."""
+    return min(blocks, max(1, math.ceil(payload_B / TMA_STAGE_BYTES)))
 
 
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
@@ -162,8 +181,6 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
 # from here): TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B
 # = 32 KiB of loads in flight per block.
 BLOCK_THREADS = {"tma": 256, "register": 512}
-# The generated kernels' TMA stage: a copy's chunk, or all sources of a reduction's chunk.
-TMA_STAGE_BYTES = 32 * 1024
 
 
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:

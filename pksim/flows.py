@@ -11,12 +11,11 @@ the copy engines' own rate; all from the system file.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (TMA_STAGE_BYTES, dest_writes, move_Bps, reduce_memory_weight,
-                         shared_reads, sm_issue_Bps, tma_latency_s)
+from hwmodels.sm import (dealt_blocks, dest_writes, move_Bps, move_traffic,
+                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s)
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -290,15 +289,13 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     if n <= 0 or capacity <= 0:
         return 1.0
     if mech == "tma" and m.dealt:
-        # only the blocks dealt a stage chunk work (collective.cuh copy_range)
-        n = min(n, max(1, math.ceil(m.payload / TMA_STAGE_BYTES)))
+        n = dealt_blocks(n, m.payload)
     s, d = len(m.sources), len(m.dests)
     if topo.virtual:
         ranks = topo.world
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
         rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks,
-                        mem / (s * shared_reads(gpu, mech, m.readers, m.payload)
-                               + d * dest_writes(gpu, mech, d, m.payload)),
+                        mem / move_traffic(gpu, mech, s, d, m.readers, m.payload),
                         readers=m.readers) / ranks
     else:
         rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True)

@@ -28,9 +28,9 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, TMA_STAGE_BYTES, attention_time_s, dest_writes,
-                         gemm_time_s, grid_start_s, move_Bps, reduce_memory_weight,
-                         shared_reads, sm_issue_Bps, tma_latency_s)
+from hwmodels.sm import (BLOCK_THREADS, attention_time_s, dealt_blocks, gemm_time_s, grid_start_s,
+                         move_Bps, move_traffic, reduce_memory_weight, sm_issue_Bps,
+                         tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -166,12 +166,9 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     sources into their own destination (as virtual ranks do; block_moves_own); the grid's
     start (hwmodels.sm.grid_start_s) adds to the body."""
     copies = readers * groups                    # payloads moved
-    working = blocks
-    if mechanism == "tma" and kind == "copy":    # stage chunks dealt over the blocks
-        working = min(blocks, max(1, math.ceil(nbytes / TMA_STAGE_BYTES)))
+    working = dealt_blocks(blocks, nbytes) if mechanism == "tma" and kind == "copy" else blocks
     n = min(working * copies, gpu.sm.count)
-    reads = shared_reads(gpu, mechanism, readers, nbytes)   # per payload byte and source
-    traffic = sources * reads + dests * dest_writes(gpu, mechanism, dests, nbytes)
+    traffic = move_traffic(gpu, mechanism, sources, dests, readers, nbytes)
     mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / traffic,
                     readers=readers)

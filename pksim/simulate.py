@@ -121,10 +121,9 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
     elif program.phases is not None and schedule.mechanism == "copy-engine":
-        # no kernel: the first copy waits for the engine's setup (which ce_burst measures
-        # behind queued work) where later ones pay the chain
-        ce = system.gpu.copy_engine
-        launch = max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
+        # no kernel at all: the first copy waits for the engine's setup (which ce_burst
+        # measures behind queued work) where later ones pay the chain
+        launch = max(0.0, system.gpu.copy_engine.setup_s - system.gpu.sync.stream_chain_s)
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s)
 

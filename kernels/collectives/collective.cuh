@@ -406,13 +406,12 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
 struct ptr_table {
   const unsigned char* src[PKC_MAX_RANKS];
   unsigned char* dst[PKC_MAX_RANKS];
-  int nsrc, ndst;
+  int ndst;
   template <typename T>
   PK_DEV void fill(const ptrs<T>& d, const cptrs<T>& s) {
     PKC_EACH(k, d.n) dst[k] = reinterpret_cast<unsigned char*>(d.p[k]);
     PKC_EACH(k, s.n) src[k] = reinterpret_cast<const unsigned char*>(s.p[k]);
     ndst = d.n;
-    nsrc = s.n;
   }
 };
 
