@@ -87,6 +87,18 @@ def sm_issue_Bps(per_sm_Bps: float, n_sms: float, knee: float, shared_Bps: float
 TMA_STAGE_BYTES = 32 * 1024
 
 
+def tma_messages_per_B(sources: int, dests: int, reduce: bool) -> float:
+    """Bulk loads and stores per payload byte of a generated collective's TMA move
+    (collective.cuh): a copy moves TMA_STAGE_BYTES chunks, one load and ``dests`` stores
+    each; a sum of S sources cuts the stage into S + 1 slots (the sources and the result),
+    S loads and ``dests`` stores per slot-sized chunk, so its messages per byte grow as
+    (S + D)(S + 1) (block_moves without stacks, 2026-12-03 run 12, one block at 1 GiB:
+    a sum of 2 / 4 / 8 sources into one destination takes 65 / 121 / 254 ns per KiB, not
+    linear in S)."""
+    chunk = TMA_STAGE_BYTES / (sources + 1) if reduce else TMA_STAGE_BYTES
+    return (sources + dests) / chunk
+
+
 def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
     """Round trip of one TMA message: ``tma_message_half_bytes`` is the message size at
     which one SM reaches half its rate, i.e. latency x per-SM rate."""
@@ -124,11 +136,15 @@ def dest_writes(gpu: GpuSpec, mechanism: str, dests: int, payload_B: float) -> f
 
 
 def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers: int,
-                 payload_B: float) -> float:
+                 payload_B: float, fanout: bool = True) -> float:
     """Memory capacity a move uses per payload byte: its sources' reads (shared_reads) and
-    its destinations' writes (dest_writes)."""
-    return (sources * shared_reads(gpu, mechanism, readers, payload_B)
-            + dests * dest_writes(gpu, mechanism, dests, payload_B))
+    its destinations' writes (dest_writes; ``fanout=False``: one per destination byte, the
+    traffic the SMs' requests queue behind, which is what the knee of move_Bps sees; the
+    fan-out's loss is a lower ceiling of the memory, not earlier queueing: block_moves,
+    2026-12-03 run 12, a register copy to 4 destinations on 16-33 blocks runs at its blocks'
+    rate at 1 GiB as at 256 MiB, within 2 %, and only 66-132 blocks meet the lower ceiling)."""
+    writes = dest_writes(gpu, mechanism, dests, payload_B) if fanout else 1.0
+    return sources * shared_reads(gpu, mechanism, readers, payload_B) + dests * writes
 
 
 def dealt_blocks(blocks: int, payload_B: float) -> int:
@@ -159,6 +175,8 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
         share = t.tma_shared_read if mechanism == "tma" else t.ldst_shared_read
         src *= (1 + (readers - 1) * share) / readers
     tau = base + dest * dests + ((red + src * sources) if reduce else 0.0)
+    if mechanism == "tma":
+        tau += t.tma_message_s * tma_messages_per_B(sources if reduce else 1, dests, reduce)
     if remote and far > 0:
         tau *= local / far
     return tau

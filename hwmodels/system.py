@@ -142,6 +142,11 @@ class TransferSpec:
     tma_move_source_s_per_B: float = fig("tma_move_source_ns_per_KiB", 1e-9 / 1024,
                                          lo_open=False,
                                          doc="TMA move: SM time per KiB per summed source")
+    tma_message_s: float = fig("tma_message_ns", 1e-9, lo_open=False,
+                               doc="TMA move: SM time per bulk load or store beyond its "
+                                   "bytes; a sum of S sources cuts its stage into S + 1 "
+                                   "slots, so its messages grow as S^2 (hwmodels.sm."
+                                   "move_time_per_B)")
     ldst_move_base_s_per_B: float = fig("ldst_move_base_ns_per_KiB", 1e-9 / 1024,
                                         doc="ld/st move: fixed SM time per KiB of payload")
     ldst_move_dest_s_per_B: float = fig("ldst_move_dest_ns_per_KiB", 1e-9 / 1024,

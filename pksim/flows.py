@@ -227,8 +227,9 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     mech = "tma" if tma else "register"
     reads = shared_reads(gpu, mech, m.readers, m.payload)
     writes = dest_writes(gpu, mech, len(m.dests), m.payload)
-    for q in m.sources:
-        mem = _mem(topo, q, resident)
+    warm = warm_sources(topo, m, resident)
+    for i, q in enumerate(m.sources):
+        mem = _mem(topo, q, resident or i >= len(m.sources) - warm)
         add(mem, reads)
         if q != m.issuer:
             path = topo.gpu_path(q, m.issuer)
@@ -273,6 +274,17 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     return FlowSpec(tuple(sorted(usage.items())), latency, piece, m.issuer)
 
 
+def warm_sources(topo: Topology, m: Move, resident: bool) -> int:
+    """How many of the move's sources it reads from L2 because the previous phase has just
+    written them (Move.warm; a ring's received chunk): all of them when that phase's writes
+    on the GPU (the payload of every rank on it) fit in the L2; none when the whole program
+    already counts as resident, or when they do not fit."""
+    if not m.warm or resident:
+        return 0
+    ranks_per_gpu = topo.world if topo.virtual else 1
+    return m.warm if m.payload * ranks_per_gpu <= topo.system.gpu.l2.capacity_B else 0
+
+
 def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: int,
                       resident: bool) -> float:
     """Capacity of issue[issuer] (n SMs x the mechanism's per-SM rate) one payload byte of
@@ -294,8 +306,9 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     if topo.virtual:
         ranks = topo.world
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
-        rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks,
-                        mem / move_traffic(gpu, mech, s, d, m.readers, m.payload),
+        cold = s - warm_sources(topo, m, resident)    # what queues at the memory
+        traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, fanout=False)
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / traffic,
                         readers=m.readers) / ranks
     else:
         rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True)

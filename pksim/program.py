@@ -38,7 +38,9 @@ class Move:
     data flows. ``readers``: how many moves of the step read the same source bytes; on one
     GPU those reads meet in L2 and reach HBM once. ``dealt``: the kernel deals the payload's
     TMA stage chunks round-robin over the rank's blocks (collective.cuh copy_range), so with
-    TMA at most payload / stage of its blocks work."""
+    TMA at most payload / stage of its blocks work. ``warm``: how many of ``sources`` (the
+    last ones) the previous phase wrote on this GPU (a ring's received chunk), which the
+    step reads from L2 when that phase's writes fit in it (pksim.flows.warm_sources)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -48,6 +50,7 @@ class Move:
     serial: int = 1      # the issuer's moves of this step run one after another (latency x serial)
     readers: int = 1     # moves of this step reading the same source bytes (served once from HBM)
     dealt: bool = False  # TMA stage chunks dealt over the blocks: ceil(payload / stage) work
+    warm: int = 0        # the last `warm` sources were written by the previous phase
 
 
 @dataclass

@@ -80,6 +80,7 @@ STAGES = (
         Param("gpu.transfer.tma_move_dest_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.tma_move_reduce_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.tma_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.tma_message_ns", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_base_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_dest_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_reduce_ns_per_KiB", 0.01, 1e4),

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from hwmodels.errors import ValidationError
 from validation import reference
 from validation.runtime import (CE_LEAD_CYCLES, FLUSH_BYTES, Collective, HangError, IpcRanks,
-                                Library, VirtualRanks, ensure_eager_loading, time_calls)
+                                Library, VirtualRanks, ensure_eager_loading, time_settled)
 
 
 def load_cases(path: Path) -> list[dict]:
@@ -146,9 +146,10 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
             out["ok"] = True
         if case.get("time"):
             lead = CE_LEAD_CYCLES if case.get("mechanism") == "copy-engine" else 0
-            times = time_calls(coll, int(case.get("iters", 10)), int(case.get("warmup", 2)),
-                               lead_cycles=lead)
+            times, attempts = time_settled(coll, int(case.get("iters", 10)),
+                                           int(case.get("warmup", 2)), lead_cycles=lead)
             med = statistics.median(times)
+            out["timed"] = attempts
             traffic = reference.min_traffic_bytes(case["op"], world, coll.count, case["dtype"])
             nccl = reference.nccl_bytes(case["op"], world, coll.count, case["dtype"])
             out.update(times_s=times, median_s=med, algbw_GBps=nccl / med / 1e9,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -396,6 +397,33 @@ def wait_for_stream(lib: Any, err_ptr: int, deadline_s: float) -> None:
                             f"although every device wait has a deadline")
         time.sleep(0.0002)
     lib.check_error(err_ptr)
+
+
+# A timing whose median is over DISTURBED x its fastest call was disturbed (another process,
+# a clock change): most of its calls ran slow. Run 14 (2026-12-03) had three such cases, with
+# medians 1.6-5.8x their fastest call, where no case of runs 9, 11 and 13 had one over 1.5x.
+DISTURBED = 1.5
+
+
+def settled(timings: list[list[float]]) -> int:
+    """Index of the attempt to keep among repeated timings of one case: the first that was
+    not disturbed, else the least disturbed (smallest median / fastest call)."""
+    def spread(t: list[float]) -> float:
+        return statistics.median(t) / min(t)
+    for i, t in enumerate(timings):
+        if spread(t) <= DISTURBED:
+            return i
+    return min(range(len(timings)), key=lambda i: spread(timings[i]))
+
+
+def time_settled(coll: Collective, iters: int, warmup: int = 2, attempts: int = 3,
+                 lead_cycles: int = 0) -> tuple[list[float], int]:
+    """time_calls, timed again (``attempts`` in all at most) while disturbed; the calls of
+    the attempt ``settled`` keeps and how many attempts were made."""
+    timings = [time_calls(coll, iters, warmup, lead_cycles=lead_cycles)]
+    while len(timings) < attempts and statistics.median(timings[-1]) > DISTURBED * min(timings[-1]):
+        timings.append(time_calls(coll, iters, warmup, lead_cycles=lead_cycles))
+    return timings[settled(timings)], len(timings)
 
 
 def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = FLUSH_BYTES,

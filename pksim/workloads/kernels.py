@@ -46,8 +46,9 @@ def _ag_ring(w, nbytes, root, ce):
             return [Move(r, shard, (r,), (q,)) for r in range(w) for q in (r, (r + 1) % w)]
         return [Move(r, shard, (r,), (r, (r + 1) % w), dealt=True) for r in range(w)]
 
-    def forward():   # copy_range as in the first phase; copy engines: one copy
-        return [Move(r, shard, (r,), ((r + 1) % w,), dealt=not ce) for r in range(w)]
+    def forward():   # copy_range as in the first phase; copy engines: one copy. The shard
+        # is the one the previous phase wrote into this rank's output
+        return [Move(r, shard, (r,), ((r + 1) % w,), dealt=not ce, warm=1) for r in range(w)]
     return ([_phase(("kag", "ring0", w, shard, ce), first)]
             + [_phase(("kag", "ring", w, shard, ce), forward) for _ in range(w - 2)])
 
@@ -67,24 +68,25 @@ def _rs_direct(w, nbytes, root, ce):
 
 def _rs_ring_phases(w, shard, ce, tag, last_to_output=True):
     """Phase 0 sends a shard to the next rank's scratch; phases 1 .. w-2 add the own shard to
-    the received partial sum and send it on; the last adds and keeps it."""
+    the received partial sum (the previous phase's write: warm) and send it on; the last adds
+    and keeps it."""
     nxt = [(r + 1) % w for r in range(w)]
     out = [_phase((tag, "ring0", w, shard), lambda: [Move(r, shard, (r,), (nxt[r],))
                                                      for r in range(w)])]
     if ce:   # sum into a local staging slot (SM kernel), then a copy to the next rank
         for _ in range(w - 2):
             out.append(_phase((tag, "ring-ce-sum", w, shard), lambda: [
-                Move(r, shard, (r, r), (r,), True, SM) for r in range(w)]))
+                Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
             out.append(_phase((tag, "ring-ce-send", w, shard), lambda: [
-                Move(r, shard, (r,), (nxt[r],)) for r in range(w)]))
+                Move(r, shard, (r,), (nxt[r],), warm=1) for r in range(w)]))
         out.append(_phase((tag, "ring-ce-last", w, shard), lambda: [
-            Move(r, shard, (r, r), (r,), True, SM) for r in range(w)]))
+            Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
         return out
     for _ in range(w - 2):
         out.append(_phase((tag, "ring-sum", w, shard), lambda: [
-            Move(r, shard, (r, r), (nxt[r],), True) for r in range(w)]))
+            Move(r, shard, (r, r), (nxt[r],), True, warm=1) for r in range(w)]))
     out.append(_phase((tag, "ring-last", w, shard), lambda: [
-        Move(r, shard, (r, r), (r,), True) for r in range(w)]))
+        Move(r, shard, (r, r), (r,), True, warm=1) for r in range(w)]))
     return out
 
 
@@ -119,9 +121,9 @@ def _ar_two_shot(w, nbytes, root, ce):
 def _ar_ring(w, nbytes, root, ce):
     chunk = nbytes / w
     out = _rs_ring_phases(w, chunk, ce, "kar")
-    for _ in range(w - 1):   # forward the reduced chunks through the outputs
+    for _ in range(w - 1):   # forward the reduced chunks (the previous phase's) onwards
         out.append(_phase(("kar", "ring-ag", w, chunk), lambda: [
-            Move(r, chunk, (r,), ((r + 1) % w,)) for r in range(w)]))
+            Move(r, chunk, (r,), ((r + 1) % w,), warm=1) for r in range(w)]))
     return out
 
 

@@ -134,7 +134,7 @@ def test_hbm_copy_between_virtual_ranks():
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
     w = 1 + t.ldst_fanout_write * (GiB / 2) / (GiB / 2 + t.ldst_fanout_reach_B)
     assert dest_writes(s.gpu, "register", 2, GiB / 2) == pytest.approx(w)
-    rate = soft_min(132 / tau, c / (1 + 2 * w), t.issue_knee)
+    rate = min(soft_min(132 / tau, c / 3, t.issue_knee), c / (1 + 2 * w))
     mem = s.gpu.hbm.latency_s + s.gpu.l2.latency_s
     g = grid_start_s(s.gpu, 132, 512)
     assert g == pytest.approx(t.move_start_s)
@@ -143,7 +143,10 @@ def test_hbm_copy_between_virtual_ranks():
     assert p.time_s == pytest.approx(expected, rel=1e-9)
     # the two moves never exceed the memory: HBM busy at most the whole time
     assert p.breakdown["hbm"] <= p.time_s
-    assert p.bound_resource == "issue"
+    # at 1 GiB the fan-out's ceiling is the lower (w = 1.25 with the root's 0.3 and 100 MiB:
+    # C / 3.5 below the SMs' bend towards C / 3)
+    assert c / (1 + 2 * w) < soft_min(132 / tau, c / 3, t.issue_knee)
+    assert p.bound_resource == "hbm"
 
 
 def test_copy_engine_all_gather_between_virtual_ranks():
