@@ -112,6 +112,72 @@ def test_fanout_writes_of_register_moves():
             assert dest_writes(gpu, "register", d, p) <= dest_writes(gpu, "register", d, 2 * p)
 
 
+def test_tma_messages_of_a_sum_grow_with_its_sources_squared():
+    # collective.cuh: a TMA copy moves 32 KiB chunks (1 load + D stores each); a sum of S
+    # sources cuts the 32 KiB stage into S + 1 slots (S loads + D stores per slot). Per KiB:
+    # copy 1 -> 1: 2 / 32; sum 2 -> 1: 3 x 3 / 32; sum 8 -> 8: 16 x 9 / 32 = 4.5 messages.
+    from hwmodels.sm import move_time_per_B, tma_messages_per_B
+    KiB = 1024.0
+    assert tma_messages_per_B(1, 1, False) * KiB == pytest.approx(2 / 32)
+    assert tma_messages_per_B(2, 1, True) * KiB == pytest.approx(9 / 32)
+    assert tma_messages_per_B(8, 8, True) * KiB == pytest.approx(4.5)
+    # on h200-single (27 ns a message, read off block_moves) the sum of 8 into 1 spends
+    # 27 x 81 / 32 = 68.3 ns per KiB on messages beyond its linear terms
+    gpu = load_system("h200-single").gpu
+    t = gpu.transfer
+    linear = (t.tma_move_base_s_per_B + t.tma_move_dest_s_per_B + t.tma_move_reduce_s_per_B
+              + 8 * t.tma_move_source_s_per_B)
+    extra = move_time_per_B(gpu, "tma", 8, 1, True) - linear
+    assert extra * KiB == pytest.approx(27e-9 * 81 / 32, rel=1e-9)
+    # registers send no messages
+    assert move_time_per_B(gpu, "register", 8, 1, True) == pytest.approx(
+        t.ldst_move_base_s_per_B + t.ldst_move_dest_s_per_B + t.ldst_move_reduce_s_per_B
+        + 8 * t.ldst_move_source_s_per_B, rel=1e-12)
+
+
+def test_a_ring_step_reads_what_the_previous_step_wrote_from_l2_when_it_fits():
+    # all-gather ring on h200-virtual, w = 8: every forward step reads the shard the
+    # previous step wrote. 16 MiB: shards of 2 MiB, 8 x 2 = 16 MiB written a step, within
+    # the 60 MiB L2: the step's read goes to l2[0] (weight 1), HBM gets only the write.
+    # 1 GiB: 8 x 128 MiB does not fit: read and write both on HBM. The first step reads the
+    # caller's (cold) input from HBM either way.
+    from hwmodels.topology import Topology
+    from pksim.flows import move_spec, warm_sources
+    from pksim.program import Move
+    s = load_system("h200-virtual")
+    topo = Topology.build(s, 8)
+    MiB = 1024 * 1024
+    for total, warm in ((16 * MiB, 1), (1024 * MiB, 0)):
+        shard = total / 8
+        sc = sched("all-gather", nbytes=total, world=8, algorithm="ring",
+                   mechanism="register", comm_sms=16)
+        fwd = Move(0, shard, (0,), (1,), warm=1)
+        assert warm_sources(topo, fwd, False) == warm
+        usage = dict(move_spec(topo, sc, fwd, shard, False, 1.0).usage)
+        assert usage.get("l2[0]", 0.0) == warm
+        assert usage["hbm[0]"] == pytest.approx(2 - warm)
+        first = Move(0, shard, (0,), (0, 1))
+        assert "l2[0]" not in dict(move_spec(topo, sc, first, shard, False, 1.0).usage)
+    # a working set already resident in L2: nothing more to say
+    assert warm_sources(topo, Move(0, MiB, (0,), (1,), warm=1), True) == 0
+
+
+
+def test_warm_reads_make_a_ring_faster_never_slower(monkeypatch):
+    # the same 16 MiB ring all-gather (w = 8) with its forward reads on HBM instead: slower,
+    # since each step then moves 2 bytes of HBM traffic per payload byte instead of 1
+    from pksim import flows, simulate
+    s = load_system("h200-virtual")
+    sc = sched("all-gather", nbytes=16 << 20, world=8, algorithm="ring", mechanism="register",
+               comm_sms=16)
+    warm = predict(s, sc).time_s
+    monkeypatch.setattr(flows, "warm_sources", lambda topo, m, resident: 0)
+    simulate._FLOW_CACHE.clear()
+    cold = predict(s, sc).time_s
+    simulate._FLOW_CACHE.clear()
+    assert warm < cold
+
+
 def test_hbm_copy_between_virtual_ranks():
     # h200-virtual, 2 ranks, all-gather direct as generated: each rank reads its half (S/2)
     # once and stores it into both outputs (a 1 -> 2 move: S/2 read, 2 x S/2 written, each

@@ -94,14 +94,14 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     sms = [p for p in predict(shipped, results.records) if p.params.get("series") == "sms"]
     assert len(sms) == 25 and max(abs(p.error) for p in sms) < 0.09
     # the collectives' routines at 64 MiB, 256 MiB and 1 GiB: 264 points back to back each
-    # and 424 timed alone behind a write (4 KiB - 256 KiB on 4-264 blocks), 6.1 % median,
-    # and 24 x 3 with every group of blocks on its own buffers (as virtual ranks), 3.1 %;
+    # and 424 timed alone behind a write (4 KiB - 256 KiB on 4-264 blocks), 5.8 % median,
+    # and 24 x 3 with every group of blocks on its own buffers (as virtual ranks), 3.8 %;
     # copies queued on 1-8 streams (ce_burst: forked, or in rounds chained by events, with
     # and without a kernel), 7.1 %
     assert summary["block_moves"].points == 1096 and summary["block_moves"].predicted == 1096
-    assert summary["block_moves"].median_abs_error == pytest.approx(0.061, abs=0.002)
+    assert summary["block_moves"].median_abs_error == pytest.approx(0.058, abs=0.002)
     assert summary["block_moves_own"].points == 72
-    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.031, abs=0.002)
+    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.038, abs=0.002)
     assert summary["ce_burst"].points == 80
     assert summary["ce_burst"].median_abs_error == pytest.approx(0.071, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
