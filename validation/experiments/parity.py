@@ -1,0 +1,75 @@
+"""Experiment: does a case's place in the run order change its time?
+
+In runs 11-15 of 2026-12-03 the collectives of 4-64 KiB that the worker ran at odd places
+of the suite were 2-8 % slower (median, measured over predicted) than those at even places.
+This runs the 4 KiB SM cases of a prepared bundle in the worker's way
+(validation.run_collectives.run_case, one process) under several harness variants and
+writes one row per timed case:
+
+    python3 -m validation.experiments.parity --cases DIR/cases.json --out OUT.jsonl
+
+variants: ``plain`` (as the suite), ``shift`` (the first case run once more before the
+rest, so every case moves to the other parity), ``empty_cache`` (torch.cuda.empty_cache()
+before each case), ``twice`` (each case timed twice in a row; both rows kept).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+VARIANTS = ("plain", "shift", "empty_cache", "twice")
+
+
+def parity_effect(rows: list[dict]) -> float:
+    """Median of measured / predicted at odd places over the same at even places, minus 1."""
+    odd = [r["median_s"] / r["predicted_s"] for r in rows if r["place"] % 2]
+    even = [r["median_s"] / r["predicted_s"] for r in rows if not r["place"] % 2]
+    return statistics.median(odd) / statistics.median(even) - 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--bytes", type=int, default=4096)
+    args = ap.parse_args(argv)
+    import torch
+
+    from validation.run_collectives import load_cases, run_case
+    from validation.runtime import ensure_eager_loading
+    ensure_eager_loading()
+    cases = [c for c in load_cases(args.cases)
+             if c.get("bytes") == args.bytes and c.get("mechanism") in ("tma", "register")
+             and c.get("time")]
+    libs: dict = {}
+    ranks: dict = {}
+    copy_bw: dict = {}
+    with args.out.open("w") as out:
+        for variant in VARIANTS:
+            order = ([cases[0]] if variant == "shift" else []) + cases
+            place = 0
+            rows = []
+            for k, case in enumerate(order):
+                for rep in range(2 if variant == "twice" else 1):
+                    if variant == "empty_cache":
+                        torch.cuda.synchronize()
+                        torch.cuda.empty_cache()
+                    res = run_case(case, libs, ranks, copy_bw)
+                    row = {"variant": variant, "place": place, "rep": rep, "id": case["id"],
+                           "median_s": res.get("median_s"), "predicted_s": case["predicted_s"],
+                           "ok": res.get("ok")}
+                    place += 1
+                    if variant == "shift" and k == 0:
+                        continue
+                    rows.append(row)
+                    out.write(json.dumps(row) + "\n")
+            good = [r for r in rows if r["ok"] and r["median_s"]]
+            print(f"{variant}: {len(good)} cases, odd places over even: "
+                  f"{100 * parity_effect(good):+.1f} %", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

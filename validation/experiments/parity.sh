@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# GPU half of validation/experiments/parity.py: prepare the default suite's bundle on the GPU
+# machine (simpy from the carried .whl/), then time its 4 KiB SM cases under each variant.
+#   bash validation/experiments/parity.sh      (writes $OUT/parity.jsonl and $OUT/parity.log)
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD CUDA_MODULE_LOADING=EAGER NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+python3 -c "from pksim.cli.main import main; main()" validate --prepare --force -o build/vp \
+  > "$OUT/prepare.log" 2>&1
+echo "prepare exit $?"
+nvidia-smi --query-gpu=name,driver_version,uuid --format=csv > "$OUT/device.txt"
+python3 -m validation.experiments.parity --cases build/vp/cases.json --out "$OUT/parity.jsonl" \
+  2>&1 | tee "$OUT/parity.log"
