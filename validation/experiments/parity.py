@@ -37,9 +37,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
+    from validation import run_collectives
     from validation.run_collectives import load_cases, run_case
-    from validation.runtime import ensure_eager_loading
+    from validation.runtime import Collective, ensure_eager_loading
     ensure_eager_loading()
+    seen: dict = {}
+
+    class Recorded(Collective):      # the buffers' addresses of the case just run
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            seen.update(inp=list(self.inb.ptrs), out=list(self.outb.ptrs),
+                        flags=list(self.flagb.ptrs), err=int(self.err.data_ptr()))
+    run_collectives.Collective = Recorded
     cases = [c for c in load_cases(args.cases)
              if c.get("bytes") == args.bytes and c.get("mechanism") in ("tma", "register")
              and c.get("time")]
@@ -59,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                     res = run_case(case, libs, ranks, copy_bw)
                     row = {"variant": variant, "place": place, "rep": rep, "id": case["id"],
                            "median_s": res.get("median_s"), "predicted_s": case["predicted_s"],
-                           "ok": res.get("ok")}
+                           "ok": res.get("ok"), **seen}
                     place += 1
                     if variant == "shift" and k == 0:
                         continue
