@@ -196,8 +196,12 @@ def worker(cases: list[dict], out: Path) -> int:
         if row.get("kind") == "copy_bw" and row.get("copy_GBps"):
             copy_bw["GBps"] = row["copy_GBps"]
     beat = Path(str(out) + ".current")
+    fresh_pool = os.environ.get("PKC_FRESH_POOL") == "1"
     for case in cases:
         beat.write_text(json.dumps({"id": case["id"], "t": time.time()}))
+        if fresh_pool:   # every case from an empty allocator cache (validation/experiments/parity.py)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
         t0 = time.time()
         row = {k: v for k, v in case.items() if k != "lib"}
         row["lib"] = Path(case["lib"]).name if "lib" in case else None

@@ -12,3 +12,7 @@ echo "prepare exit $?"
 nvidia-smi --query-gpu=name,driver_version,uuid --format=csv > "$OUT/device.txt"
 python3 -m validation.experiments.parity --cases build/vp/cases.json --out "$OUT/parity.jsonl" \
   2>&1 | tee "$OUT/parity.log"
+# then the whole suite with every case from an empty allocator cache (PKC_FRESH_POOL=1)
+PKC_FRESH_POOL=1 timeout 200 python3 -m validation.run_collectives --cases build/vp/cases.json \
+  --out "$OUT/suite-fresh.jsonl" --case-timeout 60 --deadline-s 190 > "$OUT/suite-fresh.log" 2>&1
+echo "suite exit $? $(grep -c median_s "$OUT/suite-fresh.jsonl") timed"
