@@ -136,15 +136,19 @@ def dest_writes(gpu: GpuSpec, mechanism: str, dests: int, payload_B: float) -> f
 
 
 def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers: int,
-                 payload_B: float, fanout: bool = True) -> float:
+                 payload_B: float, ceiling: bool = True) -> float:
     """Memory capacity a move uses per payload byte: its sources' reads (shared_reads) and
-    its destinations' writes (dest_writes; ``fanout=False``: one per destination byte, the
-    traffic the SMs' requests queue behind, which is what the knee of move_Bps sees; the
-    fan-out's loss is a lower ceiling of the memory, not earlier queueing: block_moves,
-    2026-12-03 run 12, a register copy to 4 destinations on 16-33 blocks runs at its blocks'
-    rate at 1 GiB as at 256 MiB, within 2 %, and only 66-132 blocks meet the lower ceiling)."""
-    writes = dest_writes(gpu, mechanism, dests, payload_B) if fanout else 1.0
-    return sources * shared_reads(gpu, mechanism, readers, payload_B) + dests * writes
+    its destinations' writes (dest_writes). ``ceiling=False``: the plain traffic, each
+    shared source once over its readers and each destination byte once, which is what the
+    SMs' requests queue behind and so what the knee of move_Bps sees. The TMA readers'
+    misses and the register fan-out lower the memory's ceiling, not the bend below it:
+    block_moves (2026-12-03 run 12) moves at its blocks' rate where they are few, a copy to
+    4 destinations on 16-33 blocks at 256 MiB and 1 GiB alike, and 8 TMA readers of one
+    source on 8 blocks each at 1 GiB as at 64 MiB (3.1 ms per GiB)."""
+    if not ceiling:
+        return sources / max(1, readers) + dests
+    return (sources * shared_reads(gpu, mechanism, readers, payload_B)
+            + dests * dest_writes(gpu, mechanism, dests, payload_B))
 
 
 def dealt_blocks(blocks: int, payload_B: float) -> int:

@@ -307,7 +307,7 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
         ranks = topo.world
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
         cold = s - warm_sources(topo, m, resident)    # what queues at the memory
-        traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, fanout=False)
+        traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, ceiling=False)
         rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / traffic,
                         readers=m.readers) / ranks
     else:

@@ -170,7 +170,7 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     n = min(working * copies, gpu.sm.count)
     traffic = move_traffic(gpu, mechanism, sources, dests, readers, nbytes)
     mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)
-    queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, fanout=False)
+    queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, ceiling=False)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
                     readers=readers)
     lat += (sources + dests - 2) * gpu.transfer.move_buffer_latency_s
