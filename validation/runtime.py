@@ -426,12 +426,26 @@ def time_settled(coll: Collective, iters: int, warmup: int = 2, attempts: int = 
     return timings[settled(timings)], len(timings)
 
 
+_FLUSH: dict = {}
+
+
+def flush_buffer(device: Any, nbytes: int) -> Any:
+    """The buffer whose write flushes the L2 before each timed call: one per device and size
+    for the whole process, so that every case writes the same memory (validation/experiments/
+    parity.py: with one taken from the allocator per timing, every other timing of the same
+    4 KiB kernel ran 7-9 % slower)."""
+    key = (str(device), nbytes)
+    if key not in _FLUSH:
+        _FLUSH[key] = _torch().empty(nbytes, dtype=_torch().uint8, device=device)
+    return _FLUSH[key]
+
+
 def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = FLUSH_BYTES,
                deadline_s: float = 120.0, lead_cycles: int = 0) -> list[float]:
     """Seconds per call by CUDA events, each call after writing ``flush_bytes`` (cold L2)
     and, with ``lead_cycles``, a GPU spin that long before the first event."""
     torch = _torch()
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=coll.ranks.device) if flush_bytes else None
+    flush = flush_buffer(coll.ranks.device, flush_bytes) if flush_bytes else None
     for _ in range(warmup):
         coll.launch()
     coll.wait(deadline_s)

@@ -20,6 +20,11 @@ import statistics
 from pathlib import Path
 
 VARIANTS = ("plain", "shift", "empty_cache", "twice")
+# run 2 (after the first result: the time of the same case alternates from one timing to the
+# next, whatever the allocator cache): ``fresh_flush`` takes the flush buffer from the
+# allocator for each timing (the harness until then), ``kept_flush`` keeps one
+# (runtime.flush_buffer), ``halves`` keeps one and times each case in two halves of the calls
+VARIANTS2 = ("fresh_flush", "kept_flush", "halves")
 
 
 def parity_effect(rows: list[dict]) -> float:
@@ -34,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--bytes", type=int, default=4096)
+    ap.add_argument("--second", action="store_true", help="the variants of run 2")
     args = ap.parse_args(argv)
     import torch
 
@@ -55,8 +61,26 @@ def main(argv: list[str] | None = None) -> int:
     libs: dict = {}
     ranks: dict = {}
     copy_bw: dict = {}
+    from validation import runtime
+    kept_flush, time_calls = runtime.flush_buffer, runtime.time_calls
+
+    def fresh_flush(device, nbytes):
+        t = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        seen["flush"] = int(t.data_ptr())
+        return t
+
+    def kept(device, nbytes):
+        t = kept_flush(device, nbytes)
+        seen["flush"] = int(t.data_ptr())
+        return t
+
+    def in_halves(coll, iters, warmup=2, **k):
+        return (time_calls(coll, iters // 2, warmup, **k)
+                + time_calls(coll, iters - iters // 2, warmup, **k))
     with args.out.open("w") as out:
-        for variant in VARIANTS:
+        for variant in (VARIANTS2 if args.second else VARIANTS):
+            runtime.flush_buffer = fresh_flush if variant == "fresh_flush" else kept
+            runtime.time_calls = in_halves if variant == "halves" else time_calls
             order = ([cases[0]] if variant == "shift" else []) + cases
             place = 0
             rows = []
