@@ -146,9 +146,8 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
             out["ok"] = True
         if case.get("time"):
             lead = CE_LEAD_CYCLES if case.get("mechanism") == "copy-engine" else 0
-            times, attempts = time_settled(coll, int(case.get("iters", 10)),
-                                           int(case.get("warmup", 2)), lead_cycles=lead)
-            med = statistics.median(times)
+            times, attempts, med = time_settled(coll, int(case.get("iters", 10)),
+                                                int(case.get("warmup", 2)), lead_cycles=lead)
             out["timed"] = attempts
             traffic = reference.min_traffic_bytes(case["op"], world, coll.count, case["dtype"])
             nccl = reference.nccl_bytes(case["op"], world, coll.count, case["dtype"])

@@ -417,13 +417,31 @@ def settled(timings: list[list[float]]) -> int:
 
 
 def time_settled(coll: Collective, iters: int, warmup: int = 2, attempts: int = 3,
-                 lead_cycles: int = 0) -> tuple[list[float], int]:
-    """time_calls, timed again (``attempts`` in all at most) while disturbed; the calls of
-    the attempt ``settled`` keeps and how many attempts were made."""
-    timings = [time_calls(coll, iters, warmup, lead_cycles=lead_cycles)]
-    while len(timings) < attempts and statistics.median(timings[-1]) > DISTURBED * min(timings[-1]):
-        timings.append(time_calls(coll, iters, warmup, lead_cycles=lead_cycles))
-    return timings[settled(timings)], len(timings)
+                 lead_cycles: int = 0) -> tuple[list[float], int, float]:
+    """The calls of a case timed in two halves (time_in_halves), timed again (``attempts`` in
+    all at most) while disturbed: the calls of the attempt ``settled`` keeps, how many
+    attempts were made, and its time (the mean of its halves' medians)."""
+    timings = [time_in_halves(coll, iters, warmup, lead_cycles)]
+    while len(timings) < attempts and \
+            statistics.median(timings[-1][0]) > DISTURBED * min(timings[-1][0]):
+        timings.append(time_in_halves(coll, iters, warmup, lead_cycles))
+    times, med = timings[settled([t for t, _ in timings])]
+    return times, len(timings), med
+
+
+def time_in_halves(coll: Collective, iters: int, warmup: int = 2,
+                   lead_cycles: int = 0) -> tuple[list[float], float]:
+    """The calls of one timing in two halves, each with its warm-up: every launch flips a
+    state of the GPU that makes a 4 KiB collective 7-9 % slower every other timing
+    (validation/experiments/parity.py, 2026-12-03: whole timings alternate, whatever the
+    allocator cache or the flush buffer), and a half of warm-up + n calls after n flushes is
+    an odd number of launches, so the two halves see both states. Their calls, and the mean
+    of the two halves' medians. An even warm-up gets one call more to keep the count odd."""
+    warmup += 1 - warmup % 2
+    first = time_calls(coll, iters // 2, warmup, lead_cycles=lead_cycles) if iters > 1 else []
+    second = time_calls(coll, iters - len(first), warmup, lead_cycles=lead_cycles)
+    meds = [statistics.median(h) for h in (first, second) if h]
+    return first + second, sum(meds) / len(meds)
 
 
 _FLUSH: dict = {}

@@ -68,17 +68,36 @@ def test_two_blocks_per_sm_ring_cases_are_judged_by_residency():
 
 def test_a_disturbed_timing_is_taken_again_and_the_settled_one_kept(monkeypatch):
     from validation import runtime
+
+    def fake(seq):
+        it = iter(seq)
+        return lambda *a, **k: (lambda t: (t, sum(t) / len(t)))(next(it))
     # attempt 1: median 3 of fastest 1 (3x: disturbed); attempt 2: median 1.1 of 1.0 (kept,
     # no third attempt)
-    attempts = iter([[1.0, 3.0, 3.0, 3.0, 1.0], [1.0, 1.1, 1.1, 1.2, 1.0], [9.0] * 5])
-    monkeypatch.setattr(runtime, "time_calls", lambda *a, **k: next(attempts))
-    times, made = runtime.time_settled(None, 5)
+    monkeypatch.setattr(runtime, "time_in_halves", fake(
+        [[1.0, 3.0, 3.0, 3.0, 1.0], [1.0, 1.1, 1.1, 1.2, 1.0], [9.0] * 5]))
+    times, made, _ = runtime.time_settled(None, 5)
     assert (times, made) == ([1.0, 1.1, 1.1, 1.2, 1.0], 2)
     # all three disturbed: the least disturbed one (2x against 3x and 4x) is kept
-    attempts = iter([[1.0, 3.0, 3.0], [1.0, 2.0, 2.0], [1.0, 4.0, 4.0], [1.0] * 3])
-    monkeypatch.setattr(runtime, "time_calls", lambda *a, **k: next(attempts))
-    assert runtime.time_settled(None, 3) == ([1.0, 2.0, 2.0], 3)
+    monkeypatch.setattr(runtime, "time_in_halves", fake(
+        [[1.0, 3.0, 3.0], [1.0, 2.0, 2.0], [1.0, 4.0, 4.0], [1.0] * 3]))
+    assert runtime.time_settled(None, 3)[:2] == ([1.0, 2.0, 2.0], 3)
     # a timing within 1.5x of its fastest call is timed once
-    attempts = iter([[2.0, 2.9, 3.0], [1.0] * 3])
-    monkeypatch.setattr(runtime, "time_calls", lambda *a, **k: next(attempts))
-    assert runtime.time_settled(None, 3) == ([2.0, 2.9, 3.0], 1)
+    monkeypatch.setattr(runtime, "time_in_halves", fake([[2.0, 2.9, 3.0], [1.0] * 3]))
+    assert runtime.time_settled(None, 3)[:2] == ([2.0, 2.9, 3.0], 1)
+
+
+def test_a_case_is_timed_in_two_halves_each_with_an_odd_warm_up(monkeypatch):
+    # 100 calls: 50 + 50, each half after its own warm-up (3, or 2 made 3); the time is the
+    # mean of the halves' medians: (1.0 + 2.0) / 2 = 1.5
+    from validation import runtime
+    calls = []
+
+    def fake(coll, iters, warmup, lead_cycles=0):
+        calls.append((iters, warmup))
+        return [1.0] * iters if len(calls) == 1 else [2.0] * iters
+    monkeypatch.setattr(runtime, "time_calls", fake)
+    times, med = runtime.time_in_halves(None, 100, 2)
+    assert calls == [(50, 3), (50, 3)] and len(times) == 100 and med == 1.5
+    calls.clear()
+    assert runtime.time_in_halves(None, 5, 1)[1] == 1.5 and calls == [(2, 1), (3, 1)]
