@@ -79,6 +79,12 @@ def _summary(s: dict, title: str = "## Summary", groups: str = "(op, size, world
               f"Ranking: in {s['ranking_hits']} of {s['groups_ranked']} {groups} groups "
               f"the simulator's first choice was the measured fastest; {s['groups_within_5']} "
               f"within 5 %; median regret {fmt_pct(s['median_regret'])}.", ""]
+    if s.get("order_effect") is not None:
+        e = s["order_effect"]
+        lines[-1:] = [f"Order of the run: the SM cases of 64 KiB or less at odd and at even "
+                      f"places of the measured file differ by {fmt_abs_pct(abs(e))} (median "
+                      f"measured / predicted; the odd ones {'slower' if e > 0 else 'faster'}); "
+                      f"runs that timed each case in one piece, until run 15, showed 2-8 %.", ""]
     return lines
 
 

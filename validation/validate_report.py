@@ -279,6 +279,23 @@ def summarise(meta: dict, rows: list[dict], measured: dict[str, dict],
     }
 
 
+def order_effect(rows: list[dict], order: list[str], largest: int = 64 << 10) -> float | None:
+    """How much longer the SM cases of at most ``largest`` bytes took at odd places of the run
+    (``order``: the measured ids as the worker ran them) than at even ones: the median of
+    measured / predicted at odd places over the same at even places, minus 1; None with fewer
+    than 10 of either. Until run 15 every run showed 2-8 % (every other timing ran slower,
+    validation/experiments/parity.py); a case timed in two halves sees both."""
+    place = {i: k for k, i in enumerate(order)}
+    ratios: tuple[list[float], list[float]] = ([], [])
+    for r in rows:
+        if (r["error"] is not None and r.get("mechanism") in ("tma", "register")
+                and (r.get("bytes") or 0) <= largest and r["id"] in place):
+            ratios[place[r["id"]] % 2].append(r["measured_s"] / r["predicted_s"])
+    if min(len(ratios[0]), len(ratios[1])) < 10:
+        return None
+    return statistics.median(ratios[1]) / statistics.median(ratios[0]) - 1
+
+
 def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | None = None
                  ) -> dict:
     """The report of a bundle against its measurements (``measured``: one or more result
@@ -294,6 +311,7 @@ def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | 
     rows = join(cases, rows_by_id, where)
     frows = join(fused_cases, rows_by_id, where, fused=True)
     summary = summarise(meta, rows, rows_by_id)
+    summary["order_effect"] = order_effect(rows, list(rows_by_id))
     known = {c["id"] for c in cases} | {c["id"] for c in fused_cases}
     extra = Counter(r.get("kind", "collective") for i, r in rows_by_id.items() if i not in known)
     rep = {"summary": summary, "prepare": meta, "measured_file": where,

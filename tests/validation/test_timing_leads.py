@@ -101,3 +101,24 @@ def test_a_case_is_timed_in_two_halves_each_with_an_odd_warm_up(monkeypatch):
     assert calls == [(50, 3), (50, 3)] and len(times) == 100 and med == 1.5
     calls.clear()
     assert runtime.time_in_halves(None, 5, 1)[1] == 1.5 and calls == [(2, 1), (3, 1)]
+
+
+def test_the_report_measures_how_much_the_order_of_the_run_moved_small_cases():
+    # 12 small SM cases at places 0..11: the odd ones measured 1.1x their prediction, the even
+    # ones 1.0x -> +10 %; a large case, a copy-engine one and an unmeasured one do not count;
+    # fewer than 10 a side -> None
+    from validation.validate_report import order_effect
+    rows = [{"id": f"c{k}", "mechanism": "tma" if k % 3 else "register", "bytes": 4096,
+             "predicted_s": 2.0, "measured_s": 2.2 if k % 2 else 2.0, "error": 0.0}
+            for k in range(24)]
+    rows += [{"id": "big", "mechanism": "tma", "bytes": 1 << 30, "predicted_s": 1.0,
+              "measured_s": 9.0, "error": 0.0},
+             {"id": "ce", "mechanism": "copy-engine", "bytes": 4096, "predicted_s": 1.0,
+              "measured_s": 9.0, "error": 0.0},
+             {"id": "none", "mechanism": "tma", "bytes": 4096, "predicted_s": 1.0,
+              "measured_s": None, "error": None}]
+    order = [f"c{k}" for k in range(24)] + ["big", "ce", "none"]
+    assert order_effect(rows, order) == pytest.approx(0.10)
+    # the origin of the places flips the sign: one more row first
+    assert order_effect(rows, ["copy"] + order) == pytest.approx(1 / 1.1 - 1)
+    assert order_effect(rows[:18], order) is None
