@@ -19,7 +19,10 @@ Virtual ranks run in a worker process; this process restarts it after a crash or
 (each case has a wall-clock limit) and records the case that was running as failed, so one bad
 kernel cannot take the whole matrix with it. Results already in RESULTS.jsonl are skipped
 (resume). Timed cases get the bandwidth the collective must move (validation/reference.py
-``min_traffic_bytes``) against the measured copy bandwidth of the same run.
+``min_traffic_bytes``) against the measured copy bandwidth of the same run. A timed case's
+``median_s`` is the mean of the medians of two halves of its calls, each after its own warm-up,
+re-timed while disturbed (validation/runtime.time_settled, ``timed``: the attempts).
+``PKC_FRESH_POOL=1`` empties torch's allocator cache before every case (an experiment's knob).
 """
 from __future__ import annotations
 
