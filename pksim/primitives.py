@@ -53,6 +53,9 @@ REQUIRED = {
 MEASURED_ONLY = {
     "atomics": "measured only: the model has no atomic-operation parameter (the generated "
                "kernels move data with ld/st, TMA and copy engines, and signal with flags)",
+    "block_moves_cross": "measured only: groups that sum part g of every group's buffers into "
+                         "part g of every destination (a two-shot all-reduce's pattern), to "
+                         "find what the two-shot's extra microseconds at small sizes are",
 }
 
 

@@ -236,3 +236,16 @@ def test_the_shipped_report_is_current():
 @pytest.mark.gpu
 def test_a_gpu_is_found():
     assert gpu_run.find_gpu(0).startswith("GPU 0")
+
+
+def test_crossed_block_moves_are_measured_only_and_not_fitted():
+    # block_moves' crossed groups (a two-shot all-reduce's pattern) have no model yet: no
+    # prediction, a note saying why, and the fit leaves them out
+    from pksim.primitives import MEASURED_ONLY, predict_time_s
+    rec = {"bench": "block_moves_cross", "bytes": 4096.0, "time_s": 7e-6, "check": "ok",
+           "params": {"mechanism": "tma", "kind": "reduce", "sources": 8, "dests": 8,
+                      "groups": 8, "blocks": 16, "timing": "behind_write"}}
+    assert predict_time_s(load_system("h200-calibrated"), rec) is None
+    assert "two-shot" in MEASURED_ONLY["block_moves_cross"]
+    (point,) = predict(load_system("h200-calibrated"), [rec])
+    assert point.predicted_s is None and point.note == MEASURED_ONLY["block_moves_cross"]

@@ -22,6 +22,11 @@
 // Own buffers ("block_moves_own" records, measured only): G in {2, 4, 8} groups of 132 / G or
 // 64 / G blocks, group g moving its own S in {1, 2, 4} sources into its own destination, as
 // virtual ranks do (G x S <= 8).
+// Crossed buffers ("block_moves_cross" records, measured only): G in {2, 4, 8} groups of
+// 132 / G or 64 / G blocks, group g summing part g of all G sources into part g of all G
+// destinations, as the G virtual ranks of a two-shot all-reduce do ("bytes" = one part; G
+// parts of 4 KiB and 64 KiB each launch timed alone behind a 256 MiB write, 64 MiB back to
+// back).
 // Keys: "bytes" = payload (bytes written to one destination), "traffic_bytes" = (S + D) x
 // payload, "gbps" = payload GB/s.
 // Check (before timing each shape, at 132 blocks): random bf16 sources; every destination
@@ -57,8 +62,12 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   const int grp = static_cast<int>(blockIdx.x) / per;
   // `own`: each group reads its own S = src.n / groups sources instead (as virtual ranks
   // reading their own buffers).
-  const bool split = own && groups > 1;
+  const bool split = own == 1 && groups > 1;
   const int first = split ? grp * (src.n / groups) : 0;
+  // `own` == 2 (crossed, as a two-shot all-reduce's ranks): group g sums part g (n elements at
+  // g x n) of every source into part g of every destination.
+  const bool crossed = own == 2 && groups > 1;
+  const size_t at = crossed ? static_cast<size_t>(grp) * n : 0;
   const pkc::span s = pkc::piece(n, per, b, pkc::kVec<bf16>);
   // Every pointer array is filled at compile-time indices, so it stays in registers: a
   // runtime index would put it on the stack, and a stack's first touch by every thread slows
@@ -68,12 +77,12 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   pkc::cptrs<bf16> q{};
 #pragma unroll
   for (int k = 0; k < PKC_MAX_RANKS; ++k) {
-    mine.p[k] = groups > 1 ? dst.p[grp] : dst.p[k];
-    d.p[k] = mine.p[k] + s.lo;
+    mine.p[k] = groups > 1 && !crossed ? dst.p[grp] : dst.p[k];
+    d.p[k] = mine.p[k] + at + s.lo;
     const int j = first + k < PKC_MAX_RANKS ? first + k : PKC_MAX_RANKS - 1;
-    q.p[k] = src.p[j] + s.lo;
+    q.p[k] = src.p[j] + at + s.lo;
   }
-  mine.n = d.n = groups > 1 ? 1 : dst.n;
+  mine.n = d.n = groups > 1 && !crossed ? 1 : dst.n;
   q.n = split ? src.n / groups : src.n;
   if constexpr (C::kMech == pkc::mech::tma) {
     pkc::block_smem sm = stages<C>(smem_raw, bars);
@@ -379,6 +388,73 @@ int main(int argc, char** argv) {
                    (double)big * groups, t, check);
       }
     }
+  }
+  // Crossed buffers: G groups, group g summing part g of all G sources into part g of all G
+  // destinations (a two-shot all-reduce's pattern); every destination ends as the sum of all
+  // sources. Parts of 4 KiB and 64 KiB alone behind a 256 MiB write, 64 MiB / G back to back.
+  {
+    const size_t flush_bytes = 256ull << 20;
+    void* flush = nullptr;
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    const int reps = quick ? 10 : 30;
+    for (int mi = 0; mi < 2; ++mi) {
+      const bool tma = mi == 0;
+      for (int groups : {2, 4, 8}) {
+        pkc::ptrs<bf16> d{};
+        pkc::cptrs<bf16> s{};
+        for (int k = 0; k < groups; ++k) {
+          d.add(dsts[k]);
+          s.add(srcs[k]);
+        }
+        for (int total : {132, 64}) {
+          const int per = total / groups;
+          for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, big / groups}) {
+            const size_t n = part / sizeof(bf16);
+            const bool alone = part < big / groups;
+            auto go = [&] { run(tma, d, s, n, 1, per * groups, groups, 2); };
+            Timing t;
+            if (alone) {
+              go();  // warm-up
+              std::vector<double> v;
+              for (int r = 0; r < reps; ++r) {
+                CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
+                CHECK(cudaEventRecord(e0, st));
+                go();
+                CHECK(cudaEventRecord(e1, st));
+                CHECK(cudaEventSynchronize(e1));
+                float ms = 0;
+                CHECK(cudaEventElapsedTime(&ms, e0, e1));
+                v.push_back(ms * 1e-3);
+              }
+              t.med = quantile(v, 0.5);
+              t.p10 = quantile(v, 0.1);
+              t.p90 = quantile(v, 0.9);
+              t.single = v.front();
+              t.samples = (int)v.size();
+              t.reps = 1;
+            } else {
+              t = time_op(st, [&](long long) { go(); }, cfg);
+            }
+            // what the last launch wrote: every destination's G parts, the sum of all sources
+            const std::string check = verify(groups, [&](int) { return s; }, n * groups);
+            JsonObj params;
+            params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
+            params.integer("sources", groups).integer("dests", groups).integer("groups", groups)
+                .integer("blocks", per);
+            if (alone) params.str("timing", "behind_write").str("flush", "memset");
+            add_config(params, tma);
+            emit_point("block_moves_cross", params, (double)part,
+                       (double)part * groups * 2 * groups, (double)part * groups, t, check);
+          }
+        }
+      }
+    }
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    CHECK(cudaFree(flush));
   }
   pk::error_record h{};
   CHECK(cudaMemcpy(&h, err, sizeof(h), cudaMemcpyDeviceToHost));
