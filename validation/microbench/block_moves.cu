@@ -262,14 +262,40 @@ int main(int argc, char** argv) {
   // ("kernel", as torch's zero_ before a validated collective); "launch": a plain launch or
   // a cooperative one ("cooperative", as the generated collectives launch; grids that fit
   // at once only). The three variants besides (memset, plain) time 4 KiB of two shapes.
+  const size_t flush_bytes = 256ull << 20;
+  void* flush = nullptr;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  // `go` once to warm up, then 30 times (10 with --quick) alone behind the 256 MiB write (a
+  // kernel's with `kernel_flush`, else cudaMemsetAsync), events around each launch.
+  auto time_alone = [&](auto go, bool kernel_flush) {
+    go();
+    std::vector<double> v;
+    for (int r = 0; r < (quick ? 10 : 30); ++r) {
+      if (kernel_flush)
+        flush_kernel<<<sms * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
+      else
+        CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
+      CHECK(cudaEventRecord(e0, st));
+      go();
+      CHECK(cudaEventRecord(e1, st));
+      CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      v.push_back(ms * 1e-3);
+    }
+    Timing t;
+    t.med = quantile(v, 0.5);
+    t.p10 = quantile(v, 0.1);
+    t.p90 = quantile(v, 0.9);
+    t.single = v.front();
+    t.samples = (int)v.size();
+    t.reps = 1;
+    return t;
+  };
   {
-    const size_t flush_bytes = 256ull << 20;
-    void* flush = nullptr;
-    CHECK(cudaMalloc(&flush, flush_bytes));
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
-    const int reps = quick ? 10 : 30;
     const int fit[2] = {
         pk::max_coresident_blocks(move_kernel<move_config<pkc::mech::reg>, true>, 512, 0),
         pk::max_coresident_blocks(move_kernel<move_config<pkc::mech::tma>, true>, 256,
@@ -290,28 +316,8 @@ int main(int argc, char** argv) {
             const int reduce = sh.kind[0] == 'r';
             for (int blocks : {4, 16, 33, 66, 132, 264}) {
               if (coop && blocks > fit[mi]) continue;
-              run(tma, d, s, n, reduce, blocks, 1, 0, coop);  // warm-up
-              std::vector<double> v;
-              for (int r = 0; r < reps; ++r) {
-                if (kernel_flush)
-                  flush_kernel<<<sms * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
-                else
-                  CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-                CHECK(cudaEventRecord(e0, st));
-                run(tma, d, s, n, reduce, blocks, 1, 0, coop);
-                CHECK(cudaEventRecord(e1, st));
-                CHECK(cudaEventSynchronize(e1));
-                float ms = 0;
-                CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                v.push_back(ms * 1e-3);
-              }
-              Timing t;
-              t.med = quantile(v, 0.5);
-              t.p10 = quantile(v, 0.1);
-              t.p90 = quantile(v, 0.9);
-              t.single = v.front();
-              t.samples = (int)v.size();
-              t.reps = 1;
+              const Timing t = time_alone(
+                  [&] { run(tma, d, s, n, reduce, blocks, 1, 0, coop); }, kernel_flush);
               JsonObj params = shape_params(tma, sh, blocks);
               params.str("timing", "behind_write").str("flush", kernel_flush ? "kernel" : "memset");
               params.str("launch", coop ? "cooperative" : "plain");
@@ -325,9 +331,6 @@ int main(int argc, char** argv) {
         }
       }
     }
-    CHECK(cudaEventDestroy(e0));
-    CHECK(cudaEventDestroy(e1));
-    CHECK(cudaFree(flush));
   }
   // Shared reads: R groups of blocks each move the same S sources (a sum for S > 1, a copy
   // for S = 1) into their own destination, as R virtual ranks of a one-shot all-reduce
@@ -393,13 +396,6 @@ int main(int argc, char** argv) {
   // destinations (a two-shot all-reduce's pattern); every destination ends as the sum of all
   // sources. Parts of 4 KiB and 64 KiB alone behind a 256 MiB write, 64 MiB / G back to back.
   {
-    const size_t flush_bytes = 256ull << 20;
-    void* flush = nullptr;
-    CHECK(cudaMalloc(&flush, flush_bytes));
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
-    const int reps = quick ? 10 : 30;
     for (int mi = 0; mi < 2; ++mi) {
       const bool tma = mi == 0;
       for (int groups : {2, 4, 8}) {
@@ -415,29 +411,8 @@ int main(int argc, char** argv) {
             const size_t n = part / sizeof(bf16);
             const bool alone = part < big / groups;
             auto go = [&] { run(tma, d, s, n, 1, per * groups, groups, 2); };
-            Timing t;
-            if (alone) {
-              go();  // warm-up
-              std::vector<double> v;
-              for (int r = 0; r < reps; ++r) {
-                CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-                CHECK(cudaEventRecord(e0, st));
-                go();
-                CHECK(cudaEventRecord(e1, st));
-                CHECK(cudaEventSynchronize(e1));
-                float ms = 0;
-                CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                v.push_back(ms * 1e-3);
-              }
-              t.med = quantile(v, 0.5);
-              t.p10 = quantile(v, 0.1);
-              t.p90 = quantile(v, 0.9);
-              t.single = v.front();
-              t.samples = (int)v.size();
-              t.reps = 1;
-            } else {
-              t = time_op(st, [&](long long) { go(); }, cfg);
-            }
+            const Timing t = alone ? time_alone(go, false)
+                                   : time_op(st, [&](long long) { go(); }, cfg);
             // what the last launch wrote: every destination's G parts, the sum of all sources
             const std::string check = verify(groups, [&](int) { return s; }, n * groups);
             JsonObj params;
@@ -452,10 +427,10 @@ int main(int argc, char** argv) {
         }
       }
     }
-    CHECK(cudaEventDestroy(e0));
-    CHECK(cudaEventDestroy(e1));
-    CHECK(cudaFree(flush));
   }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  CHECK(cudaFree(flush));
   pk::error_record h{};
   CHECK(cudaMemcpy(&h, err, sizeof(h), cudaMemcpyDeviceToHost));
   if (h.code != 0) {
