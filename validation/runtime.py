@@ -405,11 +405,14 @@ def wait_for_stream(lib: Any, err_ptr: int, deadline_s: float) -> None:
 DISTURBED = 1.5
 
 
+def spread(times: list[float]) -> float:
+    """Median over fastest call of one timing: over DISTURBED, it was disturbed."""
+    return statistics.median(times) / min(times)
+
+
 def settled(timings: list[list[float]]) -> int:
     """Index of the attempt to keep among repeated timings of one case: the first that was
-    not disturbed, else the least disturbed (smallest median / fastest call)."""
-    def spread(t: list[float]) -> float:
-        return statistics.median(t) / min(t)
+    not disturbed, else the least disturbed (smallest spread)."""
     for i, t in enumerate(timings):
         if spread(t) <= DISTURBED:
             return i
@@ -422,8 +425,7 @@ def time_settled(coll: Collective, iters: int, warmup: int = 2, attempts: int = 
     all at most) while disturbed: the calls of the attempt ``settled`` keeps, how many
     attempts were made, and its time (the mean of its halves' medians)."""
     timings = [time_in_halves(coll, iters, warmup, lead_cycles)]
-    while len(timings) < attempts and \
-            statistics.median(timings[-1][0]) > DISTURBED * min(timings[-1][0]):
+    while len(timings) < attempts and spread(timings[-1][0]) > DISTURBED:
         timings.append(time_in_halves(coll, iters, warmup, lead_cycles))
     times, med = timings[settled([t for t, _ in timings])]
     return times, len(timings), med
@@ -431,12 +433,13 @@ def time_settled(coll: Collective, iters: int, warmup: int = 2, attempts: int = 
 
 def time_in_halves(coll: Collective, iters: int, warmup: int = 2,
                    lead_cycles: int = 0) -> tuple[list[float], float]:
-    """The calls of one timing in two halves, each with its warm-up: every launch flips a
-    state of the GPU that makes a 4 KiB collective 7-9 % slower every other timing
-    (validation/experiments/parity.py, 2026-12-03: whole timings alternate, whatever the
-    allocator cache or the flush buffer), and a half of warm-up + n calls after n flushes is
-    an odd number of launches, so the two halves see both states. Their calls, and the mean
-    of the two halves' medians. An even warm-up gets one call more to keep the count odd."""
+    """The calls of one timing in two halves, each with its warm-up. Whole timings of a
+    4 KiB collective alternate, every other one 7-9 % slower, whatever the allocator cache or
+    the flush buffer (validation/experiments/parity.py, 2026-12-03); two halves in a row see
+    both, as the experiment measured. (A half of warm-up + n calls after n flushes is an odd
+    number of launches: a state that flipped with every launch would do this; nothing shows
+    which.) Their calls, and the mean of the two halves' medians. An even warm-up gets one
+    call more to keep the count odd."""
     warmup += 1 - warmup % 2
     first = time_calls(coll, iters // 2, warmup, lead_cycles=lead_cycles) if iters > 1 else []
     second = time_calls(coll, iters - len(first), warmup, lead_cycles=lead_cycles)
@@ -449,9 +452,8 @@ _FLUSH: dict = {}
 
 def flush_buffer(device: Any, nbytes: int) -> Any:
     """The buffer whose write flushes the L2 before each timed call: one per device and size
-    for the whole process, so that every case writes the same memory (validation/experiments/
-    parity.py: with one taken from the allocator per timing, every other timing of the same
-    4 KiB kernel ran 7-9 % slower)."""
+    for the whole process rather than one from the allocator per timing (the same times:
+    validation/experiments/parity.py, run 2)."""
     key = (str(device), nbytes)
     if key not in _FLUSH:
         _FLUSH[key] = _torch().empty(nbytes, dtype=_torch().uint8, device=device)

@@ -24,6 +24,8 @@ VARIANTS = ("plain", "shift", "empty_cache", "twice")
 # next, whatever the allocator cache): ``fresh_flush`` takes the flush buffer from the
 # allocator for each timing (the harness until then), ``kept_flush`` keeps one
 # (runtime.flush_buffer), ``halves`` keeps one and times each case in two halves of the calls
+# (runtime.time_in_halves, the harness since). The others time a case in one piece after a
+# flush buffer of its own, as the harness did until run 15.
 VARIANTS2 = ("fresh_flush", "kept_flush", "halves")
 
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ranks: dict = {}
     copy_bw: dict = {}
     from validation import runtime
-    kept_flush, time_calls = runtime.flush_buffer, runtime.time_calls
+    kept_flush, in_halves = runtime.flush_buffer, runtime.time_in_halves
 
     def fresh_flush(device, nbytes):
         t = torch.empty(nbytes, dtype=torch.uint8, device=device)
@@ -74,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         seen["flush"] = int(t.data_ptr())
         return t
 
-    def in_halves(coll, iters, warmup=2, **k):
-        return (time_calls(coll, iters // 2, warmup, **k)
-                + time_calls(coll, iters - iters // 2, warmup, **k))
+    def one_piece(coll, iters, warmup=2, lead_cycles=0):
+        times = runtime.time_calls(coll, iters, warmup, lead_cycles=lead_cycles)
+        return times, statistics.median(times)
     with args.out.open("w") as out:
         for variant in (VARIANTS2 if args.second else VARIANTS):
-            runtime.flush_buffer = fresh_flush if variant == "fresh_flush" else kept
-            runtime.time_calls = in_halves if variant == "halves" else time_calls
+            runtime.flush_buffer = kept if variant in ("kept_flush", "halves") else fresh_flush
+            runtime.time_in_halves = in_halves if variant == "halves" else one_piece
             order = ([cases[0]] if variant == "shift" else []) + cases
             place = 0
             rows = []
