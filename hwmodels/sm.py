@@ -151,6 +151,24 @@ def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers
             + dests * dest_writes(gpu, mechanism, dests, payload_B))
 
 
+# A rank's blocks cut an SM move into pieces of whole PIECE_BYTES (collective.cuh
+# block_piece; validation/experiments/piece_align.cu measured why): a structural constant of
+# the kernels, not a fitted figure.
+PIECE_BYTES = 4096
+
+
+def piece_blocks(blocks: float, payload_B: float) -> float:
+    """Blocks' worth of work in a move of ``payload_B`` cut into pieces of whole PIECE_BYTES
+    over ``blocks`` blocks (collective.cuh block_piece): payload / the largest piece, which
+    sets the move's time; at least one, at most ``blocks`` (equal to it when the payload
+    divides into whole 4 KiB per block, as every power-of-two payload of 4 KiB x blocks
+    does)."""
+    if blocks <= 0 or payload_B <= 0:
+        return blocks
+    step = math.ceil(payload_B / blocks / PIECE_BYTES) * PIECE_BYTES
+    return min(blocks, max(1.0, payload_B / step))
+
+
 def dealt_blocks(blocks: int, payload_B: float) -> int:
     """Blocks that work on a TMA copy whose TMA_STAGE_BYTES chunks are dealt round-robin
     over ``blocks`` (collective.cuh copy_range): at most one per chunk."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (dealt_blocks, dest_writes, move_Bps, move_traffic,
+from hwmodels.sm import (dealt_blocks, dest_writes, move_Bps, move_traffic, piece_blocks,
                          reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s)
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
@@ -302,6 +302,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
         return 1.0
     if mech == "tma" and m.dealt:
         n = dealt_blocks(n, m.payload)
+    elif m.engine != "sm":      # the copy-engine schedules' reduction kernels cut their own way
+        n = piece_blocks(n, m.payload)
     s, d = len(m.sources), len(m.dests)
     if topo.virtual:
         ranks = topo.world

@@ -29,7 +29,7 @@ import simpy
 
 from hwmodels.fluid import FluidEngine
 from hwmodels.sm import (BLOCK_THREADS, attention_time_s, dealt_blocks, gemm_time_s, grid_start_s,
-                         move_Bps, move_traffic, reduce_memory_weight, sm_issue_Bps,
+                         move_Bps, move_traffic, piece_blocks, reduce_memory_weight, sm_issue_Bps,
                          tma_latency_s)
 from hwmodels.system import GpuSpec, System
 
@@ -169,7 +169,10 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     sources into their own destination (as virtual ranks do; block_moves_own); the grid's
     start (hwmodels.sm.grid_start_s) adds to the body."""
     copies = readers * groups                    # payloads moved
-    working = dealt_blocks(blocks, nbytes) if mechanism == "tma" and kind == "copy" else blocks
+    if mechanism == "tma" and kind == "copy":
+        working = dealt_blocks(blocks, nbytes)
+    else:
+        working = piece_blocks(blocks, nbytes)
     n = min(working * copies, gpu.sm.count)
     traffic = move_traffic(gpu, mechanism, sources, dests, readers, nbytes)
     mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)

@@ -51,7 +51,7 @@ struct all_reduce_one_shot {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(g.count, c);
     cptrs<T> src{};
     for (int k = 0; k < c.world; ++k) src.add(g.in[peer<C>(c.rank, k, c.world)] + s.lo);
     return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
@@ -96,7 +96,7 @@ struct all_reduce_two_shot {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     const span ch = chunk_of<T>(g.count, c.world, c.rank);
-    const span s = piece(ch.size(), c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(ch.size(), c);
     const size_t at = ch.lo + s.lo;
     cptrs<T> src{};
     ptrs<T> dst{};
@@ -165,7 +165,7 @@ struct all_reduce_ring {
     const int w = c.world;
     const size_t slot = chunk_slot_bytes(g.count, w, sizeof(T)) / sizeof(T);
     const span ch = chunk_of<T>(g.count, w, chunk(c.rank, p, w));
-    const span s = piece(ch.size(), c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(ch.size(), c);
     const size_t at = ch.lo + s.lo;
     if (p >= w) return copy_to<C>(g, c, one(g.out[c.next()] + at), g.out[c.rank] + at, s.size(), sm);
     const T* mine = g.in[c.rank] + at;

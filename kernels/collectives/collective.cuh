@@ -66,6 +66,17 @@ PK_HD span piece(size_t n, int parts, int k, size_t align) {
   return span{lo, min_size(n, lo + step)};
 }
 
+// A rank's blocks cut a range into pieces of whole 4 KiB (when the range starts on such a
+// boundary, so does every piece). Pieces of whole 16-byte vectors start off the 128-byte
+// lines on 33, 66 or 132 blocks, and there a register copy of 256 MiB ran 8-10 % slower, a
+// register sum 5-7 %, a TMA copy 2x; at 4 KiB a 33-block register copy ran 6 % faster than
+// at 128 bytes (validation/experiments/piece_align.cu, H200, 2026-12-03). Small ranges
+// leave blocks without work: at most ceil(n / 4 KiB) of them move anything
+// (hwmodels.sm.piece_blocks models the cut).
+constexpr size_t kPieceBytes = 4096;
+template <typename T>
+constexpr size_t kPiece = kPieceBytes / sizeof(T);
+
 // Which rank a block serves, which of that rank's blocks it is.
 struct ctx {
   int rank;   // the rank this block works for
@@ -89,6 +100,12 @@ PK_DEV ctx make_ctx(const G& g) {
     c.block = static_cast<int>(blockIdx.x);
   }
   return c;
+}
+
+// Block c.block's piece of [0, n) among its rank's blocks.
+template <typename T>
+PK_HD span block_piece(size_t n, const ctx& c) {
+  return piece(n, c.bpr, c.block, kPiece<T>);
 }
 
 // The k-th peer a rank visits: staggered (rank, rank+1, ...) or sequential (0, 1, ...).
@@ -547,7 +564,7 @@ PK_DEV bool copy_range(const G& g, const ctx& c, const ptrs<T>& dst, const T* sr
       return tma_copy<C>(dst, src, n, sm, g.flags.spin, c.rank,
                          chunk_deal{static_cast<size_t>(c.block), static_cast<size_t>(c.bpr)});
   }
-  const span s = piece(n, c.bpr, c.block, kVec<T>);
+  const span s = block_piece<T>(n, c);
   ptrs<T> part{};
   PKC_EACH(d, dst.n) part.add(dst.p[d] + s.lo);
   return copy_to<C>(g, c, part, src + s.lo, s.size(), sm);

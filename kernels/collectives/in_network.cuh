@@ -81,7 +81,7 @@ struct all_reduce_in_network : in_network_base {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem&) {
     using T = typename G::value_type;
     const span ch = piece(g.count, c.world, c.rank, kVec<T>);
-    const span s = piece(ch.size(), c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(ch.size(), c);
     mm_reduce_span(g.out.mc + ch.lo + s.lo, g.in.mc + ch.lo + s.lo, s.size(), true);
     return true;
   }
@@ -95,7 +95,7 @@ struct all_gather_in_network : in_network_base {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem&) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(g.count, c);
     mm_store_span(g.out.mc + c.rank * g.count + s.lo, g.in[c.rank] + s.lo, s.size());
     return true;
   }
@@ -109,7 +109,7 @@ struct reduce_scatter_in_network : in_network_base {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem&) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(g.count, c);
     mm_reduce_span(g.out[c.rank] + s.lo, g.in.mc + c.rank * g.count + s.lo, s.size(), false);
     return true;
   }
@@ -124,7 +124,7 @@ struct broadcast_in_network : in_network_base {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem&) {
     using T = typename G::value_type;
     if (c.rank != g.root) return true;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(g.count, c);
     mm_store_span(g.out.mc + s.lo, g.in[g.root] + s.lo, s.size());
     return true;
   }

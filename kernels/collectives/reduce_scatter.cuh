@@ -44,7 +44,7 @@ struct reduce_scatter_direct {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(g.count, c);
     cptrs<T> src{};
     for (int k = 0; k < c.world; ++k)
       src.add(g.in[peer<C>(c.rank, k, c.world)] + c.rank * g.count + s.lo);
@@ -98,7 +98,7 @@ struct reduce_scatter_ring {
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int p, block_smem& sm) {
     using T = typename G::value_type;
-    const span s = piece(g.count, c.bpr, c.block, kVec<T>);
+    const span s = block_piece<T>(g.count, c);
     const size_t slot = slot_elems<T>(g.count);
     const T* mine = g.in[c.rank] + shard(c.rank, p, c.world) * g.count + s.lo;
     if (p == 0) return copy_to<C>(g, c, one(g.scratch[c.next()] + s.lo), mine, s.size(), sm);

@@ -3,6 +3,7 @@
 
     python3 validation/microbench/run.py --out DIR [--only NAME,...]
                                          [--build-only] [--quick] [--bin-dir BIN]
+                                         [--bench-args "ARGS"]
 
 * Builds every *.cu next to this file into DIR/bin with
   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a, in parallel,
@@ -314,6 +315,8 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=None, help="parallel nvcc jobs (default: CPU count)")
     ap.add_argument("--bin-dir", type=Path, default=None,
                     help="where binaries are built / reused (default OUT/bin); lets prebuilt binaries be shared")
+    ap.add_argument("--bench-args", default="",
+                    help="arguments for every selected CUDA program (e.g. \"--payload-mib 256\" for block_moves)")
     args = ap.parse_args(argv)
 
     known = [n for n in ORDER if n in cuda_sources() or n in PYTHON_BENCHES]
@@ -383,7 +386,7 @@ def run_all(args, selected, build_by_name, results, logdir, t_runs):
                                             "stderr_tail": b["log_tail"][-2000:]})
                 results.write()
                 continue
-            cmd = [b["binary"]]
+            cmd = [b["binary"], *args.bench_args.split()]
         if args.quick:
             cmd.append("--quick")
         if remaining < 5:
