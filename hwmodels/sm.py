@@ -151,21 +151,22 @@ def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers
             + dests * dest_writes(gpu, mechanism, dests, payload_B))
 
 
-# A rank's blocks cut an SM move into pieces of whole PIECE_BYTES (collective.cuh
-# block_piece; validation/experiments/piece_align.cu measured why): a structural constant of
-# the kernels, not a fitted figure.
-PIECE_BYTES = 4096
+# A rank's blocks cut an SM move into pieces of whole 128-byte lines, of whole 4 KiB once a
+# piece holds 64 KiB (collective.cuh block_piece; validation/experiments/piece_align.cu
+# measured why): structural constants of the kernels, not fitted figures.
+LINE_BYTES, PIECE_BYTES, PAGED_PIECE_BYTES = 128, 4096, 64 * 1024
 
 
 def piece_blocks(blocks: float, payload_B: float) -> float:
-    """Blocks' worth of work in a move of ``payload_B`` cut into pieces of whole PIECE_BYTES
-    over ``blocks`` blocks (collective.cuh block_piece): payload / the largest piece, which
-    sets the move's time; at least one, at most ``blocks`` (equal to it when the payload
-    divides into whole 4 KiB per block, as every power-of-two payload of 4 KiB x blocks
-    does)."""
+    """Blocks' worth of work in a move of ``payload_B`` cut over ``blocks`` blocks as
+    collective.cuh block_piece cuts it: payload / the largest piece, which sets the move's
+    time; at least one, at most ``blocks`` (equal to it when every block's share is a whole
+    number of lines, or of 4 KiB from 64 KiB on, as with every power-of-two payload)."""
     if blocks <= 0 or payload_B <= 0:
         return blocks
-    step = math.ceil(payload_B / blocks / PIECE_BYTES) * PIECE_BYTES
+    share = payload_B / blocks
+    align = PIECE_BYTES if share >= PAGED_PIECE_BYTES else LINE_BYTES
+    step = math.ceil(share / align) * align
     return min(blocks, max(1.0, payload_B / step))
 
 

@@ -66,16 +66,21 @@ PK_HD span piece(size_t n, int parts, int k, size_t align) {
   return span{lo, min_size(n, lo + step)};
 }
 
-// A rank's blocks cut a range into pieces of whole 4 KiB (when the range starts on such a
-// boundary, so does every piece). Pieces of whole 16-byte vectors start off the 128-byte
-// lines on 33, 66 or 132 blocks, and there a register copy of 256 MiB ran 8-10 % slower, a
-// register sum 5-7 %, a TMA copy 2x; at 4 KiB a 33-block register copy ran 6 % faster than
-// at 128 bytes (validation/experiments/piece_align.cu, H200, 2026-12-03). Small ranges
-// leave blocks without work: at most ceil(n / 4 KiB) of them move anything
-// (hwmodels.sm.piece_blocks models the cut).
-constexpr size_t kPieceBytes = 4096;
-template <typename T>
-constexpr size_t kPiece = kPieceBytes / sizeof(T);
+// A rank's blocks cut a range into pieces of whole 128-byte lines, and of whole 4 KiB once a
+// piece holds 64 KiB or more (when the range starts on such a boundary, so does every piece).
+// Pieces of whole 16-byte vectors start off the lines on 33, 66 or 132 blocks, and there a
+// register copy of 256 MiB ran 8-10 % slower, a register sum 5-7 %, a TMA copy 2x; at 4 KiB
+// a 33-block register copy ran 6 % faster than at 128 bytes (validation/experiments/
+// piece_align.cu, H200, 2026-12-03). Below 64 KiB a piece stays small, so that small ranges
+// still spread over the blocks (4 KiB pieces put a 4 KiB TMA sum of 8 sources on one block:
+// 0.4-0.8 us slower, run 17). hwmodels.sm.piece_blocks models the cut.
+constexpr size_t kLineBytes = 128, kPieceBytes = 4096, kPagedPieceBytes = 64 * 1024;
+
+// Block k's piece of [0, n) elements of `elem` bytes among `parts` blocks.
+PK_HD span block_piece(size_t n, int parts, int k, size_t elem) {
+  const size_t share = ceil_div(n, static_cast<size_t>(parts)) * elem;
+  return piece(n, parts, k, (share >= kPagedPieceBytes ? kPieceBytes : kLineBytes) / elem);
+}
 
 // Which rank a block serves, which of that rank's blocks it is.
 struct ctx {
@@ -105,7 +110,7 @@ PK_DEV ctx make_ctx(const G& g) {
 // Block c.block's piece of [0, n) among its rank's blocks.
 template <typename T>
 PK_HD span block_piece(size_t n, const ctx& c) {
-  return piece(n, c.bpr, c.block, kPiece<T>);
+  return block_piece(n, c.bpr, c.block, sizeof(T));
 }
 
 // The k-th peer a rank visits: staggered (rank, rank+1, ...) or sequential (0, 1, ...).

@@ -5,8 +5,8 @@
 // What: the device functions every generated collective calls for its data movement
 // (kernels/collectives/collective.cuh: pkc::tma_copy, tma_reduce, reg_copy, reg_reduce), with
 // the generated kernels' launch constants (TMA: 256 threads, four 32 KiB stages; registers: 512 threads), run on B
-// blocks over plain buffers of one GPU. Block b moves piece b of the payload (whole 4 KiB,
-// as pkc::block_piece cuts a rank's share among its blocks), except TMA copies, which deal the
+// blocks over plain buffers of one GPU. Block b moves piece b of the payload (pkc::block_piece,
+// as the collectives cut a rank's share among their blocks), except TMA copies, which deal the
 // 32 KiB stages round-robin over the blocks (pkc::copy_range, what the collectives' TMA copies
 // do with aligned buffers). These are primitives: one move of one
 // shape, no synchronisation between blocks; the collectives built from them are judged
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   // g x n) of every source into part g of every destination.
   const bool crossed = own == 2 && groups > 1;
   const size_t at = crossed ? static_cast<size_t>(grp) * n : 0;
-  const pkc::span s = pkc::piece(n, per, b, pkc::kPiece<bf16>);  // as pkc::block_piece
+  const pkc::span s = pkc::block_piece(n, per, b, sizeof(bf16));  // as the collectives cut
   // Every pointer array is filled at compile-time indices, so it stays in registers: a
   // runtime index would put it on the stack, and a stack's first touch by every thread slows
   // a grid's start (2-5 us at one block per SM behind a 256 MiB write) in a way the
