@@ -24,6 +24,7 @@ files: no simulator, no GPU.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 from collections import Counter, defaultdict
@@ -52,14 +53,27 @@ KERNEL = ("op", "algorithm", "mechanism")
 FUSED_KERNEL = ("op", "overlap", "mechanism")
 
 
+def read_text(path: Path) -> str:
+    """A result file's text; gzip-compressed when its name ends in .gz (the suite's results
+    are kept that way in validation/data: the device copies the working tree, 64 MiB at
+    most)."""
+    if path.suffix != ".gz":
+        return path.read_text()
+    try:
+        return gzip.decompress(path.read_bytes()).decode()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not a gzip-compressed text file ({exc})") from None
+
+
 def load_measured(path: Path) -> dict[str, dict]:
-    """The last row per case id of a measured.jsonl (run_collectives or run_fused)."""
+    """The last row per case id of a measured.jsonl (run_collectives or run_fused), or of
+    a measured.jsonl.gz."""
     if not path.is_file():
         raise ConfigError(f"{path}: not found (run the cases on the GPU first: python -m "
                           f"validation.run_collectives --cases {path.parent}/cases.json "
                           f"--out {path})")
     rows: dict[str, dict] = {}
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
+    for i, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:

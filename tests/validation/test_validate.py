@@ -566,3 +566,21 @@ esac
     assert "microbench exit 0" in text and "collective suite exit 0" in text
     assert f"fused suite: 4 of {n} cases ok, 0 failed, {n - 4} not run" in text
     assert "fused memcheck (exit 0): 1 of" in text and "ERROR SUMMARY: 0 errors" in text
+
+
+def test_measured_rows_read_from_gzip_as_from_text(tmp_path):
+    """validation/data keeps the suite's results gzip-compressed: the same rows either way,
+    the last row of an id winning; a file that is not gzip is a one-line error."""
+    import gzip
+
+    from validation.validate_report import load_measured
+    rows = [{"id": "a", "median_s": 1e-6}, {"id": "b", "median_s": 2e-6}, {"id": "a", "median_s": 3e-6}]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    plain, packed = tmp_path / "m.jsonl", tmp_path / "m.jsonl.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    assert load_measured(packed) == load_measured(plain) == {"a": rows[2], "b": rows[1]}
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match="bad.jsonl.gz: not a gzip-compressed text file"):
+        load_measured(bad)
