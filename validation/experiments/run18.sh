@@ -13,4 +13,4 @@ python3 validation/microbench/run.py --out /tmp/bm256 --only block_moves --bench
   --timeout-s 100 --budget-s 100 > /tmp/bm256.log 2>&1
 echo "block_moves 256 MiB exit $? at $(( $(date +%s) - t0 )) s"
 cp /tmp/bm256/microbench.json "$out/bm256.json"
-PK_SESSION_S=$(( 575 - ($(date +%s) - t0) )) bash validation/device_session.sh "$out"
+PK_SESSION_S=$(( 440 - ($(date +%s) - t0) )) bash validation/device_session.sh "$out"
