@@ -40,7 +40,10 @@ class Move:
     TMA stage chunks round-robin over the rank's blocks (collective.cuh copy_range), so with
     TMA at most payload / stage of its blocks work. ``warm``: how many of ``sources`` (the
     last ones) the previous phase wrote on this GPU (a ring's received chunk), which the
-    step reads from L2 when that phase's writes fit in it (pksim.flows.warm_sources)."""
+    step reads from L2 when that phase's writes fit in it (pksim.flows.warm_sources).
+    ``load_rounds``: a register sum that loads its sources in that many rounds waits that
+    many reads before its first store (the two-shot all-reduce loads 4 of 8 at a time);
+    TMA and copy-engine moves ignore it."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -51,6 +54,7 @@ class Move:
     readers: int = 1     # moves of this step reading the same source bytes (served once from HBM)
     dealt: bool = False  # TMA stage chunks dealt over the blocks: ceil(payload / stage) work
     warm: int = 0        # the last `warm` sources were written by the previous phase
+    load_rounds: int = 1  # register sums: rounds in which the sources are loaded
 
 
 @dataclass

@@ -12,11 +12,16 @@ works on it. Every phase is a Step without transfers and with moves.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from pksim.program import Move, Step
 
 SM = "sm"   # engine of the copy-engine schedules' reduction kernels
+# The two-shot all-reduce by registers loads more than 4 sources 4 at a time (all_reduce.cuh:
+# reduce_to<C, 4>, to keep its pointer sets in registers): with 8, two memory round trips a
+# vector (validation/experiments/two_shot.cu: 0.8 us at 4 KiB and 64 KiB on 8 virtual ranks).
+TWO_SHOT_LOADS = 4
 
 
 def _phase(key, moves: Callable[[], list[Move]]) -> Step:
@@ -113,9 +118,11 @@ def _ar_two_shot(w, nbytes, root, ce):
                     Move(r, chunk, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
                 _phase(("kar", "two-shot-ce1", w, chunk), lambda: [
                     Move(r, chunk, (r,) * w, _all(w), True, SM) for r in range(w)])]
-    # one phase: rank r pulls chunk r of every input, stores the sum into every output
+    # one phase: rank r pulls chunk r of every input, stores the sum into every output; by
+    # registers it loads more than TWO_SHOT_LOADS sources that many at a time
+    rounds = math.ceil(w / TWO_SHOT_LOADS) if w > TWO_SHOT_LOADS else 1
     return [_phase(("kar", "two-shot", w, chunk), lambda: [
-        Move(r, chunk, _all(w), _all(w), True) for r in range(w)])]
+        Move(r, chunk, _all(w), _all(w), True, load_rounds=rounds) for r in range(w)])]
 
 
 def _ar_ring(w, nbytes, root, ce):

@@ -94,6 +94,53 @@ def test_serial_tma_moves_wait_for_their_stores_to_reach_the_l2():
         assert spec.latency_s == pytest.approx(expected, rel=1e-12), mech
 
 
+def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
+    # the two-shot all-reduce by registers loads more than 4 sources 4 at a time
+    # (all_reduce.cuh reduce_to<C, 4>): at w = 8 in two rounds, each a loaded HBM latency L
+    # on h200-virtual; the 8 -> 8 move then waits 2 L + 14 buffers x move_buffer_latency
+    # (8 + 8 - 2), TMA L + 14 x it (TMA ignores the rounds); at w = 4, one round.
+    from hwmodels.topology import Topology
+    from pksim.flows import move_spec
+    from pksim.workloads.kernels import TWO_SHOT_LOADS, _ar_two_shot
+    assert TWO_SHOT_LOADS == 4
+    s = load_system("h200-virtual")
+    L, B = s.gpu.hbm.latency_s, s.gpu.transfer.move_buffer_latency_s
+    for w, rounds in ((8, 2), (4, 1), (2, 1)):
+        topo = Topology.build(s, w)
+        (step,) = _ar_two_shot(w, 4096 * w, 0, False)
+        m = step.moves()[0]
+        assert m.load_rounds == rounds
+        for mech, waits in (("register", rounds), ("tma", 1)):
+            spec = move_spec(topo, sched("all-reduce", nbytes=4096 * w, world=w,
+                                         algorithm="two-shot", mechanism=mech, comm_sms=4),
+                             m, 4096, False, 1.0)
+            assert spec.latency_s == pytest.approx(waits * L + (2 * w - 2) * B, rel=1e-12), (w, mech)
+
+
+def test_piece_blocks_counts_the_blocks_the_kernels_cut_gives_work():
+    # collective.cuh block_piece: whole 128-byte lines, whole 4 KiB once a block's share is
+    # 64 KiB or more; the largest piece sets the time, so payload / largest piece.
+    from hwmodels.sm import piece_blocks
+    KiB, MiB = 1024, 1024 * 1024
+    assert piece_blocks(16, 4 * KiB) == 16            # 256 B = 2 lines each
+    assert piece_blocks(132, 4 * KiB) == 32           # 31 B -> one 128 B line: 4096 / 128
+    assert piece_blocks(132, 1 * MiB) == pytest.approx(MiB / 8064)   # 7943.8 B -> 63 lines
+    assert piece_blocks(33, 1024 * MiB) == pytest.approx(1024 * MiB / (7944 * 4096))
+    assert piece_blocks(132, 64 * MiB) == pytest.approx(64 * MiB / (125 * 4096))  # 127.1 KiB
+    assert piece_blocks(4, 100) == 1                  # one block moves a sub-line payload
+    # as the kernels compute it (elements of 2 bytes: ceil(n / parts) rounded up to the
+    # alignment), over a grid of payloads and block counts: within 1 % and never above blocks
+    for parts in (1, 4, 16, 33, 66, 132, 264):
+        for payload in (2 * KiB, 6 * KiB, 100 * KiB, 3 * MiB, 17 * MiB + 6, 256 * MiB):
+            n = payload // 2
+            share = -(-n // parts) * 2
+            align = 4096 if share >= 64 * KiB else 128
+            step = -(-share // align) * align
+            kernel = max(1.0, min(parts, payload / step))
+            assert piece_blocks(parts, payload) == pytest.approx(kernel, rel=0.01), (parts, payload)
+            assert 1 <= piece_blocks(parts, payload) <= parts
+
+
 def test_fanout_writes_of_register_moves():
     # dgx-h100 (ldst_fanout_write 0.3, reach 100 MiB): a register move to 8 destinations of
     # a 100 MiB payload uses 1 + 0.3 x log2(8) x 100 / (100 + 100) = 1.45 of the memory per
