@@ -149,6 +149,8 @@ elif step matrix 190 60; then
     timeout --signal=KILL "$L" bash validation/gpu_collectives.sh "$bundle/matrix" "$out/matrix" \
     > "$out/matrix.log" 2>&1
   ended $?
+  # the matrix runs to its own deadline (what is left after memcheck and IPC): say how far
+  coverage "matrix" "$bundle/matrix/cases.json" "$out/matrix/collectives.jsonl"
   grep -h "exit\|ERROR SUMMARY" "$out/matrix/memcheck.txt" 2>/dev/null | tail -n 2 \
     | sed 's/^/collectives memcheck: /' >> "$out/summary.txt"
 fi

@@ -522,9 +522,16 @@ def test_gpu_validate_script_keeps_to_its_budget(tmp_path):
     (bundle / "fused" / "sanitize_fused").chmod(0o755)
     fake = tmp_path / "bin"
     fake.mkdir()
+    # a correctness matrix of two collectives and a copy: the stand-in runs one of them
+    (bundle / "matrix").mkdir()
+    (bundle / "matrix" / "cases.json").write_text(json.dumps(
+        [{"id": "m1", "op": "all-gather"}, {"id": "m2", "op": "all-gather"},
+         {"id": "copy-1GiB", "kind": "copy_bw"}]))
     (fake / "py").write_text(f"""#!/bin/bash
 case "$*" in
   *microbench/run.py*) exit 0;;
+  "-m validation.run_collectives --cases "*matrix/cases.json*)
+    echo '{{"id": "m1", "ok": true}}' > "$6"; exit 0;;
   *validation.run_collectives*) exit 0;;
   *validation.run_fused*) sleep "${{FAKE_SLEEP:-0}}"; exec {sys.executable} -c "
 import json, sys
@@ -540,6 +547,7 @@ esac
         "#!/bin/bash\necho 'x world 2 200x264x72 gemm_blocks 0 (64 + 0 per rank): ok'\n"
         "echo '========= ERROR SUMMARY: 0 errors'\n")
     (fake / "nvidia-smi").write_text("#!/bin/sh\necho fake\n")
+    (fake / "nvcc").write_text("#!/bin/sh\nexit 0\n")
     for f in fake.iterdir():
         f.chmod(0o755)
     out = tmp_path / "out"
@@ -566,6 +574,8 @@ esac
     assert "microbench exit 0" in text and "collective suite exit 0" in text
     assert f"fused suite: 4 of {n} cases ok, 0 failed, {n - 4} not run" in text
     assert "fused memcheck (exit 0): 1 of" in text and "ERROR SUMMARY: 0 errors" in text
+    # the matrix says how far it got (run 18 stopped at its deadline and only matrix.log said)
+    assert "matrix: 1 of 2 cases ok, 0 failed, 1 not run; not run: m2" in text
 
 
 def test_measured_rows_read_from_gzip_as_from_text(tmp_path):
