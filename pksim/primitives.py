@@ -193,7 +193,7 @@ def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
     for the engine's setup, each further copy for its copy command and each kernel for its
     launch, one after another, and every operation behind another on its stream for that
     one to finish (the chain). Whether the streams wait on each other's events between
-    rounds ("order": "ring") or not changes nothing in the model."""
+    rounds ("order": "ring", or every other stream's: "all") or not changes nothing in the model."""
     ce, sync = gpu.copy_engine, gpu.sync
     copies = streams * per_stream
     t = (ce.setup_s + (copies - 1) * ce.command_s + (per_stream - 1) * sync.stream_chain_s

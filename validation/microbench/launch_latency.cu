@@ -34,7 +34,10 @@
 //                     "order": "ring" (4 KiB): N rounds, in each stream k first waits for
 //                     the event stream k - 1 recorded after its previous round, then copies
 //                     (and with "kernels": 1 launches a one-block 512-thread kernel), then
-//                     records its own event: the chain of a copy-engine ring's phases.
+//                     records its own event: the chain of a copy-engine ring's phases;
+//                     "order": "all" (4 KiB): the same rounds, but stream k waits for the
+//                     events of every other stream, as the phases of a copy-engine one-shot
+//                     or two-shot all-reduce wait for all ranks (entry.cuh, kCeSync all).
 // Check: the counter must equal the number of ticks enqueued (before timing
 // on 10 launches, and after each mode, so every timed launch really ran).
 // Usage: launch_latency [--quick]
@@ -360,11 +363,11 @@ int main(int argc, char** argv) {
     CHECK(cudaEventCreate(&e1));
     const int reps = quick ? 10 : 30;
     // variant 0: the fork (every size); 1: ring rounds of copies; 2: ring rounds of a copy
-    // and a kernel (4 KiB)
-    for (int variant = 0; variant < 3; ++variant)
+    // and a kernel; 3: rounds in which every stream waits for all the others (4 KiB)
+    for (int variant = 0; variant < 4; ++variant)
     for (size_t bytes : {(size_t)4096, (size_t)256 * 1024, max_b}) {
       if (variant && bytes != 4096) continue;
-      const bool ring = variant > 0, kernels = variant == 2;
+      const bool ring = variant > 0, kernels = variant == 2, all = variant == 3;
       for (int k : {1, 2, 4, 8}) {
         for (int n : {1, 2, 4, 8}) {
           auto burst = [&]() {
@@ -373,8 +376,8 @@ int main(int argc, char** argv) {
             if (ring) {
               for (int i = 0; i < n; ++i)
                 for (int s = 0; s < k; ++s) {
-                  if (i > 0 && k > 1)
-                    CHECK(cudaStreamWaitEvent(streams[s], round_ev[(size_t)((s + k - 1) % k) * max_n + i - 1], 0));
+                  for (int q = 1; i > 0 && q < k && (all || q == 1); ++q)  // q = 1: the previous stream
+                    CHECK(cudaStreamWaitEvent(streams[s], round_ev[(size_t)((s + k - q) % k) * max_n + i - 1], 0));
                   const size_t at = ((size_t)s * max_n + i) * max_b;
                   CHECK(cudaMemcpyAsync(dst + at, src + at, bytes, cudaMemcpyDeviceToDevice, streams[s]));
                   if (kernels) {
@@ -430,7 +433,7 @@ int main(int argc, char** argv) {
           JsonObj params;
           params.str("mode", "ce_burst").integer("streams", k).integer("copies_per_stream", n)
               .integer("copy_bytes", (long long)bytes);
-          if (ring) params.str("order", "ring").integer("kernels", kernels ? 1 : 0);
+          if (ring) params.str("order", all ? "all" : "ring").integer("kernels", kernels ? 1 : 0);
           JsonObj o;
           o.str("bench", "ce_burst").obj("params", params).num("bytes", (double)bytes * k * n);
           add_samples(o, v).str("check", check);
