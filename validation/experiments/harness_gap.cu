@@ -1,0 +1,199 @@
+// harness_gap.cu -- the generated collectives timed from C++ as the primitives are: is the
+// 2-3 us by which the suite's small collectives exceed their moves the kernels' or the
+// Python harness's?
+//
+// Why: in run 18 (2026-12-03) the one-shot all-reduce by registers at w8, 4 KiB, took 6.8 us
+// in the suite (validation.run_collectives: torch buffers, a torch zero_ of 256 MiB before
+// each call, ctypes into the library) and the two-shot 8.7 us, where the same moves alone
+// (validation/experiments/two_shot.cu: one kernel, cudaMemsetAsync of 256 MiB before each)
+// took 5.0 and 5.7 us; the model, fitted on such moves, predicts the suite 1.5-3 us fast.
+// Here each library given runs as the suite runs it (virtual ranks, device_sync = 1, one
+// allocation per rank and buffer, random-ish bf16 inputs) but timed as the moves are: per
+// call a cudaMemsetAsync of 256 MiB, then events around the library's entry call alone, 100
+// calls after 3 warm-up calls, median; and again with a kernel writing the 256 MiB instead
+// (as torch's zero_ does). One JSON line per (library, world, count, blocks per rank, flush).
+//
+//   nvcc -O2 -std=c++17 -I kernels -gencode=arch=compute_90a,code=sm_90a -o harness_gap \
+//        validation/experiments/harness_gap.cu -ldl
+//   ./harness_gap WORLD COUNT[,COUNT...] BPR[,BPR...] lib1.so [lib2.so ...]
+// (COUNT in elements of bf16 as the ABI counts them; libraries of a `pksim validate
+// --prepare` bundle, BUNDLE/lib/*.so, each with its manifest.)
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "collectives/abi.h"
+
+typedef int (*entry_fn)(const pkc_args*, char*, size_t);
+typedef int (*reqs_fn)(const pkc_args*, pkc_reqs*, char*, size_t);
+typedef int (*err_fn)(const void*, char*, size_t);
+typedef const char* (*manifest_fn)(void);
+
+static std::string json_field(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\": \"";
+  const size_t at = json.find(k);
+  if (at == std::string::npos) return "";
+  const size_t b = at + k.size();
+  return json.substr(b, json.find('"', b) - b);
+}
+
+static std::vector<unsigned long long> list_of(const char* s) {
+  std::vector<unsigned long long> v;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) v.push_back(std::stoull(item));
+  return v;
+}
+
+#define CHECK(x)                                                                  \
+  do {                                                                            \
+    cudaError_t e_ = (x);                                                         \
+    if (e_ != cudaSuccess) {                                                      \
+      std::fprintf(stderr, "CUDA error %s at %s\n", cudaGetErrorString(e_), #x);  \
+      std::exit(1);                                                               \
+    }                                                                             \
+  } while (0)
+
+__global__ void fill_kernel(unsigned short* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = 0x3c00u ^ static_cast<unsigned short>((i * 2654435761u + seed) & 0x00ffu);  // bf16 near 0.0078
+}
+
+__global__ void flush_kernel(uint4* p, size_t n, unsigned v) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = make_uint4(v, v, v, v);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: harness_gap WORLD COUNT[,COUNT...] BPR[,BPR...] lib.so [lib.so ...]\n");
+    return 2;
+  }
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  const int world = std::atoi(argv[1]);
+  const auto counts = list_of(argv[2]);
+  const auto bprs = list_of(argv[3]);
+  const size_t flush_bytes = 256ull << 20;
+  void* flush = nullptr;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  int failures = 0;
+  for (int li = 4; li < argc; ++li) {
+    void* h = dlopen(argv[li], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      std::fprintf(stderr, "%s: dlopen failed: %s\n", argv[li], dlerror());
+      ++failures;
+      continue;
+    }
+    const std::string manifest = reinterpret_cast<manifest_fn>(dlsym(h, "pkc_manifest"))();
+    auto entry = reinterpret_cast<entry_fn>(dlsym(h, json_field(manifest, "entry").c_str()));
+    auto reqs_of = reinterpret_cast<reqs_fn>(dlsym(h, "pkc_requirements"));
+    auto read_err = reinterpret_cast<err_fn>(dlsym(h, "pkc_read_error"));
+    if (!entry || !reqs_of || !read_err) {
+      std::fprintf(stderr, "%s: missing symbols\n", argv[li]);
+      ++failures;
+      continue;
+    }
+    for (unsigned long long count : counts)
+      for (unsigned long long bpr : bprs) {
+        pkc_args a;
+        std::memset(&a, 0, sizeof(a));
+        a.abi_version = PKC_ABI_VERSION;
+        a.world = world;
+        a.rank = -1;
+        a.dtype = PKC_BF16;
+        a.count = count;
+        a.blocks_per_rank = static_cast<int>(bpr);
+        a.device_sync = 1;
+        a.phase_end = -1;
+        char msg[1024] = "";
+        pkc_reqs r;
+        if (reqs_of(&a, &r, msg, sizeof(msg)) != 0) {
+          std::fprintf(stderr, "%s: requirements: %s\n", argv[li], msg);
+          ++failures;
+          continue;
+        }
+        std::vector<void*> allocs;
+        auto alloc = [&](size_t bytes) {
+          void* p = nullptr;
+          CHECK(cudaMalloc(&p, bytes ? bytes : 16));
+          allocs.push_back(p);
+          return p;
+        };
+        cudaStream_t rs[PKC_MAX_RANKS] = {};
+        for (int q = 0; q < world; ++q) {
+          a.in[q] = alloc(r.in_count * 2);
+          a.out[q] = alloc(r.out_count * 2);
+          if (r.scratch_bytes) a.scratch[q] = alloc(r.scratch_bytes);
+          a.flags[q] = static_cast<unsigned int*>(alloc(4ull * r.num_flags));
+          fill_kernel<<<132, 512, 0, st>>>(static_cast<unsigned short*>(a.in[q]), r.in_count, 7u + q);
+          CHECK(cudaMemsetAsync(a.flags[q], 0, 4ull * r.num_flags, st));
+          CHECK(cudaStreamCreateWithFlags(&rs[q], cudaStreamNonBlocking));
+          a.rank_streams[q] = rs[q];
+        }
+        a.scratch_bytes = r.scratch_bytes;
+        a.num_flags = r.num_flags;
+        a.err = alloc(64);
+        CHECK(cudaMemsetAsync(a.err, 0, 64, st));
+        a.stream = st;
+        for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
+          bool ok = true;
+          auto call = [&] {
+            if (entry(&a, msg, sizeof(msg)) != 0) {
+              std::fprintf(stderr, "%s: entry: %s\n", argv[li], msg);
+              ok = false;
+            }
+            ++a.seq;
+          };
+          for (int w = 0; w < 3; ++w) call();
+          std::vector<double> times;
+          for (int i = 0; i < 100 && ok; ++i) {
+            if (kernel_flush)
+              flush_kernel<<<528, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, i);
+            else
+              CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, st));
+            CHECK(cudaEventRecord(e0, st));
+            call();
+            CHECK(cudaEventRecord(e1, st));
+            CHECK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            times.push_back(ms * 1e-3);
+          }
+          CHECK(cudaStreamSynchronize(st));
+          if (ok && read_err(a.err, msg, sizeof(msg)) != 0) {
+            std::fprintf(stderr, "%s: device error: %s\n", argv[li], msg);
+            ok = false;
+          }
+          failures += !ok;
+          std::sort(times.begin(), times.end());
+          const double med = times.empty() ? 0.0 : times[times.size() / 2];
+          std::printf("{\"bench\": \"harness_gap\", \"op\": \"%s\", \"algorithm\": \"%s\", "
+                      "\"mechanism\": \"%s\", \"world\": %d, \"count\": %llu, \"bytes\": %llu, "
+                      "\"blocks_per_rank\": %llu, \"flush\": \"%s\", \"time_s\": %.9g, "
+                      "\"time_min_s\": %.9g, \"calls\": %zu, \"check\": \"%s\"}\n",
+                      json_field(manifest, "op").c_str(), json_field(manifest, "algorithm").c_str(),
+                      json_field(manifest, "mechanism").c_str(), world, count, count * 2, bpr,
+                      kernel_flush ? "kernel" : "memset", med, times.empty() ? 0.0 : times.front(),
+                      times.size(), ok ? "ok" : "FAIL");
+          std::fflush(stdout);
+        }
+        CHECK(cudaDeviceSynchronize());
+        for (void* p : allocs) CHECK(cudaFree(p));
+        for (int q = 0; q < world; ++q) CHECK(cudaStreamDestroy(rs[q]));
+      }
+  }
+  return failures ? 1 : 0;
+}
