@@ -3,7 +3,8 @@
 ``fused-measured.jsonl``, or the files given), and judge the model, separately for the
 collectives and for the fused GEMM + communication kernels.
 
-* error of a case = (predicted - measured) / measured, measured = median of the timed calls;
+* error of a case = (predicted - measured) / measured, measured = run_collectives' median_s
+  (the mean of the medians of two halves of the calls since run 16) or run_fused's median;
 * ranking: for each group (collectives: op, size, world; fused: op, m x n x k, world, whose
   candidates include "none", the unfused baseline), the candidate the simulator ranks first
   (fastest predicted among the measured ones, ties broken as the search breaks them: fewer
