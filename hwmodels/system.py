@@ -204,6 +204,9 @@ class CopyEngineSpec:
     command_s: float = fig("command_us", 1e-6, lo_open=False,
                            doc="GPU time each queued copy holds the GPU's copy commands: "
                                "small copies on any streams run one after another")
+    stream_start_s: float = fig("stream_start_us", 1e-6, lo_open=False,
+                                doc="what the first copy on each further stream of one GPU "
+                                    "holds the copy commands beyond command_us")
 
 
 @dataclass(frozen=True)

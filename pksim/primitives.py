@@ -190,14 +190,15 @@ def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
               kernels: bool = False) -> float:
     """``per_stream`` copies (each followed by a one-block kernel with ``kernels``) queued on
     each of ``streams`` streams, GPU time from the first to the last: the first copy waits
-    for the engine's setup, each further copy for its copy command and each kernel for its
-    launch, one after another, and every operation behind another on its stream for that
+    for the engine's setup, each further copy for its copy command (the first on each
+    further stream longer: ``stream_start_s`` more) and each kernel for its launch, one after
+    another, and every operation behind another on its stream for that
     one to finish (the chain). Whether the streams wait on each other's events between
     rounds ("order": "ring", or every other stream's: "all") or not changes nothing in the model."""
     ce, sync = gpu.copy_engine, gpu.sync
     copies = streams * per_stream
-    t = (ce.setup_s + (copies - 1) * ce.command_s + (per_stream - 1) * sync.stream_chain_s
-         + copies * copy_bytes / ce.bandwidth_Bps)
+    t = (ce.setup_s + (copies - 1) * ce.command_s + (streams - 1) * ce.stream_start_s
+         + (per_stream - 1) * sync.stream_chain_s + copies * copy_bytes / ce.bandwidth_Bps)
     if kernels:
         t += copies * sync.kernel_launch_s + per_stream * sync.stream_chain_s
     return t

@@ -122,8 +122,11 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
     elif program.phases is not None and schedule.mechanism == "copy-engine":
         # no kernel at all: the first copy waits for the engine's setup (which ce_burst
-        # measures behind queued work) where later ones pay the chain
-        launch = max(0.0, system.gpu.copy_engine.setup_s - system.gpu.sync.stream_chain_s)
+        # measures behind queued work) where later ones pay the chain, and the first copy on
+        # each further stream of a GPU (its virtual ranks' streams) its start
+        ce = system.gpu.copy_engine
+        launch = max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
+        launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s)
 

@@ -272,14 +272,15 @@ def test_copy_engine_all_gather_between_virtual_ranks():
     # another, each holding them for a command and its bytes at one engine's rate
     # (pksim.flows.move_spec, as pksim.primitives._ce_burst adds them), which binds here:
     # 4 x (command + (S/2) / bandwidth); the writes then drain into the L2 (no flag: the
-    # ranks' streams wait on events). With the host's calls issued long before (lead 1 s):
-    # time = (setup - chain) + 2 chain + L + 4 (command + S/2/bw) + L2.
+    # ranks' streams wait on events); the second rank's stream starts one stream_start
+    # later. With the host's calls issued long before (lead 1 s):
+    # time = (setup - chain) + stream_start + 2 chain + L + 4 (command + S/2/bw) + L2.
     s = load_system("h200-virtual-calibrated")
     size = 64 * 2**20
     p = predict(s, sched("all-gather", nbytes=size, world=2, algorithm="direct",
                          mechanism="copy-engine", comm_sms=16), host_lead_s=1.0)
     ce, chain = s.gpu.copy_engine, s.gpu.sync.stream_chain_s
-    expected = ((ce.setup_s - chain) + 2 * chain
+    expected = ((ce.setup_s - chain) + ce.stream_start_s + 2 * chain
                 + s.gpu.hbm.latency_s + 4 * (ce.command_s + (size / 2) / ce.bandwidth_Bps)
                 + s.gpu.l2.latency_s)
     assert p.time_s == pytest.approx(expected, rel=1e-9)

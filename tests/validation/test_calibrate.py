@@ -61,12 +61,12 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 47       # 23 + 8 collective-move figures + 2 knees + 2 host calls
+    assert len(fitted.values) == 48       # 23 + 8 collective-move figures + 2 knees + 2 host calls
     #                        + the copy-command time + the stream chain + the grid's start
     #                        + a moving kernel's start + the TMA shared reads' reuse
     #                        + the register fan-out writes (2)
     #                        + move_buffer_latency + 2 shared-read shares + sustained_sm_exponent
-    #                        + the TMA message time
+    #                        + the TMA message time + a further stream's first copy
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
         prov = shipped.provenance[key]
@@ -83,7 +83,7 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # The real numbers of the 2026-12-02 and 2026-12-03 H200 runs (docs/VALIDATION.md);
     # launch times move by up to 20 % from one run to the next (host calls) and the
     # behind-write ones sit on the events' 0.5 us steps, hence their wider bound
-    expected = {"hbm_copy": 0.031, "sm_copy": 0.039, "tma_copy": 0.021, "tma_reduce": 0.018,
+    expected = {"hbm_copy": 0.025, "sm_copy": 0.039, "tma_copy": 0.021, "tma_reduce": 0.018,
                 "launch_latency": 0.068, "flag_latency": 0.004, "gemm": 0.036,
                 "attention": 0.020}
     for bench in PREDICTED:
@@ -100,13 +100,13 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # write (4 KiB - 256 KiB on 4-264 blocks): 892 points, 6.2 % median, and 24 x 2 with
     # every group of blocks on its own buffers (as virtual ranks), 3.3 %; copies queued on
     # 1-8 streams (ce_burst: forked, or in rounds chained by events, with and without a
-    # kernel), 7.2 %
+    # kernel), 5.2 %
     assert summary["block_moves"].points == 892 and summary["block_moves"].predicted == 892
     assert summary["block_moves"].median_abs_error == pytest.approx(0.062, abs=0.002)
     assert summary["block_moves_own"].points == 48
     assert summary["block_moves_own"].median_abs_error == pytest.approx(0.033, abs=0.002)
     assert summary["ce_burst"].points == 80
-    assert summary["ce_burst"].median_abs_error == pytest.approx(0.072, abs=0.002)
+    assert summary["ce_burst"].median_abs_error == pytest.approx(0.052, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
 
 

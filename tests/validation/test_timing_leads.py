@@ -40,13 +40,16 @@ def test_with_the_lead_a_copy_engine_call_is_gpu_time_only():
 
 
 def test_ce_burst_is_setup_then_one_command_per_further_copy_and_a_chain_per_stream():
-    # K x N copies of B bytes: setup + (K N - 1) x command + (N - 1) x chain + K N B / bandwidth
+    # K x N copies of B bytes: setup + (K N - 1) x command + (K - 1) x stream start
+    # + (N - 1) x chain + K N B / bandwidth
     s = load_system("h200-calibrated")
     ce, chain = s.gpu.copy_engine, s.gpu.sync.stream_chain_s
+    assert ce.stream_start_s > 0
     rec = {"bench": "ce_burst", "params": {"streams": 8, "copies_per_stream": 8,
                                            "copy_bytes": 4096}}
     assert predict_time_s(s, rec) == pytest.approx(
-        ce.setup_s + 63 * ce.command_s + 7 * chain + 64 * 4096 / ce.bandwidth_Bps)
+        ce.setup_s + 63 * ce.command_s + 7 * ce.stream_start_s + 7 * chain
+        + 64 * 4096 / ce.bandwidth_Bps)
     one = dict(rec, params={"streams": 1, "copies_per_stream": 1, "copy_bytes": 4096})
     assert predict_time_s(s, one) == pytest.approx(ce.setup_s + 4096 / ce.bandwidth_Bps)
     # rounds chained across streams by events cost what the fork does; a kernel after every
