@@ -176,6 +176,13 @@ def dealt_blocks(blocks: int, payload_B: float) -> int:
     return min(blocks, max(1, math.ceil(payload_B / TMA_STAGE_BYTES)))
 
 
+def working_blocks(blocks: float, payload_B: float, dealt: bool) -> float:
+    """Blocks' worth of work in a move of the generated collectives on ``blocks`` blocks:
+    a TMA copy through copy_range deals its stage chunks (``dealt``, dealt_blocks), every
+    other move cuts the payload into pieces (piece_blocks)."""
+    return dealt_blocks(blocks, payload_B) if dealt else piece_blocks(blocks, payload_B)
+
+
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
                     remote: bool = False, readers: int = 1) -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:

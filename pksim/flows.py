@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (dealt_blocks, dest_writes, move_Bps, move_traffic, piece_blocks,
-                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s)
+from hwmodels.sm import (dest_writes, move_Bps, move_traffic, reduce_memory_weight,
+                         shared_reads, sm_issue_Bps, tma_latency_s, working_blocks)
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -236,7 +236,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
             for name in path.resources:
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, 2 * path.latency_s)      # a read is a round trip
-    if not tma and sched.mechanism != "copy-engine":
+    if not tma:
         latency *= m.load_rounds      # a register sum that loads its sources in rounds
     for q in m.dests:
         add(_mem(topo, q, resident), writes)
@@ -302,10 +302,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     capacity = n * per_sm
     if n <= 0 or capacity <= 0:
         return 1.0
-    if mech == "tma" and m.dealt:
-        n = dealt_blocks(n, m.payload)
-    elif m.engine != "sm":      # the copy-engine schedules' reduction kernels cut their own way
-        n = piece_blocks(n, m.payload)
+    if m.engine != "sm":      # the copy-engine schedules' reduction kernels cut their own way
+        n = working_blocks(n, m.payload, dealt=mech == "tma" and m.dealt)
     s, d = len(m.sources), len(m.dests)
     if topo.virtual:
         ranks = topo.world

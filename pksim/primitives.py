@@ -28,9 +28,9 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, attention_time_s, dealt_blocks, gemm_time_s, grid_start_s,
-                         move_Bps, move_traffic, piece_blocks, reduce_memory_weight, sm_issue_Bps,
-                         tma_latency_s)
+from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, move_Bps,
+                         move_traffic, reduce_memory_weight, sm_issue_Bps, tma_latency_s,
+                         working_blocks)
 from hwmodels.system import GpuSpec, System
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -169,10 +169,7 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     sources into their own destination (as virtual ranks do; block_moves_own); the grid's
     start (hwmodels.sm.grid_start_s) adds to the body."""
     copies = readers * groups                    # payloads moved
-    if mechanism == "tma" and kind == "copy":
-        working = dealt_blocks(blocks, nbytes)
-    else:
-        working = piece_blocks(blocks, nbytes)
+    working = working_blocks(blocks, nbytes, dealt=mechanism == "tma" and kind == "copy")
     n = min(working * copies, gpu.sm.count)
     traffic = move_traffic(gpu, mechanism, sources, dests, readers, nbytes)
     mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)

@@ -120,7 +120,7 @@ def _ar_two_shot(w, nbytes, root, ce):
                     Move(r, chunk, (r,) * w, _all(w), True, SM) for r in range(w)])]
     # one phase: rank r pulls chunk r of every input, stores the sum into every output; by
     # registers it loads more than TWO_SHOT_LOADS sources that many at a time
-    rounds = math.ceil(w / TWO_SHOT_LOADS) if w > TWO_SHOT_LOADS else 1
+    rounds = math.ceil(w / TWO_SHOT_LOADS)
     return [_phase(("kar", "two-shot", w, chunk), lambda: [
         Move(r, chunk, _all(w), _all(w), True, load_rounds=rounds) for r in range(w)])]
 
