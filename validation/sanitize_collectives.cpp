@@ -9,8 +9,6 @@
 // For every library: world 2 in bf16 and world 8 in fp32, an odd element count, once with
 // device synchronisation (one launch, barriers / ring flags on the device) and once phase by
 // phase with the host synchronising. Prints one line per run; exits 1 if any run failed.
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,20 +16,7 @@
 
 #include <cuda_runtime.h>
 
-#include "collectives/abi.h"
-
-typedef int (*entry_fn)(const pkc_args*, char*, size_t);
-typedef int (*reqs_fn)(const pkc_args*, pkc_reqs*, char*, size_t);
-typedef int (*err_fn)(const void*, char*, size_t);
-typedef const char* (*manifest_fn)(void);
-
-static std::string json_field(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\": \"";
-  const size_t at = json.find(k);
-  if (at == std::string::npos) return "";
-  const size_t b = at + k.size();
-  return json.substr(b, json.find('"', b) - b);
-}
+#include "collective_lib.h"
 
 #define CHECK(x)                                                                 \
   do {                                                                           \
@@ -42,7 +27,7 @@ static std::string json_field(const std::string& json, const std::string& key) {
     }                                                                            \
   } while (0)
 
-static bool run_one(const char* name, entry_fn entry, reqs_fn reqs_of, err_fn read_err, int world,
+static bool run_one(const char* name, pkc_entry_fn entry, pkc_reqs_fn reqs_of, pkc_err_fn read_err, int world,
                     int dtype, unsigned long long count, bool device_sync) {
   pkc_args a;
   std::memset(&a, 0, sizeof(a));
@@ -125,26 +110,18 @@ int main(int argc, char** argv) {
   }
   int failures = 0;
   for (int i = 1; i < argc; ++i) {
-    void* h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      std::printf("%s: dlopen failed: %s\n", argv[i], dlerror());
+    collective_lib lib;
+    const std::string why = lib.open(argv[i]);
+    if (!why.empty()) {
+      std::printf("%s: %s\n", argv[i], why.c_str());
       ++failures;
       continue;
     }
-    const std::string manifest = reinterpret_cast<manifest_fn>(dlsym(h, "pkc_manifest"))();
-    const std::string entry_name = json_field(manifest, "entry");
-    auto entry = reinterpret_cast<entry_fn>(dlsym(h, entry_name.c_str()));
-    auto reqs_of = reinterpret_cast<reqs_fn>(dlsym(h, "pkc_requirements"));
-    auto read_err = reinterpret_cast<err_fn>(dlsym(h, "pkc_read_error"));
-    if (!entry || !reqs_of || !read_err) {
-      std::printf("%s: missing symbols (%s)\n", argv[i], entry_name.c_str());
-      ++failures;
-      continue;
-    }
+    const std::string entry_name = lib.field("entry");
     const int shapes[2][2] = {{2, PKC_BF16}, {8, PKC_FP32}};  // (world, dtype)
     for (const auto& wd : shapes)
       for (bool ds : {true, false})
-        failures += !run_one(entry_name.c_str(), entry, reqs_of, read_err, wd[0], wd[1], 5003, ds);
+        failures += !run_one(entry_name.c_str(), lib.entry, lib.reqs, lib.read_err, wd[0], wd[1], 5003, ds);
   }
   std::printf("%d failures\n", failures);
   return failures ? 1 : 0;

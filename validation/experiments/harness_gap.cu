@@ -18,32 +18,10 @@
 //   ./harness_gap WORLD COUNT[,COUNT...] BPR[,BPR...] lib1.so [lib2.so ...]
 // (COUNT in elements of bf16 as the ABI counts them; libraries of a `pksim validate
 // --prepare` bundle, BUNDLE/lib/*.so, each with its manifest.)
-#include <dlfcn.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
-#include <string>
-#include <vector>
 
-#include <cuda_runtime.h>
-
-#include "collectives/abi.h"
-
-typedef int (*entry_fn)(const pkc_args*, char*, size_t);
-typedef int (*reqs_fn)(const pkc_args*, pkc_reqs*, char*, size_t);
-typedef int (*err_fn)(const void*, char*, size_t);
-typedef const char* (*manifest_fn)(void);
-
-static std::string json_field(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\": \"";
-  const size_t at = json.find(k);
-  if (at == std::string::npos) return "";
-  const size_t b = at + k.size();
-  return json.substr(b, json.find('"', b) - b);
-}
+#include "../collective_lib.h"
+#include "../microbench/common.cuh"
 
 static std::vector<unsigned long long> list_of(const char* s) {
   std::vector<unsigned long long> v;
@@ -53,23 +31,9 @@ static std::vector<unsigned long long> list_of(const char* s) {
   return v;
 }
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "CUDA error %s at %s\n", cudaGetErrorString(e_), #x);  \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
-
 __global__ void fill_kernel(unsigned short* p, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     p[i] = 0x3c00u ^ static_cast<unsigned short>((i * 2654435761u + seed) & 0x00ffu);  // bf16 near 0.0078
-}
-
-__global__ void flush_kernel(uint4* p, size_t n, unsigned v) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = make_uint4(v, v, v, v);
 }
 
 int main(int argc, char** argv) {
@@ -86,23 +50,12 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&flush, flush_bytes));
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
   int failures = 0;
   for (int li = 4; li < argc; ++li) {
-    void* h = dlopen(argv[li], RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      std::fprintf(stderr, "%s: dlopen failed: %s\n", argv[li], dlerror());
-      ++failures;
-      continue;
-    }
-    const std::string manifest = reinterpret_cast<manifest_fn>(dlsym(h, "pkc_manifest"))();
-    auto entry = reinterpret_cast<entry_fn>(dlsym(h, json_field(manifest, "entry").c_str()));
-    auto reqs_of = reinterpret_cast<reqs_fn>(dlsym(h, "pkc_requirements"));
-    auto read_err = reinterpret_cast<err_fn>(dlsym(h, "pkc_read_error"));
-    if (!entry || !reqs_of || !read_err) {
-      std::fprintf(stderr, "%s: missing symbols\n", argv[li]);
+    collective_lib lib;
+    const std::string why = lib.open(argv[li]);
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: %s\n", argv[li], why.c_str());
       ++failures;
       continue;
     }
@@ -120,7 +73,7 @@ int main(int argc, char** argv) {
         a.phase_end = -1;
         char msg[1024] = "";
         pkc_reqs r;
-        if (reqs_of(&a, &r, msg, sizeof(msg)) != 0) {
+        if (lib.reqs(&a, &r, msg, sizeof(msg)) != 0) {
           std::fprintf(stderr, "%s: requirements: %s\n", argv[li], msg);
           ++failures;
           continue;
@@ -151,42 +104,29 @@ int main(int argc, char** argv) {
         for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
           bool ok = true;
           auto call = [&] {
-            if (entry(&a, msg, sizeof(msg)) != 0) {
+            if (lib.entry(&a, msg, sizeof(msg)) != 0) {
               std::fprintf(stderr, "%s: entry: %s\n", argv[li], msg);
               ok = false;
             }
             ++a.seq;
           };
           for (int w = 0; w < 3; ++w) call();
-          std::vector<double> times;
-          for (int i = 0; i < 100 && ok; ++i) {
-            if (kernel_flush)
-              flush_kernel<<<528, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, i);
-            else
-              CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, st));
-            CHECK(cudaEventRecord(e0, st));
-            call();
-            CHECK(cudaEventRecord(e1, st));
-            CHECK(cudaEventSynchronize(e1));
-            float ms = 0;
-            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            times.push_back(ms * 1e-3);
-          }
+          const std::vector<double> times =
+              ok ? times_behind_write(st, call, flush, flush_bytes, 100, kernel_flush) : std::vector<double>();
           CHECK(cudaStreamSynchronize(st));
-          if (ok && read_err(a.err, msg, sizeof(msg)) != 0) {
+          if (ok && lib.read_err(a.err, msg, sizeof(msg)) != 0) {
             std::fprintf(stderr, "%s: device error: %s\n", argv[li], msg);
             ok = false;
           }
           failures += !ok;
-          std::sort(times.begin(), times.end());
-          const double med = times.empty() ? 0.0 : times[times.size() / 2];
+          const double med = times.empty() ? 0.0 : quantile(times, 0.5);
           std::printf("{\"bench\": \"harness_gap\", \"op\": \"%s\", \"algorithm\": \"%s\", "
                       "\"mechanism\": \"%s\", \"world\": %d, \"count\": %llu, \"bytes\": %llu, "
                       "\"blocks_per_rank\": %llu, \"flush\": \"%s\", \"time_s\": %.9g, "
                       "\"time_min_s\": %.9g, \"calls\": %zu, \"check\": \"%s\"}\n",
-                      json_field(manifest, "op").c_str(), json_field(manifest, "algorithm").c_str(),
-                      json_field(manifest, "mechanism").c_str(), world, count, count * 2, bpr,
-                      kernel_flush ? "kernel" : "memset", med, times.empty() ? 0.0 : times.front(),
+                      lib.field("op").c_str(), lib.field("algorithm").c_str(),
+                      lib.field("mechanism").c_str(), world, count, count * 2, bpr,
+                      kernel_flush ? "kernel" : "memset", med, times.empty() ? 0.0 : quantile(times, 0.0),
                       times.size(), ok ? "ok" : "FAIL");
           std::fflush(stdout);
         }

@@ -84,9 +84,6 @@ int main() {
   CHECK(cudaMalloc(&flush, flush_bytes));
   cudaStream_t st;
   CHECK(cudaStreamCreate(&st));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
   struct Variant { const char* mech; const char* pattern; int qb; };
   const Variant variants[] = {{"register", "one-shot", 8}, {"register", "two-shot", 4},
                               {"register", "two-shot", 8}, {"tma", "one-shot", 8}, {"tma", "two-shot", 8}};
@@ -111,17 +108,7 @@ int main() {
         unsigned long long h = 0;
         CHECK(cudaMemcpyAsync(&h, bad, sizeof(h), cudaMemcpyDeviceToHost, st));
         CHECK(cudaStreamSynchronize(st));
-        std::vector<double> times;
-        for (int r = 0; r < 30; ++r) {
-          CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-          CHECK(cudaEventRecord(e0, st));
-          go();
-          CHECK(cudaEventRecord(e1, st));
-          CHECK(cudaEventSynchronize(e1));
-          float ms = 0;
-          CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          times.push_back(ms * 1e-3);
-        }
+        const std::vector<double> times = times_behind_write(st, go, flush, flush_bytes, 30);
         JsonObj p;
         p.str("mechanism", v.mech).str("pattern", v.pattern).integer("qb", v.qb).integer("blocks", bpr)
             .integer("ranks", kRanks);

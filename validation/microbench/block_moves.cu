@@ -115,13 +115,6 @@ void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int r
     k<<<blocks, C::kThreads, C::kSmemBytes, st>>>(d, s, n, groups, own, err);
 }
 
-// The cold-L2 write before a launch timed alone, as a kernel (torch's zero_ is one) rather
-// than cudaMemsetAsync.
-__global__ void flush_kernel(uint4* p, size_t n, unsigned v) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = make_uint4(v, v, v, v);
-}
-
 int main(int argc, char** argv) {
   bool quick = false;
   size_t stagger = 0;  // buffer k starts k x stagger bytes into its allocation
@@ -265,27 +258,12 @@ int main(int argc, char** argv) {
   const size_t flush_bytes = 256ull << 20;
   void* flush = nullptr;
   CHECK(cudaMalloc(&flush, flush_bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
   // `go` once to warm up, then 30 times (10 with --quick) alone behind the 256 MiB write (a
   // kernel's with `kernel_flush`, else cudaMemsetAsync), events around each launch.
   auto time_alone = [&](auto go, bool kernel_flush) {
     go();
-    std::vector<double> v;
-    for (int r = 0; r < (quick ? 10 : 30); ++r) {
-      if (kernel_flush)
-        flush_kernel<<<sms * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
-      else
-        CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-      CHECK(cudaEventRecord(e0, st));
-      go();
-      CHECK(cudaEventRecord(e1, st));
-      CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      v.push_back(ms * 1e-3);
-    }
+    const std::vector<double> v =
+        times_behind_write(st, go, flush, flush_bytes, quick ? 10 : 30, kernel_flush);
     Timing t;
     t.med = quantile(v, 0.5);
     t.p10 = quantile(v, 0.1);
@@ -428,8 +406,6 @@ int main(int argc, char** argv) {
       }
     }
   }
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
   CHECK(cudaFree(flush));
   pk::error_record h{};
   CHECK(cudaMemcpy(&h, err, sizeof(h), cudaMemcpyDeviceToHost));

@@ -132,6 +132,41 @@ inline double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
 
+// The cold-L2 write before a launch timed alone, as a kernel (torch's zero_ is one) rather
+// than cudaMemsetAsync.
+__global__ void flush_kernel(uint4* p, size_t n, unsigned v) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = make_uint4(v, v, v, v);
+}
+
+// Seconds of `reps` calls of go(), each alone behind a write of `flush_bytes` at `flush`
+// (cudaMemsetAsync, or flush_kernel with `kernel_flush`) that flushes the L2, CUDA events
+// around the call alone: as `pksim validate` times a collective.
+template <class Go>
+std::vector<double> times_behind_write(cudaStream_t st, Go go, void* flush, size_t flush_bytes,
+                                       int reps, bool kernel_flush = false) {
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<double> v;
+  for (int r = 0; r < reps; ++r) {
+    if (kernel_flush)
+      flush_kernel<<<sm_count() * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
+    else
+      CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
+    CHECK(cudaEventRecord(e0, st));
+    go();
+    CHECK(cudaEventRecord(e1, st));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    v.push_back(ms * 1e-3);
+  }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  return v;
+}
+
 // op(i) enqueues op number i on stream st (i grows across the whole call, so
 // rotating-buffer ops keep rotating).  Returns per-op statistics in seconds.
 template <class Op>
