@@ -161,18 +161,21 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
 
 
 def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
-                dests: int, blocks: int, readers: int = 1, groups: int = 1) -> float:
+                dests: int, blocks: int, readers: int = 1, groups: int = 1,
+                hot: bool = True) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
     count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
     many groups of ``blocks`` blocks move the same sources, each into its own destinations
     (the sources come from memory once). ``groups`` > 1: that many groups each move their own
     sources into their own destination (as virtual ranks do; block_moves_own); the grid's
-    start (hwmodels.sm.grid_start_s) adds to the body."""
+    start (hwmodels.sm.grid_start_s) adds to the body. ``hot``: launched back to back, a
+    working set that fits in L2 stays there; behind a flushing write (not ``hot``) it comes
+    from HBM however small, as a validated collective's (pksim.simulate.build's ``cold``)."""
     copies = readers * groups                    # payloads moved
     working = working_blocks(blocks, nbytes, dealt=mechanism == "tma" and kind == "copy")
     n = min(working * copies, gpu.sm.count)
     traffic = move_traffic(gpu, mechanism, sources, dests, readers, nbytes)
-    mem, cap, lat = _memory(gpu, True, (sources * groups + dests * copies) * nbytes)
+    mem, cap, lat = _memory(gpu, hot, (sources * groups + dests * copies) * nbytes)
     queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, ceiling=False)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
                     readers=readers)
@@ -242,9 +245,11 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
     if bench in ("block_moves", "block_moves_own"):
         # "behind_write" records (one launch alone behind a write, as validation times a
-        # collective) are the same body: the launch's start is what back-to-back launches hide
+        # collective) are the same body from HBM: the launch's start is what back-to-back
+        # launches hide
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
-                           p["dests"], p["blocks"], p.get("readers", 1), p.get("groups", 1))
+                           p["dests"], p["blocks"], p.get("readers", 1), p.get("groups", 1),
+                           hot=p.get("timing") != "behind_write")
     if bench == "launch_latency":
         return _launch(gpu, p["mode"], p.get("nodes", 100), p.get("shape"))
     if bench == "ce_burst":

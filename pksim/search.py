@@ -142,10 +142,10 @@ def space(system: System, op: str, nbytes: int, world: int | None = None,
     return out
 
 
-def _run(args: tuple[System, Schedule]) -> Prediction | tuple[str, str]:
-    system, schedule = args
+def _run(args: tuple[System, Schedule, bool]) -> Prediction | tuple[str, str]:
+    system, schedule, cold = args
     try:
-        return predict(system, schedule)
+        return predict(system, schedule, cold=cold)
     except InfeasibleError as exc:
         return (schedule.label(), str(exc))
 
@@ -155,14 +155,15 @@ def _rank(p: Prediction) -> tuple:
 
 
 def search(system: System, candidates: list[Schedule], executor: Executor | None = None,
-           top: int | None = None) -> SearchResult:
+           top: int | None = None, cold: bool = False) -> SearchResult:
     """Rank the feasible candidates by predicted time. ``top = None``: simulate every
     candidate (on ``executor`` if given). ``top = K``: branch and bound (see the module
     text), in this process; ``ranked`` then holds the simulated candidates, whose first
-    K are the K best of the whole space."""
+    K are the K best of the whole space. ``cold``: the collectives' inputs come from HBM
+    however small (``pksim.simulate.build``)."""
     if top is not None:
-        return _branch_and_bound(system, candidates, max(1, top))
-    jobs = [(system, s) for s in candidates]
+        return _branch_and_bound(system, candidates, max(1, top), cold)
+    jobs = [(system, s, cold) for s in candidates]
     results = list(executor.map(_run, jobs)) if executor else [_run(j) for j in jobs]
     ranked = sorted((r for r in results if isinstance(r, Prediction)), key=_rank)
     infeasible = tuple(r for r in results if not isinstance(r, Prediction))
@@ -185,12 +186,12 @@ class _Pending:
     simulate: Callable[[], Prediction]
 
 
-def _pending(system: System, schedule: Schedule) -> _Pending:
+def _pending(system: System, schedule: Schedule, cold: bool = False) -> _Pending:
     if schedule.op in COLLECTIVES:
         model: list[Model] = []
 
         def bounds() -> Iterator[float]:
-            model.append(build(system, schedule))
+            model.append(build(system, schedule, cold=cold))
             yield lower_bound(model[0])
 
         return _Pending(schedule, bounds(), lambda: simulate(model[0]))
@@ -199,7 +200,8 @@ def _pending(system: System, schedule: Schedule) -> _Pending:
                     lambda: predict(system, schedule))
 
 
-def _branch_and_bound(system: System, candidates: list[Schedule], top: int) -> SearchResult:
+def _branch_and_bound(system: System, candidates: list[Schedule], top: int,
+                      cold: bool = False) -> SearchResult:
     """Best-first over lower bounds: pop the smallest bound; if the candidate has a
     tighter one, push it back with that, else simulate it. Stop when the smallest bound
     left exceeds the top-th best time: every candidate left has at least that bound."""
@@ -218,7 +220,7 @@ def _branch_and_bound(system: System, candidates: list[Schedule], top: int) -> S
                               ready, item))
 
     for index, schedule in enumerate(candidates):
-        refine(index, _pending(system, schedule))
+        refine(index, _pending(system, schedule, cold))
     ranked: list[Prediction] = []
     times: list[float] = []                  # simulated times, sorted
     while heap:

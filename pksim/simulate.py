@@ -77,11 +77,14 @@ def _nbytes(schedule: Schedule) -> int:
 
 
 def build(system: System | str, schedule: Schedule, reduced: bool = True,
-          host_lead_s: float = 0.0) -> Model:
+          host_lead_s: float = 0.0, cold: bool = False) -> Model:
     """Assemble everything a prediction needs; raises InfeasibleError with the reason.
     ``host_lead_s``: GPU work queued on the caller's stream ahead of the collective, behind
     which the host issues a copy-engine collective's calls (0: the GPU waits for every call;
-    the validation harness queues an L2-flushing write)."""
+    the validation harness queues an L2-flushing write). ``cold``: the inputs are in HBM, not
+    in L2, however small (the caller has just written something else over the L2, as the
+    validation harness does before every call); by default a working set that fits in L2 is
+    served from it."""
     if isinstance(system, str):
         system = load_system(system)
     if schedule.op not in COLLECTIVES:
@@ -106,7 +109,7 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     lanes = 1
     if schedule.chunk_bytes and largest > schedule.chunk_bytes:
         lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
-    resident = resident_in_l2(topo, nbytes)
+    resident = resident_in_l2(topo, nbytes) and not cold
     caps = capacities(topo, schedule)
     if schedule.impl == "nccl":
         caps.update(nccl.issue_capacities(system, topo, schedule))
@@ -165,12 +168,13 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
            resident: bool, reduced: bool):
     """Flows per traffic pattern, reduced to classes, and the signal time after each step.
 
-    Cached per (system, schedule without its SM count): the SM count changes only the
+    Cached per (system, schedule without its SM count, residency): the SM count changes only the
     issue capacity, not which flows are equivalent, so a search over SM counts
     prepares the flows once. Inside one GPU (virtual ranks) it also bends the issue
     weights (pksim.flows.issue_weight), so there the SM count stays in the key.
     """
-    key = (id(system), (schedule if topo.virtual else schedule.with_(comm_sms=1)).key(), reduced)
+    key = (id(system), (schedule if topo.virtual else schedule.with_(comm_sms=1)).key(), reduced,
+           resident)
     hit = _FLOW_CACHE.get(key)
     if hit is not None and hit[0] is system:
         return hit[1]
@@ -361,12 +365,12 @@ def assumed_inputs(model: Model) -> list[str]:
 
 
 def predict(system: System | str, schedule: Schedule, reduced: bool = True,
-            record: bool = False, host_lead_s: float = 0.0) -> Prediction:
-    """Predict a collective or a fused compute + communication operation (``host_lead_s``:
-    see ``build``)."""
+            record: bool = False, host_lead_s: float = 0.0, cold: bool = False) -> Prediction:
+    """Predict a collective or a fused compute + communication operation (``host_lead_s``
+    and ``cold``: see ``build``; a fused op's inputs are always taken from HBM)."""
     if isinstance(system, str):
         system = load_system(system)
     if schedule.op in FUSED_OPS:
         from pksim.overlap import predict_fused
         return predict_fused(system, schedule, reduced, record)
-    return simulate(build(system, schedule, reduced, host_lead_s), record=record)
+    return simulate(build(system, schedule, reduced, host_lead_s, cold), record=record)

@@ -122,7 +122,7 @@ def predict_candidate(system: System, c: Candidate) -> tuple[dict, str | None]:
                      algorithm=c.algorithm, mechanism=c.mechanism, comm_sms=c.blocks_per_rank)
     out = {"schedule": sched.to_dict(), "schedule_key": sched.key(), "label": sched.label()}
     try:
-        p = predict(system, sched, host_lead_s=flush_lead_s(system, c.mechanism))
+        p = predict(system, sched, host_lead_s=flush_lead_s(system, c.mechanism), cold=True)
     except InfeasibleError as exc:
         return out | {"predicted_s": None}, str(exc)
     return out | {"predicted_s": p.time_s, "bound_s": p.bound_s,

@@ -64,6 +64,10 @@ def op_options(fn):
                      help="Order of peers for direct algorithms."),
         click.option("--root", type=int, default=0, show_default=True,
                      help="Root rank of broadcast/reduce/gather/scatter."),
+        click.option("--cold-l2", "cold", is_flag=True,
+                     help="Collectives: the inputs come from HBM however small (as after "
+                          "other work has filled the L2; pksim validate measures so); by "
+                          "default a working set that fits in L2 is served from it."),
         click.option("--full", is_flag=True,
                      help="With a fixed schedule: simulate every rank instead of one per "
                           "symmetry class."),
@@ -151,9 +155,9 @@ def _search(kw, top: int = 1):
     system = load_system(kw["system_name"], kw["overrides"])
     cands = _candidates(system, kw)
     if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
-        p = run_predict(system, cands[0], reduced=not kw["full"])
+        p = run_predict(system, cands[0], reduced=not kw["full"], cold=kw["cold"])
         return system, [p], SearchResult((p,), (), 1)
-    result = run_search(system, cands, top=top)
+    result = run_search(system, cands, top=top, cold=kw["cold"])
     return system, list(result.ranked), result
 
 
