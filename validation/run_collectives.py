@@ -23,11 +23,10 @@ kernel cannot take the whole matrix with it. Results already in RESULTS.jsonl ar
 ``median_s`` is the mean of the medians of two halves of its calls, each after its own warm-up,
 re-timed while disturbed (validation/runtime.time_settled, ``timed``: the attempts).
 ``PKC_FRESH_POOL=1`` empties torch's allocator cache before every case (an experiment's knob).
-Every case runs on a stream of its own (a torch stream, non-blocking, as the microbenchmarks'),
-not on torch's default stream, where each timed call of a small kernel took about 0.8 us more
-(run 19: the generated 8-rank all-reduces of 4 KiB timed from C++ on a non-blocking stream,
-validation/experiments/harness_gap.cu, against the suite's rows); ``PKC_STREAM=default`` runs
-them on the default stream (rows say which: "stream").
+Every case runs on a stream of its own (a torch stream, non-blocking, as the microbenchmarks
+run), not on torch's default stream; ``PKC_STREAM=default`` runs them there (rows say which:
+"stream"). On the default stream the suite's SM cases of 4 KiB - 1 MiB at world 4 and 8 took
+0.10 us more (median of 324 cases; run 20, validation/experiments/run20.sh).
 """
 from __future__ import annotations
 
