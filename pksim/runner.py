@@ -63,11 +63,12 @@ def best_prediction(system: System, case: Case, impl: str = "pk",
                           f"{', '.join(COLLECTIVES + FUSED_OPS)}")
 
 
-def best_of(system: System, candidates: list[Schedule]) -> Prediction:
+def best_of(system: System, candidates: list[Schedule], cold: bool = False) -> Prediction:
     """The fastest candidate: ``pksim.search.search(..., top=1).ranked[0]``, a branch
     and bound that simulates only candidates whose lower bound could still win (the
-    answer is the full search's, with its tie-break: time, comm SMs, label)."""
-    return search(system, candidates, top=1).ranked[0]
+    answer is the full search's, with its tie-break: time, comm SMs, label); ``cold``:
+    the collectives' inputs from HBM (``pksim.simulate.build``)."""
+    return search(system, candidates, top=1, cold=cold).ranked[0]
 
 
 # ---- tasks and rows ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hwmodels.units import format_bytes, format_time, parse_bytes_range
 from pksim import report
 from pksim.cli.output import emit_json, table
 from pksim.plots import OutputDir
-from pksim.runner import (NotSupportedYet, Task, attach_baselines, default_workers,
+from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
                           recorded, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
 from pksim.study import KNOWN_OPS, Case, Variant, default_study, find_study, load_variants
@@ -301,7 +301,6 @@ def _trace_command():
         from pksim import plots
         from pksim.cli.predict import _candidates
         from pksim.simulate import predict as run_predict
-        from pksim.search import search
         from pksim.trace import chrome_trace
 
         system = load_system(kw["system_name"], kw["overrides"])
@@ -317,7 +316,7 @@ def _trace_command():
         out.check([path.name] + (plots.plot_files([stem]) if gantt else []))
         candidates = _candidates(system, kw)
         chosen = candidates[0] if len(candidates) == 1 else \
-            search(system, candidates, top=1, cold=kw["cold"]).ranked[0].schedule
+            best_of(system, candidates, cold=kw["cold"]).schedule
         p = run_predict(system, chosen, reduced=not kw["full"], record=True, cold=kw["cold"])
         what = (f"{kw['op']} {format_bytes(p.nbytes)}" if collective else
                 f"{kw['op']} {' '.join(f'{k}={v}' for k, v in p.schedule.shape)}")

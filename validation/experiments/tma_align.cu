@@ -116,11 +116,5 @@ int main() {
       }
     }
   }
-  pk::error_record e{};
-  CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
-  if (e.code != 0) {
-    fprintf(stderr, "tma_align: a TMA wait timed out (code %d)\n", e.code);
-    return 1;
-  }
-  return 0;
+  return exit_status(err, "tma_align");
 }

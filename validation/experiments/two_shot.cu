@@ -113,18 +113,11 @@ int main() {
         p.str("mechanism", v.mech).str("pattern", v.pattern).integer("qb", v.qb).integer("blocks", bpr)
             .integer("ranks", kRanks);
         JsonObj j;
-        j.str("bench", "two_shot").obj("params", p).num("bytes", (double)bytes)
-            .num("time_s", quantile(times, 0.5)).num("time_p10_s", quantile(times, 0.1))
-            .num("time_p90_s", quantile(times, 0.9)).str("check", h == 0 ? "ok" : "FAIL " + std::to_string(h));
+        j.str("bench", "two_shot").obj("params", p).num("bytes", (double)bytes);
+        add_samples(j, times).str("check", h == 0 ? "ok" : "FAIL " + std::to_string(h));
         emit(j);
       }
     }
   }
-  pk::error_record e{};
-  CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
-  if (e.code != 0) {
-    fprintf(stderr, "two_shot: a TMA wait timed out (code %d)\n", e.code);
-    return 1;
-  }
-  return 0;
+  return exit_status(err, "two_shot");
 }

@@ -407,11 +407,5 @@ int main(int argc, char** argv) {
     }
   }
   CHECK(cudaFree(flush));
-  pk::error_record h{};
-  CHECK(cudaMemcpy(&h, err, sizeof(h), cudaMemcpyDeviceToHost));
-  if (h.code != 0) {
-    fprintf(stderr, "block_moves: a TMA wait timed out (code %d)\n", h.code);
-    return 1;
-  }
-  return 0;
+  return exit_status(err, "block_moves");
 }

@@ -49,3 +49,13 @@ __global__ void check_kernel(const bf16* out, pkc::cptrs<bf16> src, size_t n, un
   }
   if (local) atomicAdd(bad, local);
 }
+
+// The program's exit status after its moves: 1 (and a line naming `program`) when a TMA wait
+// recorded a timeout in the device error record `err`, else 0.
+inline int exit_status(const pk::error_record* err, const char* program) {
+  pk::error_record e{};
+  CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
+  if (e.code == 0) return 0;
+  fprintf(stderr, "%s: a TMA wait timed out (code %d)\n", program, e.code);
+  return 1;
+}
