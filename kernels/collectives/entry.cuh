@@ -109,7 +109,8 @@ bool check_args(const pkc_args* a, reporter& rep) {
                       a->phase_begin, a->phase_end, phases), false;
   } else {
     const int end = a->phase_end < 0 ? phases : a->phase_end;
-    if (a->phase_begin < 0 || a->phase_begin >= end || end > phases)
+    // An empty range [p, p) launches the kernel with no phase: its launch and start alone.
+    if (a->phase_begin < 0 || a->phase_begin > end || end > phases)
       return rep.fail(PKC_BAD_ARGUMENT, "phase range [%d, %d) is not inside [0, %d)", a->phase_begin, end,
                       phases), false;
   }

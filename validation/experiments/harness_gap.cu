@@ -18,10 +18,16 @@
 //   ./harness_gap WORLD COUNT[,COUNT...] BPR[,BPR...] lib1.so [lib2.so ...]
 // (COUNT in elements of bf16 as the ABI counts them; libraries of a `pksim validate
 // --prepare` bundle, BUNDLE/lib/*.so, each with its manifest.)
+// Besides the whole call ("variant": "whole"), each library's kernel launched with no phase
+// ("empty": device_sync = 0, phase range [0, 0): its launch and start alone) and with each
+// phase alone ("phase", device_sync = 0), and, per grid, an empty kernel of this program with
+// an argument of the generated kernels' size ("local_empty", plain and cooperative launch):
+// where in a generated kernel do its extra microseconds go?
 #include <sstream>
 
 #include "../collective_lib.h"
 #include "../microbench/common.cuh"
+#include "pk/host.cuh"
 
 static std::vector<unsigned long long> list_of(const char* s) {
   std::vector<unsigned long long> v;
@@ -34,6 +40,14 @@ static std::vector<unsigned long long> list_of(const char* s) {
 __global__ void fill_kernel(unsigned short* p, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     p[i] = 0x3c00u ^ static_cast<unsigned short>((i * 2654435761u + seed) & 0x00ffu);  // bf16 near 0.0078
+}
+
+// An argument as large as a generated kernel's globals (three layouts of 8 ranks, the flags).
+struct big_arg {
+  unsigned long long words[64];
+};
+__global__ void local_empty_kernel(const __grid_constant__ big_arg a) {
+  if (a.words[threadIdx.x & 63] == 0xdeadbeefull) asm volatile("trap;");
 }
 
 int main(int argc, char** argv) {
@@ -101,8 +115,13 @@ int main(int argc, char** argv) {
         a.err = alloc(64);
         CHECK(cudaMemsetAsync(a.err, 0, 64, st));
         a.stream = st;
+        // variant -1: the whole call; -2: no phase; p >= 0: phase p alone.
+        for (int variant = -2; variant < r.phases; ++variant)
         for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
           bool ok = true;
+          a.device_sync = variant == -1 ? 1 : 0;
+          a.phase_begin = variant < 0 ? 0 : variant;
+          a.phase_end = variant == -1 ? -1 : variant == -2 ? 0 : variant + 1;
           auto call = [&] {
             if (lib.entry(&a, msg, sizeof(msg)) != 0) {
               std::fprintf(stderr, "%s: entry: %s\n", argv[li], msg);
@@ -122,10 +141,11 @@ int main(int argc, char** argv) {
           const double med = times.empty() ? 0.0 : quantile(times, 0.5);
           std::printf("{\"bench\": \"harness_gap\", \"op\": \"%s\", \"algorithm\": \"%s\", "
                       "\"mechanism\": \"%s\", \"world\": %d, \"count\": %llu, \"bytes\": %llu, "
-                      "\"blocks_per_rank\": %llu, \"flush\": \"%s\", \"time_s\": %.9g, "
-                      "\"time_min_s\": %.9g, \"calls\": %zu, \"check\": \"%s\"}\n",
+                      "\"blocks_per_rank\": %llu, \"variant\": \"%s\", \"phase\": %d, \"flush\": \"%s\", "
+                      "\"time_s\": %.9g, \"time_min_s\": %.9g, \"calls\": %zu, \"check\": \"%s\"}\n",
                       lib.field("op").c_str(), lib.field("algorithm").c_str(),
                       lib.field("mechanism").c_str(), world, count, count * 2, bpr,
+                      variant == -1 ? "whole" : variant == -2 ? "empty" : "phase", variant,
                       kernel_flush ? "kernel" : "memset", med, times.empty() ? 0.0 : quantile(times, 0.0),
                       times.size(), ok ? "ok" : "FAIL");
           std::fflush(stdout);
@@ -135,5 +155,28 @@ int main(int argc, char** argv) {
         for (int q = 0; q < world; ++q) CHECK(cudaStreamDestroy(rs[q]));
       }
   }
+  // The same grids launched with an empty kernel of this program (threads as the TMA and
+  // register kernels), plain and cooperative.
+  big_arg arg{};
+  for (int k = 0; k < 64; ++k) arg.words[k] = k + 1;
+  for (unsigned long long bpr : bprs)
+    for (int threads : {256, 512})
+      for (int coop = 0; coop < 2; ++coop)
+        for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
+          const dim3 grid(static_cast<unsigned>(world * bpr));
+          auto go = [&] {
+            if (coop) pk::launch_cooperative(local_empty_kernel, grid, dim3(threads), 0, st, arg);
+            else local_empty_kernel<<<grid, threads, 0, st>>>(arg);
+            CHECK_LAUNCH();
+          };
+          for (int w = 0; w < 3; ++w) go();
+          const std::vector<double> times = times_behind_write(st, go, flush, flush_bytes, 100, kernel_flush);
+          std::printf("{\"bench\": \"harness_gap\", \"variant\": \"local_empty\", \"world\": %d, "
+                      "\"blocks_per_rank\": %llu, \"threads\": %d, \"launch\": \"%s\", \"flush\": \"%s\", "
+                      "\"time_s\": %.9g, \"time_min_s\": %.9g, \"calls\": %zu, \"check\": \"ok\"}\n",
+                      world, bpr, threads, coop ? "cooperative" : "plain", kernel_flush ? "kernel" : "memset",
+                      quantile(times, 0.5), quantile(times, 0.0), times.size());
+          std::fflush(stdout);
+        }
   return failures ? 1 : 0;
 }

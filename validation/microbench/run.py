@@ -42,12 +42,15 @@ EXTRA_LIBS = {}  # name -> extra link flags (e.g. ["-lcuda"]); none needed now
 HEADERS = ["common.cuh"]
 KERNELS = HERE.parents[1] / "kernels"
 # Benchmarks of the generated collectives' own routines compile against kernels/.
-EXTRA_FLAGS = {"block_moves": ["-I", str(KERNELS / "include"), "-I", str(KERNELS)]}
-EXTRA_HEADERS = {"block_moves": sorted([*(KERNELS / "include" / "pk").glob("*.cuh"),
-                                        *(KERNELS / "collectives").glob("*.[ch]*")])}
+_KERNEL_FLAGS = ["-I", str(KERNELS / "include"), "-I", str(KERNELS)]
+_KERNEL_HEADERS = sorted([*(KERNELS / "include" / "pk").glob("*.cuh"),
+                          *(KERNELS / "collectives").glob("*.[ch]*")])
+EXTRA_FLAGS = {"block_moves": _KERNEL_FLAGS, "signal_chain": _KERNEL_FLAGS}
+EXTRA_HEADERS = {"block_moves": _KERNEL_HEADERS, "signal_chain": _KERNEL_HEADERS}
 # Run order: bandwidth first, the benchmark most able to hang (spinning
 # kernels on two streams) last.
-ORDER = ["hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "block_moves", "atomics", "launch_latency", "torch_bench", "flag_latency"]
+ORDER = ["hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "block_moves", "atomics", "launch_latency", "torch_bench", "signal_chain",
+         "flag_latency"]
 TIMEOUT_S = {"torch_bench": 180}
 DEFAULT_TIMEOUT_S = 90
 PYTHON_BENCHES = {"torch_bench": "torch_bench.py"}
