@@ -3,7 +3,8 @@
 #   bash validation/experiments/run21.sh OUTDIR
 # 1. validation/device_session.sh within 330 s: the suite (libraries rebuilt: the entry now
 #    takes an empty phase range), fused, the microbenchmarks with the new signal_chain (a peer
-#    copy and the generated kernels' hand-off between phases, as a primitive);
+#    copy and the generated kernels' hand-off between phases, as a primitive) and fused_pull
+#    (the inter-SM fused kernels' communication routine alone);
 # 2. harness_gap.sh on its bundle: the generated kernels whole, with no phase and phase by
 #    phase, and an empty kernel of the same grid (where do the small collectives' extra
 #    microseconds go?).

@@ -1,0 +1,150 @@
+// fused_pull.cu -- the communication blocks' routine of the inter-SM gemm-rs / gemm-ar
+// kernels alone: pkf::pull_reduce (kernels/fused/comm.cuh) on partials that are all ready.
+//
+// What: `world` virtual ranks of C blocks each (384 threads, as the fused kernel's blocks) run
+// pkf::pull_reduce<kind> as the fused kernel's communication blocks do, but with no GEMM
+// beside them and every tile's counter already complete, so that nothing waits: the routine's
+// own rate (its flag acquire per 128 x 256 unit, its loads in flight) for the model of the
+// fused kernels' communication blocks. Kind "rs": owner o sums every rank's M x N partial over
+// its rows [lo(o), lo(o + 1)) into its output; "ar": into the same rows of every rank's
+// output (the two shots in one pass). A primitive: the fused kernels built from it are judged
+// against the model, never fitted to it.
+// Sweep: kind {rs, ar} x world {2, 4, 8} x C {2, 4, 8, 16} at M = N = 8192 (bf16 partials of
+// 128 MiB a rank) and 4096; each launch alone behind a 256 MiB write, median.
+// Check (every configuration): every output element equals the fp32 sum of the partials in
+// rank order rounded once to bf16, bit for bit.
+// Keys: "bytes" = one rank's partial (M x N x 2); "traffic_bytes" = what all the ranks' blocks
+// read and write (world x partial read + partial written, x world written for "ar");
+// "sum_gbps_per_block" = the sums one block writes (a rank's rows: partial / world) per second.
+// Usage: fused_pull [--quick]
+#include "moves_check.cuh"
+#include "pk/host.cuh"
+#include "fused/comm.cuh"
+
+constexpr int kThreads = 384;          // pk::gemm::config::THREADS (codegen/fused.py THREADS)
+constexpr int kBM = 128, kBN = 256;    // the fused suite's tile (codegen/fused.py TILES)
+
+struct pull_globals {
+  pkf::reduce_params comm;
+  int comm_blocks;
+};
+
+template <int kKind>
+__global__ void __launch_bounds__(kThreads, 1) pull_kernel(const __grid_constant__ pull_globals g) {
+  const int rank = static_cast<int>(blockIdx.x) / g.comm_blocks;
+  const int block = static_cast<int>(blockIdx.x) % g.comm_blocks;
+  pkf::pull_reduce<kKind>::run(g, rank, block, nullptr);
+}
+
+__global__ void set_counters_kernel(unsigned* c, size_t n, unsigned v) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    c[i] = v;
+}
+
+int main(int argc, char** argv) {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  const bool quick = has_flag(argc, argv, "--quick");
+  emit_device_record("fused_pull");
+  const int sms = sm_count();
+  const size_t flush_bytes = 256 * MiB;
+  void* flush = nullptr;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  const int max_dim = quick ? 4096 : 8192;
+  const size_t max_elems = static_cast<size_t>(max_dim) * max_dim;
+  std::vector<bf16*> partial(8), out(8);
+  for (int r = 0; r < 8; ++r) {
+    CHECK(cudaMalloc(&partial[r], max_elems * sizeof(bf16)));
+    CHECK(cudaMalloc(&out[r], max_elems * sizeof(bf16)));
+    fill_bf16_kernel<<<sms * 4, 512>>>(partial[r], max_elems, 500 + r);
+    CHECK_LAUNCH();
+  }
+  pk::error_record* err = nullptr;
+  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
+  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  unsigned long long* d_bad = nullptr;
+  CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
+  cudaStream_t st;
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const int reps = quick ? 3 : 7;
+  int failures = 0;
+  const std::vector<int> dims = quick ? std::vector<int>{4096} : std::vector<int>{4096, 8192};
+  for (int kind = 0; kind < 2; ++kind)
+    for (int world : {2, 4, 8})
+      for (int dim : dims)
+        for (int comm : {2, 4, 8, 16}) {
+          const int M = dim, N = dim;
+          const int tiles = ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN);
+          pk::flags<8> f = pk::alloc_virtual_flags<8>(world, tiles, err, 1ll << 31);
+          for (int r = 0; r < world; ++r) {   // every tile complete: 2 consumers x world, seq 0
+            set_counters_kernel<<<32, 256>>>(f.ctr.ptr[r], tiles, 2u * world);
+            CHECK_LAUNCH();
+          }
+          pull_globals g{};
+          for (int r = 0; r < world; ++r) {
+            g.comm.partial[r] = partial[r];
+            g.comm.out[r] = out[r];
+          }
+          g.comm.flags = f;
+          g.comm.rows = pkf::partition::make(M, world);
+          g.comm.N = N;
+          g.comm.world = world;
+          g.comm.bm = kBM;
+          g.comm.bn = kBN;
+          g.comm.num_n = (N + kBN - 1) / kBN;
+          g.comm.seq = 0;
+          g.comm_blocks = comm;
+          auto go = [&] {
+            if (kind == 0) pull_kernel<0><<<world * comm, kThreads, 0, st>>>(g);
+            else pull_kernel<1><<<world * comm, kThreads, 0, st>>>(g);
+            CHECK_LAUNCH();
+          };
+          for (int r = 0; r < world; ++r) CHECK(cudaMemsetAsync(out[r], 0xFF, max_elems * sizeof(bf16), st));
+          go();
+          CHECK(cudaStreamSynchronize(st));
+          pk::error_record e{};
+          CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
+          std::string check = "ok";
+          if (e.code != 0) {
+            check = "FAIL: a wait timed out (code " + std::to_string(e.code) + ")";
+            CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+          } else {
+            CHECK(cudaMemset(d_bad, 0, sizeof(unsigned long long)));
+            for (int r = 0; r < world; ++r) {
+              // rs: rank r's output holds its rows; ar: every rank's holds all M rows.
+              const int lo = kind == 0 ? g.comm.rows.begin(r) : 0;
+              const int hi = kind == 0 ? g.comm.rows.end(r) : M;
+              pkc::cptrs<bf16> src{};
+              for (int q = 0; q < world; ++q) src.add(partial[q] + static_cast<size_t>(lo) * N);
+              check_kernel<<<sms * 4, 512>>>(out[r], src, static_cast<size_t>(hi - lo) * N, d_bad);
+              CHECK_LAUNCH();
+            }
+            unsigned long long bad = 0;
+            CHECK(cudaMemcpy(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
+            if (bad) check = "FAIL: " + std::to_string(bad) + " elements wrong";
+          }
+          std::vector<double> times;
+          if (check == "ok") {
+            go();
+            times = times_behind_write(st, go, flush, flush_bytes, reps);
+          }
+          pk::free_virtual_flags(f);
+          const double part = static_cast<double>(M) * N * sizeof(bf16);
+          const double traffic = world * part + part * (kind == 0 ? 1 : world);
+          JsonObj params;
+          params.str("kind", kind == 0 ? "rs" : "ar").integer("world", world).integer("blocks", comm)
+              .integer("m", M).integer("n", N).integer("threads", kThreads).integer("bm", kBM).integer("bn", kBN)
+              .str("timing", "behind_write");
+          JsonObj o;
+          o.str("bench", "fused_pull").obj("params", params).num("bytes", part).num("traffic_bytes", traffic);
+          if (check == "ok") add_samples(o, times).num("sum_gbps_per_block", part / world / comm / quantile(times, 0.5) / 1e9);
+          else ++failures;
+          o.str("check", check);
+          emit(o);
+        }
+  for (int r = 0; r < 8; ++r) {
+    CHECK(cudaFree(partial[r]));
+    CHECK(cudaFree(out[r]));
+  }
+  CHECK(cudaFree(flush));
+  return failures ? 1 : 0;
+}
