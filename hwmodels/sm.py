@@ -184,15 +184,22 @@ def working_blocks(blocks: float, payload_B: float, dealt: bool) -> float:
 
 
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
-                    remote: bool = False, readers: int = 1) -> float:
+                    remote: bool = False, readers: int = 1, routine: str = "") -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:
     read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``.
     Linear in S and D (gpu.transfer.*_move_*), as measured by validation/microbench/
     block_moves.cu from cold memory; over NVLink scaled by the mechanism's local / remote
     per-SM rate. Sources that ``readers`` moves of one GPU read at the same time come from
     memory once and from L2 for the other readers, which spend only the calibrated share
-    (gpu.transfer.*_shared_read) of the per-source time on them."""
+    (gpu.transfer.*_shared_read) of the per-source time on them. ``routine`` "pull": the
+    inter-SM fused kernels' pull-reduce (always a register sum; gpu.transfer.pull_move_*,
+    measured by validation/microbench/fused_pull.cu) instead of the collectives' routines."""
     t = gpu.transfer
+    if routine == "pull":
+        tau = (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
+               + t.pull_move_dest_s_per_B * dests)
+        far = t.ldst_remote_Bps_per_sm
+        return tau * t.ldst_local_Bps_per_sm / far if remote and far > 0 else tau
     if mechanism == "tma":
         base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,
                                 t.tma_move_reduce_s_per_B, t.tma_move_source_s_per_B)
@@ -213,11 +220,12 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
 
 
 def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
-             shared_Bps: float | None, remote: bool = False, readers: int = 1) -> float:
+             shared_Bps: float | None, remote: bool = False, readers: int = 1,
+             routine: str = "") -> float:
     """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
     use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA sums,
     which stay bound by the blocks closer to the memory's limit, one for the rest."""
-    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote, readers)
+    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote, readers, routine)
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
     t = gpu.transfer
@@ -238,6 +246,14 @@ def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
     from 4 to 132 blocks, 0.6-3 us more on 264)."""
     beyond = max(0, blocks - gpu.sm.count)
     return gpu.transfer.move_start_s + beyond * threads * gpu.transfer.thread_start_s
+
+
+def handoff_s(gpu: GpuSpec, drain_s: float) -> float:
+    """What a generated kernel's phase pays after its last byte before the next phase (on
+    another block) may read it: its writes drain (``drain_s``: to the L2 inside a GPU, over
+    the path across GPUs), the block releases them (``sync.release_ns``) and a system-scope
+    flag carries the news (``sync.flag_latency_sys_ns``)."""
+    return drain_s + gpu.sync.release_s + gpu.sync.flag_latency_sys_s
 
 
 def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:

@@ -158,6 +158,19 @@ class TransferSpec:
     ldst_move_source_s_per_B: float = fig("ldst_move_source_ns_per_KiB", 1e-9 / 1024,
                                           lo_open=False,
                                           doc="ld/st move: SM time per KiB per summed source")
+    # The inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh: a flag per 128 x 256
+    # unit, 384 threads with 8-16 loads in flight each), its own routine: per SM, time per KiB
+    # of sums that read S partials and write D outputs, base + source x S + dest x D,
+    # measured by validation/microbench/fused_pull.cu.
+    pull_move_base_s_per_B: float = fig("pull_move_base_ns_per_KiB", 1e-9 / 1024,
+                                        lo_open=False,
+                                        doc="fused pull-reduce: fixed SM time per KiB of sums")
+    pull_move_source_s_per_B: float = fig("pull_move_source_ns_per_KiB", 1e-9 / 1024,
+                                          lo_open=False,
+                                          doc="fused pull-reduce: SM time per KiB per partial")
+    pull_move_dest_s_per_B: float = fig("pull_move_dest_ns_per_KiB", 1e-9 / 1024,
+                                        lo_open=False,
+                                        doc="fused pull-reduce: SM time per KiB per output")
     tma_shared_read: float = fig("tma_shared_read", lo_open=False, hi=1.0,
                                  doc="TMA move: share of the per-source SM time a source "
                                      "costs that another rank's move of the GPU reads too")
@@ -248,6 +261,12 @@ class SyncSpec:
     flag_latency_s: float = fig("flag_latency_ns", 1e-9, doc="signal seen by another SM")
     flag_latency_sys_s: float = fig("flag_latency_sys_ns", 1e-9,
                                     doc="the same with .sys scope (what a flag across GPUs needs)")
+    release_s: float = fig("release_ns", 1e-9, lo_open=False,
+                           doc="what a block's hand-off to the next phase costs beyond its "
+                               "writes' drain and a system-scope flag: the barrier of its "
+                               "threads, the release waiting for their writes, the waiter's "
+                               "acquire (hwmodels.sm.handoff_s; validation/microbench/"
+                               "signal_chain.cu)")
     stream_launch_s: float = fig("stream_launch_us", 1e-6,
                                  doc="GPU time a kernel launched on a stream costs beyond its "
                                      "transfers, back to back (kernel_launch_us is in a graph)")

@@ -313,9 +313,9 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
         cold = s - warm_sources(topo, m, resident)    # what queues at the memory
         traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, ceiling=False)
         rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / traffic,
-                        readers=m.readers) / ranks
+                        readers=m.readers, routine=m.routine) / ranks
     else:
-        rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True)
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True, routine=m.routine)
     return capacity / rate if rate > 0 else float("inf")
 
 

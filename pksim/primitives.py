@@ -14,7 +14,10 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
   launch call, ``sync.launch_api_us``;
 * the collectives' own routines (``block_moves``): the same flow, the SMs' rate from
   ``hwmodels.sm.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
-* launches, flags: ``gpu.sync`` figures;
+  the fused kernels' pull-reduce (``fused_pull``) likewise at its own rate;
+* launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
+  hand-off between them (``signal_chain``): the copies as block_moves' plus
+  ``hwmodels.sm.handoff_s`` per step;
 * GEMM and attention: ``hwmodels.sm`` tensor model + ``sync.stream_launch_us``;
 * atomics: measured only (the model has no parameter for them).
 """
@@ -28,7 +31,8 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, move_Bps,
+from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, handoff_s,
+                         move_Bps,
                          move_traffic, reduce_memory_weight, sm_issue_Bps, tma_latency_s,
                          working_blocks)
 from hwmodels.system import GpuSpec, System
@@ -43,6 +47,8 @@ REQUIRED = {
     "tma_reduce": (("bytes",), ("blocks", "msg_bytes")),
     "block_moves": (("bytes",), ("mechanism", "kind", "sources", "dests", "blocks")),
     "block_moves_own": (("bytes",), ("mechanism", "kind", "sources", "dests", "groups", "blocks")),
+    "fused_pull": (("bytes",), ("kind", "world", "blocks", "threads")),
+    "signal_chain": (("bytes",), ("mechanism", "sync", "groups", "blocks", "steps")),
     "launch_latency": ((), ("mode",)),
     "ce_burst": ((), ("streams", "copies_per_stream", "copy_bytes")),
     "flag_latency": ((), ("scope",)),
@@ -56,6 +62,13 @@ MEASURED_ONLY = {
     "block_moves_cross": "measured only: groups that sum part g of every group's buffers into "
                          "part g of every destination (a two-shot all-reduce's pattern), to "
                          "find what the two-shot's extra microseconds at small sizes are",
+}
+
+# Benchmarks the model predicts only some records of (the rest are measured only), and why.
+PARTLY_MEASURED_ONLY = {
+    "signal_chain": "measured only where \"sync\" is \"barrier\": the generated kernels "
+                    "in virtual ranks never meet in a grid barrier (ranks in separate "
+                    "processes do, at entry and exit), so the model has no barrier term",
 }
 
 
@@ -162,7 +175,7 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
 
 def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
                 dests: int, blocks: int, readers: int = 1, groups: int = 1,
-                hot: bool = True) -> float:
+                hot: bool = True, routine: str = "", threads: int | None = None) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
     count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
     many groups of ``blocks`` blocks move the same sources, each into its own destinations
@@ -170,7 +183,19 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     sources into their own destination (as virtual ranks do; block_moves_own); the grid's
     start (hwmodels.sm.grid_start_s) adds to the body. ``hot``: launched back to back, a
     working set that fits in L2 stays there; behind a flushing write (not ``hot``) it comes
-    from HBM however small, as a validated collective's (pksim.simulate.build's ``cold``)."""
+    from HBM however small, as a validated collective's (pksim.simulate.build's ``cold``).
+    ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
+    collectives' routines (hwmodels.sm.move_time_per_B)."""
+    body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
+                            groups, hot, routine)
+    start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])
+    return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
+
+
+def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
+                     dests: int, blocks: int, readers: int = 1, groups: int = 1,
+                     hot: bool = True, routine: str = "") -> float:
+    """_block_move's data movement alone, from its first read to its last write."""
     copies = readers * groups                    # payloads moved
     working = working_blocks(blocks, nbytes, dealt=mechanism == "tma" and kind == "copy")
     n = min(working * copies, gpu.sm.count)
@@ -178,12 +203,23 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     mem, cap, lat = _memory(gpu, hot, (sources * groups + dests * copies) * nbytes)
     queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, ceiling=False)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
-                    readers=readers)
+                    readers=readers, routine=routine)
     lat += (sources + dests - 2) * gpu.transfer.move_buffer_latency_s
-    body = flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
+    return flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
                        nbytes * copies, lat)
-    start = grid_start_s(gpu, blocks * copies, BLOCK_THREADS[mechanism])   # as move_config
-    return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
+
+
+def _signal_chain(gpu: GpuSpec, nbytes: float, mechanism: str, groups: int, blocks: int,
+                  steps: int) -> float:
+    """``steps`` peer copies of ``nbytes`` per group around a ring of ``groups`` groups of
+    ``blocks`` blocks, one launch alone behind a write: the first copy from HBM, each further
+    one, of what the previous step left in L2, after the hand-off a generated kernel's ring
+    phase pays (hwmodels.sm.handoff_s: the writes' drain to L2, the release, the flag), as
+    pksim.simulate costs a ring's phases."""
+    first = _block_move(gpu, nbytes, mechanism, "copy", 1, 1, blocks, groups=groups, hot=False)
+    again = _block_move_body(gpu, nbytes, mechanism, "copy", 1, 1, blocks, groups=groups,
+                             hot=True)
+    return first + (steps - 1) * (handoff_s(gpu, gpu.l2.latency_s) + again)
 
 
 def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
@@ -250,6 +286,18 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
                            p["dests"], p["blocks"], p.get("readers", 1), p.get("groups", 1),
                            hot=p.get("timing") != "behind_write")
+    if bench == "signal_chain":
+        if p["sync"] != "ring":
+            return None
+        return _signal_chain(gpu, record["bytes"], p["mechanism"], p["groups"], p["blocks"],
+                             p["steps"])
+    if bench == "fused_pull":
+        # every rank's blocks sum its rows of the world partials ("bytes" is one partial)
+        # into its output ("rs") or into every rank's ("ar"), from HBM behind a write
+        w = p["world"]
+        return _block_move(gpu, record["bytes"] / w, "register", "reduce", w,
+                           w if p["kind"] == "ar" else 1, p["blocks"], groups=w, hot=False,
+                           routine="pull", threads=p["threads"])
     if bench == "launch_latency":
         return _launch(gpu, p["mode"], p.get("nodes", 100), p.get("shape"))
     if bench == "ce_burst":
@@ -283,8 +331,9 @@ def predict(system: System, records: Iterable[Mapping[str, Any]]) -> list[PointR
             continue
         bench = rec["bench"]
         pred = predict_time_s(system, rec)
-        note = "" if pred is not None else MEASURED_ONLY.get(
-            bench, f"measured only: no model for benchmark {bench!r}")
+        note = "" if pred is not None else (
+            MEASURED_ONLY.get(bench) or PARTLY_MEASURED_ONLY.get(bench)
+            or f"measured only: no model for benchmark {bench!r}")
         out.append(PointResult(bench, dict(rec.get("params", {})), float(rec["time_s"]), pred,
                                rec, note))
     return out

@@ -43,7 +43,9 @@ class Move:
     step reads from L2 when that phase's writes fit in it (pksim.flows.warm_sources).
     ``load_rounds``: a register sum that loads its sources in that many rounds waits that
     many reads before its first store (the two-shot all-reduce loads 4 of 8 at a time);
-    TMA and copy-engine moves ignore it."""
+    TMA and copy-engine moves ignore it. ``routine``: "" for the collectives' routines
+    (kernels/collectives/collective.cuh), "pull" for the inter-SM fused kernels' pull-reduce
+    (kernels/fused/comm.cuh), which moves at its own rate (hwmodels.sm.move_time_per_B)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -55,6 +57,7 @@ class Move:
     dealt: bool = False  # TMA stage chunks dealt over the blocks: ceil(payload / stage) work
     warm: int = 0        # the last `warm` sources were written by the previous phase
     load_rounds: int = 1  # register sums: rounds in which the sources are loaded
+    routine: str = ""    # "pull": the fused kernels' pull-reduce
 
 
 @dataclass

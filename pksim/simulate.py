@@ -20,7 +20,7 @@ import simpy
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import BLOCK_THREADS, grid_start_s, tma_latency_s
+from hwmodels.sm import BLOCK_THREADS, grid_start_s, handoff_s, tma_latency_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
@@ -214,24 +214,29 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
 def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> float:
     """What a generated kernel's phase pays after its last byte: its writes must complete
     (one L2 latency inside a GPU, as block_moves shows for TMA and registers alike; the path
-    latency across GPUs, plus a remote TMA message's round trip for bulk stores) before a
-    system-scope flag (pk/sync.cuh) tells the next phase (the last phase has no flag:
-    Model.step_classes). Copy-engine phases wait on events instead: the drain alone."""
+    latency across GPUs, plus a remote TMA message's round trip for bulk stores) before the
+    block's release and a system-scope flag (pk/sync.cuh; hwmodels.sm.handoff_s, measured by
+    signal_chain) tell the next phase (the last phase has neither: Model.step_classes).
+    Copy-engine phases wait on events instead: the drain alone."""
     if topo.virtual:
         # writes are complete once the L2 (the GPU's point of coherence) has them
-        return system.gpu.l2.latency_s + phase_flag_s(system, schedule)
-    drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
-                 if q != m.issuer), default=0.0)
-    if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
-        drain += tma_latency_s(system.gpu, remote=True)
-    return drain + phase_flag_s(system, schedule)
+        drain = system.gpu.l2.latency_s
+    else:
+        drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
+                     if q != m.issuer), default=0.0)
+        if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
+            drain += tma_latency_s(system.gpu, remote=True)
+    if schedule.mechanism == "copy-engine":
+        return drain
+    return handoff_s(system.gpu, drain)
 
 
 def phase_flag_s(system: System, schedule: Schedule) -> float:
-    """The flag that tells a generated kernel's next phase: a system-scope flag, none for
-    copy-engine phases, whose ranks' streams wait on events (what a copy pays behind earlier
-    work is its chain: pksim.flows.move_spec)."""
-    return 0.0 if schedule.mechanism == "copy-engine" else system.gpu.sync.flag_latency_sys_s
+    """The hand-off that tells a generated kernel's next phase, beyond its writes' drain
+    (hwmodels.sm.handoff_s): a release and a system-scope flag; none for copy-engine phases,
+    whose ranks' streams wait on events (what a copy pays behind earlier work is its chain:
+    pksim.flows.move_spec)."""
+    return 0.0 if schedule.mechanism == "copy-engine" else handoff_s(system.gpu, 0.0)
 
 
 def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:

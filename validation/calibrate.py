@@ -96,6 +96,11 @@ STAGES = (
         Param("gpu.transfer.ldst_fanout_reach_MiB", 1, 1e5),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),
+    Stage("handoffs", ("signal_chain",), (Param("gpu.sync.release_ns", 1, 1e5),)),
+    Stage("fused pull", ("fused_pull",), (
+        Param("gpu.transfer.pull_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.pull_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.pull_move_dest_ns_per_KiB", 0.01, 1e4))),
     Stage("tensor", ("gemm", "attention"), (
         Param("gpu.tensor.gemm_efficiency", 0.1, 1.0), Param("gpu.tensor.gemm_k_overhead", 1, 1e4),
         Param("gpu.tensor.sustained_fraction", 0.2, 1.0),

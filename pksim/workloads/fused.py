@@ -195,7 +195,8 @@ def plan(op: str, shape: dict[str, int], world: int, elem: float, algorithm: str
                         moves += tuple(t for peers in _peer_groups(n) if peers != (n,)
                                        for t in _shifts(n, peers, part, "copy", "ag"))
                     pulls = tuple(Move(r, part, everyone,
-                                       everyone if op == "gemm-ar" else (r,), True)
+                                       everyone if op == "gemm-ar" else (r,), True,
+                                       routine="pull")
                                   for r in range(n))
                 elif group == (n,) and not store_add:
                     moves = ()

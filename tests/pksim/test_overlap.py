@@ -65,11 +65,12 @@ def test_a_large_gemm_matches_its_roofline_times_the_calibrated_efficiency():
 
 def test_growing_k_moves_gemm_rs_from_communication_to_compute_bound():
     exposed, bound = [], []
-    for k in (256, 1024, 4096, 16384):
+    for k in (256, 1024, 4096, 65536):
         p = predict(H100, fused("gemm-rs", shape=dict(m=8192, n=8192, k=k), comm_sms=32))
         exposed.append(p.exposed_comm_s / p.time_s)
         bound.append(p.bound_resource)
-    # the exposed share falls as K grows (to zero, give or take float noise)
+    # the exposed share falls as K grows, towards the last tiles' pull after the GEMM
+    # (about 0.6 ms here at the fused pull-reduce's rate: 2.7 % at K = 65536, 14 % at 16384)
     assert all(b <= a + 1e-9 for a, b in zip(exposed, exposed[1:]))
     # small K: bound by communication (the owners' communication SMs pulling the world
     # partials over NVLink, or the links themselves); large K: by the tensor cores

@@ -324,11 +324,11 @@ FAST_SMS = [f"gpu.transfer.tma_move_{k}_ns_per_KiB=0.001" for k in ("base", "des
 def test_ring_all_reduce_on_8_gpus():
     # The generated ring: 8 reduce-scatter phases (the last one local), 7 all-gather phases;
     # SMs made fast enough never to bind. 14 phases store S/8 over one link at 450 x 0.78 =
-    # 351 GB/s: 1 us path latency, the data, 1 us for the writes to land and a 0.918 us
-    # system-scope flag; the local phase sums two of the rank's own chunks into its output
-    # (3 x S/8 of HBM traffic at C = 3.35 TB/s x hbm.efficiency) and flags (0.918 us); the
-    # last phase signals nobody (- 0.918 us):
-    # time = 2.16 us + 14 x (2.918 us + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
+    # 351 GB/s: 1 us path latency, the data, 1 us for the writes to land, the block's
+    # release (sync.release_ns, r) and a 0.918 us system-scope flag; the local phase sums two
+    # of the rank's own chunks into its output (3 x S/8 of HBM traffic at C = 3.35 TB/s x
+    # hbm.efficiency) and hands off (r + 0.918 us); the last phase signals nobody:
+    # time = 2.16 us + 14 x (2.918 us + r + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
     # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b. Each GPU's kernel
@@ -337,10 +337,11 @@ def test_ring_all_reduce_on_8_gpus():
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
-    flag = s.gpu.sync.flag_latency_sys_s + 2 * tma_latency_s(s.gpu, remote=True)
+    handoff = s.gpu.sync.flag_latency_sys_s + s.gpu.sync.release_s
+    flag = handoff + 2 * tma_latency_s(s.gpu, remote=True)
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
-    last = -s.gpu.sync.flag_latency_sys_s
+    last = -handoff
     extra = 7 * s.gpu.transfer.move_buffer_latency_s + 0.77e-6
     assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
     assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + last

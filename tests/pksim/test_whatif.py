@@ -336,12 +336,11 @@ def test_user_system_file_with_inherits(tmp_path):
     for (system, shape), t in times.items():
         if system != "h100-fast":
             continue
-        # faster links are never slower; the all-reduces are strictly faster. gemm-rs with
-        # its 16 communication SMs is bound by those SMs pulling the partials (issue), not
-        # by the links, so it takes the same time.
-        assert t <= times[("dgx-h100", shape)]
+        # faster links are never slower, and here strictly faster: the all-reduces are
+        # bound by the links, and so is gemm-rs, whose best schedule is the intra-SM store-add
+        # (its 16 communication SMs pulling the partials at the fused pull-reduce's measured
+        # rate, validation/microbench/fused_pull.cu, would take longer)
+        assert t < times[("dgx-h100", shape)]
         if "k=" in shape:
-            assert bound[("dgx-h100", shape)] == "issue" and t == times[("dgx-h100", shape)]
-        else:
-            assert t < times[("dgx-h100", shape)]
+            assert bound[("dgx-h100", shape)] in ("nvl_in", "nvl_out")
     assert not list(out.glob("*.png"))
