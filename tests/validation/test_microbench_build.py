@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MB = ROOT / "validation" / "microbench"
 RUN_PY = MB / "run.py"
 SOURCES = sorted(p.stem for p in MB.glob("*.cu"))
-EXPECTED = {"hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency", "flag_latency", "atomics"}
+EXPECTED = {"hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency", "flag_latency", "atomics",
+            "block_moves", "signal_chain", "fused_pull"}
 
 
 def _load_driver():
