@@ -22,7 +22,9 @@
 // Own buffers ("block_moves_own" records, measured only): G in {2, 4, 8} groups of 132 / G or
 // 64 / G blocks, group g moving its own S in {1, 2, 4} sources into its own destination, as
 // virtual ranks do (G x S <= 8).
-// Crossed buffers ("block_moves_cross" records, measured only): G in {2, 4, 8} groups of
+// Crossed buffers ("block_moves_cross" records, measured only; the extra points on 64 blocks:
+// parts of 512 B and 8 KiB, behind a kernel's write, registers 4 sources a round, "load_batch"
+// = 4, as the generated two-shot): G in {2, 4, 8} groups of
 // 132 / G or 64 / G blocks, group g summing part g of all G sources into part g of all G
 // destinations, as the G virtual ranks of a two-shot all-reduce do ("bytes" = one part; G
 // parts of 4 KiB and 64 KiB each launch timed alone behind a 256 MiB write, 64 MiB back to
@@ -48,7 +50,7 @@
 
 // One kernel per (mechanism, copy or sum), as a generated collective compiles only the
 // routines it calls.
-template <class C, bool reduce>
+template <class C, bool reduce, int QB = PKC_MAX_RANKS>
 __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
                                                    size_t n, int groups, int own,
@@ -66,7 +68,7 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   const int first = split ? grp * (src.n / groups) : 0;
   // `own` == 2 (crossed, as a two-shot all-reduce's ranks): group g sums part g (n elements at
   // g x n) of every source into part g of every destination.
-  const bool crossed = own == 2 && groups > 1;
+  const bool crossed = (own == 2 || own == 3) && groups > 1;
   const size_t at = crossed ? static_cast<size_t>(grp) * n : 0;
   const pkc::span s = pkc::block_piece(n, per, b, sizeof(bf16));  // as the collectives cut
   // Every pointer array is filled at compile-time indices, so it stays in registers: a
@@ -94,7 +96,7 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
     else
       pkc::tma_copy<C>(d, q.p[0], s.size(), sm, spin, 0);
   } else {
-    if constexpr (reduce) pkc::reg_reduce(d, q, s.size(), pk::ldst::block_group());
+    if constexpr (reduce) pkc::reg_reduce<QB>(d, q, s.size(), pk::ldst::block_group());
     else pkc::reg_copy(d, q.p[0], s.size(), pk::ldst::block_group());
   }
 }
@@ -108,7 +110,8 @@ struct Shape {
 template <class C>
 void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int reduce, int blocks,
             pk::error_record* err, cudaStream_t st, int groups = 1, int own = 0, bool coop = false) {
-  auto* k = reduce ? move_kernel<C, true> : move_kernel<C, false>;
+  // own == 3: crossed, the sources loaded 4 at a time (the generated two-shot's reduce_to<C, 4>)
+  auto* k = reduce ? (own == 3 ? move_kernel<C, true, 4> : move_kernel<C, true>) : move_kernel<C, false>;
   if (coop)  // as the generated collectives launch (pk::launch_cooperative)
     pk::launch_cooperative(k, dim3(blocks), dim3(C::kThreads), C::kSmemBytes, st, d, s, n, groups, own, err);
   else
@@ -385,23 +388,32 @@ int main(int argc, char** argv) {
         }
         for (int total : {132, 64}) {
           const int per = total / groups;
-          for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, big / groups}) {
-            const size_t n = part / sizeof(bf16);
-            const bool alone = part < big / groups;
-            auto go = [&] { run(tma, d, s, n, 1, per * groups, groups, 2); };
-            const Timing t = alone ? time_alone(go, false)
-                                   : time_op(st, [&](long long) { go(); }, cfg);
-            // what the last launch wrote: every destination's G parts, the sum of all sources
-            const std::string check = verify(groups, [&](int) { return s; }, n * groups);
-            JsonObj params;
-            params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
-            params.integer("sources", groups).integer("dests", groups).integer("groups", groups)
-                .integer("blocks", per);
-            if (alone) params.str("timing", "behind_write").str("flush", "memset");
-            add_config(params, tma);
-            emit_point("block_moves_cross", params, (double)part,
-                       (double)part * groups * 2 * groups, (double)part * groups, t, check);
-          }
+          // the two-shot's own parts at 4 KiB and 64 KiB on 8 ranks (512 B, 8 KiB) too, behind
+          // a kernel's write as well; registers also with 4 sources a round (own == 3)
+          for (size_t part : {(size_t)512, (size_t)4 * KiB, (size_t)8 * KiB, (size_t)64 * KiB, big / groups})
+            for (int own : {2, 3})
+              for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
+                const bool alone = part < big / groups;
+                const bool extra = part == 512 || part == 8 * KiB || own == 3 || kernel_flush;
+                if ((own == 3 && tma) || (!alone && (own == 3 || kernel_flush)) ||
+                    (extra && (quick || total != 64)))
+                  continue;
+                const size_t n = part / sizeof(bf16);
+                auto go = [&] { run(tma, d, s, n, 1, per * groups, groups, own); };
+                const Timing t = alone ? time_alone(go, kernel_flush == 1)
+                                       : time_op(st, [&](long long) { go(); }, cfg);
+                // what the last launch wrote: every destination's G parts, the sum of all sources
+                const std::string check = verify(groups, [&](int) { return s; }, n * groups);
+                JsonObj params;
+                params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
+                params.integer("sources", groups).integer("dests", groups).integer("groups", groups)
+                    .integer("blocks", per);
+                if (alone) params.str("timing", "behind_write").str("flush", kernel_flush ? "kernel" : "memset");
+                if (own == 3) params.integer("load_batch", 4);
+                add_config(params, tma);
+                emit_point("block_moves_cross", params, (double)part,
+                           (double)part * groups * 2 * groups, (double)part * groups, t, check);
+              }
         }
       }
     }
