@@ -195,6 +195,11 @@ class TransferSpec:
                                     doc="payload per reader at which half of the repeat reads "
                                         "of a source shared by TMA readers miss the L2 "
                                         "(hwmodels.sm.shared_reads)")
+    load_round_s: float = fig("load_round_ns", 1e-9, lo_open=False,
+                              doc="what each further round of loads of a register sum that "
+                                  "loads its sources in rounds (the two-shot all-reduce: 4 "
+                                  "at a time) waits before its first store (block_moves_cross "
+                                  "with load_batch 4)")
     move_buffer_latency_s: float = fig("move_buffer_latency_ns", 1e-9, lo_open=False,
                                        doc="latency each buffer a move touches beyond one "
                                            "source and one destination adds")

@@ -238,8 +238,8 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
             for name in path.resources:
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, 2 * path.latency_s)      # a read is a round trip
-    if not tma:
-        latency *= m.load_rounds      # a register sum that loads its sources in rounds
+    if not tma:                   # a register sum that loads its sources in rounds
+        latency += (m.load_rounds - 1) * gpu.transfer.load_round_s
     for q in m.dests:
         add(_mem(topo, q, resident), writes)
         if q != m.issuer:

@@ -47,6 +47,7 @@ REQUIRED = {
     "tma_reduce": (("bytes",), ("blocks", "msg_bytes")),
     "block_moves": (("bytes",), ("mechanism", "kind", "sources", "dests", "blocks")),
     "block_moves_own": (("bytes",), ("mechanism", "kind", "sources", "dests", "groups", "blocks")),
+    "block_moves_cross": (("bytes",), ("mechanism", "sources", "dests", "groups", "blocks")),
     "fused_pull": (("bytes",), ("kind", "world", "blocks", "threads")),
     "signal_chain": (("bytes",), ("mechanism", "sync", "groups", "blocks", "steps")),
     "launch_latency": ((), ("mode",)),
@@ -59,9 +60,6 @@ REQUIRED = {
 MEASURED_ONLY = {
     "atomics": "measured only: the model has no atomic-operation parameter (the generated "
                "kernels move data with ld/st, TMA and copy engines, and signal with flags)",
-    "block_moves_cross": "measured only: groups that sum part g of every group's buffers into "
-                         "part g of every destination (a two-shot all-reduce's pattern), to "
-                         "find what the two-shot's extra microseconds at small sizes are",
 }
 
 # Benchmarks the model predicts only some records of (the rest are measured only), and why.
@@ -175,7 +173,8 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
 
 def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
                 dests: int, blocks: int, readers: int = 1, groups: int = 1,
-                hot: bool = True, routine: str = "", threads: int | None = None) -> float:
+                hot: bool = True, routine: str = "", threads: int | None = None,
+                load_rounds: int = 1) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
     count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
     many groups of ``blocks`` blocks move the same sources, each into its own destinations
@@ -187,15 +186,17 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
     collectives' routines (hwmodels.sm.move_time_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
-                            groups, hot, routine)
+                            groups, hot, routine, load_rounds)
     start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])
     return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
 
 
 def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
                      dests: int, blocks: int, readers: int = 1, groups: int = 1,
-                     hot: bool = True, routine: str = "") -> float:
-    """_block_move's data movement alone, from its first read to its last write."""
+                     hot: bool = True, routine: str = "", load_rounds: int = 1) -> float:
+    """_block_move's data movement alone, from its first read to its last write; a register
+    sum loading its sources in ``load_rounds`` rounds waits ``transfer.load_round_ns`` more
+    per further round (as pksim.flows.move_spec)."""
     copies = readers * groups                    # payloads moved
     working = working_blocks(blocks, nbytes, dealt=mechanism == "tma" and kind == "copy")
     n = min(working * copies, gpu.sm.count)
@@ -205,6 +206,8 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
                     readers=readers, routine=routine)
     lat += (sources + dests - 2) * gpu.transfer.move_buffer_latency_s
+    if mechanism != "tma":
+        lat += (load_rounds - 1) * gpu.transfer.load_round_s
     return flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
                        nbytes * copies, lat)
 
@@ -286,6 +289,16 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
                            p["dests"], p["blocks"], p.get("readers", 1), p.get("groups", 1),
                            hot=p.get("timing") != "behind_write")
+    if bench == "block_moves_cross":
+        # G groups, group g summing part g of all G sources into part g of all G destinations
+        # (the two-shot all-reduce's move; "bytes" = one part), registers loading "load_batch"
+        # sources a round (8: all at once; at most 4 sources are always one round)
+        g_ = p["groups"]
+        batch = p.get("load_batch", 8)
+        rounds = math.ceil(p["sources"] / batch) if p["sources"] > 4 else 1
+        return _block_move(gpu, record["bytes"], p["mechanism"], "reduce", p["sources"],
+                           p["dests"], p["blocks"], groups=g_,
+                           hot=p.get("timing") != "behind_write", load_rounds=rounds)
     if bench == "signal_chain":
         if p["sync"] != "ring":
             return None

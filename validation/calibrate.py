@@ -96,6 +96,7 @@ STAGES = (
         Param("gpu.transfer.ldst_fanout_reach_MiB", 1, 1e5),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),
+    Stage("load rounds", ("block_moves_cross",), (Param("gpu.transfer.load_round_ns", 1, 1e5),)),
     Stage("handoffs", ("signal_chain",), (Param("gpu.sync.release_ns", 1, 1e5),)),
     Stage("fused pull", ("fused_pull",), (
         Param("gpu.transfer.pull_move_base_ns_per_KiB", 0.01, 1e4),

@@ -96,15 +96,18 @@ def test_serial_tma_moves_wait_for_their_stores_to_reach_the_l2():
 
 def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
     # the two-shot all-reduce by registers loads more than 4 sources 4 at a time
-    # (all_reduce.cuh reduce_to<C, 4>): at w = 8 in two rounds, each a loaded HBM latency L
-    # on h200-virtual; the 8 -> 8 move then waits 2 L + 14 buffers x move_buffer_latency
-    # (8 + 8 - 2), TMA L + 14 x it (TMA ignores the rounds); at w = 4, one round.
+    # (all_reduce.cuh reduce_to<C, 4>): at w = 8 in two rounds, the first a loaded HBM
+    # latency L on h200-virtual, the second transfer.load_round_ns R; the 8 -> 8 move then
+    # waits L + R + 14 buffers x move_buffer_latency (8 + 8 - 2), TMA L + 14 x it (TMA
+    # ignores the rounds); at w = 4, one round.
     from hwmodels.topology import Topology
     from pksim.flows import move_spec
     from pksim.workloads.kernels import TWO_SHOT_LOADS, _ar_two_shot
     assert TWO_SHOT_LOADS == 4
     s = load_system("h200-virtual")
     L, B = s.gpu.hbm.latency_s, s.gpu.transfer.move_buffer_latency_s
+    R = s.gpu.transfer.load_round_s
+    assert R > 0
     for w, rounds in ((8, 2), (4, 1), (2, 1)):
         topo = Topology.build(s, w)
         (step,) = _ar_two_shot(w, 4096 * w, 0, False)
@@ -114,7 +117,8 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
             spec = move_spec(topo, sched("all-reduce", nbytes=4096 * w, world=w,
                                          algorithm="two-shot", mechanism=mech, comm_sms=4),
                              m, 4096, False, 1.0)
-            assert spec.latency_s == pytest.approx(waits * L + (2 * w - 2) * B, rel=1e-12), (w, mech)
+            assert spec.latency_s == pytest.approx(L + (waits - 1) * R + (2 * w - 2) * B,
+                                                   rel=1e-12), (w, mech)
 
 
 def test_piece_blocks_counts_the_blocks_the_kernels_cut_gives_work():
