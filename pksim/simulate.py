@@ -98,7 +98,8 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         algorithm = nccl.program_algorithm(schedule)
     program = build_program(schedule.op, algorithm, topo.world, nbytes,
                             schedule.root, sequential, topo.domains,
-                            schedule.mechanism if schedule.impl == "pk" else None)
+                            schedule.mechanism if schedule.impl == "pk" else None,
+                            schedule.dtype)
     kinds = program_kinds(program)
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)

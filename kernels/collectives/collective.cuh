@@ -319,11 +319,13 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   }
   // Loads in flight per thread: U vectors of every source (U = 2 up to 4 sources, else 1),
   // at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers a
-  // thread) keeps its pointer sets in registers (ptxas -v). The two-shot all-reduce (up to 8
-  // sources and 8 destinations) loads 4 sources at a time (QB = 4): it keeps both pointer
-  // sets in registers (88 -> 16 B of stack) but waits two memory latencies a vector, which
-  // made the 8-rank one-shot all-reduce and direct reduce-scatter by registers 1.5-1.8x
-  // slower at 16 MiB and up (H200 run 13, 2026-12-03), so they keep all 8 in flight.
+  // thread) keeps its pointer sets in registers (ptxas -v). The two-shot all-reduce in fp32 (up
+  // to 8 sources and 8 destinations) loads 4 sources at a time (QB = 4): it keeps both pointer
+  // sets in registers (88 -> 16 B of stack) but waits two memory latencies a vector; in bf16,
+  // its pointer sets filled at compile-time indices, it loads all 8 with no stack. Loading 4 at
+  // a time everywhere made the 8-rank one-shot all-reduce and direct reduce-scatter by
+  // registers 1.5-1.8x slower at 16 MiB and up (H200 run 13, 2026-12-03), so they keep all 8
+  // in flight.
   if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
   else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
   else reg_reduce_body<1, PKC_MAX_RANKS, QB>(dst, src, head, nv, g);

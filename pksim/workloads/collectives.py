@@ -146,14 +146,14 @@ def _switch(n: int, shard: float, kind: str, tag: str, ranks: list[int] | None =
 # ---- algorithms per op -------------------------------------------------------------
 def build_program(op: str, algorithm: str, n: int, nbytes: float, root: int = 0,
                   sequential: bool = False, domains: int = 1,
-                  mechanism: str | None = None) -> Program:
+                  mechanism: str | None = None, dtype: str = "bf16") -> Program:
     """The steps of ``algorithm`` for ``op`` on ``n`` ranks (``domains`` equal NVLink
     domains of consecutive ranks); with the ``mechanism`` of a generated kernel, also its
     phases (pksim.workloads.kernels). Raises InfeasibleError for combinations that do
     not exist, with the reason."""
     program = _semantic_program(op, algorithm, n, nbytes, root, sequential, domains)
     if mechanism is not None and domains == 1:
-        program.phases = kernel_phases(op, algorithm, mechanism, n, nbytes, root)
+        program.phases = kernel_phases(op, algorithm, mechanism, n, nbytes, root, dtype)
     return program
 
 

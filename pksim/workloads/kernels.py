@@ -18,10 +18,15 @@ from typing import Callable
 from pksim.program import Move, Step
 
 SM = "sm"   # engine of the copy-engine schedules' reduction kernels
-# The two-shot all-reduce by registers loads more than 4 sources 4 at a time (all_reduce.cuh:
-# reduce_to<C, 4>, to keep its pointer sets in registers): with 8, two memory round trips a
-# vector (validation/experiments/two_shot.cu: 0.8 us at 4 KiB and 64 KiB on 8 virtual ranks).
-TWO_SHOT_LOADS = 4
+# The two-shot all-reduce by registers in fp32 loads more than 4 sources 4 at a time
+# (all_reduce.cuh: reduce_to<C, 4>, to keep its pointer sets in registers): with 8, two
+# rounds of loads (transfer.load_round_ns); in bf16 all 8 at once (no stack either way).
+TWO_SHOT_LOADS = {"fp32": 4, "bf16": 8}
+
+
+def two_shot_loads(dtype: str) -> int:
+    """How many sources the register two-shot all-reduce loads at a time."""
+    return TWO_SHOT_LOADS.get(dtype, 4)
 
 
 def _phase(key, moves: Callable[[], list[Move]]) -> Step:
@@ -111,7 +116,7 @@ def _ar_one_shot(w, nbytes, root, ce):
         Move(r, nbytes, _all(w), (r,), True, readers=w) for r in range(w)])]
 
 
-def _ar_two_shot(w, nbytes, root, ce):
+def _ar_two_shot(w, nbytes, root, ce, dtype="bf16"):
     chunk = nbytes / w
     if ce:   # foreign chunks to their owner's scratch; its SM kernel sums into every output
         return [_phase(("kar", "two-shot-ce0", w, chunk), lambda: [
@@ -119,8 +124,8 @@ def _ar_two_shot(w, nbytes, root, ce):
                 _phase(("kar", "two-shot-ce1", w, chunk), lambda: [
                     Move(r, chunk, (r,) * w, _all(w), True, SM) for r in range(w)])]
     # one phase: rank r pulls chunk r of every input, stores the sum into every output; by
-    # registers it loads more than TWO_SHOT_LOADS sources that many at a time
-    rounds = math.ceil(w / TWO_SHOT_LOADS)
+    # registers it loads more than two_shot_loads(dtype) sources that many at a time
+    rounds = math.ceil(w / two_shot_loads(dtype))
     return [_phase(("kar", "two-shot", w, chunk), lambda: [
         Move(r, chunk, _all(w), _all(w), True, load_rounds=rounds) for r in range(w)])]
 
@@ -166,12 +171,14 @@ KERNEL_MECHANISMS = ("tma", "register", "copy-engine")
 
 
 def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: float,
-                  root: int = 0) -> list[Step] | None:
+                  root: int = 0, dtype: str = "bf16") -> list[Step] | None:
     """The generated kernel's phases, or None where codegen has no such kernel (then the
     algorithm's transfers are costed as they are)."""
     build = KERNEL_PHASES.get((op, algorithm))
     if build is None or mechanism not in KERNEL_MECHANISMS or world < 2:
         return None
+    if build is _ar_two_shot:
+        return build(world, nbytes, root, mechanism == "copy-engine", dtype)
     return build(world, nbytes, root, mechanism == "copy-engine")
 
 

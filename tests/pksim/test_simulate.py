@@ -95,22 +95,23 @@ def test_serial_tma_moves_wait_for_their_stores_to_reach_the_l2():
 
 
 def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
-    # the two-shot all-reduce by registers loads more than 4 sources 4 at a time
-    # (all_reduce.cuh reduce_to<C, 4>): at w = 8 in two rounds, the first a loaded HBM
+    # the two-shot all-reduce by registers in fp32 loads more than 4 sources 4 at a time
+    # (all_reduce.cuh reduce_to<C, 4>; bf16 all 8 at once): at w = 8 in two rounds, the first a loaded HBM
     # latency L on h200-virtual, the second transfer.load_round_ns R; the 8 -> 8 move then
     # waits L + R + 14 buffers x move_buffer_latency (8 + 8 - 2), TMA L + 14 x it (TMA
     # ignores the rounds); at w = 4, one round.
     from hwmodels.topology import Topology
     from pksim.flows import move_spec
-    from pksim.workloads.kernels import TWO_SHOT_LOADS, _ar_two_shot
-    assert TWO_SHOT_LOADS == 4
+    from pksim.workloads.kernels import _ar_two_shot, two_shot_loads
+    assert two_shot_loads("fp32") == 4 and two_shot_loads("bf16") == 8
     s = load_system("h200-virtual")
     L, B = s.gpu.hbm.latency_s, s.gpu.transfer.move_buffer_latency_s
     R = s.gpu.transfer.load_round_s
     assert R > 0
     for w, rounds in ((8, 2), (4, 1), (2, 1)):
         topo = Topology.build(s, w)
-        (step,) = _ar_two_shot(w, 4096 * w, 0, False)
+        assert _ar_two_shot(w, 4096 * w, 0, False, "bf16")[0].moves()[0].load_rounds == 1
+        (step,) = _ar_two_shot(w, 4096 * w, 0, False, "fp32")
         m = step.moves()[0]
         assert m.load_rounds == rounds
         for mech, waits in (("register", rounds), ("tma", 1)):
