@@ -125,3 +125,40 @@ def test_the_report_measures_how_much_the_order_of_the_run_moved_small_cases():
     # the origin of the places flips the sign: one more row first
     assert order_effect(rows, ["copy"] + order) == pytest.approx(1 / 1.1 - 1)
     assert order_effect(rows[:18], order) is None
+
+
+def test_the_l2_flush_is_a_memset_where_the_driver_is_there_else_zero_(monkeypatch):
+    # validation.runtime.flush_l2 writes the flush buffer as the microbenchmarks do (the
+    # driver's memset, cudaMemsetAsync's); with no driver (or a failing call) torch's zero_()
+    from validation import runtime
+
+    class Cuda:
+        is_cuda = True
+
+        def __init__(self):
+            self.zeroed = False
+
+        def data_ptr(self):
+            return 0x1000
+
+        def numel(self):
+            return 256
+
+        def element_size(self):
+            return 1
+
+        def zero_(self):
+            self.zeroed = True
+
+    calls = []
+    monkeypatch.setattr(runtime, "_DRIVER_MEMSET", [lambda *a: calls.append(a) or 0])
+    monkeypatch.setattr(runtime, "_torch", lambda: type("T", (), {"cuda": type("C", (), {
+        "current_stream": staticmethod(lambda: type("S", (), {"cuda_stream": 42})())})}))
+    host = Cuda()
+    host.is_cuda = False                                  # a host buffer: never the driver
+    assert runtime.flush_l2(host) == "zero_" and host.zeroed
+    fake = Cuda()
+    assert runtime.flush_l2(fake, 300) == "memset" and not fake.zeroed
+    assert calls == [(0x1000, 300 & 0xFF, 256, 42)]
+    monkeypatch.setattr(runtime, "_DRIVER_MEMSET", [lambda *a: 1])     # CUDA error: fall back
+    assert runtime.flush_l2(fake) == "zero_" and fake.zeroed
