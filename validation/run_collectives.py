@@ -43,9 +43,8 @@ from typing import Any, Callable
 
 from hwmodels.errors import ValidationError
 from validation import reference
-from validation.runtime import (CE_LEAD_CYCLES, FLUSH_BYTES, LAST_FLUSH, Collective, HangError,
-                                IpcRanks, Library, VirtualRanks, ensure_eager_loading, flush_l2,
-                                time_settled)
+from validation.runtime import (CE_LEAD_CYCLES, FLUSH_BYTES, Collective, HangError, IpcRanks,
+                                Library, VirtualRanks, ensure_eager_loading, time_settled)
 
 
 def load_cases(path: Path) -> list[dict]:
@@ -94,8 +93,8 @@ def copy_bandwidth(case: dict) -> dict:
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     dst.copy_(src)
     pairs = []
-    for i in range(int(case.get("iters", 10))):
-        flush_l2(flush, i)
+    for _ in range(int(case.get("iters", 10))):
+        flush.zero_()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         dst.copy_(src)
@@ -157,7 +156,6 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
             times, attempts, med = time_settled(coll, int(case.get("iters", 10)),
                                                 int(case.get("warmup", 2)), lead_cycles=lead)
             out["timed"] = attempts
-            out["flush"] = LAST_FLUSH[0]
             traffic = reference.min_traffic_bytes(case["op"], world, coll.count, case["dtype"])
             nccl = reference.nccl_bytes(case["op"], world, coll.count, case["dtype"])
             out.update(times_s=times, median_s=med, algbw_GBps=nccl / med / 1e9,

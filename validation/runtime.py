@@ -50,40 +50,6 @@ FLUSH_BYTES = 256 << 20
 CE_LEAD_CYCLES = 4_000_000
 
 
-_DRIVER_MEMSET: list = []      # [cuMemsetD8Async or None], looked up once
-LAST_FLUSH = [""]              # how time_calls flushed the L2 last: "memset" or "zero_"
-
-
-def _driver_memset():
-    """The CUDA driver's cuMemsetD8Async through ctypes, or None where there is no driver."""
-    if not _DRIVER_MEMSET:
-        fn = None
-        try:
-            import ctypes
-            fn = ctypes.CDLL("libcuda.so.1").cuMemsetD8Async
-            fn.argtypes = (ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p)
-            fn.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            fn = None
-        _DRIVER_MEMSET.append(fn)
-    return _DRIVER_MEMSET[0]
-
-
-def flush_l2(buf: Any, value: int = 0) -> str:
-    """Write ``buf`` (a CUDA byte tensor) on the current stream to evict the L2 before a timed
-    call, as the microbenchmarks do (validation/microbench/common.cuh times_behind_write:
-    cudaMemsetAsync, i.e. the driver's memset): "memset". Where the driver's memset is not at
-    hand, or fails, torch's zero_(): "zero_" (a fill kernel; behind it the generated kernels
-    took 0.4-0.5 us longer at 4 KiB than behind a memset, run 19's harness_gap)."""
-    fn = _driver_memset() if getattr(buf, "is_cuda", False) else None
-    if fn is not None:
-        stream = _torch().cuda.current_stream().cuda_stream
-        if fn(buf.data_ptr(), value & 0xFF, buf.numel() * buf.element_size(), stream) == 0:
-            return "memset"
-    buf.zero_()
-    return "zero_"
-
-
 def ensure_eager_loading() -> None:
     """CUDA_MODULE_LOADING=EAGER, before CUDA initialises (warns if too late)."""
     if os.environ.get("CUDA_MODULE_LOADING") != "EAGER":
@@ -496,18 +462,17 @@ def flush_buffer(device: Any, nbytes: int) -> Any:
 
 def time_calls(coll: Collective, iters: int, warmup: int = 2, flush_bytes: int = FLUSH_BYTES,
                deadline_s: float = 120.0, lead_cycles: int = 0) -> list[float]:
-    """Seconds per call by CUDA events, each call after writing ``flush_bytes`` (cold L2;
-    ``flush_l2``: a memset, as the microbenchmarks) and, with ``lead_cycles``, a GPU spin
-    that long before the first event."""
+    """Seconds per call by CUDA events, each call after writing ``flush_bytes`` (cold L2)
+    and, with ``lead_cycles``, a GPU spin that long before the first event."""
     torch = _torch()
     flush = flush_buffer(coll.ranks.device, flush_bytes) if flush_bytes else None
     for _ in range(warmup):
         coll.launch()
     coll.wait(deadline_s)
     pairs = []
-    for i in range(iters):
+    for _ in range(iters):
         if flush is not None:
-            LAST_FLUSH[0] = flush_l2(flush, i)
+            flush.zero_()
         if lead_cycles:
             torch.cuda._sleep(lead_cycles)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
