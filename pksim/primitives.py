@@ -32,10 +32,10 @@ import simpy
 
 from hwmodels.fluid import FluidEngine
 from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, handoff_s,
-                         move_Bps,
-                         move_traffic, reduce_memory_weight, sm_issue_Bps, tma_latency_s,
-                         working_blocks)
+                         move_Bps, move_traffic, reduce_memory_weight, sm_issue_Bps,
+                         tma_latency_s, working_blocks)
 from hwmodels.system import GpuSpec, System
+from pksim.workloads.kernels import load_rounds
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
 LDST_IN_FLIGHT_B_PER_THREAD = 64
@@ -292,12 +292,10 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
     if bench == "block_moves_cross":
         # G groups, group g summing part g of all G sources into part g of all G destinations
         # (the two-shot all-reduce's move; "bytes" = one part), registers loading "load_batch"
-        # sources a round (8: all at once; at most 4 sources are always one round)
-        g_ = p["groups"]
-        batch = p.get("load_batch", 8)
-        rounds = math.ceil(p["sources"] / batch) if p["sources"] > 4 else 1
+        # sources a round (default 8: all at once)
+        rounds = load_rounds(p["sources"], p.get("load_batch", 8))
         return _block_move(gpu, record["bytes"], p["mechanism"], "reduce", p["sources"],
-                           p["dests"], p["blocks"], groups=g_,
+                           p["dests"], p["blocks"], groups=p["groups"],
                            hot=p.get("timing") != "behind_write", load_rounds=rounds)
     if bench == "signal_chain":
         if p["sync"] != "ring":

@@ -43,9 +43,10 @@ class Move:
     step reads from L2 when that phase's writes fit in it (pksim.flows.warm_sources).
     ``load_rounds``: a register sum that loads its sources in that many rounds waits
     ``transfer.load_round_ns`` more per further round before its first store (the two-shot
-    all-reduce loads 4 of 8 at a time); TMA and copy-engine moves ignore it. ``routine``: "" for the collectives' routines
-    (kernels/collectives/collective.cuh), "pull" for the inter-SM fused kernels' pull-reduce
-    (kernels/fused/comm.cuh), which moves at its own rate (hwmodels.sm.move_time_per_B)."""
+    all-reduce in fp32 loads 4 of 8 at a time); TMA and copy-engine moves ignore it.
+    ``routine``: "" for the collectives' routines (kernels/collectives/collective.cuh),
+    "pull" for the inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh), which moves
+    at its own rate (hwmodels.sm.move_time_per_B)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]

@@ -19,14 +19,20 @@ from pksim.program import Move, Step
 
 SM = "sm"   # engine of the copy-engine schedules' reduction kernels
 # The two-shot all-reduce by registers in fp32 loads more than 4 sources 4 at a time
-# (all_reduce.cuh: reduce_to<C, 4>, to keep its pointer sets in registers): with 8, two
-# rounds of loads (transfer.load_round_ns); in bf16 all 8 at once (no stack either way).
+# (all_reduce.cuh: reduce_to<C, 4>, which keeps its stack at 16 B): with 8, two rounds of
+# loads (transfer.load_round_ns); in bf16 all 8 at once, with no stack.
 TWO_SHOT_LOADS = {"fp32": 4, "bf16": 8}
 
 
 def two_shot_loads(dtype: str) -> int:
     """How many sources the register two-shot all-reduce loads at a time."""
     return TWO_SHOT_LOADS.get(dtype, 4)
+
+
+def load_rounds(sources: int, batch: int) -> int:
+    """Rounds in which a register sum (collective.cuh reg_reduce) loads its sources: up to 4
+    sources in one, more ``batch`` at a time."""
+    return math.ceil(sources / batch) if sources > 4 else 1
 
 
 def _phase(key, moves: Callable[[], list[Move]]) -> Step:
@@ -38,7 +44,7 @@ def _all(w: int) -> tuple[int, ...]:
 
 
 # ---- all-gather (all_gather.cuh) ---------------------------------------------------------
-def _ag_direct(w, nbytes, root, ce):
+def _ag_direct(w, nbytes, root, ce, dtype):
     shard = nbytes / w
     if ce:   # ce_phase: one copy per destination, own slot included
         return [_phase(("kag", "direct-ce", w, shard), lambda: [
@@ -48,7 +54,7 @@ def _ag_direct(w, nbytes, root, ce):
         Move(r, shard, (r,), _all(w), dealt=True) for r in range(w)])]
 
 
-def _ag_ring(w, nbytes, root, ce):
+def _ag_ring(w, nbytes, root, ce, dtype):
     shard = nbytes / w
 
     def first():
@@ -64,7 +70,7 @@ def _ag_ring(w, nbytes, root, ce):
 
 
 # ---- reduce-scatter (reduce_scatter.cuh) ---------------------------------------------------
-def _rs_direct(w, nbytes, root, ce):
+def _rs_direct(w, nbytes, root, ce, dtype):
     shard = nbytes / w
     if ce:   # copy foreign shards to their owner's scratch, then sum locally
         return [_phase(("krs", "direct-ce0", w, shard), lambda: [
@@ -100,12 +106,12 @@ def _rs_ring_phases(w, shard, ce, tag, last_to_output=True):
     return out
 
 
-def _rs_ring(w, nbytes, root, ce):
+def _rs_ring(w, nbytes, root, ce, dtype):
     return _rs_ring_phases(w, nbytes / w, ce, "krs")
 
 
 # ---- all-reduce (all_reduce.cuh) -------------------------------------------------------------
-def _ar_one_shot(w, nbytes, root, ce):
+def _ar_one_shot(w, nbytes, root, ce, dtype):
     if ce:   # every input copied into every peer's scratch, then a local sum
         return [_phase(("kar", "one-shot-ce0", w, nbytes), lambda: [
                     Move(r, nbytes, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
@@ -116,7 +122,7 @@ def _ar_one_shot(w, nbytes, root, ce):
         Move(r, nbytes, _all(w), (r,), True, readers=w) for r in range(w)])]
 
 
-def _ar_two_shot(w, nbytes, root, ce, dtype="bf16"):
+def _ar_two_shot(w, nbytes, root, ce, dtype):
     chunk = nbytes / w
     if ce:   # foreign chunks to their owner's scratch; its SM kernel sums into every output
         return [_phase(("kar", "two-shot-ce0", w, chunk), lambda: [
@@ -125,12 +131,12 @@ def _ar_two_shot(w, nbytes, root, ce, dtype="bf16"):
                     Move(r, chunk, (r,) * w, _all(w), True, SM) for r in range(w)])]
     # one phase: rank r pulls chunk r of every input, stores the sum into every output; by
     # registers it loads more than two_shot_loads(dtype) sources that many at a time
-    rounds = math.ceil(w / two_shot_loads(dtype))
+    rounds = load_rounds(w, two_shot_loads(dtype))
     return [_phase(("kar", "two-shot", w, chunk), lambda: [
         Move(r, chunk, _all(w), _all(w), True, load_rounds=rounds) for r in range(w)])]
 
 
-def _ar_ring(w, nbytes, root, ce):
+def _ar_ring(w, nbytes, root, ce, dtype):
     chunk = nbytes / w
     out = _rs_ring_phases(w, chunk, ce, "kar")
     for _ in range(w - 1):   # forward the reduced chunks (the previous phase's) onwards
@@ -140,7 +146,7 @@ def _ar_ring(w, nbytes, root, ce):
 
 
 # ---- all-to-all and broadcast ----------------------------------------------------------------
-def _a2a_direct(w, nbytes, root, ce):
+def _a2a_direct(w, nbytes, root, ce, dtype):
     block = nbytes / w
     # rank r copies its block p into rank p's output, for every p (itself included)
     # (the kernel calls the copy routine once per peer, one after another)
@@ -149,13 +155,14 @@ def _a2a_direct(w, nbytes, root, ce):
         for r in range(w) for p in range(w)])]
 
 
-def _bcast_direct(w, nbytes, root, ce):
+def _bcast_direct(w, nbytes, root, ce, dtype):
     # every rank pulls the root's input into its own output (the root copies locally); the
     # SMs of all ranks read it at once (from memory once), copy engines one copy after another
     return [_phase(("kbc", "direct", w, nbytes, root, ce), lambda: [
         Move(q, nbytes, (root,), (q,), readers=1 if ce else w, dealt=not ce) for q in range(w)])]
 
 
+# (op, algorithm) -> its phases from (world, bytes, root, copy engines?, dtype)
 KERNEL_PHASES: dict[tuple[str, str], Callable] = {
     ("all-gather", "direct"): _ag_direct,
     ("all-gather", "ring"): _ag_ring,
@@ -177,9 +184,7 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
     build = KERNEL_PHASES.get((op, algorithm))
     if build is None or mechanism not in KERNEL_MECHANISMS or world < 2:
         return None
-    if build is _ar_two_shot:
-        return build(world, nbytes, root, mechanism == "copy-engine", dtype)
-    return build(world, nbytes, root, mechanism == "copy-engine")
+    return build(world, nbytes, root, mechanism == "copy-engine", dtype)
 
 
 def bytes_moved(steps: list[Step]) -> tuple[float, float]:

@@ -53,9 +53,7 @@ int main() {
     if (k < 2) fill_bf16_kernel<<<528, 512>>>(buf[k], n, 11 + k);
   }
   CHECK_LAUNCH();
-  pk::error_record* err = nullptr;
-  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
-  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  pk::error_record* err = new_error_record();
   unsigned long long* bad = nullptr;
   CHECK(cudaMalloc(&bad, sizeof(unsigned long long)));
   cudaStream_t st;

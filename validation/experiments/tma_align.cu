@@ -67,9 +67,7 @@ int main() {
   const size_t bytes = 64 * MiB, n = bytes / sizeof(bf16);
   std::vector<unsigned char*> base(10);
   for (auto& b : base) CHECK(cudaMalloc(&b, bytes + 4096));
-  pk::error_record* err = nullptr;
-  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
-  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  pk::error_record* err = new_error_record();
   unsigned long long* bad = nullptr;
   CHECK(cudaMalloc(&bad, sizeof(unsigned long long)));
   cudaStream_t st;

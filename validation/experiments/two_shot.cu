@@ -74,9 +74,7 @@ int main() {
     s.add(in[k]);
   }
   CHECK_LAUNCH();
-  pk::error_record* err = nullptr;
-  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
-  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  pk::error_record* err = new_error_record();
   unsigned long long* bad = nullptr;
   CHECK(cudaMalloc(&bad, sizeof(unsigned long long)));
   const size_t flush_bytes = 256ull << 20;

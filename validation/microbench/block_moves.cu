@@ -156,9 +156,7 @@ int main(int argc, char** argv) {
     fill_bf16_kernel<<<sms * 4, 512>>>(srcs[k], n_big, 100 + k);
     CHECK_LAUNCH();
   }
-  pk::error_record* err = nullptr;
-  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
-  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  pk::error_record* err = new_error_record();
   unsigned long long* d_bad = nullptr;
   CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
   cudaStream_t st;

@@ -139,6 +139,18 @@ __global__ void flush_kernel(uint4* p, size_t n, unsigned v) {
     p[i] = make_uint4(v, v, v, v);
 }
 
+// Seconds between the events `a` and `b` recorded on `st` around fn() (waits for `b`).
+template <class F>
+double event_seconds(cudaStream_t st, cudaEvent_t a, cudaEvent_t b, F fn) {
+  CHECK(cudaEventRecord(a, st));
+  fn();
+  CHECK(cudaEventRecord(b, st));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1e-3;
+}
+
 // Seconds of `reps` calls of go(), each alone behind a write of `flush_bytes` at `flush`
 // (cudaMemsetAsync, or flush_kernel with `kernel_flush`) that flushes the L2, CUDA events
 // around the call alone: as `pksim validate` times a collective.
@@ -154,13 +166,7 @@ std::vector<double> times_behind_write(cudaStream_t st, Go go, void* flush, size
       flush_kernel<<<sm_count() * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
     else
       CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-    CHECK(cudaEventRecord(e0, st));
-    go();
-    CHECK(cudaEventRecord(e1, st));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    v.push_back(ms * 1e-3);
+    v.push_back(event_seconds(st, e0, e1, go));
   }
   CHECK(cudaEventDestroy(e0));
   CHECK(cudaEventDestroy(e1));
@@ -177,15 +183,7 @@ Timing time_op(cudaStream_t st, Op op, const TimeCfg& cfg = TimeCfg()) {
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   std::vector<double> singles;
-  for (int p = 0; p < 3; ++p) {
-    CHECK(cudaEventRecord(a, st));
-    op(idx++);
-    CHECK(cudaEventRecord(b, st));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    singles.push_back(ms * 1e-3);
-  }
+  for (int p = 0; p < 3; ++p) singles.push_back(event_seconds(st, a, b, [&] { op(idx++); }));
   CHECK(cudaEventDestroy(a));
   CHECK(cudaEventDestroy(b));
   Timing t;

@@ -58,9 +58,7 @@ int main(int argc, char** argv) {
     fill_bf16_kernel<<<sms * 4, 512>>>(partial[r], max_elems, 500 + r);
     CHECK_LAUNCH();
   }
-  pk::error_record* err = nullptr;
-  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
-  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  pk::error_record* err = new_error_record();
   unsigned long long* d_bad = nullptr;
   CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
   cudaStream_t st;
@@ -101,27 +99,16 @@ int main(int argc, char** argv) {
           for (int r = 0; r < world; ++r) CHECK(cudaMemsetAsync(out[r], 0xFF, max_elems * sizeof(bf16), st));
           go();
           CHECK(cudaStreamSynchronize(st));
-          pk::error_record e{};
-          CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
-          std::string check = "ok";
-          if (e.code != 0) {
-            check = "FAIL: a wait timed out (code " + std::to_string(e.code) + ")";
-            CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
-          } else {
-            CHECK(cudaMemset(d_bad, 0, sizeof(unsigned long long)));
+          const std::string check = run_check(err, d_bad, [&](unsigned long long* bad) {
             for (int r = 0; r < world; ++r) {
               // rs: rank r's output holds its rows; ar: every rank's holds all M rows.
               const int lo = kind == 0 ? g.comm.rows.begin(r) : 0;
               const int hi = kind == 0 ? g.comm.rows.end(r) : M;
               pkc::cptrs<bf16> src{};
               for (int q = 0; q < world; ++q) src.add(partial[q] + static_cast<size_t>(lo) * N);
-              check_kernel<<<sms * 4, 512>>>(out[r], src, static_cast<size_t>(hi - lo) * N, d_bad);
-              CHECK_LAUNCH();
+              check_kernel<<<sms * 4, 512>>>(out[r], src, static_cast<size_t>(hi - lo) * N, bad);
             }
-            unsigned long long bad = 0;
-            CHECK(cudaMemcpy(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
-            if (bad) check = "FAIL: " + std::to_string(bad) + " elements wrong";
-          }
+          });
           std::vector<double> times;
           if (check == "ok") {
             go();

@@ -1,6 +1,8 @@
-// moves_check.cuh -- what validation/microbench/block_moves.cu and
-// validation/experiments/tma_align.cu share: the generated collectives' launch constants per
-// mechanism, random bf16 sources, and the bit-exact check of a move (header only).
+// moves_check.cuh -- what the programs that run the generated collectives' routines share
+// (validation/microbench/block_moves.cu, signal_chain.cu, fused_pull.cu and the experiments
+// that include it): the launch constants per mechanism, random bf16 sources, the bit-exact
+// check of a move, the device error record of their spin deadlines and what a checked run
+// left (header only).
 #pragma once
 #include <cuda_bf16.h>
 
@@ -48,6 +50,34 @@ __global__ void check_kernel(const bf16* out, pkc::cptrs<bf16> src, size_t n, un
     local += (*reinterpret_cast<const unsigned short*>(&out[i]) != *reinterpret_cast<const unsigned short*>(&want));
   }
   if (local) atomicAdd(bad, local);
+}
+
+// A device error record for the moves' spin deadlines, zeroed.
+inline pk::error_record* new_error_record() {
+  pk::error_record* err = nullptr;
+  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
+  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  return err;
+}
+
+// What a checked run left (call after its stream has finished): "FAIL: a wait timed out"
+// when `err` holds a timeout (then cleared for the next run), else "FAIL: N elements wrong"
+// when the check kernels that `count(d_bad)` launches add N into the zeroed device counter
+// `d_bad`, else "ok".
+template <class Count>
+std::string run_check(pk::error_record* err, unsigned long long* d_bad, Count count) {
+  pk::error_record e{};
+  CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
+  if (e.code != 0) {
+    CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+    return "FAIL: a wait timed out (code " + std::to_string(e.code) + ")";
+  }
+  CHECK(cudaMemset(d_bad, 0, sizeof(unsigned long long)));
+  count(d_bad);
+  CHECK_LAUNCH();
+  unsigned long long bad = 0;
+  CHECK(cudaMemcpy(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
+  return bad ? "FAIL: " + std::to_string(bad) + " elements wrong" : std::string("ok");
 }
 
 // The program's exit status after its moves: 1 (and a line naming `program`) when a TMA wait

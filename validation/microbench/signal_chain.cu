@@ -114,9 +114,7 @@ int main(int argc, char** argv) {
     fill_bf16_kernel<<<sms * 4, 512>>>(bufs[g], max_bytes / sizeof(bf16), 300 + g);
     CHECK_LAUNCH();
   }
-  pk::error_record* err = nullptr;
-  CHECK(cudaMalloc(&err, sizeof(pk::error_record)));
-  CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
+  pk::error_record* err = new_error_record();
   unsigned long long* d_bad = nullptr;
   CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
   cudaStream_t st;
@@ -146,20 +144,9 @@ int main(int argc, char** argv) {
               for (int w = 0; w < 3; ++w) go();
               const std::vector<double> times = times_behind_write(st, go, flush, flush_bytes, reps);
               CHECK(cudaStreamSynchronize(st));
-              pk::error_record e{};
-              CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
-              std::string check = "ok";
-              if (e.code != 0) {
-                check = "FAIL: a wait timed out (code " + std::to_string(e.code) + ")";
-                CHECK(cudaMemset(err, 0, sizeof(pk::error_record)));
-              } else {
-                CHECK(cudaMemset(d_bad, 0, sizeof(unsigned long long)));
-                chain_check_kernel<<<sms, 512>>>(buf, n, steps, d_bad);
-                CHECK_LAUNCH();
-                unsigned long long bad = 0;
-                CHECK(cudaMemcpy(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
-                if (bad) check = "FAIL: " + std::to_string(bad) + " elements wrong";
-              }
+              const std::string check = run_check(err, d_bad, [&](unsigned long long* bad) {
+                chain_check_kernel<<<sms, 512>>>(buf, n, steps, bad);
+              });
               pk::free_virtual_flags(f);
               JsonObj params;
               params.str("mechanism", tma ? "tma" : "register").str("sync", barrier_sync ? "barrier" : "ring")
