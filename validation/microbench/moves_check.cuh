@@ -62,10 +62,12 @@ inline pk::error_record* new_error_record() {
 
 // What a checked run left (call after its stream has finished): "FAIL: a wait timed out"
 // when `err` holds a timeout (then cleared for the next run), else "FAIL: N elements wrong"
-// when the check kernels that `count(d_bad)` launches add N into the zeroed device counter
-// `d_bad`, else "ok".
+// when the check kernels that `count(bad)` launches add N into the zeroed device counter
+// `bad`, else "ok".
 template <class Count>
-std::string run_check(pk::error_record* err, unsigned long long* d_bad, Count count) {
+std::string run_check(pk::error_record* err, Count count) {
+  static unsigned long long* d_bad = nullptr;
+  if (d_bad == nullptr) CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
   pk::error_record e{};
   CHECK(cudaMemcpy(&e, err, sizeof(e), cudaMemcpyDeviceToHost));
   if (e.code != 0) {

@@ -115,8 +115,6 @@ int main(int argc, char** argv) {
     CHECK_LAUNCH();
   }
   pk::error_record* err = new_error_record();
-  unsigned long long* d_bad = nullptr;
-  CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const int reps = quick ? 7 : 25;
@@ -144,7 +142,7 @@ int main(int argc, char** argv) {
               for (int w = 0; w < 3; ++w) go();
               const std::vector<double> times = times_behind_write(st, go, flush, flush_bytes, reps);
               CHECK(cudaStreamSynchronize(st));
-              const std::string check = run_check(err, d_bad, [&](unsigned long long* bad) {
+              const std::string check = run_check(err, [&](unsigned long long* bad) {
                 chain_check_kernel<<<sms, 512>>>(buf, n, steps, bad);
               });
               pk::free_virtual_flags(f);
