@@ -110,8 +110,10 @@ struct globals {
         p = self.p
         note = f"// {self.kernel_note}\n" if self.kernel_note else ""
         return f"""// ---- kernel ---------------------------------------------------------------------------------
-{note}template <typename T>
-__global__ void __launch_bounds__(config::kThreads) {p.kernel}(const __grid_constant__ globals<T> g) {{
+{note}// One block an SM at most (the schedule's blocks never outnumber the SMs): ptxas may then use
+// every register it needs; without the 1 it held some kernels to 64-80 and spilled to a stack.
+template <typename T>
+__global__ void __launch_bounds__(config::kThreads, 1) {p.kernel}(const __grid_constant__ globals<T> g) {{
   extern __shared__ unsigned char smem[];
   pkc::run<config, algorithm>(g, smem);
 }}

@@ -33,7 +33,7 @@ struct all_gather_direct {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     ptrs<T> dst{};
-    for (int k = 0; k < c.world; ++k) dst.add(g.out[peer<C>(c.rank, k, c.world)] + c.rank * g.count);
+    dst.fill(c.world, [&](int k) { return g.out[peer<C>(c.rank, k, c.world)] + c.rank * g.count; });
     return copy_range<C>(g, c, dst, g.in[c.rank], g.count, sm);
   }
 #endif
@@ -66,9 +66,9 @@ struct all_gather_ring {
     using T = typename G::value_type;
     const int slot = (c.rank - p + c.world) % c.world;
     const size_t at = slot * g.count;
+    // phase 0 also copies the rank's own shard into its output: destinations {next, own}
     ptrs<T> dst{};
-    if (p == 0) dst.add(g.out[c.rank] + at);
-    dst.add(g.out[c.next()] + at);
+    dst.fill(p == 0 ? 2 : 1, [&](int k) { return g.out[k == 0 ? c.next() : c.rank] + at; });
     const T* src = p == 0 ? g.in[c.rank] : g.out[c.rank] + at;
     return copy_range<C>(g, c, dst, src, g.count, sm);
   }

@@ -53,7 +53,7 @@ struct all_reduce_one_shot {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
     cptrs<T> src{};
-    for (int k = 0; k < c.world; ++k) src.add(g.in[peer<C>(c.rank, k, c.world)] + s.lo);
+    src.fill(c.world, [&](int k) { return g.in[peer<C>(c.rank, k, c.world)] + s.lo; });
     return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
   }
 #endif
@@ -100,26 +100,13 @@ struct all_reduce_two_shot {
     const size_t at = ch.lo + s.lo;
     cptrs<T> src{};
     ptrs<T> dst{};
-    if constexpr (C::kMech == mech::reg && sizeof(T) == 2) {
-      // bf16 by registers: the pointer sets filled at compile-time indices keep every
-      // register in use and all 8 sources load at once with no stack (ptxas -v, sm_90a,
-      // CUDA 13.0: 0 B; with add() in a run-time loop, 16 B with 4 a round, 88 B with 8);
-      // 4 a round had cost 1.5 us a call at 8 ranks (block_moves_cross, run 22)
-      PKC_EACH(k, c.world) {
-        const int q = peer<C>(c.rank, k, c.world);
-        src.p[k] = g.in[q] + at;
-        dst.p[k] = g.out[q] + at;
-      }
-      src.n = dst.n = c.world;
-      return reduce_to<C, PKC_MAX_RANKS>(g, c, dst, src, s.size(), sm);
-    } else {
-      for (int k = 0; k < c.world; ++k) {
-        const int q = peer<C>(c.rank, k, c.world);
-        src.add(g.in[q] + at);
-        dst.add(g.out[q] + at);
-      }
-      return reduce_to<C, 4>(g, c, dst, src, s.size(), sm);   // sources 4 at a time (reg_reduce)
-    }
+    src.fill(c.world, [&](int k) { return g.in[peer<C>(c.rank, k, c.world)] + at; });
+    dst.fill(c.world, [&](int k) { return g.out[peer<C>(c.rank, k, c.world)] + at; });
+    // bf16 by registers loads all 8 sources at once (no stack: ptxas -v, sm_90a, CUDA 13.0;
+    // 4 a round had cost 1.5 us a call at 8 ranks, block_moves_cross run 22); fp32 4 a round
+    // (8 at once needs twice the registers and spills)
+    constexpr int kLoads = C::kMech == mech::reg && sizeof(T) == 2 ? PKC_MAX_RANKS : 4;
+    return reduce_to<C, kLoads>(g, c, dst, src, s.size(), sm);
   }
 #endif
 

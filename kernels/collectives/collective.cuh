@@ -113,10 +113,14 @@ PK_HD span block_piece(size_t n, const ctx& c) {
   return block_piece(n, c.bpr, c.block, sizeof(T));
 }
 
-// The k-th peer a rank visits: staggered (rank, rank+1, ...) or sequential (0, 1, ...).
+// The k-th peer a rank visits (0 <= rank, k < world): staggered (rank, rank+1, ...) or
+// sequential (0, 1, ...). A subtraction, not `%`: a modulo by a run-time world is a few
+// dozen instructions a peer in every thread.
 template <class C>
 PK_HD int peer(int rank, int k, int world) {
-  return C::kStaggered ? (rank + k) % world : k;
+  if (!C::kStaggered) return k;
+  const int q = rank + k;
+  return q >= world ? q - world : q;
 }
 
 // Up to PKC_MAX_RANKS destinations / sources. Every access uses a compile-time index (add()
@@ -134,6 +138,17 @@ struct ptr_set {
     for (int k = 0; k < PKC_MAX_RANKS; ++k)
       if (k == n) p[k] = x;
     ++n;
+  }
+  // p[k] = f(k) for k < count, each slot written at its own compile-time index: no chain of
+  // selects on a run-time n as count add()s leave in the code.
+  template <class F>
+  PK_HD void fill(int count, F f) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int k = 0; k < PKC_MAX_RANKS; ++k)
+      if (k < count) p[k] = f(k);
+    n = count;
   }
 };
 template <typename T>
@@ -573,7 +588,7 @@ PK_DEV bool copy_range(const G& g, const ctx& c, const ptrs<T>& dst, const T* sr
   }
   const span s = block_piece<T>(n, c);
   ptrs<T> part{};
-  PKC_EACH(d, dst.n) part.add(dst.p[d] + s.lo);
+  part.fill(dst.n, [&](int d) { return dst.p[d] + s.lo; });
   return copy_to<C>(g, c, part, src + s.lo, s.size(), sm);
 }
 

@@ -46,8 +46,7 @@ struct reduce_scatter_direct {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
     cptrs<T> src{};
-    for (int k = 0; k < c.world; ++k)
-      src.add(g.in[peer<C>(c.rank, k, c.world)] + c.rank * g.count + s.lo);
+    src.fill(c.world, [&](int k) { return g.in[peer<C>(c.rank, k, c.world)] + c.rank * g.count + s.lo; });
     return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
   }
 #endif

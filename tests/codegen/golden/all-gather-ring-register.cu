@@ -37,8 +37,10 @@ struct globals {
 };
 
 // ---- kernel ---------------------------------------------------------------------------------
+// One block an SM at most (the schedule's blocks never outnumber the SMs): ptxas may then use
+// every register it needs; without the 1 it held some kernels to 64-80 and spilled to a stack.
 template <typename T>
-__global__ void __launch_bounds__(config::kThreads) all_gather_ring_reg(const __grid_constant__ globals<T> g) {
+__global__ void __launch_bounds__(config::kThreads, 1) all_gather_ring_reg(const __grid_constant__ globals<T> g) {
   extern __shared__ unsigned char smem[];
   pkc::run<config, algorithm>(g, smem);
 }

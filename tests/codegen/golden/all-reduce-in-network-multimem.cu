@@ -42,8 +42,10 @@ struct globals {
 
 // ---- kernel ---------------------------------------------------------------------------------
 // Compile-only: the entry point refuses to launch without multicast addresses (pkc_args::in_mc, out_mc).
+// One block an SM at most (the schedule's blocks never outnumber the SMs): ptxas may then use
+// every register it needs; without the 1 it held some kernels to 64-80 and spilled to a stack.
 template <typename T>
-__global__ void __launch_bounds__(config::kThreads) all_reduce_in_network_multimem(const __grid_constant__ globals<T> g) {
+__global__ void __launch_bounds__(config::kThreads, 1) all_reduce_in_network_multimem(const __grid_constant__ globals<T> g) {
   extern __shared__ unsigned char smem[];
   pkc::run<config, algorithm>(g, smem);
 }
