@@ -4,12 +4,14 @@ The cache key is the SHA-256 of the source text, the frozen ``BuildOptions``, th
 version line and the text of every header under ``kernels/include/pk`` and
 ``kernels/collectives`` (a header edit must not reuse a stale binary). Binaries live in
 ``$PKSIM_CACHE`` (default ``~/.cache/pksim/kernels``) as ``<key>/lib<stem>.so`` with a
-``build.json`` beside them (command, seconds, nvcc version). A failed nvcc raises
-CompileError carrying the exact command and stderr.
+``build.json`` beside them (command, seconds, nvcc version, and per kernel the registers,
+stack and spills ptxas reported: ``-Xptxas -v`` is part of every build, see
+``ptxas_report``). A failed nvcc raises CompileError carrying the exact command and stderr.
 """
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import os
 import shlex
@@ -91,9 +93,38 @@ def nvcc_command(source: Path, output: Path, options: BuildOptions, nvcc: str = 
     for d in INCLUDE_DIRS:
         cmd += ["-I", str(d)]
     cmd += [f"-D{k}={v}" for k, v in options.defines]
-    cmd += ["-Xcompiler", "-fPIC,-Wall,-Wextra", "-shared", *options.extra, "-o", str(output),
-            str(source)]
+    cmd += ["-Xptxas", "-v", "-Xcompiler", "-fPIC,-Wall,-Wextra", "-shared", *options.extra,
+            "-o", str(output), str(source)]
     return cmd
+
+
+_PTXAS_FUNCTION = re.compile(r"Function properties for (\S+)")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers")
+
+
+def ptxas_report(log: str) -> dict[str, dict[str, int]]:
+    """Per function ptxas -v reported: {mangled name: {"registers", "stack", "spill_stores",
+    "spill_loads"}} (functions without a "Used N registers" line, such as device functions
+    that were not inlined, have no "registers"). A stack is worth knowing: a grid whose
+    threads have one starts slower (docs/design.md, "Known limits")."""
+    out: dict[str, dict[str, int]] = {}
+    current = None
+    for line in log.splitlines():
+        m = _PTXAS_FUNCTION.search(line)
+        if m:
+            current = out.setdefault(m.group(1), {})
+            continue
+        m = _PTXAS_FRAME.search(line)
+        if m and current is not None:
+            current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)),
+                           spill_loads=int(m.group(3)))
+            continue
+        m = _PTXAS_USED.search(line)
+        if m and current is not None:
+            current["registers"] = int(m.group(1))
+            current = None
+    return out
 
 
 def cache_dir() -> Path:
@@ -104,7 +135,7 @@ def cache_dir() -> Path:
 def cache_key(source_text: str, options: BuildOptions, nvcc: str) -> str:
     blob = json.dumps({"source": hashlib.sha256(source_text.encode()).hexdigest(),
                        "options": options.to_dict(), "nvcc": nvcc_version(nvcc),
-                       "headers": headers_digest()}, sort_keys=True)
+                       "headers": headers_digest(), "report": "ptxas -v"}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -136,8 +167,13 @@ def compile_source(source: Path, options: BuildOptions, cache: Path | None = Non
         os.replace(tmp_lib, lib)
         (where / "build.json").write_text(json.dumps(
             {"command": cmd, "seconds": round(time.time() - t0, 2), "nvcc": nvcc_version(nvcc),
-             "source": str(source), "log": (proc.stdout + proc.stderr)[-4000:]}, indent=2))
+             "source": str(source), "kernels": ptxas_report(proc.stdout + proc.stderr),
+             "log": _without_ptxas_info(proc.stdout + proc.stderr)[-4000:]}, indent=2))
     return lib
+
+
+def _without_ptxas_info(log: str) -> str:
+    return "\n".join(l for l in log.splitlines() if not l.startswith("ptxas info"))
 
 
 def compile_many(jobs: list[tuple[Path, BuildOptions]], workers: int | None = None,
