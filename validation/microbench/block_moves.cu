@@ -35,8 +35,9 @@
 // is compared element by element with a reference computed on the device in the same order
 // (fp32 sum of the sources in source order, rounded once to bf16), so a copy must be exact
 // and a reduction bit-identical.
-// Behind a write ("timing": "behind_write"): payloads of 4 KiB, 64 KiB and 256 KiB of every
-// shape on 4, 16, 33, 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
+// Behind a write ("timing": "behind_write"): payloads of 4 KiB, 64 KiB, 256 KiB, 1 MiB and
+// 4 MiB (the last two since run 27: the suite's TMA and register sums part at 1-16 MiB) of
+// every shape on 4, 16, 33, 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
 // `pksim validate` times a collective; the other points are back-to-back launches); at 4 KiB
 // also behind a kernel's write instead of cudaMemsetAsync ("flush": "kernel") and launched
 // cooperatively ("launch": "cooperative"), as the validated collectives are.
@@ -281,8 +282,8 @@ int main(int argc, char** argv) {
                                   move_config<pkc::mech::tma>::kSmemBytes)};
     for (int variant = 0; variant < 4; ++variant) {
       const bool kernel_flush = variant & 1, coop = variant & 2;
-      for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, small}) {
-        if (variant && alone != 4 * KiB) continue;
+      for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, small, (size_t)1 * MiB, (size_t)4 * MiB}) {
+        if ((variant && alone != 4 * KiB) || alone > big) continue;
         const size_t n = alone / sizeof(bf16);
         for (int mi = 0; mi < 2; ++mi) {
           const bool tma = mi == 0;
