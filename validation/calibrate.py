@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import gzip
 import json
 import math
 import statistics
@@ -139,9 +140,13 @@ def load_results(path: str | Path) -> Results:
     ValidationError naming the file, the record and the key."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise ValidationError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        # gzip-compressed files (.gz) as the device runs commit them
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        doc = json.loads(text)
+    except (OSError, EOFError) as exc:
+        if isinstance(exc, gzip.BadGzipFile):
+            raise ValidationError(f"{path}: not a gzip file ({exc})") from None
+        raise ValidationError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: "
                               f"{exc.msg})") from None

@@ -2,6 +2,8 @@
 file, and the ``pksim calibrate`` command. No GPU needed; a few seconds."""
 from __future__ import annotations
 
+import gzip
+
 import json
 import shutil
 from pathlib import Path
@@ -224,6 +226,17 @@ def test_bad_results_give_a_one_line_error(tmp_path, content, message):
     assert len(lines) == 1 and lines[0].startswith(f"pksim: error: {bad}: "), res.output
     assert message in lines[0]
     assert not (tmp_path / "out.toml").exists()
+
+
+def test_gzipped_results_read_as_the_plain_file(tmp_path):
+    packed = tmp_path / "results.json.gz"
+    packed.write_bytes(gzip.compress(RESULTS.read_bytes()))
+    assert cal.load_results(packed).records == cal.load_results(RESULTS).records
+    bad = tmp_path / "bad.json.gz"
+    bad.write_text("not gzip")
+    res = CliRunner().invoke(cli, ["calibrate", "--from-json", str(bad), "-o", str(tmp_path / "out.toml")])
+    assert res.exit_code == 2
+    assert res.output.strip().startswith(f"pksim: error: {bad}: not a gzip file"), res.output
 
 
 def test_without_a_gpu_it_fails_with_one_line(tmp_path, monkeypatch):
