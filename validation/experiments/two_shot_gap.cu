@@ -26,6 +26,13 @@
 // start, after its barriers are initialised and after its phase, and the program prints the
 // median block's (phase, start skew, whole span) per case.
 //
+// Result (run 25, H200, 2026-12-03; validation/data/h200-two-shot-gap-2026-12-03-run25-*.jsonl,
+// docs/VALIDATION.md): before the change the staggered order's `%` cost 0.3 us of the phase,
+// add()'s selects 0.35 us and the generated kernel around the phase 0.2-0.3 us (ptxas held it
+// below the registers it needed); with the generated kernels declared one block an SM, the
+// subtraction in pkc::peer and compile-time fills, the generated kernel runs as fast as
+// move_ct (6.21 us at 4 KiB, 6.50-6.56 us at 64 KiB, fastest calls).
+//
 // Check: every rank's output against a host reference (fp32 sum of the 8 inputs, in any order,
 // within 1 bf16 ulp of the rounded sum).
 //
