@@ -172,8 +172,14 @@ def compile_source(source: Path, options: BuildOptions, cache: Path | None = Non
     return lib
 
 
+_PTXAS_V_LINE = re.compile(r"^ptxas info\s*: (Compiling entry function|Function properties|Used \d+ registers"
+                           r"|Compile time)|^\s+\d+ bytes stack frame")
+
+
 def _without_ptxas_info(log: str) -> str:
-    return "\n".join(l for l in log.splitlines() if not l.startswith("ptxas info"))
+    """The log less ptxas -v's per-function lines (kept in "kernels"); its other notes, such
+    as a wgmma serialisation's "Potential Performance Loss", stay."""
+    return "\n".join(l for l in log.splitlines() if not _PTXAS_V_LINE.search(l))
 
 
 def compile_many(jobs: list[tuple[Path, BuildOptions]], workers: int | None = None,
