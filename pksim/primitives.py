@@ -64,6 +64,9 @@ MEASURED_ONLY = {
 
 # Benchmarks the model predicts only some records of (the rest are measured only), and why.
 PARTLY_MEASURED_ONLY = {
+    "block_moves": "measured only where \"flush\" is \"read\": behind a read instead of a "
+                   "write (an L2 of clean lines), to see what the write's dirty lines cost; "
+                   "the collectives are validated behind a write",
     "signal_chain": "measured only where \"sync\" is \"barrier\": the generated kernels "
                     "in virtual ranks never meet in a grid barrier (ranks in separate "
                     "processes do, at entry and exit), so the model has no barrier term",
@@ -283,6 +286,8 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
     if bench == "tma_reduce":
         return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
     if bench in ("block_moves", "block_moves_own"):
+        if p.get("flush") == "read":
+            return None  # PARTLY_MEASURED_ONLY
         # "behind_write" records (one launch alone behind a write, as validation times a
         # collective) are the same body from HBM: the launch's start is what back-to-back
         # launches hide

@@ -56,9 +56,11 @@ struct all_gather_ring {
   PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
   PK_HD static int phases(int world) { return world - 1; }
   PK_HD static int ce_phases(int world) { return world - 1; }
-  PK_HD static bool sends(int, int) { return true; }
+  // Every phase but the last tells the next rank its data has landed; the last one's would
+  // wait for nobody (it cost the w2 ring, one phase, a release and a system-scope flag).
+  PK_HD static bool sends(int p, int world) { return p != world - 2; }
   PK_HD static unsigned signals_before(int p, int) { return static_cast<unsigned>(p); }
-  PK_HD static unsigned signals_per_launch(int world) { return static_cast<unsigned>(world - 1); }
+  PK_HD static unsigned signals_per_launch(int world) { return static_cast<unsigned>(world - 2); }
 
 #ifdef __CUDACC__
   template <class C, class G>

@@ -148,11 +148,13 @@ struct all_reduce_ring {
   }
   PK_HD static int phases(int world) { return 2 * world - 1; }
   PK_HD static int ce_phases(int world) { return 2 * world - 1; }
-  PK_HD static bool sends(int p, int world) { return p != world - 1; }
+  // Phase world - 1 leaves the reduced chunk in the rank's own output (its all-gather starts
+  // from there) and the last phase's signal would wait for nobody: neither sends.
+  PK_HD static bool sends(int p, int world) { return p != world - 1 && p != 2 * world - 2; }
   PK_HD static unsigned signals_before(int p, int world) {
     return static_cast<unsigned>(p <= world - 1 ? p : p - 1);
   }
-  PK_HD static unsigned signals_per_launch(int world) { return static_cast<unsigned>(2 * world - 2); }
+  PK_HD static unsigned signals_per_launch(int world) { return static_cast<unsigned>(2 * world - 3); }
   // The chunk rank r handles in phase p.
   PK_HD static int chunk(int r, int p, int world) {
     if (p < world) return reduce_scatter_ring::shard(r, p, world);

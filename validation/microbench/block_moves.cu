@@ -262,10 +262,9 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&flush, flush_bytes));
   // `go` once to warm up, then 30 times (10 with --quick) alone behind the 256 MiB write (a
   // kernel's with `kernel_flush`, else cudaMemsetAsync), events around each launch.
-  auto time_alone = [&](auto go, bool kernel_flush) {
+  auto time_alone = [&](auto go, flush_kind kind) {
     go();
-    const std::vector<double> v =
-        times_behind_write(st, go, flush, flush_bytes, quick ? 10 : 30, kernel_flush);
+    const std::vector<double> v = times_behind(st, go, flush, flush_bytes, quick ? 10 : 30, kind);
     Timing t;
     t.med = quantile(v, 0.5);
     t.p10 = quantile(v, 0.1);
@@ -296,8 +295,8 @@ int main(int argc, char** argv) {
             const int reduce = sh.kind[0] == 'r';
             for (int blocks : {4, 16, 33, 66, 132, 264}) {
               if (coop && blocks > fit[mi]) continue;
-              const Timing t = time_alone(
-                  [&] { run(tma, d, s, n, reduce, blocks, 1, 0, coop); }, kernel_flush);
+              const Timing t = time_alone([&] { run(tma, d, s, n, reduce, blocks, 1, 0, coop); },
+                                          kernel_flush ? flush_kind::kernel : flush_kind::memset);
               JsonObj params = shape_params(tma, sh, blocks);
               params.str("timing", "behind_write").str("flush", kernel_flush ? "kernel" : "memset");
               params.str("launch", coop ? "cooperative" : "plain");
@@ -308,6 +307,33 @@ int main(int argc, char** argv) {
                          (double)alone, t, check);
             }
           }
+        }
+      }
+    }
+  }
+  // Behind a read ("flush": "read", measured only): 1 and 4 MiB of a copy and the sums into
+  // one destination on 33 and 132 blocks, each launch alone behind a kernel reading the
+  // 256 MiB: inputs as cold as behind the memset, but an L2 of clean lines. Against the
+  // memset points, what writing back the flush's dirty lines costs a cold move (runs 25-27:
+  // the model, which has no such term, is 7-21 % fast at these sizes behind the memset).
+  for (size_t alone : {(size_t)1 * MiB, (size_t)4 * MiB}) {
+    if (alone > big) continue;
+    const size_t n = alone / sizeof(bf16);
+    for (int mi = 0; mi < 2; ++mi) {
+      const bool tma = mi == 0;
+      for (const Shape& sh : shapes) {
+        if (sh.dests != 1) continue;
+        const auto buf = buffers(sh);
+        const int reduce = sh.kind[0] == 'r';
+        for (int blocks : {33, 132}) {
+          const Timing t = time_alone([&] { run(tma, buf.first, buf.second, n, reduce, blocks); },
+                                      flush_kind::read);
+          JsonObj params = shape_params(tma, sh, blocks);
+          params.str("timing", "behind_write").str("flush", "read").str("launch", "plain");
+          add_config(params, tma);
+          const std::string check = verify(sh.dests, [&](int) { return buf.second; }, n);
+          emit_point("block_moves", params, (double)alone, (double)alone * (sh.sources + sh.dests),
+                     (double)alone, t, check);
         }
       }
     }
@@ -399,7 +425,7 @@ int main(int argc, char** argv) {
                   continue;
                 const size_t n = part / sizeof(bf16);
                 auto go = [&] { run(tma, d, s, n, 1, per * groups, groups, own); };
-                const Timing t = alone ? time_alone(go, kernel_flush == 1)
+                const Timing t = alone ? time_alone(go, kernel_flush == 1 ? flush_kind::kernel : flush_kind::memset)
                                        : time_op(st, [&](long long) { go(); }, cfg);
                 // what the last launch wrote: every destination's G parts, the sum of all sources
                 const std::string check = verify(groups, [&](int) { return s; }, n * groups);

@@ -139,6 +139,18 @@ __global__ void flush_kernel(uint4* p, size_t n, unsigned v) {
     p[i] = make_uint4(v, v, v, v);
 }
 
+// The cold-L2 read before a launch timed alone: every line of `p` read, the L2 left full of
+// clean lines (a write leaves it full of dirty ones, which a following kernel's misses must
+// write back). The sum goes to `sink` only if it is the impossible value `never`.
+__global__ void read_flush_kernel(const uint4* p, size_t n, unsigned never, unsigned* sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == never) *sink = acc;
+}
+
 // Seconds between the events `a` and `b` recorded on `st` around fn() (waits for `b`).
 template <class F>
 double event_seconds(cudaStream_t st, cudaEvent_t a, cudaEvent_t b, F fn) {
@@ -151,19 +163,25 @@ double event_seconds(cudaStream_t st, cudaEvent_t a, cudaEvent_t b, F fn) {
   return ms * 1e-3;
 }
 
-// Seconds of `reps` calls of go(), each alone behind a write of `flush_bytes` at `flush`
-// (cudaMemsetAsync, or flush_kernel with `kernel_flush`) that flushes the L2, CUDA events
-// around the call alone: as `pksim validate` times a collective.
+// Seconds of `reps` calls of go(), each alone behind a pass over `flush_bytes` at `flush`
+// that flushes the L2, CUDA events around the call alone: as `pksim validate` times a
+// collective. The pass: cudaMemsetAsync (memset), flush_kernel (kernel: a write, as torch's
+// zero_) or read_flush_kernel (read: the inputs as cold, the L2 left clean).
+enum class flush_kind { memset, kernel, read };
+
 template <class Go>
-std::vector<double> times_behind_write(cudaStream_t st, Go go, void* flush, size_t flush_bytes,
-                                       int reps, bool kernel_flush = false) {
+std::vector<double> times_behind(cudaStream_t st, Go go, void* flush, size_t flush_bytes, int reps,
+                                 flush_kind kind) {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   std::vector<double> v;
   for (int r = 0; r < reps; ++r) {
-    if (kernel_flush)
+    if (kind == flush_kind::kernel)
       flush_kernel<<<sm_count() * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
+    else if (kind == flush_kind::read)  // the sink is the buffer's first word: never written
+      read_flush_kernel<<<sm_count() * 4, 512, 0, st>>>(static_cast<const uint4*>(flush), flush_bytes / 16,
+                                                        0xdeadbeefu, static_cast<unsigned*>(flush));
     else
       CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
     v.push_back(event_seconds(st, e0, e1, go));
@@ -172,6 +190,14 @@ std::vector<double> times_behind_write(cudaStream_t st, Go go, void* flush, size
   CHECK(cudaEventDestroy(e1));
   return v;
 }
+
+// times_behind with a write: cudaMemsetAsync, or flush_kernel with `kernel_flush`.
+template <class Go>
+std::vector<double> times_behind_write(cudaStream_t st, Go go, void* flush, size_t flush_bytes,
+                                       int reps, bool kernel_flush = false) {
+  return times_behind(st, go, flush, flush_bytes, reps, kernel_flush ? flush_kind::kernel : flush_kind::memset);
+}
+
 
 // op(i) enqueues op number i on stream st (i grows across the whole call, so
 // rotating-buffer ops keep rotating).  Returns per-op statistics in seconds.
