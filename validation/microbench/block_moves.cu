@@ -29,6 +29,9 @@
 // destinations, as the G virtual ranks of a two-shot all-reduce do ("bytes" = one part; G
 // parts of 4 KiB and 64 KiB each launch timed alone behind a 256 MiB write, 64 MiB back to
 // back).
+// Crossed reads into one destination ("block_moves_cross" with "dests" = 1, since run 29): G
+// groups, group g summing part g of all G sources into its own destination (a direct
+// reduce-scatter's ranks), parts of 4 KiB - 4 MiB alone behind a 256 MiB write.
 // Keys: "bytes" = payload (bytes written to one destination), "traffic_bytes" = (S + D) x
 // payload, "gbps" = payload GB/s.
 // Check (before timing each shape, at 132 blocks): random bf16 sources; every destination
@@ -69,7 +72,10 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   const int first = split ? grp * (src.n / groups) : 0;
   // `own` == 2 (crossed, as a two-shot all-reduce's ranks): group g sums part g (n elements at
   // g x n) of every source into part g of every destination.
-  const bool crossed = (own == 2 || own == 3) && groups > 1;
+  // own == 4: crossed reads into the group's own destination, from its start (a direct
+  // reduce-scatter's ranks: rank g sums part g of every input into its output).
+  const bool crossed = (own == 2 || own == 3 || own == 4) && groups > 1;
+  const bool one_dest = own == 4 && groups > 1;
   const size_t at = crossed ? static_cast<size_t>(grp) * n : 0;
   const pkc::span s = pkc::block_piece(n, per, b, sizeof(bf16));  // as the collectives cut
   // Every pointer array is filled at compile-time indices, so it stays in registers: a
@@ -80,12 +86,12 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   pkc::cptrs<bf16> q{};
 #pragma unroll
   for (int k = 0; k < PKC_MAX_RANKS; ++k) {
-    mine.p[k] = groups > 1 && !crossed ? dst.p[grp] : dst.p[k];
-    d.p[k] = mine.p[k] + at + s.lo;
+    mine.p[k] = groups > 1 && (!crossed || one_dest) ? dst.p[grp] : dst.p[k];
+    d.p[k] = mine.p[k] + (one_dest ? 0 : at) + s.lo;
     const int j = first + k < PKC_MAX_RANKS ? first + k : PKC_MAX_RANKS - 1;
     q.p[k] = src.p[j] + at + s.lo;
   }
-  mine.n = d.n = groups > 1 && !crossed ? 1 : dst.n;
+  mine.n = d.n = groups > 1 && (!crossed || one_dest) ? 1 : dst.n;
   q.n = split ? src.n / groups : src.n;
   if constexpr (C::kMech == pkc::mech::tma) {
     pkc::block_smem sm = stages<C>(smem_raw, bars);
@@ -395,6 +401,42 @@ int main(int argc, char** argv) {
         add_config(params, tma);
         emit_point("block_moves_own", params, (double)big, (double)big * groups * (sources + 1),
                    (double)big * groups, t, check);
+      }
+    }
+  }
+  // Crossed reads into one destination (own == 4; "dests" = 1): G groups, group g summing part
+  // g of all G sources into its own destination, as a direct reduce-scatter's ranks do; parts
+  // of 4 KiB - 4 MiB alone behind the memset (since run 29: the suite's direct reduce-scatter
+  // by TMA at 16 MiB w4 ran 21 % over the model, by registers 11 %).
+  for (int mi = 0; mi < 2; ++mi) {
+    const bool tma = mi == 0;
+    for (int groups : {2, 4, 8}) {
+      pkc::ptrs<bf16> d{};
+      pkc::cptrs<bf16> s{};
+      for (int k = 0; k < groups; ++k) {
+        d.add(dsts[k]);
+        s.add(srcs[k]);
+      }
+      for (int total : {132, 64}) {
+        const int per = total / groups;
+        for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)1 * MiB, (size_t)4 * MiB}) {
+          if (part * groups > big || (quick && total != 64)) continue;
+          const size_t n = part / sizeof(bf16);
+          const Timing t = time_alone([&] { run(tma, d, s, n, 1, per * groups, groups, 4); }, flush_kind::memset);
+          // destination g holds part g of the sum of all sources
+          const std::string check = verify(groups, [&](int g) {
+            pkc::cptrs<bf16> shifted{};
+            for (int q = 0; q < groups; ++q) shifted.add(srcs[q] + g * n);
+            return shifted;
+          }, n);
+          JsonObj params;
+          params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
+          params.integer("sources", groups).integer("dests", 1).integer("groups", groups).integer("blocks", per);
+          params.str("timing", "behind_write").str("flush", "memset");
+          add_config(params, tma);
+          emit_point("block_moves_cross", params, (double)part, (double)part * groups * (groups + 1),
+                     (double)part * groups, t, check);
+        }
       }
     }
   }
