@@ -77,7 +77,7 @@ STAGES = (
         Param("gpu.transfer.tma_reduce_per_sm_GBps", 1, 1e3),
         Param("gpu.transfer.tma_reduce_issue_ns", 0.1, 1e4),
         Param("gpu.hbm.reduce_efficiency", 0.05, 1.0))),
-    Stage("collective moves", ("block_moves", "block_moves_own"), (
+    Stage("collective moves", ("block_moves", "block_moves_own", "block_moves_cross"), (
         Param("gpu.transfer.tma_move_base_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.tma_move_dest_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.tma_move_reduce_ns_per_KiB", 0.01, 1e4),
@@ -96,8 +96,8 @@ STAGES = (
         Param("gpu.transfer.ldst_fanout_write", 0.001, 5.0),
         Param("gpu.transfer.ldst_fanout_reach_MiB", 1, 1e5),
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
-        Param("gpu.transfer.ldst_shared_read", 0.01, 1.0)), starts=3),
-    Stage("load rounds", ("block_moves_cross",), (Param("gpu.transfer.load_round_ns", 1, 1e5),)),
+        Param("gpu.transfer.ldst_shared_read", 0.01, 1.0),
+        Param("gpu.transfer.load_round_ns", 1, 1e5)), starts=3),
     Stage("handoffs", ("signal_chain",), (Param("gpu.sync.release_ns", 1, 1e5),)),
     Stage("fused pull", ("fused_pull",), (
         Param("gpu.transfer.pull_move_base_ns_per_KiB", 0.01, 1e4),
