@@ -20,6 +20,8 @@
 //   move_rt      the crossed sum written here: pointer sets filled by add() at run-time slots,
 //                peers in order, chunk_of / block_piece as the two-shot cuts
 //   move_ct      move_rt with the pointer sets filled at compile-time slots (as block_moves)
+//   reg_gen, reg_gen_seq, reg_move_ct   gen, gen_seq and move_ct by registers (512 threads,
+//                8 sources at once), since run 30
 // Layouts (`layout`): "packed" (every rank's input and output a cudaMalloc of its own size, as
 // harness_gap and the suite's torch buffers) and "spread" (64 MiB apart, as block_moves).
 // With --stamps each block of the gen and move_ct kernels also records %globaltimer at its
@@ -51,6 +53,17 @@ using G = globals<bf16>;
 struct config_seq : config {
   static constexpr bool kStaggered = false;
 };
+// The register mechanism's launch constants (512 threads, no stages), for the reg_* kernels:
+// the two-shot by registers at w8 64 KiB ran 0.7 us over the model in run 28.
+struct config_reg : config {
+  static constexpr pkc::mech kMech = pkc::mech::reg;
+  static constexpr int kThreads = 512;
+  static constexpr int kStages = 1;
+  static constexpr size_t kSmemBytes = 0;
+};
+struct config_reg_seq : config_reg {
+  static constexpr bool kStaggered = false;
+};
 
 enum class body { gen, move_rt, move_ct };
 
@@ -75,7 +88,7 @@ __device__ bool move_body(const G& g, const pkc::ctx& c, pkc::block_smem& sm) {
       dst.add(g.out[k] + at);
     }
   }
-  return pkc::tma_reduce<C>(dst, src, s.size(), sm, g.flags.spin, c.rank);
+  return pkc::reduce_to<C, PKC_MAX_RANKS>(g, c, dst, src, s.size(), sm);  // TMA or registers, 8 at once
 }
 
 __device__ unsigned long long global_ns() {
@@ -155,15 +168,21 @@ int main(int argc, char** argv) {
   struct Variant {
     const char* name;
     KernelFn fn;
+    int threads;
+    size_t smem;
   };
   const Variant variants[] = {
-      {"gen", phase_kernel<config, body::gen>},
-      {"gen_seq", phase_kernel<config_seq, body::gen>},
-      {"move_rt", phase_kernel<config_seq, body::move_rt>},
-      {"move_ct", phase_kernel<config_seq, body::move_ct>},
+      {"gen", phase_kernel<config, body::gen>, config::kThreads, config::kSmemBytes},
+      {"gen_seq", phase_kernel<config_seq, body::gen>, config::kThreads, config::kSmemBytes},
+      {"move_rt", phase_kernel<config_seq, body::move_rt>, config::kThreads, config::kSmemBytes},
+      {"move_ct", phase_kernel<config_seq, body::move_ct>, config::kThreads, config::kSmemBytes},
+      {"reg_gen", phase_kernel<config_reg, body::gen>, config_reg::kThreads, 0},
+      {"reg_gen_seq", phase_kernel<config_reg_seq, body::gen>, config_reg::kThreads, 0},
+      {"reg_move_ct", phase_kernel<config_reg_seq, body::move_ct>, config_reg::kThreads, 0},
   };
   for (const Variant& v : variants)
-    CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)config::kSmemBytes));
+    if (v.smem > 48 * 1024)
+      CHECK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v.smem));
   CHECK(cudaFuncSetAttribute(all_reduce_two_shot_tma<bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)config::kSmemBytes));
   int failures = 0;
@@ -246,7 +265,7 @@ int main(int argc, char** argv) {
         });
         for (const Variant& v : variants)
           run_case(v.name, [&](unsigned long long* s) {
-            v.fn<<<grid, config::kThreads, config::kSmemBytes, st>>>(g, s);
+            v.fn<<<grid, v.threads, v.smem, st>>>(g, s);
             CHECK_LAUNCH();
           });
         CHECK(cudaStreamSynchronize(st));
