@@ -190,16 +190,19 @@ def test_the_virtual_calibrated_system_has_the_calibrated_figures(shipped):
     assert virtual.calibrated == shipped.calibrated      # a child of a calibrated file
 
 
-def test_from_json_writes_a_file_that_loads(tmp_path, fitted):
+def test_from_json_writes_a_file_that_loads(tmp_path):
+    # the CLI on the first H200 run alone (a fit of seconds; the whole inputs' fit is the
+    # module's `fitted`, compared with the shipped file above) writes exactly the fit's figures
     out = tmp_path / "cal.toml"
-    res = CliRunner().invoke(cli, ["calibrate", *[a for p in INPUTS for a in ("--from-json", str(p))],
-                                   "-o", str(out), "--json"])
+    res = CliRunner().invoke(cli, ["calibrate", "--from-json", str(RESULTS), "-o", str(out), "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["device"] == "NVIDIA H200" and report["inherits"] == "h200-single"
     system = load_system(str(out))
-    assert system.inherits == "h200-single" and system.calibrated["date"] == "2026-12-03"
-    for key, value in fitted.values.items():
+    assert system.inherits == "h200-single" and system.calibrated["date"] == "2026-12-02"
+    direct = cal.fit(load_system("h200-single"), cal.merge_results([cal.load_results(RESULTS)]))
+    assert direct.values
+    for key, value in direct.values.items():
         assert cal.get_figure(system, key) == pytest.approx(value, rel=1e-9)
     assert report["groups"]["sm_copy"]["median_abs_error"] <= 0.05
 
