@@ -29,16 +29,8 @@
 
 static bool run_one(const char* name, pkc_entry_fn entry, pkc_reqs_fn reqs_of, pkc_err_fn read_err, int world,
                     int dtype, unsigned long long count, bool device_sync) {
-  pkc_args a;
-  std::memset(&a, 0, sizeof(a));
-  a.abi_version = PKC_ABI_VERSION;
-  a.world = world;
-  a.rank = -1;
-  a.dtype = dtype;
-  a.count = count;
-  a.blocks_per_rank = 3;
+  pkc_args a = virtual_args(world, dtype, count, 3);
   a.device_sync = device_sync ? 1 : 0;
-  a.phase_end = -1;
   a.timeout_cycles = 1LL << 37;  // the sanitizer slows everything down
   char msg[1024] = "";
   pkc_reqs r;

@@ -75,16 +75,8 @@ int main(int argc, char** argv) {
     }
     for (unsigned long long count : counts)
       for (unsigned long long bpr : bprs) {
-        pkc_args a;
-        std::memset(&a, 0, sizeof(a));
-        a.abi_version = PKC_ABI_VERSION;
-        a.world = world;
-        a.rank = -1;
-        a.dtype = PKC_BF16;
-        a.count = count;
-        a.blocks_per_rank = static_cast<int>(bpr);
+        pkc_args a = virtual_args(world, PKC_BF16, count, static_cast<int>(bpr));
         a.device_sync = 1;
-        a.phase_end = -1;
         char msg[1024] = "";
         pkc_reqs r;
         if (lib.reqs(&a, &r, msg, sizeof(msg)) != 0) {

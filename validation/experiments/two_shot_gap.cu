@@ -44,6 +44,7 @@
 #include <cmath>
 
 #include "../../tests/codegen/golden/all-reduce-two-shot-tma.cu"
+#include "../collective_lib.h"
 #include "../microbench/common.cuh"
 #include "pk/host.cuh"
 
@@ -190,15 +191,7 @@ int main(int argc, char** argv) {
     for (size_t bytes : {4 * KiB, 64 * KiB})
       for (int bpr : {4, 8, 16}) {
         const size_t n = bytes / 2;
-        pkc_args a;
-        std::memset(&a, 0, sizeof(a));
-        a.abi_version = PKC_ABI_VERSION;
-        a.world = world;
-        a.rank = -1;
-        a.dtype = PKC_BF16;
-        a.count = n;
-        a.blocks_per_rank = bpr;
-        a.phase_end = -1;
+        pkc_args a = virtual_args(world, PKC_BF16, n, bpr);
         std::vector<void*> allocs;
         auto alloc = [&](size_t b) {
           void* p = nullptr;

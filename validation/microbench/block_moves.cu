@@ -411,12 +411,9 @@ int main(int argc, char** argv) {
   for (int mi = 0; mi < 2; ++mi) {
     const bool tma = mi == 0;
     for (int groups : {2, 4, 8}) {
-      pkc::ptrs<bf16> d{};
-      pkc::cptrs<bf16> s{};
-      for (int k = 0; k < groups; ++k) {
-        d.add(dsts[k]);
-        s.add(srcs[k]);
-      }
+      const auto buf = buffers(Shape{"reduce", groups, groups});  // G sources, G destinations
+      const auto& d = buf.first;
+      const auto& s = buf.second;
       for (int total : {132, 64}) {
         const int per = total / groups;
         for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)1 * MiB, (size_t)4 * MiB}) {
@@ -447,12 +444,9 @@ int main(int argc, char** argv) {
     for (int mi = 0; mi < 2; ++mi) {
       const bool tma = mi == 0;
       for (int groups : {2, 4, 8}) {
-        pkc::ptrs<bf16> d{};
-        pkc::cptrs<bf16> s{};
-        for (int k = 0; k < groups; ++k) {
-          d.add(dsts[k]);
-          s.add(srcs[k]);
-        }
+        const auto buf = buffers(Shape{"reduce", groups, groups});  // G sources, G destinations
+        const auto& d = buf.first;
+        const auto& s = buf.second;
         for (int total : {132, 64}) {
           const int per = total / groups;
           // the two-shot's own parts at 4 KiB and 64 KiB on 8 ranks (512 B, 8 KiB) too, behind
