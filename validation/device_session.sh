@@ -10,9 +10,7 @@ out="${1:?usage: validation/device_session.sh OUTDIR}"
 budget=${PK_SESSION_S:-585}
 t0=$(date +%s)
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD CUDA_MODULE_LOADING=EAGER NCCL_NVLS_ENABLE=0
+source validation/device_env.sh
 python3 -c "from pksim.cli.main import main; main()" validate --prepare --matrix --force \
   -o build/vb > "$out/prepare.log" 2>&1
 echo "prepare exit $? in $(( $(date +%s) - t0 )) s" | tee "$out/prep-time.txt"

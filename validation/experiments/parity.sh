@@ -4,9 +4,8 @@
 #   bash validation/experiments/parity.sh [--second]   ($OUT/parity.jsonl, $OUT/parity.log; with
 #   --second the variants of its run 2 and no suite)
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD CUDA_MODULE_LOADING=EAGER NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+source validation/device_env.sh
+export PYTHONUNBUFFERED=1
 python3 -c "from pksim.cli.main import main; main()" validate --prepare --force -o build/vp \
   > "$OUT/prepare.log" 2>&1
 echo "prepare exit $?"

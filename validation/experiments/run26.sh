@@ -8,12 +8,8 @@ set -u
 out="${1:?usage: run26.sh OUTDIR}"
 t0=$(date +%s)
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD CUDA_MODULE_LOADING=EAGER NCCL_NVLS_ENABLE=0
+source validation/device_env.sh
 for mib in 4 16; do
-  python3 validation/microbench/run.py --out /tmp/bm$mib --only block_moves --bench-args "--payload-mib $mib" \
-    --timeout-s 170 --budget-s 170 > "$out/bm$mib.log" 2>&1
+  bash validation/experiments/block_moves.sh "$out" "bm$mib" "--payload-mib $mib"
   echo "block_moves --payload-mib $mib exit $? at $(( $(date +%s) - t0 )) s"
-  cp /tmp/bm$mib/microbench.json "$out/bm$mib.json"
 done

@@ -8,10 +8,6 @@ set -u
 out="${1:?usage: run29.sh OUTDIR}"
 t0=$(date +%s)
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD CUDA_MODULE_LOADING=EAGER NCCL_NVLS_ENABLE=0
-python3 validation/microbench/run.py --out /tmp/bm --only block_moves --timeout-s 200 --budget-s 200 \
-  > "$out/bm.log" 2>&1
+source validation/device_env.sh
+bash validation/experiments/block_moves.sh "$out" bm
 echo "block_moves exit $? at $(( $(date +%s) - t0 )) s"
-cp /tmp/bm/microbench.json "$out/bm.json"

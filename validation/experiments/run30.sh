@@ -8,9 +8,7 @@ set -u
 out="${1:?usage: run30.sh OUTDIR}"
 t0=$(date +%s)
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD CUDA_MODULE_LOADING=EAGER NCCL_NVLS_ENABLE=0
+source validation/device_env.sh
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels -I kernels/include \
   -o /tmp/tsg validation/experiments/two_shot_gap.cu || exit 1
 timeout 90 /tmp/tsg --stamps > "$out/two_shot_gap.jsonl"
