@@ -262,6 +262,10 @@ class SyncSpec:
                                 doc="GPU time a copy or kernel adds behind the previous "
                                     "operation of its stream (it starts once that one has "
                                     "finished), besides its own command or launch")
+    event_wait_s: float = fig("event_wait_us", 1e-6, lo_open=False,
+                              doc="GPU time one stream's wait on an event another stream "
+                                  "recorded holds the GPU's command front-end; the waits of "
+                                  "all of one GPU's streams pass it one after another")
     grid_sync_s: float = fig("grid_sync_us", 1e-6)
     flag_latency_s: float = fig("flag_latency_ns", 1e-9, doc="signal seen by another SM")
     flag_latency_sys_s: float = fig("flag_latency_sys_ns", 1e-9,

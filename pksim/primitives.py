@@ -229,20 +229,24 @@ def _signal_chain(gpu: GpuSpec, nbytes: float, mechanism: str, groups: int, bloc
 
 
 def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
-              kernels: bool = False) -> float:
+              kernels: bool = False, order: str | None = None) -> float:
     """``per_stream`` copies (each followed by a one-block kernel with ``kernels``) queued on
     each of ``streams`` streams, GPU time from the first to the last: the first copy waits
     for the engine's setup, each further copy for its copy command (the first on each
     further stream longer: ``stream_start_s`` more) and each kernel for its launch, one after
     another, and every operation behind another on its stream for that
-    one to finish (the chain). Whether the streams wait on each other's events between
-    rounds ("order": "ring", or every other stream's: "all") or not changes nothing in the model."""
+    one to finish (the chain). In rounds (``order``), before every round but the first each
+    stream waits on the event the previous stream recorded ("ring") or on those of every
+    other stream ("all"): each wait holds the GPU for ``event_wait_s``, one after another."""
     ce, sync = gpu.copy_engine, gpu.sync
     copies = streams * per_stream
     t = (ce.setup_s + (copies - 1) * ce.command_s + (streams - 1) * ce.stream_start_s
          + (per_stream - 1) * sync.stream_chain_s + copies * copy_bytes / ce.bandwidth_Bps)
     if kernels:
         t += copies * sync.kernel_launch_s + per_stream * sync.stream_chain_s
+    if order is not None and streams > 1:
+        waits = streams * ((streams - 1) if order == "all" else 1)
+        t += (per_stream - 1) * waits * sync.event_wait_s
     return t
 
 
@@ -318,7 +322,7 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _launch(gpu, p["mode"], p.get("nodes", 100), p.get("shape"))
     if bench == "ce_burst":
         return _ce_burst(gpu, p["streams"], p["copies_per_stream"], p["copy_bytes"],
-                         bool(p.get("kernels")))
+                         bool(p.get("kernels")), p.get("order"))
     if bench == "flag_latency":
         return gpu.sync.flag_latency_sys_s if p.get("scope") == "sys" else gpu.sync.flag_latency_s
     if bench == "gemm":

@@ -69,6 +69,9 @@ class Step:
     key: Hashable
     build: Callable[[], list[Transfer]]
     build_moves: Callable[[], list[Move]] | None = None
+    # copy-engine schedules: the ranks' streams wait on each other's events after this phase
+    # (False: the next phase goes on in the same streams, as a ring's copy after its sum)
+    joins: bool = True
     _cache: list[Transfer] | None = field(default=None, repr=False)
     _moves: list[Move] | None = field(default=None, repr=False)
 

@@ -68,7 +68,7 @@ class Model:
         for i, step in enumerate(steps):
             sync = self.sync_s[step.key]
             if self.program.phases is not None and i == len(steps) - 1:
-                sync -= phase_flag_s(self.system, self.schedule)
+                sync -= phase_flag_s(self.system, self.topo, self.schedule)
             yield step, self.classes[step.key], sync
 
 
@@ -139,8 +139,8 @@ def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[
     """When the host has issued the last call of each phase of a generated copy-engine
     collective (kernels/collectives/entry.cuh, run_copy_engine), from its first call: a
     cudaMemcpyAsync per copy and a launch per reduction kernel; an event recorded on every
-    rank's stream after each phase, and before every phase but the first, waits on them (every
-    other rank's, or the previous rank's in a ring); one record + a wait per rank to fork from
+    rank's stream after each phase that joins the ranks (Step.joins), and before the next phase
+    waits on them (every other rank's, or the previous rank's in a ring); one record + a wait per rank to fork from
     the caller's stream first and a wait per rank to join it last. ``event_api_us`` is a
     record + wait pair: half of it per call. Empty for kernels (one launch)."""
     if schedule.mechanism != "copy-engine" or schedule.impl != "pk" or program.phases is None:
@@ -151,11 +151,12 @@ def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[
     now = (1 + w) * sync.event_api_s / 2            # fork: a record, a wait per rank
     issued = []
     for i, phase in enumerate(program.phases):
-        if i > 0:
+        if i > 0 and program.phases[i - 1].joins:
             now += waits * sync.event_api_s / 2
         for m in phase.moves() or ():
             now += sync.launch_api_s if m.engine == "sm" else sync.copy_api_s
-        now += w * sync.event_api_s / 2             # a record per rank after the phase
+        if phase.joins:
+            now += w * sync.event_api_s / 2         # a record per rank after the phase
         issued.append(now)
     issued[-1] += w * sync.event_api_s / 2          # join: a wait per rank
     return tuple(issued)
@@ -190,7 +191,7 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
             specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff,
                                queued[m.issuer] if m.engine != "sm" else 1)
                      for m in moves]
-            sync[pkey] = phase_sync_s(system, topo, schedule, moves)
+            sync[pkey] = phase_sync_s(system, topo, schedule, moves, step.joins)
         else:
             specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
                      for t in step.transfers()]
@@ -212,13 +213,15 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     return result
 
 
-def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> float:
+def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves,
+                 joins: bool = True) -> float:
     """What a generated kernel's phase pays after its last byte: its writes must complete
     (one L2 latency inside a GPU, as block_moves shows for TMA and registers alike; the path
     latency across GPUs, plus a remote TMA message's round trip for bulk stores) before the
     block's release and a system-scope flag (pk/sync.cuh; hwmodels.sm.handoff_s, measured by
     signal_chain) tell the next phase (the last phase has neither: Model.step_classes).
-    Copy-engine phases wait on events instead: the drain alone."""
+    Copy-engine phases wait on events instead: the drain, and the event waits of the ranks'
+    streams where the phase ``joins`` them (ce_waits_s)."""
     if topo.virtual:
         # writes are complete once the L2 (the GPU's point of coherence) has them
         drain = system.gpu.l2.latency_s
@@ -228,16 +231,31 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves) -> f
         if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
             drain += tma_latency_s(system.gpu, remote=True)
     if schedule.mechanism == "copy-engine":
-        return drain
+        return drain + (ce_waits_s(system, topo, schedule) if joins else 0.0)
     return handoff_s(system.gpu, drain)
 
 
-def phase_flag_s(system: System, schedule: Schedule) -> float:
+def ce_waits_s(system: System, topo: Topology, schedule: Schedule) -> float:
+    """GPU time of the event waits between two phases of a copy-engine collective in virtual
+    ranks (kernels/collectives/entry.cuh, run_copy_engine): every rank's stream waits on the
+    events of every other rank (w (w - 1) waits), or of the previous rank in a ring (w), one
+    after another on the GPU's front-end (sync.event_wait_us, measured by ce_burst's rounds).
+    Ranks on separate GPUs wait on their own GPU each, or on a barrier kernel: none here."""
+    if schedule.mechanism != "copy-engine" or not topo.virtual:
+        return 0.0
+    w = topo.world
+    waits = w if schedule.algorithm == "ring" else w * (w - 1)
+    return waits * system.gpu.sync.event_wait_s
+
+
+def phase_flag_s(system: System, topo: Topology, schedule: Schedule) -> float:
     """The hand-off that tells a generated kernel's next phase, beyond its writes' drain
-    (hwmodels.sm.handoff_s): a release and a system-scope flag; none for copy-engine phases,
-    whose ranks' streams wait on events (what a copy pays behind earlier work is its chain:
-    pksim.flows.move_spec)."""
-    return 0.0 if schedule.mechanism == "copy-engine" else handoff_s(system.gpu, 0.0)
+    (hwmodels.sm.handoff_s): a release and a system-scope flag; for copy-engine phases the
+    ranks' streams' event waits (ce_waits_s; what a copy pays behind earlier work is its
+    chain: pksim.flows.move_spec)."""
+    if schedule.mechanism == "copy-engine":
+        return ce_waits_s(system, topo, schedule)
+    return handoff_s(system.gpu, 0.0)
 
 
 def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:

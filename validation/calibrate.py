@@ -69,7 +69,9 @@ STAGES = (
         Param("gpu.copy_engine.setup_latency_us", 0.01, 50),
         Param("gpu.copy_engine.command_us", 0.01, 50),
         Param("gpu.copy_engine.stream_start_us", 0.01, 50),
-        Param("gpu.sync.stream_chain_us", 0.01, 50)), starts=3),
+        Param("gpu.sync.stream_chain_us", 0.01, 50),
+        Param("gpu.copy_engine.bandwidth_GBps", 100, 1e4),
+        Param("gpu.sync.event_wait_us", 0.001, 50)), starts=3),
     Stage("tma copy", ("tma_copy",), (
         Param("gpu.transfer.tma_local_per_sm_GBps", 1, 1e3),
         Param("gpu.transfer.tma_message_half_bytes", 1, 1e7))),

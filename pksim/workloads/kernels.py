@@ -35,8 +35,8 @@ def load_rounds(sources: int, batch: int) -> int:
     return math.ceil(sources / batch) if sources > 4 else 1
 
 
-def _phase(key, moves: Callable[[], list[Move]]) -> Step:
-    return Step(key, lambda: [], moves)
+def _phase(key, moves: Callable[[], list[Move]], joins: bool = True) -> Step:
+    return Step(key, lambda: [], moves, joins=joins)
 
 
 def _all(w: int) -> tuple[int, ...]:
@@ -91,8 +91,9 @@ def _rs_ring_phases(w, shard, ce, tag, last_to_output=True):
                                                      for r in range(w)])]
     if ce:   # sum into a local staging slot (SM kernel), then a copy to the next rank
         for _ in range(w - 2):
+            # the same ce_phase goes on with the copy: no event waits in between
             out.append(_phase((tag, "ring-ce-sum", w, shard), lambda: [
-                Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
+                Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)], joins=False))
             out.append(_phase((tag, "ring-ce-send", w, shard), lambda: [
                 Move(r, shard, (r,), (nxt[r],), warm=1) for r in range(w)]))
         out.append(_phase((tag, "ring-ce-last", w, shard), lambda: [

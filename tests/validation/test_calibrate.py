@@ -89,7 +89,7 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 53       # 23 + 8 collective-move figures + 2 knees + 2 host calls
+    assert len(fitted.values) == 55       # 23 + 8 collective-move figures + 2 knees + 2 host calls
     #                        + the copy-command time + the stream chain + the grid's start
     #                        + a moving kernel's start + the TMA shared reads' reuse
     #                        + the register fan-out writes (2)
@@ -97,6 +97,7 @@ def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, sh
     #                        + the TMA message time + a further stream's first copy
     #                        + the hand-off's release + the fused pull-reduce's 3 figures
     #                        + a register sum's further round of loads
+    #                        + the copy engines' bandwidth + a stream's wait on an event
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
         prov = shipped.provenance[key]
@@ -113,7 +114,7 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # The real numbers of the 2026-12-02 and 2026-12-03 H200 runs (docs/VALIDATION.md);
     # launch times move by up to 20 % from one run to the next (host calls) and the
     # behind-write ones sit on the events' 0.5 us steps, hence their wider bound
-    expected = {"hbm_copy": 0.038, "sm_copy": 0.039, "tma_copy": 0.021, "tma_reduce": 0.018,
+    expected = {"hbm_copy": 0.036, "sm_copy": 0.039, "tma_copy": 0.021, "tma_reduce": 0.018,
                 "launch_latency": 0.051, "flag_latency": 0.004, "gemm": 0.036,
                 "attention": 0.020}
     for bench in PREDICTED:
@@ -131,13 +132,14 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # points (the 32 behind a read measured only), 6.4 % median, and 36 x 2 with every group
     # of blocks on its own buffers (as virtual ranks), 2.9 %; copies queued on 1-8 streams
     # (ce_burst: forked, or in rounds chained by events from the previous stream or from
-    # every other one, with and without a kernel), 5.7 %
+    # every other one, with and without a kernel, each wait on an event costing
+    # sync.event_wait_us), 5.0 %
     assert summary["block_moves"].points == 1368 and summary["block_moves"].predicted == 1336
     assert summary["block_moves"].median_abs_error == pytest.approx(0.064, abs=0.002)
     assert summary["block_moves_own"].points == 72
     assert summary["block_moves_own"].median_abs_error == pytest.approx(0.029, abs=0.002)
     assert summary["ce_burst"].points == 96
-    assert summary["ce_burst"].median_abs_error == pytest.approx(0.057, abs=0.002)
+    assert summary["ce_burst"].median_abs_error == pytest.approx(0.050, abs=0.002)
     # peer copies around a ring of 2-8 groups with the generated kernels' hand-off between
     # them, 1-8 steps of 512 B - 1 MiB (run 28): the 192 ring points predicted, 5.4 %; the
     # 192 grid-barrier ones measured only. The fused kernels' pull-reduce alone (rs and ar,

@@ -52,11 +52,38 @@ def test_ce_burst_is_setup_then_one_command_per_further_copy_and_a_chain_per_str
         + 64 * 4096 / ce.bandwidth_Bps)
     one = dict(rec, params={"streams": 1, "copies_per_stream": 1, "copy_bytes": 4096})
     assert predict_time_s(s, one) == pytest.approx(ce.setup_s + 4096 / ce.bandwidth_Bps)
-    # rounds chained across streams by events cost what the fork does; a kernel after every
-    # copy adds its launch (K N of them) and one more chain per round (N)
+    # rounds chained across streams by events: before each of rounds 2-8 every stream waits
+    # on one event (7 x 8 = 56 waits) or on the 7 of every other stream (7 x 8 x 7 = 392),
+    # one after another; a kernel after every copy adds its launch (K N of them) and one
+    # more chain per round (N)
+    wait = s.gpu.sync.event_wait_s
+    assert wait > 0
     ring = dict(rec, params=dict(rec["params"], order="ring", kernels=1))
     assert predict_time_s(s, ring) == pytest.approx(
-        predict_time_s(s, rec) + 64 * s.gpu.sync.kernel_launch_s + 8 * chain)
+        predict_time_s(s, rec) + 64 * s.gpu.sync.kernel_launch_s + 8 * chain + 56 * wait)
+    every = dict(rec, params=dict(rec["params"], order="all", kernels=0))
+    assert predict_time_s(s, every) == pytest.approx(predict_time_s(s, rec) + 392 * wait)
+    # one stream waits on nobody
+    alone = dict(rec, params=dict(rec["params"], streams=1, order="all", kernels=0))
+    assert predict_time_s(s, alone) == pytest.approx(
+        ce.setup_s + 7 * ce.command_s + 7 * chain + 8 * 4096 / ce.bandwidth_Bps)
+
+
+def test_copy_engine_phases_wait_on_every_other_ranks_events():
+    # Between two phases of a copy-engine collective in virtual ranks every rank's stream
+    # waits on the other ranks' events: w (w - 1) waits one after another on the GPU, w in a
+    # ring (pksim.simulate.ce_waits_s). The two-shot all-reduce has 2 phases (copies, then
+    # the reduction kernels that write every output): at w = 4 one boundary, 12 waits; the
+    # ring's ce_phases at w = 4 are 2w - 1 = 7 (a reduction and its copy to the next rank are
+    # one phase on one stream), so 6 x 4.
+    base = load_system("h200-virtual-calibrated", ["gpu.sync.event_wait_us=0"])
+    slow = load_system("h200-virtual-calibrated", ["gpu.sync.event_wait_us=1"])
+    for algorithm, waits in (("two-shot", 12), ("ring", 6 * 4)):
+        sched = Schedule(op="all-reduce", shape=(("bytes", 1 << 20),), world=4,
+                         algorithm=algorithm, mechanism="copy-engine", comm_sms=16)
+        t0 = predict(base, sched, host_lead_s=1.0).time_s
+        t1 = predict(slow, sched, host_lead_s=1.0).time_s
+        assert t1 - t0 == pytest.approx(waits * 1e-6, rel=1e-6), algorithm
 
 
 def test_two_blocks_per_sm_ring_cases_are_judged_by_residency():
