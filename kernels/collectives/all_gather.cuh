@@ -33,7 +33,7 @@ struct all_gather_direct {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     ptrs<T> dst{};
-    dst.fill(c.world, [&](int k) { return g.out[peer<C>(c.rank, k, c.world)] + c.rank * g.count; });
+    fill_peers<C>(dst, g.out, c, c.rank * g.count);
     return copy_range<C>(g, c, dst, g.in[c.rank], g.count, sm);
   }
 #endif

@@ -53,7 +53,7 @@ struct all_reduce_one_shot {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
     cptrs<T> src{};
-    src.fill(c.world, [&](int k) { return g.in[peer<C>(c.rank, k, c.world)] + s.lo; });
+    fill_peers<C>(src, g.in, c, s.lo);
     return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
   }
 #endif
@@ -100,8 +100,8 @@ struct all_reduce_two_shot {
     const size_t at = ch.lo + s.lo;
     cptrs<T> src{};
     ptrs<T> dst{};
-    src.fill(c.world, [&](int k) { return g.in[peer<C>(c.rank, k, c.world)] + at; });
-    dst.fill(c.world, [&](int k) { return g.out[peer<C>(c.rank, k, c.world)] + at; });
+    fill_peers<C>(src, g.in, c, at);
+    fill_peers<C>(dst, g.out, c, at);
     // bf16 by registers loads all 8 sources at once (no stack: ptxas -v, sm_90a, CUDA 13.0;
     // 4 a round had cost 1.5 us a call at 8 ranks, block_moves_cross run 22); fp32 4 a round
     // (8 at once needs twice the registers and spills)

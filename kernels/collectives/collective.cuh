@@ -116,12 +116,14 @@ PK_HD span block_piece(size_t n, const ctx& c) {
 // The k-th peer a rank visits (0 <= rank, k < world): staggered (rank, rank+1, ...) or
 // sequential (0, 1, ...). A subtraction, not `%`: a modulo by a run-time world is a few
 // dozen instructions a peer in every thread (0.3 us of the TMA two-shot's phase at w8:
-// validation/experiments/two_shot_gap.cu, run 25).
+// validation/experiments/two_shot_gap.cu, run 25). For the slots fill_peers writes past the
+// world (world <= k < PKC_MAX_RANKS) it stays below PKC_MAX_RANKS. k is tested against
+// world - rank: with `rank + k >= world` (the same result) ptxas gave the fp32 two-shot by
+// registers 56 B of stack (ptxas -v, sm_90a, CUDA 13.0).
 template <class C>
 PK_HD int peer(int rank, int k, int world) {
   if (!C::kStaggered) return k;
-  const int q = rank + k;
-  return q >= world ? q - world : q;
+  return k < world - rank ? rank + k : rank + k - world;
 }
 
 // Up to PKC_MAX_RANKS destinations / sources. Every access uses a compile-time index (add()
@@ -140,16 +142,18 @@ struct ptr_set {
       if (k == n) p[k] = x;
     ++n;
   }
-  // p[k] = f(k) for k < count, each slot written at its own compile-time index: no chain of
-  // selects on a run-time n as count add()s leave in the code (0.35 us of the TMA two-shot's
-  // phase at w8: two_shot_gap.cu, run 25).
+  // p[k] = f(k) in every slot, each at its own compile-time index, and n = count: f must be
+  // defined for every k < PKC_MAX_RANKS (an index in range), though only the first count
+  // slots are read. No chain of selects on a run-time n as count add()s leave in the code
+  // (0.35 us of the TMA two-shot's phase at w8: two_shot_gap.cu, run 25), and no branch per
+  // slot as writing only the slots k < count left (the register two-shot's phase at w8,
+  // peers in order, ran 0.35 us over a crossed sum writing every slot: run 30).
   template <class F>
   PK_HD void fill(int count, F f) {
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-    for (int k = 0; k < PKC_MAX_RANKS; ++k)
-      if (k < count) p[k] = f(k);
+    for (int k = 0; k < PKC_MAX_RANKS; ++k) p[k] = f(k);
     n = count;
   }
 };
@@ -157,6 +161,19 @@ template <typename T>
 using ptrs = ptr_set<T*>;
 template <typename T>
 using cptrs = ptr_set<const T*>;
+
+// s = every rank's buffer of layout l, plus offset, in the order rank c.rank visits them
+// (peer<C>); n = world. The slots past the world hold the pointer of the rank peer<C> gives
+// there (below PKC_MAX_RANKS; null for a rank past the world; never read). Staggered, each
+// slot reads the kernel argument's pointer array at a run-time rank: a uniform load, no
+// branch. Rotating pointers read at compile-time slots instead (two barrel rotations and a
+// merge) took more instructions and gave the bf16 two-shot by registers 64 B of stack
+// (ptxas -v, sm_90a, CUDA 13.0).
+template <class C, typename P, class L>
+PK_HD void fill_peers(ptr_set<P>& s, const L& l, const ctx& c, size_t offset) {
+  static_assert(L::max_ranks >= PKC_MAX_RANKS, "peer<C> gives ranks up to PKC_MAX_RANKS - 1");
+  s.fill(c.world, [&](int k) { return l.ptr[peer<C>(c.rank, k, c.world)] + offset; });
+}
 
 // for (int d = 0; d < n; ++d) with d a compile-time constant after unrolling (n <= PKC_MAX_RANKS).
 #define PKC_EACH(d, n) \
@@ -338,11 +355,11 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   // at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers a
   // thread) keeps its pointer sets in registers (ptxas -v). The two-shot all-reduce in fp32 (up
   // to 8 sources and 8 destinations) loads 4 sources at a time (QB = 4): it keeps both pointer
-  // sets in registers (88 -> 16 B of stack) but waits two memory latencies a vector; in bf16,
-  // its pointer sets filled at compile-time indices, it loads all 8 with no stack. Loading 4 at
-  // a time everywhere made the 8-rank one-shot all-reduce and direct reduce-scatter by
-  // registers 1.5-1.8x slower at 16 MiB and up (H200 run 13, 2026-12-03), so they keep all 8
-  // in flight.
+  // sets in registers (88 -> 16 B of stack; none since fill writes every slot) but waits two
+  // memory latencies a vector; in bf16, its pointer sets filled at compile-time indices, it
+  // loads all 8 with no stack. Loading 4 at a time everywhere made the 8-rank one-shot
+  // all-reduce and direct reduce-scatter by registers 1.5-1.8x slower at 16 MiB and up (H200
+  // run 13, 2026-12-03), so they keep all 8 in flight.
   if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
   else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
   else reg_reduce_body<1, PKC_MAX_RANKS, QB>(dst, src, head, nv, g);

@@ -46,7 +46,7 @@ struct reduce_scatter_direct {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
     cptrs<T> src{};
-    src.fill(c.world, [&](int k) { return g.in[peer<C>(c.rank, k, c.world)] + c.rank * g.count + s.lo; });
+    fill_peers<C>(src, g.in, c, c.rank * g.count + s.lo);
     return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
   }
 #endif
