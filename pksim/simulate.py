@@ -139,15 +139,15 @@ def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[
     """When the host has issued the last call of each phase of a generated copy-engine
     collective (kernels/collectives/entry.cuh, run_copy_engine), from its first call: a
     cudaMemcpyAsync per copy and a launch per reduction kernel; an event recorded on every
-    rank's stream after each phase that joins the ranks (Step.joins), and before the next phase
-    waits on them (every other rank's, or the previous rank's in a ring); one record + a wait per rank to fork from
-    the caller's stream first and a wait per rank to join it last. ``event_api_us`` is a
+    rank's stream after each phase that joins the ranks (Step.joins), and before the next
+    phase waits on them (ce_event_waits); one record + a wait per rank to fork from the
+    caller's stream first and a wait per rank to join it last. ``event_api_us`` is a
     record + wait pair: half of it per call. Empty for kernels (one launch)."""
     if schedule.mechanism != "copy-engine" or schedule.impl != "pk" or program.phases is None:
         return ()
     sync = system.gpu.sync
     w = program.world
-    waits = w if schedule.algorithm == "ring" else w * (w - 1)
+    waits = ce_event_waits(schedule, w)
     now = (1 + w) * sync.event_api_s / 2            # fork: a record, a wait per rank
     issued = []
     for i, phase in enumerate(program.phases):
@@ -243,9 +243,13 @@ def ce_waits_s(system: System, topo: Topology, schedule: Schedule) -> float:
     Ranks on separate GPUs wait on their own GPU each, or on a barrier kernel: none here."""
     if schedule.mechanism != "copy-engine" or not topo.virtual:
         return 0.0
-    w = topo.world
-    waits = w if schedule.algorithm == "ring" else w * (w - 1)
-    return waits * system.gpu.sync.event_wait_s
+    return ce_event_waits(schedule, topo.world) * system.gpu.sync.event_wait_s
+
+
+def ce_event_waits(schedule: Schedule, world: int) -> int:
+    """Event waits between two phases of a copy-engine collective: every rank's stream on
+    every other rank's event (kCeSync all), or on the previous rank's in a ring."""
+    return world if schedule.algorithm == "ring" else world * (world - 1)
 
 
 def phase_flag_s(system: System, topo: Topology, schedule: Schedule) -> float:

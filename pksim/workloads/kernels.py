@@ -19,8 +19,8 @@ from pksim.program import Move, Step
 
 SM = "sm"   # engine of the copy-engine schedules' reduction kernels
 # The two-shot all-reduce by registers in fp32 loads more than 4 sources 4 at a time
-# (all_reduce.cuh: reduce_to<C, 4>, which keeps its stack at 16 B): with 8, two rounds of
-# loads (transfer.load_round_ns); in bf16 all 8 at once, with no stack.
+# (all_reduce.cuh: reduce_to<C, 4>): with 8, two rounds of loads (transfer.load_round_ns);
+# in bf16 all 8 at once.
 TWO_SHOT_LOADS = {"fp32": 4, "bf16": 8}
 
 

@@ -404,81 +404,72 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // Crossed reads into one destination (own == 4; "dests" = 1): G groups, group g summing part
-  // g of all G sources into its own destination, as a direct reduce-scatter's ranks do; parts
-  // of 4 KiB - 4 MiB alone behind the memset (since run 29: the suite's direct reduce-scatter
-  // by TMA at 16 MiB w4 ran 21 % over the model, by registers 11 %).
-  for (int mi = 0; mi < 2; ++mi) {
-    const bool tma = mi == 0;
-    for (int groups : {2, 4, 8}) {
-      const auto buf = buffers(Shape{"reduce", groups, groups});  // G sources, G destinations
-      const auto& d = buf.first;
-      const auto& s = buf.second;
-      for (int total : {132, 64}) {
-        const int per = total / groups;
-        for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)1 * MiB, (size_t)4 * MiB}) {
-          if (part * groups > big || (quick && total != 64)) continue;
-          const size_t n = part / sizeof(bf16);
-          const Timing t = time_alone([&] { run(tma, d, s, n, 1, per * groups, groups, 4); }, flush_kind::memset);
-          // destination g holds part g of the sum of all sources
-          const std::string check = verify(groups, [&](int g) {
-            pkc::cptrs<bf16> shifted{};
-            for (int q = 0; q < groups; ++q) shifted.add(srcs[q] + g * n);
-            return shifted;
-          }, n);
-          JsonObj params;
-          params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
-          params.integer("sources", groups).integer("dests", 1).integer("groups", groups).integer("blocks", per);
-          params.str("timing", "behind_write").str("flush", "memset");
-          add_config(params, tma);
-          emit_point("block_moves_cross", params, (double)part, (double)part * groups * (groups + 1),
-                     (double)part * groups, t, check);
-        }
-      }
-    }
-  }
-  // Crossed buffers: G groups, group g summing part g of all G sources into part g of all G
-  // destinations (a two-shot all-reduce's pattern); every destination ends as the sum of all
-  // sources. Parts of 4 KiB and 64 KiB alone behind a 256 MiB write, 64 MiB / G back to back.
-  {
+  // The crossed moves below: G groups of G sources and G destinations (buffers), on 132 and
+  // 64 blocks in all, by TMA and by registers.
+  auto each_crossed = [&](auto body) {
     for (int mi = 0; mi < 2; ++mi) {
       const bool tma = mi == 0;
       for (int groups : {2, 4, 8}) {
         const auto buf = buffers(Shape{"reduce", groups, groups});  // G sources, G destinations
-        const auto& d = buf.first;
-        const auto& s = buf.second;
-        for (int total : {132, 64}) {
-          const int per = total / groups;
-          // the two-shot's own parts at 4 KiB and 64 KiB on 8 ranks (512 B, 8 KiB) too, behind
-          // a kernel's write as well; registers also with 4 sources a round (own == 3)
-          for (size_t part : {(size_t)512, (size_t)4 * KiB, (size_t)8 * KiB, (size_t)64 * KiB, big / groups})
-            for (int own : {2, 3})
-              for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
-                const bool alone = part < big / groups;
-                const bool extra = part == 512 || part == 8 * KiB || own == 3 || kernel_flush;
-                if ((own == 3 && tma) || (!alone && (own == 3 || kernel_flush)) ||
-                    (extra && (quick || total != 64)))
-                  continue;
-                const size_t n = part / sizeof(bf16);
-                auto go = [&] { run(tma, d, s, n, 1, per * groups, groups, own); };
-                const Timing t = alone ? time_alone(go, kernel_flush == 1 ? flush_kind::kernel : flush_kind::memset)
-                                       : time_op(st, [&](long long) { go(); }, cfg);
-                // what the last launch wrote: every destination's G parts, the sum of all sources
-                const std::string check = verify(groups, [&](int) { return s; }, n * groups);
-                JsonObj params;
-                params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
-                params.integer("sources", groups).integer("dests", groups).integer("groups", groups)
-                    .integer("blocks", per);
-                if (alone) params.str("timing", "behind_write").str("flush", kernel_flush ? "kernel" : "memset");
-                if (own == 3) params.integer("load_batch", 4);
-                add_config(params, tma);
-                emit_point("block_moves_cross", params, (double)part,
-                           (double)part * groups * 2 * groups, (double)part * groups, t, check);
-              }
-        }
+        for (int total : {132, 64}) body(tma, groups, buf.first, buf.second, total, total / groups);
       }
     }
-  }
+  };
+  // Crossed reads into one destination (own == 4; "dests" = 1): G groups, group g summing part
+  // g of all G sources into its own destination, as a direct reduce-scatter's ranks do; parts
+  // of 4 KiB - 4 MiB alone behind the memset (since run 29: the suite's direct reduce-scatter
+  // by TMA at 16 MiB w4 ran 21 % over the model, by registers 11 %).
+  each_crossed([&](bool tma, int groups, const auto& d, const auto& s, int total, int per) {
+    for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)1 * MiB, (size_t)4 * MiB}) {
+      if (part * groups > big || (quick && total != 64)) continue;
+      const size_t n = part / sizeof(bf16);
+      const Timing t = time_alone([&] { run(tma, d, s, n, 1, per * groups, groups, 4); }, flush_kind::memset);
+      // destination g holds part g of the sum of all sources
+      const std::string check = verify(groups, [&](int g) {
+        pkc::cptrs<bf16> shifted{};
+        for (int q = 0; q < groups; ++q) shifted.add(srcs[q] + g * n);
+        return shifted;
+      }, n);
+      JsonObj params;
+      params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
+      params.integer("sources", groups).integer("dests", 1).integer("groups", groups).integer("blocks", per);
+      params.str("timing", "behind_write").str("flush", "memset");
+      add_config(params, tma);
+      emit_point("block_moves_cross", params, (double)part, (double)part * groups * (groups + 1),
+                 (double)part * groups, t, check);
+    }
+  });
+  // Crossed buffers: G groups, group g summing part g of all G sources into part g of all G
+  // destinations (a two-shot all-reduce's pattern); every destination ends as the sum of all
+  // sources. Parts of 4 KiB and 64 KiB alone behind a 256 MiB write, 64 MiB / G back to back.
+  each_crossed([&](bool tma, int groups, const auto& d, const auto& s, int total, int per) {
+    // the two-shot's own parts at 4 KiB and 64 KiB on 8 ranks (512 B, 8 KiB) too, behind
+    // a kernel's write as well; registers also with 4 sources a round (own == 3)
+    for (size_t part : {(size_t)512, (size_t)4 * KiB, (size_t)8 * KiB, (size_t)64 * KiB, big / groups})
+      for (int own : {2, 3})
+        for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
+          const bool alone = part < big / groups;
+          const bool extra = part == 512 || part == 8 * KiB || own == 3 || kernel_flush;
+          if ((own == 3 && tma) || (!alone && (own == 3 || kernel_flush)) ||
+              (extra && (quick || total != 64)))
+            continue;
+          const size_t n = part / sizeof(bf16);
+          auto go = [&] { run(tma, d, s, n, 1, per * groups, groups, own); };
+          const Timing t = alone ? time_alone(go, kernel_flush == 1 ? flush_kind::kernel : flush_kind::memset)
+                                 : time_op(st, [&](long long) { go(); }, cfg);
+          // what the last launch wrote: every destination's G parts, the sum of all sources
+          const std::string check = verify(groups, [&](int) { return s; }, n * groups);
+          JsonObj params;
+          params.str("mechanism", tma ? "tma" : "register").str("kind", "reduce");
+          params.integer("sources", groups).integer("dests", groups).integer("groups", groups)
+              .integer("blocks", per);
+          if (alone) params.str("timing", "behind_write").str("flush", kernel_flush ? "kernel" : "memset");
+          if (own == 3) params.integer("load_batch", 4);
+          add_config(params, tma);
+          emit_point("block_moves_cross", params, (double)part,
+                     (double)part * groups * 2 * groups, (double)part * groups, t, check);
+        }
+  });
   CHECK(cudaFree(flush));
   return exit_status(err, "block_moves");
 }
