@@ -21,7 +21,7 @@ MB = ROOT / "validation" / "microbench"
 RUN_PY = MB / "run.py"
 SOURCES = sorted(p.stem for p in MB.glob("*.cu"))
 EXPECTED = {"hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency", "flag_latency", "atomics",
-            "block_moves", "signal_chain", "fused_pull"}
+            "block_moves", "signal_chain", "fused_pull", "gemm_store_add"}
 
 
 def _load_driver():

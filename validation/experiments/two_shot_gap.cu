@@ -66,7 +66,7 @@ struct config_reg_seq : config_reg {
   static constexpr bool kStaggered = false;
 };
 
-enum class body { gen, move_rt, move_ct };
+enum class body { gen, move_rt, move_ct, one_shot };
 
 // The crossed sum as the two-shot cuts it: rank r's block b sums its piece of chunk r.
 template <class C, body B>
@@ -114,6 +114,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) phase_kernel(const __grid_cons
   __syncthreads();
   const unsigned long long t1 = stamps ? global_ns() : 0;
   if constexpr (B == body::gen) pkc::all_reduce_two_shot::phase<C>(g, c, 0, sm);
+  else if constexpr (B == body::one_shot) pkc::all_reduce_one_shot::phase<C>(g, c, 0, sm);
   else move_body<C, B>(g, c, sm);
   if (stamps && threadIdx.x == 0) {
     unsigned long long* s = stamps + 3 * blockIdx.x;
@@ -156,14 +157,13 @@ static std::string check(const pkc_args& a, size_t n) {
 int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   const bool stamps = argc > 1 && std::string(argv[1]) == "--stamps";
-  const int world = 8;
   const size_t flush_bytes = 256ull << 20;
   void* flush = nullptr;
   CHECK(cudaMalloc(&flush, flush_bytes));
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   unsigned long long* d_stamps = nullptr;
-  CHECK(cudaMalloc(&d_stamps, 3 * 8 * 16 * sizeof(unsigned long long)));
+  CHECK(cudaMalloc(&d_stamps, 3 * 8 * 66 * sizeof(unsigned long long)));
 
   using KernelFn = void (*)(const G, unsigned long long*);
   struct Variant {
@@ -180,6 +180,8 @@ int main(int argc, char** argv) {
       {"reg_gen", phase_kernel<config_reg, body::gen>, config_reg::kThreads, 0},
       {"reg_gen_seq", phase_kernel<config_reg_seq, body::gen>, config_reg::kThreads, 0},
       {"reg_move_ct", phase_kernel<config_reg_seq, body::move_ct>, config_reg::kThreads, 0},
+      {"one_shot", phase_kernel<config, body::one_shot>, config::kThreads, config::kSmemBytes},
+      {"reg_one_shot", phase_kernel<config_reg, body::one_shot>, config_reg::kThreads, 0},
   };
   for (const Variant& v : variants)
     if (v.smem > 48 * 1024)
@@ -187,9 +189,11 @@ int main(int argc, char** argv) {
   CHECK(cudaFuncSetAttribute(all_reduce_two_shot_tma<bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)config::kSmemBytes));
   int failures = 0;
+  for (int world : {2, 4, 8})
   for (const char* layout : {"packed", "spread"})
-    for (size_t bytes : {4 * KiB, 64 * KiB})
-      for (int bpr : {4, 8, 16}) {
+    for (size_t bytes : {4 * KiB, 64 * KiB, 1 * MiB})
+      for (int bpr : world == 2 ? std::vector<int>{16, 33, 66} : world == 4 ? std::vector<int>{8, 16, 33}
+                                                                  : std::vector<int>{4, 8, 16}) {  // the suite's
         const size_t n = bytes / 2;
         pkc_args a = virtual_args(world, PKC_BF16, n, bpr);
         std::vector<void*> allocs;

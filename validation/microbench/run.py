@@ -48,13 +48,13 @@ _KERNEL_HEADERS = sorted([*(KERNELS / "include" / "pk").glob("*.cuh"),
 _FUSED_HEADERS = sorted(_KERNEL_HEADERS + [*(KERNELS / "fused").glob("*.[ch]*"),
                                            *(KERNELS / "gemm").glob("*.cuh")])
 EXTRA_FLAGS = {"block_moves": _KERNEL_FLAGS, "signal_chain": _KERNEL_FLAGS,
-               "fused_pull": _KERNEL_FLAGS}
+               "fused_pull": _KERNEL_FLAGS, "gemm_store_add": _KERNEL_FLAGS}
 EXTRA_HEADERS = {"block_moves": _KERNEL_HEADERS, "signal_chain": _KERNEL_HEADERS,
-                 "fused_pull": _FUSED_HEADERS}
+                 "fused_pull": _FUSED_HEADERS, "gemm_store_add": _FUSED_HEADERS}
 # Run order: bandwidth first, the benchmark most able to hang (spinning
 # kernels on two streams) last.
 ORDER = ["hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "block_moves", "atomics", "launch_latency", "torch_bench", "signal_chain",
-         "fused_pull", "flag_latency"]
+         "fused_pull", "gemm_store_add", "flag_latency"]
 TIMEOUT_S = {"torch_bench": 180}
 DEFAULT_TIMEOUT_S = 90
 PYTHON_BENCHES = {"torch_bench": "torch_bench.py"}
