@@ -4,8 +4,9 @@ A flow moves a number of bytes across a set of resources. ``usage`` maps each
 resource to a weight: the capacity the flow consumes per byte/s of its own rate
 (1 for plain traffic, 1/efficiency for protocol overhead, or the number of
 identical flows a representative stands for in a reduced simulation). Active flows
-share every resource by weighted max-min fairness (progressive filling). Rates
-change only when a flow starts or ends, so the next event is one simpy timeout.
+share every resource by weighted max-min fairness (progressive filling), those of a
+higher priority first. Rates change only when a flow starts or ends or a capacity is
+changed, so the next event is one simpy timeout.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class Flow:
     remaining: float = 0.0
     rate: float = 0.0
     start_s: float = 0.0
+    priority: int = 0
 
 
 @dataclass
@@ -49,13 +51,16 @@ class FluidEngine:
     _version: int = 0
 
     def transfer(self, nbytes: float, usage: Mapping[str, float], latency_s: float = 0.0,
-                 **tags: Any) -> simpy.Event:
-        """Start a flow after ``latency_s``; the returned event fires when its last byte lands."""
+                 priority: int = 0, **tags: Any) -> simpy.Event:
+        """Start a flow after ``latency_s``; the returned event fires when its last byte lands.
+        A flow of higher ``priority`` takes its max-min share before any lower one (a
+        GEMM's main loops before its epilogue's stores: pksim.overlap)."""
         done = self.env.event()
         for name in usage:
             if name not in self.capacity:
                 raise KeyError(f"flow uses unknown resource {name!r}")
-        flow = Flow(float(nbytes), dict(usage), done, tags, remaining=float(nbytes))
+        flow = Flow(float(nbytes), dict(usage), done, tags, remaining=float(nbytes),
+                    priority=priority)
 
         def start(_event: Any = None) -> None:
             flow.start_s = self.env.now
@@ -71,6 +76,17 @@ class FluidEngine:
         else:
             start()
         return done
+
+    def set_capacity(self, name: str, capacity: float) -> None:
+        """Change a resource's capacity from now on (the flows on it are re-shared). The
+        wake-up scheduled at the old rates stays in simpy's queue and fires as a no-op: a
+        caller whose flows speed up runs its environment until its own processes end
+        (``env.run(until=...)``), not until the queue is empty."""
+        if name not in self.capacity:
+            raise KeyError(f"unknown resource {name!r}")
+        self._advance()
+        self.capacity = {**self.capacity, name: float(capacity)}
+        self._reschedule()
 
     # ---- internals -------------------------------------------------------------
     def _finish(self, flow: Flow) -> None:
@@ -118,11 +134,23 @@ class FluidEngine:
         self.env.timeout(next_s).callbacks.append(wake)
 
     def _share(self) -> None:
+        """Rates: the flows of the highest ``priority`` first, weighted max-min fair among
+        themselves on the whole capacities; each lower priority then shares what the ones
+        above left (``_fill``)."""
+        left = dict(self.capacity)
+        for priority in sorted({f.priority for f in self.flows}, reverse=True):
+            group = [f for f in self.flows if f.priority == priority]
+            self._fill(group, left)
+            for flow in group:
+                for name, w in flow.usage.items():
+                    left[name] -= w * flow.rate
+
+    @staticmethod
+    def _fill(flows: list[Flow], capacity: Mapping[str, float]) -> None:
         """Weighted max-min fair rates by progressive filling: raise every unfrozen
         flow's rate together until a resource fills, freeze the flows on it, repeat.
         Each resource's unfrozen weight is kept up to date as flows freeze, so one pass
         costs the flows' usage once plus the resources per level."""
-        flows = self.flows
         weight: dict[str, float] = {}
         users: dict[str, list[int]] = {}
         for i, flow in enumerate(flows):
@@ -134,7 +162,7 @@ class FluidEngine:
         frozen = [False] * len(flows)
         left = len(flows)
         while left:
-            levels = {name: (self.capacity[name] - frozen_load[name]) / w
+            levels = {name: (capacity[name] - frozen_load[name]) / w
                       for name, w in weight.items()}
             level = max(min(levels.values()), 0.0)
             tight = [name for name, value in levels.items() if value <= level * (1 + 1e-9)]

@@ -265,6 +265,13 @@ def reduce_memory_weight(gpu: GpuSpec, in_l2: bool) -> float:
     return 2.0 * gpu.hbm.efficiency / gpu.hbm.reduce_efficiency
 
 
+def tile_reduce_memory_weight(gpu: GpuSpec) -> float:
+    """Capacity a GEMM epilogue's store-add (a TMA reduce of a staged tile into memory)
+    consumes per payload byte: the destination read and written back, at
+    ``hbm.tile_reduce_efficiency`` (the source is the SM's shared memory: no read)."""
+    return 2.0 * gpu.hbm.efficiency / gpu.hbm.tile_reduce_efficiency
+
+
 # ---- tensor cores -------------------------------------------------------------------
 def _waves(tiles: int, sms: int) -> float:
     """Fraction of the SM-waves that does useful work; below one wave the library

@@ -84,6 +84,11 @@ class TensorSpec:
                                            "compute: with n of the N SMs busy a long kernel "
                                            "keeps min(1, sustained_fraction x (N / n) ** this); "
                                            "0 = independent of n")
+    epilogue_overlap: float = fig("epilogue_overlap", hi=1.0,
+                                  doc="fraction of its own rate a GEMM epilogue's bulk stores "
+                                      "into memory keep while the SMs' main loops run (the "
+                                      "main loops' operand traffic holds the rest of the "
+                                      "memory path); 1 = no contention")
 
     def flops(self, dtype: str) -> float:
         return float(getattr(self, "flops_" + dtype, 0.0))
@@ -105,6 +110,10 @@ class HbmSpec:
     reduce_efficiency: float = fig("reduce_efficiency", hi=1.0,
                                    doc="achievable fraction of peak for read-modify-write "
                                        "traffic (reductions into memory)")
+    tile_reduce_efficiency: float = fig("tile_reduce_efficiency", hi=1.0,
+                                        doc="the same for read-modify-writes issued as tensor "
+                                            "tiles (a GEMM epilogue's TMA store-adds: 128-byte "
+                                            "rows of a 2-D box, one output row apart)")
 
     @property
     def effective_Bps(self) -> float:

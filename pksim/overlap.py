@@ -11,7 +11,14 @@ with the communication's own traffic. Strategies:
   (one chunk per peer): a chunk is sent once computed (produce) or computed once
   arrived (consume).
 - ``intra-sm``: every SM computes; its communication warps send each finished wave of
-  tiles (finer chunks), issuing from all SMs and competing with the tiles' traffic.
+  tiles (finer chunks), issuing from all SMs and competing with the tiles' traffic. The
+  GEMM kernels whose epilogue store-adds its tiles (gemm-rs, gemm-ar) hold each wave's
+  compute for the time the SMs' bulk engines take to read the staged tiles out
+  (``epilogue_stall_s``: the consumers wait for it before they stage the next tile), put
+  those stores on the issuing GPU's memory path (``mempath``), of which the main loops
+  leave only ``tensor.epilogue_overlap`` while any rank computes, and their
+  read-modify-writes run at ``hbm.tile_reduce_efficiency`` (all three measured by
+  validation/microbench/gemm_store_add.cu).
 
 What a search reuses (all exact: the same computation, not an approximation):
 candidates whose plan and flows are the same (``_family``: the SM count, the overlap
@@ -31,7 +38,7 @@ import simpy
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
 from hwmodels.sm import (GEMM_TILE, attention_efficiency, gemm_efficiency,
-                         sustained_factor)
+                         reduce_memory_weight, sustained_factor, tile_reduce_memory_weight)
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import baseline
@@ -211,6 +218,7 @@ def _flows(system, topo, comm: Schedule, plan: Plan, family: tuple, reduced: boo
     if reduced:
         probe = capacities(topo, comm.with_(comm_sms=1))
         probe.update(_tensor_caps(system, topo, plan, comm.dtype, system.gpu.sm.count))
+        probe.update(_mempath_caps(topo))
         classes, members = reduce_flows(patterns, probe)
     else:
         classes = identity_flows(patterns)
@@ -232,14 +240,50 @@ def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
                    from_smem: bool) -> FlowSpec:
     """The flow of transfer ``t`` (``pksim.flows.flow_spec``). ``from_smem``: a store-add
     from the epilogue's shared-memory staging buffer, whose payload is read from no
-    memory: only the destination's read-modify-write reaches L2/HBM."""
+    memory: only the destination's read-modify-write reaches HBM, at the tile rate
+    (``hwmodels.sm.tile_reduce_memory_weight``), and it also crosses the issuing GPU's
+    memory path (``mempath``, which the main loops share: ``_run``)."""
     spec = flow_spec(topo, comm, t, t.nbytes, False, link_eff)
     if not from_smem:
         return spec
+    gpu = topo.system.gpu
     src = f"hbm[{topo.locations[t.src].gpu}]"
-    usage = tuple((name, w - 1.0 if name == src else w) for name, w in spec.usage)
-    return FlowSpec(tuple((n, w) for n, w in usage if w > 1e-12), spec.latency_s,
+    dst = f"hbm[{topo.locations[t.dst].gpu}]"
+    usage = dict(spec.usage)
+    usage[src] -= 1.0
+    write = 1.0
+    if t.kind == "reduce":
+        usage[dst] += tile_reduce_memory_weight(gpu) - reduce_memory_weight(gpu, False)
+        write = tile_reduce_memory_weight(gpu)
+    path = _mempath(topo, t.src)
+    usage[path] = usage.get(path, 0.0) + write
+    return FlowSpec(tuple((n, w) for n, w in usage.items() if w > 1e-12), spec.latency_s,
                     spec.nbytes, spec.issuer)
+
+
+def epilogue_stall_s(system: System, chunk, sms: int) -> float:
+    """How long the busiest rank's SMs stop computing to hand a chunk's epilogue stores to
+    their bulk engines: its payload over ``sms`` SMs at the engines' rate (store-adds at
+    ``transfer.tma_reduce_per_sm_GBps``, stores at ``tma_local_per_sm_GBps``). The
+    consumers wait for the engines to read each staged tile before they stage the next
+    (kernels/gemm/gemm.cuh), so this time is not spent on the tensor cores."""
+    t = system.gpu.transfer
+    per_rank: dict[int, float] = {}
+    for x in chunk.transfers:
+        rate = t.tma_reduce_Bps_per_sm if x.kind == "reduce" else t.tma_local_Bps_per_sm
+        per_rank[x.src] = per_rank.get(x.src, 0.0) + x.nbytes / (rate * sms)
+    return max(per_rank.values(), default=0.0)
+
+
+def _mempath(topo: Topology, rank: int) -> str:
+    return f"mempath[{topo.locations[rank].gpu}]"
+
+
+def _mempath_caps(topo: Topology) -> dict[str, float]:
+    """The memory path of every GPU, as fast as its HBM (what the main loops take of it
+    while they run is taken in ``_run``)."""
+    return {f"mempath[{g}]": topo.resources[f"hbm[{g}]"].capacity_Bps
+            for g in sorted({loc.gpu for loc in topo.locations})}
 
 
 def _idle_s(classes, caps) -> float:
@@ -347,6 +391,7 @@ class _Setup:
         caps = capacities(self.topo, self.comm)
         caps.update(_tensor_caps(self.system, self.topo, self.plan, self.comm.dtype,
                                  self.compute_sms))
+        caps.update(_mempath_caps(self.topo))
         return {name: caps[inst] for name, inst in members.items()}
 
 
@@ -395,18 +440,31 @@ def _run(setup: _Setup, record: bool):
     plan = setup.plan
     classes, members, sync = setup.flows()
     env = simpy.Environment()
-    engine = FluidEngine(env, setup.class_caps(members), record=record)
+    caps = setup.class_caps(members)
+    # The epilogue's stores get epilogue_overlap of the memory path while the main loops
+    # run, all of it once the last tile is computed.
+    paths = {name: caps[name] for name, inst in members.items() if inst.startswith("mempath[")}
+    share = setup.system.gpu.tensor.epilogue_overlap
+    engine = FluidEngine(env, {**caps, **{name: share * c for name, c in paths.items()}},
+                         record=record)
     n = len(plan.chunks)
     computed = [env.event() for _ in range(n)]
     arrived = [env.event() for _ in range(n)]
 
+    # ... and the main loops are served before them (their share is what the path leaves)
+    first = 1 if paths else 0
+
     def run(key, index):
         events = [engine.transfer(fc.nbytes, dict(fc.usage), fc.latency_s,
+                                  priority=first if key[0] == "compute" else 0,
                                   rank=fc.issuer, what=key[0], index=index, crosses=fc.usage)
                   for fc in classes.get(key, [])]
         yield env.all_of(events)
         if key in sync:
             yield env.timeout(sync[key])
+
+    stall = [epilogue_stall_s(setup.system, c, setup.compute_sms) if paths else 0.0
+             for c in plan.chunks]
 
     def compute():
         for i, c in enumerate(plan.chunks):
@@ -414,6 +472,10 @@ def _run(setup: _Setup, record: bool):
                 yield arrived[i]
             yield from run(("compute", c.key), i)
             computed[i].succeed()
+            if stall[i] > 0:
+                yield env.timeout(stall[i])
+        for name, capacity in paths.items():
+            engine.set_capacity(name, capacity)
 
     def communicate():
         for i, c in enumerate(plan.chunks):
@@ -422,15 +484,16 @@ def _run(setup: _Setup, record: bool):
             yield from run(("comm", c.key), i)
             arrived[i].succeed()
 
-    def finish():
-        yield env.all_of(computed + arrived)
+    def finish(computing):
+        yield env.all_of(computed + arrived + [computing])
         for i in range(len(plan.tail)):
             yield from run(("tail", i), i)
 
-    env.process(compute())
+    computing = env.process(compute())
     env.process(communicate())
-    env.process(finish())
-    env.run()
+    # Run until the plan is done, not until the queue is empty: a capacity raised between
+    # two of the engine's wake-ups leaves a stale one behind (hwmodels.fluid.set_capacity).
+    env.run(until=env.process(finish(computing)))
     timeline = _timeline(setup, engine.records) if record else ()
     return env.now, engine.busy_s, timeline
 

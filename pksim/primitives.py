@@ -18,7 +18,9 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
 * launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
   hand-off between them (``signal_chain``): the copies as block_moves' plus
   ``hwmodels.sm.handoff_s`` per step;
-* GEMM and attention: ``hwmodels.sm`` tensor model + ``sync.stream_launch_us``;
+* GEMM and attention: ``hwmodels.sm`` tensor model + ``sync.stream_launch_us``; our GEMM
+  store-adding its tiles into D outputs (``gemm_store_add``): the DES of the intra-SM
+  fused kernels (``pksim.overlap``) on one GPU;
 * atomics: measured only (the model has no parameter for them).
 """
 from __future__ import annotations
@@ -31,9 +33,10 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, attention_time_s, gemm_time_s, grid_start_s, handoff_s,
-                         move_Bps, move_traffic, reduce_memory_weight, sm_issue_Bps,
-                         tma_latency_s, working_blocks)
+from hwmodels.sm import (BLOCK_THREADS, GEMM_TILE, attention_time_s, gemm_efficiency,
+                         gemm_time_s, grid_start_s, handoff_s, move_Bps, move_traffic,
+                         reduce_memory_weight, sm_issue_Bps, sustained_factor,
+                         tile_reduce_memory_weight, tma_latency_s, working_blocks)
 from hwmodels.system import GpuSpec, System
 from pksim.workloads.kernels import load_rounds
 
@@ -55,6 +58,7 @@ REQUIRED = {
     "flag_latency": ((), ("scope",)),
     "gemm": ((), ("m", "n", "k")),
     "attention": ((), ("batch", "heads", "seq", "head_dim", "causal")),
+    "gemm_store_add": ((), ("epilogue", "dests", "m", "n", "k")),
 }
 # Benchmarks the model has no parameter for, and why.
 MEASURED_ONLY = {
@@ -67,6 +71,9 @@ PARTLY_MEASURED_ONLY = {
     "block_moves": "measured only where \"flush\" is \"read\": behind a read instead of a "
                    "write (an L2 of clean lines), to see what the write's dirty lines cost; "
                    "the collectives are validated behind a write",
+    "gemm_store_add": "measured only where \"epilogue\" is \"store_many\": plain tile stores "
+                      "into several outputs, to tell the store-adds' reduction apart from their "
+                      "bytes (no generated kernel stores a tile more than once)",
     "signal_chain": "measured only where \"sync\" is \"barrier\": the generated kernels "
                     "in virtual ranks never meet in a grid barrier (ranks in separate "
                     "processes do, at entry and exit), so the model has no barrier term",
@@ -250,6 +257,50 @@ def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
     return t
 
 
+def _gemm_store_add(gpu: GpuSpec, m: int, n: int, k: int, dests: int) -> float:
+    """Our GEMM (C = A @ B, bf16, every SM) whose epilogue store-adds each tile into
+    ``dests`` outputs in HBM, as the intra-SM fused kernels are simulated (pksim.overlap):
+    the waves of tiles one after another at the tensor rate, each followed by the time the
+    SMs take to hand its store-adds to their bulk engines (pksim.overlap.epilogue_stall_s);
+    each wave's store-adds once it is computed and after the previous wave's, at the tile
+    read-modify-write rate (``hwmodels.sm.tile_reduce_memory_weight``), on a memory path of
+    which the main loops leave ``tensor.epilogue_overlap`` until the last wave is
+    computed."""
+    sms = gpu.sm.count
+    tiles = math.ceil(m / GEMM_TILE[0]) * math.ceil(n / GEMM_TILE[1])
+    waves = max(1, min(16, math.ceil(tiles / sms)))      # pksim.overlap._chunks_per_peer
+    flop, nbytes = 2.0 * m * n * k, 2.0 * (m * k + k * n)  # C goes to the store-adds
+    peak = gpu.tensor.flops("bf16") * gemm_efficiency(gpu, m, n, k)
+    hbm = gpu.hbm.effective_Bps
+    weight = tile_reduce_memory_weight(gpu)
+    env = simpy.Environment()
+    engine = FluidEngine(env, {"tensor": peak * sustained_factor(gpu, flop / peak),
+                               "hbm": hbm, "issue": gpu.transfer.tma_reduce_Bps_per_sm * sms,
+                               "mempath": hbm * gpu.tensor.epilogue_overlap})
+    computed = [env.event() for _ in range(waves)]
+    payload = dests * 2.0 * m * n / waves                  # a wave's store-adds
+    stall = payload / (gpu.transfer.tma_reduce_Bps_per_sm * sms)
+
+    def compute():
+        for wave in computed:
+            yield engine.transfer(nbytes / waves, {"hbm": 1.0, "tensor": flop / nbytes},
+                                  priority=1)
+            wave.succeed()
+            yield env.timeout(stall)
+        engine.set_capacity("mempath", hbm)
+
+    def store_adds():
+        for wave in computed:
+            yield wave
+            yield engine.transfer(payload, {"hbm": weight, "issue": 1.0, "mempath": weight})
+
+    computing = env.process(compute())
+    storing = env.process(store_adds())
+    # until both are done, not until the queue is empty (hwmodels.fluid.set_capacity)
+    env.run(until=env.all_of([computing, storing]))
+    return gpu.sync.stream_launch_s + env.now
+
+
 def _launch(gpu: GpuSpec, mode: str, nodes: int, shape: str | None = None) -> float | None:
     s = gpu.sync
     if mode == "behind_write":         # events around one launch queued behind other work
@@ -329,6 +380,12 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         body = gemm_time_s(gpu, p["m"], p["n"], p["k"], p.get("dtype", "bf16"),
                            sms=p.get("sms") or None)      # a grid limited to fewer SMs
         return gpu.sync.stream_launch_s + body
+    if bench == "gemm_store_add":
+        if p["epilogue"] == "store_many":
+            return None  # PARTLY_MEASURED_ONLY
+        if p["epilogue"] == "store":                      # the plain GEMM, as "gemm"
+            return gpu.sync.stream_launch_s + gemm_time_s(gpu, p["m"], p["n"], p["k"])
+        return _gemm_store_add(gpu, p["m"], p["n"], p["k"], p["dests"])
     if bench == "attention":
         body = attention_time_s(gpu, p["batch"], p["heads"], p["seq"], p["head_dim"],
                                 bool(p["causal"]), p.get("dtype", "bf16"))

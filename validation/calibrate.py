@@ -112,6 +112,9 @@ STAGES = (
         Param("gpu.tensor.sustained_sm_exponent", 0.01, 3),
         Param("gpu.tensor.attention_efficiency", 0.1, 1.0),
         Param("gpu.tensor.attention_causal_overhead", 1, 1e5))),
+    Stage("epilogue", ("gemm_store_add",), (
+        Param("gpu.tensor.epilogue_overlap", 0.01, 1.0),
+        Param("gpu.hbm.tile_reduce_efficiency", 0.05, 1.0))),
 )
 
 

@@ -61,3 +61,36 @@ def test_records_keep_start_and_end():
     _, engine = run({"x": 10.0}, [(10, {"x": 1.0}, 0.5)], record=True)
     (rec,) = engine.records
     assert (rec.start_s, rec.end_s, rec.nbytes) == (0.5, pytest.approx(1.5), 10)
+
+
+def test_a_capacity_raised_midway_speeds_the_flow_from_then_on():
+    # 1000 B at 100 B/s for 5 s (500 B), then the port doubles to 200 B/s: the other 500 B
+    # take 2.5 s more -> 7.5 s; the wake-up scheduled at the old rate (10 s) fires as a no-op
+    env = simpy.Environment()
+    engine = FluidEngine(env, {"port": 100.0})
+    done = engine.transfer(1000.0, {"port": 1.0})
+
+    def raise_it():
+        yield env.timeout(5.0)
+        engine.set_capacity("port", 200.0)
+
+    env.process(raise_it())
+    env.run(until=done)
+    assert done.value == pytest.approx(7.5) and env.now == pytest.approx(7.5)
+    env.run()                               # the stale wake-up: nothing moves
+    assert env.now == pytest.approx(10.0) and done.value == pytest.approx(7.5)
+    with pytest.raises(KeyError, match="unknown resource 'link'"):
+        engine.set_capacity("link", 1.0)
+
+
+def test_a_higher_priority_takes_its_share_first():
+    # A (priority 1, held to 60 B/s by resource a), B and C share a port of 100 B/s. Fair,
+    # all three would get 33.3. A first: it takes 60, B and C share the other 40 (20 each).
+    # A: 60 B / 60 = 1 s. Then B and C have 80 B left at 50 each: 1 + 1.6 = 2.6 s
+    env = simpy.Environment()
+    engine = FluidEngine(env, {"port": 100.0, "a": 60.0})
+    a = engine.transfer(60.0, {"port": 1.0, "a": 1.0}, priority=1)
+    b = engine.transfer(100.0, {"port": 1.0})
+    c = engine.transfer(100.0, {"port": 1.0})
+    env.run()
+    assert [a.value, b.value, c.value] == pytest.approx([1.0, 2.6, 2.6])

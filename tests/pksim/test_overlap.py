@@ -273,17 +273,48 @@ def test_intra_sm_store_adds_every_tile_and_read_no_memory_for_their_source():
     # The intra-SM epilogue store-adds every tile, the own rows too (gemm-rs: into the
     # owner; gemm-ar: into all 8 outputs), from shared memory: per rank 8192 x 8192 x 2 B
     # (gemm-rs) and 8 x that (gemm-ar) of store-add payload, whose flows weigh on HBM only
-    # the destination's read-modify-write (hwmodels.sm.reduce_memory_weight).
-    from hwmodels.sm import reduce_memory_weight
+    # the destination's read-modify-write at the tile rate
+    # (hwmodels.sm.tile_reduce_memory_weight: 2 x hbm.efficiency / hbm.tile_reduce_efficiency),
+    # and as much on the GPU's memory path, which the main loops share (pksim.overlap._run)
+    from hwmodels.sm import tile_reduce_memory_weight
     from pksim.overlap import _Setup
     v = load_system("h200-virtual-calibrated")
+    w = tile_reduce_memory_weight(v.gpu)
+    assert w == pytest.approx(2 * v.gpu.hbm.efficiency / v.gpu.hbm.tile_reduce_efficiency)
     for op, dests in (("gemm-rs", 1), ("gemm-ar", 8)):
         s = _Setup(v, fused(op, "intra-sm", algorithm="direct", world=8,
                             shape=dict(m=8192, n=8192, k=2048)), reduced=False)
         sent = sum(t.nbytes for c in s.plan.chunks for t in c.transfers if t.src == 0)
         assert sent == pytest.approx(dests * 8192 * 8192 * 2)
         classes, _, _ = s.flows()
-        weights = [w for key, specs in classes.items() if key[0] == "comm"
-                   for fc in specs for name, w in fc.usage if name.startswith("hbm")]
-        assert weights and weights == pytest.approx([reduce_memory_weight(v.gpu, False)] *
-                                                    len(weights))
+        usage = [dict(fc.usage) for key, specs in classes.items() if key[0] == "comm"
+                 for fc in specs]
+        assert usage and all(u["hbm[0]"] == pytest.approx(w) for u in usage)
+        assert all(u["mempath[0]"] == pytest.approx(w) for u in usage)
+
+
+def test_intra_sm_epilogue_holds_the_compute_while_the_bulk_engines_read_the_tiles():
+    # gemm-ar at w8 store-adds 8 x 8192 x 8192 x 2 B = 1 GiB per rank; the rank's 16 SMs
+    # (132 // 8) hand it to their bulk engines at transfer.tma_reduce_per_sm_GBps each:
+    # 2^30 B / (16 x 49.78e9 B/s) = 1.348 ms of stalls over the chunks, gemm-rs 1/8 of it
+    from pksim.overlap import _Setup, epilogue_stall_s
+    v = load_system("h200-virtual-calibrated")
+    rate = v.gpu.transfer.tma_reduce_Bps_per_sm
+    for op, dests in (("gemm-rs", 1), ("gemm-ar", 8)):
+        s = _Setup(v, fused(op, "intra-sm", algorithm="direct", world=8,
+                            shape=dict(m=8192, n=8192, k=2048)))
+        assert s.compute_sms == 16
+        stall = sum(epilogue_stall_s(v, c, s.compute_sms) for c in s.plan.chunks)
+        assert stall == pytest.approx(dests * 8192 * 8192 * 2 / (16 * rate))
+
+
+@pytest.mark.parametrize("op", ["gemm-rs", "gemm-ar"])
+def test_a_larger_share_of_the_memory_path_for_the_epilogue_is_never_slower(op):
+    from validation.calibrate import with_figures
+    base = load_system("h200-virtual-calibrated")
+    s = fused(op, "intra-sm", algorithm="direct", world=8, shape=dict(m=8192, n=8192, k=2048))
+    times = [predict(with_figures(base, {"gpu.tensor.epilogue_overlap": h}), s).time_s
+             for h in (0.2, 0.5, 0.8, 1.0)]
+    assert times == sorted(times, reverse=True) and times[0] > times[-1]
+    faster = predict(with_figures(base, {"gpu.hbm.tile_reduce_efficiency": 0.9}), s).time_s
+    assert faster <= predict(base, s).time_s

@@ -67,8 +67,11 @@ RUN29 = ROOT / "validation" / "data" / "h200-block-moves-2026-12-03-run29.json.g
 # runs) and of 64-132 SMs at K = 1024, 2048, 8192 (gemm_bench.py --sm-sweep)
 GEMM_SMS = ROOT / "validation" / "data" / "h200-gemm-sms-2026-12-02.json"
 GEMM_SWEEP = ROOT / "validation" / "data" / "h200-gemm-sms-sweep-2026-12-02.json"
+# our GEMM with the intra-SM fused kernels' epilogue, store-adding every tile into 1-8
+# outputs, beside plain stores (run 32, 2026-12-03 20:09 UTC)
+STORE_ADD = ROOT / "validation" / "data" / "h200-gemm-store-add-2026-12-03-run32.json"
 INPUTS = (RESULTS, SUITE3, LAUNCH3, RUN14, BIG, RUN18, RUN19, BM256, RUN20, RUN22, RUN21, RUN27,
-          RUN28, RUN29, GEMM_SMS, GEMM_SWEEP)
+          RUN28, RUN29, GEMM_SMS, GEMM_SWEEP, STORE_ADD)
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
 
@@ -89,7 +92,7 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 55       # 23 + 8 collective-move figures + 2 knees + 2 host calls
+    assert len(fitted.values) == 57       # 23 + 8 collective-move figures + 2 knees + 2 host calls
     #                        + the copy-command time + the stream chain + the grid's start
     #                        + a moving kernel's start + the TMA shared reads' reuse
     #                        + the register fan-out writes (2)
@@ -98,6 +101,7 @@ def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, sh
     #                        + the hand-off's release + the fused pull-reduce's 3 figures
     #                        + a register sum's further round of loads
     #                        + the copy engines' bandwidth + a stream's wait on an event
+    #                        + the epilogue's share of the memory path + its tile RMW rate
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
         prov = shipped.provenance[key]
@@ -154,6 +158,10 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     assert summary["block_moves_cross"].points == 168
     assert summary["block_moves_cross"].median_abs_error == pytest.approx(0.026, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
+    # our GEMM store-adding every tile into 1-8 outputs (4 shapes; the 12 plain stores into
+    # several outputs measured only): 20 points, 3.8 %
+    assert summary["gemm_store_add"].points == 32 and summary["gemm_store_add"].predicted == 20
+    assert summary["gemm_store_add"].median_abs_error == pytest.approx(0.038, abs=0.002)
 
 
 def test_a_measurement_taken_again_replaces_the_earlier_one(tmp_path):
@@ -177,7 +185,8 @@ def test_the_shipped_file_records_device_date_driver_and_residuals(results, ship
     summary = summarise(predict(shipped, results.records))
     residual = shipped.calibration["residual"]
     assert set(residual) == set(PREDICTED) | {"block_moves", "block_moves_own", "ce_burst",
-                                              "block_moves_cross", "signal_chain", "fused_pull"}
+                                              "block_moves_cross", "signal_chain", "fused_pull",
+                                              "gemm_store_add"}
     for bench, info in residual.items():
         assert info["points"] == summary[bench].predicted
         assert info["median_abs_error"] == pytest.approx(summary[bench].median_abs_error,
@@ -368,3 +377,38 @@ def test_the_fused_pull_reduce_moves_at_its_own_calibrated_rate(shipped):
     # the inter-SM gemm-rs / gemm-ar plans pull with it, nothing else does
     rs = plan("gemm-rs", {"m": 4096, "n": 4096, "k": 1024}, 4, 2, "direct", pull=1)
     assert {m.routine for c in rs.chunks for m in c.moves} == {"pull"}
+
+
+def test_a_gemm_store_adding_into_one_output_holds_each_wave_for_its_bulk_stores(shipped):
+    # Our GEMM 8192 x 8192 x 2048 on 132 SMs store-adding every tile into 1 output
+    # (gemm_store_add, pksim.primitives._gemm_store_add): 2048 tiles, 16 waves. The waves
+    # compute back to back at the tensor rate (flop / tensor = the GEMM's body); after each
+    # the SMs hand its 8 MiB of store-adds to their bulk engines, stall = 8 MiB / (132 x
+    # tma_reduce_per_sm); each wave's store-adds (8 MiB x the tile RMW weight of HBM) run on
+    # the main loops' share of the memory path, h = tensor.epilogue_overlap, and keep up
+    # (under h they take less than a wave). The last starts as the last wave ends, moves at
+    # h during the last stall, then at the whole path: the end is
+    #   launch + flop / tensor + 16 stall + (last - h stall),  last = 8 MiB x w / HBM
+    from hwmodels.sm import gemm_efficiency, sustained_factor, tile_reduce_memory_weight
+    from pksim.primitives import predict_time_s
+    g = shipped.gpu
+    m = n = 8192
+    k = 2048
+    flop = 2.0 * m * n * k
+    peak = g.tensor.flops("bf16") * gemm_efficiency(g, m, n, k)
+    tensor = peak * sustained_factor(g, flop / peak)
+    wave = 2.0 * m * n / 16
+    stall = wave / (132 * g.transfer.tma_reduce_Bps_per_sm)
+    last = wave * tile_reduce_memory_weight(g) / g.hbm.effective_Bps
+    h = g.tensor.epilogue_overlap
+    assert last / h < flop / tensor / 16                    # the store-adds keep up
+    expected = g.sync.stream_launch_s + flop / tensor + 16 * stall + last - h * stall
+    rec = {"bench": "gemm_store_add", "time_s": 4e-4, "check": "ok",
+           "params": {"epilogue": "store_add", "dests": 1, "m": m, "n": n, "k": k}}
+    assert predict_time_s(shipped, rec) == pytest.approx(expected, rel=1e-9)
+    # more outputs, more time; plain stores into several outputs: measured only
+    times = [predict_time_s(shipped, {**rec, "params": {**rec["params"], "dests": d}})
+             for d in (1, 2, 4, 8)]
+    assert times == sorted(times) and times[-1] > 2 * times[0]
+    many = {**rec, "params": {**rec["params"], "epilogue": "store_many"}}
+    assert predict_time_s(shipped, many) is None
