@@ -9,7 +9,7 @@
 #   summary.txt          per part, cases with a result and those that did not run; memcheck
 #   mb/microbench.json   the primitives the model is fitted to (block_moves, launch_latency
 #                        incl. the host calls, hbm_copy, signal_chain,
-#                        fused_pull): calibration inputs;
+#                        fused_pull, gemm_store_add): calibration inputs;
 #   measured.jsonl       the suite's collectives, timed and checked: judged, never fitted;
 #   fused-measured.jsonl the suite's fused GEMM + communication kernels (run_fused's rows);
 #   fused-memcheck.txt   compute-sanitizer memcheck of one fused library per (op, overlap),
@@ -87,7 +87,7 @@ EOF
 
 if step microbench 110 40; then
   timeout --signal=KILL "$L" $py validation/microbench/run.py --out "$out/mb" \
-    --only block_moves,launch_latency,hbm_copy,signal_chain,fused_pull --budget-s $(( L - 10 )) > "$out/mb.log" 2>&1
+    --only block_moves,launch_latency,hbm_copy,signal_chain,fused_pull,gemm_store_add --budget-s $(( L - 10 )) > "$out/mb.log" 2>&1
   ended $?
 fi
 
