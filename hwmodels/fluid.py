@@ -137,8 +137,12 @@ class FluidEngine:
         """Rates: the flows of the highest ``priority`` first, weighted max-min fair among
         themselves on the whole capacities; each lower priority then shares what the ones
         above left (``_fill``)."""
+        priorities = {f.priority for f in self.flows}
+        if len(priorities) <= 1:
+            self._fill(self.flows, self.capacity)
+            return
         left = dict(self.capacity)
-        for priority in sorted({f.priority for f in self.flows}, reverse=True):
+        for priority in sorted(priorities, reverse=True):
             group = [f for f in self.flows if f.priority == priority]
             self._fill(group, left)
             for flow in group:
