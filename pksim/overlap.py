@@ -465,6 +465,7 @@ def _run(setup: _Setup, record: bool):
 
     stall = [epilogue_stall_s(setup.system, c, setup.compute_sms) if paths else 0.0
              for c in plan.chunks]
+    stalls: list[tuple[int, float, float]] = []        # (chunk, start, end), for the timeline
 
     def compute():
         for i, c in enumerate(plan.chunks):
@@ -473,6 +474,7 @@ def _run(setup: _Setup, record: bool):
             yield from run(("compute", c.key), i)
             computed[i].succeed()
             if stall[i] > 0:
+                stalls.append((i, env.now, env.now + stall[i]))
                 yield env.timeout(stall[i])
         for name, capacity in paths.items():
             engine.set_capacity(name, capacity)
@@ -494,7 +496,7 @@ def _run(setup: _Setup, record: bool):
     # Run until the plan is done, not until the queue is empty: a capacity raised between
     # two of the engine's wake-ups leaves a stale one behind (hwmodels.fluid.set_capacity).
     env.run(until=env.process(finish(computing)))
-    timeline = _timeline(setup, engine.records) if record else ()
+    timeline = _timeline(setup, engine.records, stalls) if record else ()
     return env.now, engine.busy_s, timeline
 
 
@@ -613,15 +615,20 @@ def comm_track(setup: _Setup) -> str:
     return f"comm SMs ({s.comm_sms}, {s.mechanism})"
 
 
-def _timeline(setup: _Setup, records) -> tuple[TimelineEvent, ...]:
+def _timeline(setup: _Setup, records, stalls=()) -> tuple[TimelineEvent, ...]:
     """Flow records of the fused DES as timeline events, shifted by the launch: per
-    simulated rank a compute track (one span per chunk of tiles) and a communication
-    track, and per link class the times some transfer crosses it."""
+    simulated rank a compute track (one span per chunk of tiles, and the epilogue's
+    hand-off of its store-adds after it: ``stalls``) and a communication track, and per
+    link class the times some transfer crosses it."""
     launch = setup.launch_s
     coll = fused.BASELINE_COLLECTIVE[setup.schedule.op]
     ranks = sorted({r.tags["rank"] for r in records})
     events = [TimelineEvent(f"rank {r} / {compute_track(setup)}", "kernel launch", 0.0, launch)
               for r in ranks]
+    events += [TimelineEvent(f"rank {r} / {compute_track(setup)}",
+                             f"chunk {i}: epilogue hands its store-adds to the bulk engines",
+                             start + launch, end + launch)
+               for i, start, end in stalls for r in ranks]
     for rec in records:
         tags, start, end = rec.tags, rec.start_s + launch, rec.end_s + launch
         rank, index = tags["rank"], tags["index"]

@@ -318,3 +318,20 @@ def test_a_larger_share_of_the_memory_path_for_the_epilogue_is_never_slower(op):
     assert times == sorted(times, reverse=True) and times[0] > times[-1]
     faster = predict(with_figures(base, {"gpu.hbm.tile_reduce_efficiency": 0.9}), s).time_s
     assert faster <= predict(base, s).time_s
+
+
+def test_the_timeline_shows_each_waves_epilogue_hand_off():
+    # gemm-ar w8 intra-SM: the compute track of every simulated rank holds one hand-off per
+    # chunk after its tiles, together as long as the chunks' stalls (epilogue_stall_s)
+    from pksim.overlap import _Setup, epilogue_stall_s, predict_fused
+    v = load_system("h200-virtual-calibrated")
+    s = fused("gemm-ar", "intra-sm", algorithm="direct", world=8,
+              shape=dict(m=8192, n=8192, k=2048))
+    setup = _Setup(v, s)
+    events = [e for e in predict_fused(v, s, record=True).timeline if "epilogue" in e.name]
+    tracks = {e.track for e in events}
+    assert tracks and all("compute SMs" in t for t in tracks)
+    per_track = len(events) // len(tracks)
+    assert per_track == len(setup.plan.chunks)
+    total = sum(epilogue_stall_s(v, c, setup.compute_sms) for c in setup.plan.chunks)
+    assert sum(e.end_s - e.start_s for e in events) / len(tracks) == pytest.approx(total)
