@@ -28,6 +28,11 @@ Case kinds and their JSON lines (one per case; device, date, torch, cuda on ever
   arg_check lib, case, status, expected, message, ok (bad arguments are refused before CUDA)
   timeout   a call made to wait forever (seq 1000, short deadline): ok if it comes back as a
             device timeout naming the waiter
+Timed cases that follow one another with the same ``interleave`` field (pksim validate sets it
+per group of candidates) are set up and checked one by one, then timed call by call in turn
+(warm-up calls of each, then each round one call of each, every call after the flush), so
+that a group's candidates see the same clocks; their rows carry interleaved_with (how many
+others). Their further timings (ms_no_zeroing, the baseline's parts) are taken case by case.
 Shapes: gemm-rs/gemm-ar rank r has A_r [m x k] and B_r [k x n]; ag-gemm A [m x k] is split
 into world shards of rows floor(r m / world) .. floor((r + 1) m / world).
 """
@@ -219,6 +224,26 @@ def _timing(torch, fn, iters: int, warmup: int) -> dict:
 
 
 def run_fused_case(case: dict, libs: dict) -> dict:
+    return _run_now(fused_case_steps(case, libs))
+
+
+def _run_now(steps) -> dict:
+    """Drive a case's steps with its main timing taken at once (``_timing``)."""
+    import torch
+    try:
+        request = next(steps)
+        while True:
+            fn, iters, warmup = request
+            request = steps.send(_timing(torch, fn, iters, warmup))
+    except StopIteration as done:
+        return done.value
+
+
+def fused_case_steps(case: dict, libs: dict):
+    """A fused case as a generator: it sets up, checks, and yields (call, iters, warmup)
+    for its main timing, expects the timing dict back, then finishes (its own further
+    timings, the check again, the clean-up) and returns its row's fields. ``_run_now``
+    times at once; ``_run_interleaved`` times a group's calls in turn."""
     import torch
     from validation.fused_runtime import FusedCall, FusedLib
     lib = libs.get(case["lib"]) or libs.setdefault(case["lib"], FusedLib(case["lib"]))
@@ -243,7 +268,7 @@ def run_fused_case(case: dict, libs: dict) -> dict:
         else:
             out["ok"] = True
         if case.get("time"):
-            t = _timing(torch, call.launch, int(case["iters"]), int(case["warmup"]))
+            t = yield call.launch, int(case["iters"]), int(case["warmup"])
             call.wait(60)
             out.update(t, tflops=w * 2.0 * m * n * k / (t["ms"] * 1e-3) / 1e12)
             if case["op"] != "ag-gemm" and call.reqs.spins == 0:
@@ -306,6 +331,12 @@ def bad_argument_statuses(lib, PkfArgs, abi: int) -> list[dict]:
 
 
 def run_none_case(case: dict, libs: dict, ranks_cache: dict) -> dict:
+    return _run_now(none_case_steps(case, libs, ranks_cache))
+
+
+def none_case_steps(case: dict, libs: dict, ranks_cache: dict):
+    """The "none" baseline as a generator, as ``fused_case_steps``: its main timing is
+    the GEMMs and the collective back to back."""
     import torch
     from validation import gemm_bench
     from validation.runtime import Collective, Library, VirtualRanks
@@ -356,7 +387,7 @@ def run_none_case(case: dict, libs: dict, ranks_cache: dict) -> dict:
             out["ok"] = True
         if case.get("time"):
             iters, warm = int(case["iters"]), int(case["warmup"])
-            t = _timing(torch, both, iters, warm)
+            t = yield both, iters, warm
             coll.wait(60)
             out.update(t, tflops=w * 2.0 * m * n * k / (t["ms"] * 1e-3) / 1e12)
             out["ms_gemm"] = _timing(torch, gemms, iters, warm)["ms"]
@@ -417,24 +448,16 @@ def worker(cases: list[dict], out: Path) -> int:
     libs: dict = {}
     ranks_cache: dict = {}
     beat = Path(str(out) + ".current")
-    for case in cases:
-        beat.write_text(json.dumps({"id": case["id"], "t": time.time()}))
-        t0 = time.time()
-        row = {key: (Path(v).name if key.endswith("lib") else v) for key, v in case.items()}
-        try:
-            if case["kind"] in ("fused", "timeout"):
-                row.update(run_fused_case(case, libs))
-            elif case["kind"] == "none":
-                row.update(run_none_case(case, libs, ranks_cache))
-            else:
-                row.update(arg_check_case(case, libs))
-        except HangError as exc:
-            row.update(ok=False, error=str(exc), wall_s=round(time.time() - t0, 3), **info)
-            _append(out, row)
-            os._exit(3)
-        except Exception as exc:  # one case's failure must not stop the others
-            row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:1000])
-        row.update(wall_s=round(time.time() - t0, 3), **info)
+
+    def steps(case: dict):
+        if case["kind"] in ("fused", "timeout"):
+            return fused_case_steps(case, libs)
+        if case["kind"] == "none":
+            return none_case_steps(case, libs, ranks_cache)
+        return _no_steps(arg_check_case(case, libs))
+
+    def finished(case: dict, row: dict) -> None:
+        row.update(**info)
         _append(out, row)
         print(f"{case['id']}: {'ok' if row.get('ok') else 'FAILED'}"
               + (f" {row['ms']:.3f} ms" if "ms" in row else "")
@@ -442,8 +465,107 @@ def worker(cases: list[dict], out: Path) -> int:
               file=sys.stderr, flush=True)
         if not row.get("ok") and not _context_healthy():
             os._exit(4)  # a sticky CUDA error: the parent starts a fresh worker
+
+    i = 0
+    while i < len(cases):
+        group = [cases[i]]
+        key = interleave_key(cases[i])
+        while key and i + len(group) < len(cases) and \
+                interleave_key(cases[i + len(group)]) == key:
+            group.append(cases[i + len(group)])
+        i += len(group)
+        runs = []                          # (case, row, its steps, its timing request, t0)
+        for case in group:                 # set up and check each, up to its timing
+            beat.write_text(json.dumps({"id": case["id"], "t": time.time()}))
+            t0 = time.time()
+            row = {key_: (Path(v).name if key_.endswith("lib") else v)
+                   for key_, v in case.items()}
+            it = steps(case)
+            try:
+                runs.append([case, row, it, next(it), time.time() - t0])
+            except StopIteration as done:
+                row.update(done.value, wall_s=round(time.time() - t0, 3))
+                finished(case, row)
+            except HangError as exc:
+                row.update(ok=False, error=str(exc), wall_s=round(time.time() - t0, 3), **info)
+                _append(out, row)
+                os._exit(3)
+            except Exception as exc:  # one case's failure must not stop the others
+                row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:1000],
+                           wall_s=round(time.time() - t0, 3))
+                finished(case, row)
+        if not runs:
+            continue
+        beat.write_text(json.dumps({"id": runs[0][0]["id"], "t": time.time()}))
+        t0 = time.time()
+        timings = _interleaved_timings(torch, [r[3] for r in runs])
+        shared = (time.time() - t0) / len(runs)
+        for (case, row, it, _, spent), timing in zip(runs, timings):
+            beat.write_text(json.dumps({"id": case["id"], "t": time.time()}))
+            t0 = time.time()
+            try:
+                request = it.send(timing)
+                while True:                # a further timing of the case's own: at once
+                    fn, iters, warmup = request
+                    request = it.send(_timing(torch, fn, iters, warmup))
+            except StopIteration as done:
+                row.update(done.value)
+            except HangError as exc:
+                row.update(ok=False, error=str(exc), **info)
+                _append(out, row)
+                os._exit(3)
+            except Exception as exc:
+                row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:1000])
+            row.update(wall_s=round(spent + shared + time.time() - t0, 3))
+            if len(runs) > 1:
+                row["interleaved_with"] = len(runs) - 1
+            finished(case, row)
     beat.unlink(missing_ok=True)
     return 0
+
+
+def interleave_key(case: dict) -> str | None:
+    """Timed cases with the same ``interleave`` field that follow one another in the list
+    are timed call by call in turn (``_interleaved_timings``): the candidates of one group
+    then see the same clocks and temperature (validation/validate.py sets it per group)."""
+    if case.get("time") and case.get("kind") in ("fused", "none"):
+        return case.get("interleave")
+    return None
+
+
+def _no_steps(row: dict):
+    return row
+    yield  # noqa: unreachable -- makes this a generator that only returns
+
+
+def _interleaved_timings(torch, requests: list) -> list[dict]:
+    """``_timing`` of several calls at once: the warm-up calls of each, then round after
+    round one timed call of each in turn (every one after the same 256 MiB flush of the L2,
+    CUDA events around the call alone), up to each one's own number of calls."""
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    for fn, _, warmup in requests:
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    events = [[] for _ in requests]
+    for i in range(max(iters for _, iters, _ in requests)):
+        for (fn, iters, _), ev in zip(requests, events):
+            if i >= iters:
+                continue
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
+            start.record()
+            fn()
+            end.record()
+            ev.append((start, end))
+    torch.cuda.synchronize()
+    del flush
+    out = []
+    for (_, iters, _), ev in zip(requests, events):
+        ms = [s.elapsed_time(e) for s, e in ev]
+        out.append({"ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
+                    "iters": iters})
+    return out
 
 
 def parent(cases_path: Path, out: Path, case_timeout: float, deadline_s: float) -> int:

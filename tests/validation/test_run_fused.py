@@ -69,3 +69,79 @@ def test_report_tables():
 def test_cli_needs_bundle_and_out(argv):
     with pytest.raises(SystemExit):
         run_fused.main(argv)
+
+
+class _StubCuda:
+    """Just enough of torch.cuda for run_fused._interleaved_timings without a GPU: events
+    read a clock that each call of a timed function advances by its own duration."""
+
+    def __init__(self, log):
+        self.log, self.now = log, 0.0
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing=True):
+                self.t = None
+
+            def record(self):
+                self.t = cuda.now
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        self.Event = Event
+
+    def synchronize(self):
+        self.log.append("sync")
+
+
+class _StubTorch:
+    uint8 = "uint8"
+
+    def __init__(self):
+        self.log = []
+        self.cuda = _StubCuda(self.log)
+
+    def empty(self, n, dtype=None, device=None):
+        log = self.log
+
+        class Flush:
+            def zero_(self):
+                log.append("flush")
+        return Flush()
+
+
+def test_interleaved_timing_takes_one_call_of_each_in_turn():
+    # a (2 ms a call, 3 timed calls, 1 warm-up) and b (5 ms, 2 timed, 2 warm-up): the warm-ups
+    # first, then rounds a, b, a, b, a, each after the flush; b stops after its 2 calls
+    torch = _StubTorch()
+
+    def call(name, ms):
+        def fn():
+            torch.log.append(name)
+            torch.cuda.now += ms
+        return fn
+
+    got = run_fused._interleaved_timings(torch, [(call("a", 2.0), 3, 1), (call("b", 5.0), 2, 2)])
+    calls = [x for x in torch.log if x != "flush"]
+    assert calls == ["a", "b", "b", "sync", "a", "b", "a", "b", "a", "sync"]
+    assert torch.log[4:] == ["flush", "a", "flush", "b", "flush", "a", "flush", "b", "flush",
+                             "a", "sync"]
+    assert got == [{"ms": 2.0, "ms_min": 2.0, "ms_max": 2.0, "iters": 3},
+                   {"ms": 5.0, "ms_min": 5.0, "ms_max": 5.0, "iters": 2}]
+
+
+def test_only_timed_cases_of_a_group_interleave():
+    timed = {"kind": "fused", "time": True, "interleave": "gemm-rs 8x8x8 w2"}
+    assert run_fused.interleave_key(timed) == "gemm-rs 8x8x8 w2"
+    assert run_fused.interleave_key({**timed, "kind": "none"}) == "gemm-rs 8x8x8 w2"
+    assert run_fused.interleave_key({**timed, "time": False}) is None
+    assert run_fused.interleave_key({**timed, "kind": "timeout"}) is None
+    assert run_fused.interleave_key({"kind": "fused", "time": True}) is None
+
+
+def test_a_case_without_timing_returns_its_row_from_its_steps():
+    steps = run_fused._no_steps({"ok": True, "results": []})
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    assert done.value.value == {"ok": True, "results": []}

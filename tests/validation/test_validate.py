@@ -358,6 +358,13 @@ def test_prepare_quick_suite_includes_predicted_fused_cases(tmp_path):
              for ov, n in (("intra-sm", intra), ("inter-sm", inter)) if n}
     assert len((out / "fused" / "memcheck_libs.txt").read_text().split()) == len(pairs)
     assert meta["estimated_gpu_s"] > meta["fused"]["estimated_gpu_s"] > 0
+    # a group's candidates follow one another with one interleave key (timed in turn by
+    # run_fused), each keeping the seed of its place in the suite's candidate list
+    keys = [c["interleave"] for c in cases]
+    assert keys == sorted(keys, key=keys.index) and len(set(keys)) == 3
+    assert {f"{c['op']} 1000x1024x512 w2" for c in cases} == set(keys)
+    assert all(c["interleave"].startswith(c["op"] + " ") for c in cases)
+    assert sorted(c["seed"] for c in cases) == list(range(10, 10 + len(cases)))
 
 
 def _fused_bundle(tmp_path: Path) -> Path:
