@@ -14,6 +14,7 @@ The ``[fused]`` table of a suite file (``validation/suite.py``)::
     [fused.timing]
     iters = 20
     warmup = 3
+    interleave = false              # true: time a group's candidates call by call in turn
 
 A group is one (op, m, n, k, world); its candidates are "none" (the unfused baseline of
 validation/run_fused.py) and every runnable fused variant (``run_fused.VARIANTS``: op, overlap,
@@ -37,7 +38,7 @@ OVERLAPS = ("none", "intra-sm", "inter-sm")
 SEQUENTIAL = ("no", "fewest", "all")
 KEYS = {"ops", "overlaps", "mechanisms", "shapes", "comm_blocks_total", "sequential", "timing"}
 SHAPE_KEYS = {"mnk", "worlds"}
-TIMING_KEYS = {"iters", "warmup"}
+TIMING_KEYS = {"iters", "warmup", "interleave"}
 MAX_WORLD = 8                               # kernels/fused/abi.h PKF_MAX_RANKS
 _MNK = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*$")
 
@@ -90,6 +91,7 @@ class FusedPart:
     sequential: str = "fewest"
     iters: int = 20
     warmup: int = 3
+    interleave: bool = False
 
     @property
     def worlds(self) -> tuple[int, ...]:
@@ -230,8 +232,12 @@ def parse_fused(data: Any, where: str) -> FusedPart:
         if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= 10000:
             raise _fail(where, f"timing.{key}", v, f"must be an integer from {lo} to 10000")
         counts[key] = v
+    interleave = timing.get("interleave", False)
+    if not isinstance(interleave, bool):
+        raise _fail(where, "timing.interleave", interleave, "must be true or false")
     part = FusedPart(ops=ops, overlaps=overlaps, mechanisms=mechs, shapes=tuple(shapes),
-                     comm_blocks_total=total, sequential=seq, **counts)
+                     comm_blocks_total=total, sequential=seq, interleave=interleave,
+                     **counts)
     for op in ops:
         if not any(v[0] == op for v in part.variants()) and "none" not in overlaps:
             have = ", ".join(f"{o}/{m}" for (p, o, _, m) in runnable if p == op)

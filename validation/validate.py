@@ -160,19 +160,21 @@ def estimate_fused_case_s(case: dict) -> float:
 
 
 def make_fused_cases(suite: Suite, system: System, libs: dict[str, str]) -> list[dict]:
-    """One timed and checked run_fused case per fused candidate of the suite, predicted;
-    a group's candidates one after another, marked to be timed call by call in turn
-    (``interleave``, validation/run_fused.py), so that they see the same clocks."""
+    """One timed and checked run_fused case per fused candidate of the suite, predicted.
+    With the suite's ``[fused.timing] interleave``, a group's candidates come one after
+    another, marked to be timed call by call in turn (validation/run_fused.py); else in
+    the candidates' order, each timed on its own."""
     f = suite.fused
     candidates = list(enumerate(f.candidates(), start=10))     # seeds as listed
-    first = {}
+    first: dict = {}
     for i, (_, c) in enumerate(candidates):
-        first.setdefault(c.group, i)
+        first.setdefault(c.group, i if f.interleave else 0)
     cases = []
     for seed, c in sorted(candidates, key=lambda sc: first[sc[1].group]):
         case = c.case(libs, seed, f.iters, f.warmup)
-        op, m, n, k, w = c.group
-        case["interleave"] = f"{op} {m}x{n}x{k} w{w}"
+        if f.interleave:
+            op, m, n, k, w = c.group
+            case["interleave"] = f"{op} {m}x{n}x{k} w{w}"
         fields, why = predict_fused_case(system, case)
         case.update(fields)
         if why is not None:

@@ -358,13 +358,34 @@ def test_prepare_quick_suite_includes_predicted_fused_cases(tmp_path):
              for ov, n in (("intra-sm", intra), ("inter-sm", inter)) if n}
     assert len((out / "fused" / "memcheck_libs.txt").read_text().split()) == len(pairs)
     assert meta["estimated_gpu_s"] > meta["fused"]["estimated_gpu_s"] > 0
-    # a group's candidates follow one another with one interleave key (timed in turn by
-    # run_fused), each keeping the seed of its place in the suite's candidate list
+    # each candidate timed on its own, in the suite's order (seeds 10, 11, ...)
+    assert [c["seed"] for c in cases] == list(range(10, 10 + len(cases)))
+    assert not any("interleave" in c for c in cases)
+
+
+def test_an_interleaving_suite_puts_each_group_together(tmp_path):
+    # [fused.timing] interleave = true: a group's candidates follow one another with one
+    # interleave key (timed in turn by run_fused), each keeping the seed of its place in
+    # the candidate list
+    suites = Path(__file__).resolve().parents[2] / "validation" / "suites"
+    quick = (suites / "quick.toml").read_text()
+    suite = tmp_path / "quick-interleaved.toml"
+    suite.write_text(quick.replace("[fused.timing]\n", "[fused.timing]\ninterleave = true\n"))
+    out = tmp_path / "bundle"
+    result = run(["validate", "--suite", str(suite), "--prepare", "--no-build", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    cases = json.loads((out / "fused" / "cases.json").read_text())
     keys = [c["interleave"] for c in cases]
     assert keys == sorted(keys, key=keys.index) and len(set(keys)) == 3
-    assert {f"{c['op']} 1000x1024x512 w2" for c in cases} == set(keys)
-    assert all(c["interleave"].startswith(c["op"] + " ") for c in cases)
+    assert all(c["interleave"] == f"{c['op']} 1000x1024x512 w2" for c in cases)
     assert sorted(c["seed"] for c in cases) == list(range(10, 10 + len(cases)))
+    bad = tmp_path / "bad.toml"
+    bad.write_text(quick.replace("[fused.timing]\n", "[fused.timing]\ninterleave = 1\n"))
+    result = run(["validate", "--suite", str(bad), "--prepare", "--no-build", "-o",
+                  str(tmp_path / "b2")])
+    assert result.exit_code != 0
+    assert "timing.interleave" in result.output and "true or false" in result.output
+    assert "Traceback" not in result.output
 
 
 def _fused_bundle(tmp_path: Path) -> Path:
