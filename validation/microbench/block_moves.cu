@@ -18,7 +18,8 @@
 // 60 MiB L2), and blocks {4, 16, 132} at 256 KiB (latency-bound). Shared reads: R in {2, 4,
 // 8} groups of 132 / R or 64 / R blocks each move the same S in {1, R} sources into their own
 // destination ("readers" = R, "blocks" = blocks per group), as the virtual ranks of a
-// one-shot all-reduce (S = R) or a broadcast (S = 1) read the same buffers.
+// one-shot all-reduce (S = R) or a broadcast (S = 1) read the same buffers; since run 36 also
+// 4 and 64 KiB alone behind a write on the suite's blocks per group.
 // Own buffers ("block_moves_own" records, measured only): G in {2, 4, 8} groups of 132 / G or
 // 64 / G blocks, group g moving its own S in {1, 2, 4} sources into its own destination, as
 // virtual ranks do (G x S <= 8).
@@ -368,6 +369,25 @@ int main(int argc, char** argv) {
           add_config(params, tma);
           emit_point("block_moves", params, (double)big, (double)big * (sources + readers),
                      (double)big, t, check);
+        }
+        // Alone behind a write (since run 36): the one-shot's and the broadcast's cold small
+        // moves as the suite runs them, 4 and 64 KiB per destination on the suite's blocks per
+        // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8)
+        for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB}) {
+          const size_t n = alone / sizeof(bf16);
+          for (int per : {132 / readers / 4, 132 / readers / 2, 132 / readers}) {
+            const Timing t = time_alone([&] { run(tma, d, s, n, reduce, per * readers, readers); },
+                                        flush_kind::memset);
+            JsonObj params;
+            params.str("mechanism", tma ? "tma" : "register").str("kind", reduce ? "reduce" : "copy");
+            params.integer("sources", sources).integer("dests", 1).integer("readers", readers)
+                .integer("blocks", per);
+            params.str("timing", "behind_write").str("flush", "memset").str("launch", "plain");
+            add_config(params, tma);
+            const std::string check = verify(readers, [&](int) { return s; }, n);
+            emit_point("block_moves", params, (double)alone, (double)alone * (sources + readers),
+                       (double)alone, t, check);
+          }
         }
       }
     }
