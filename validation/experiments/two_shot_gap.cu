@@ -22,6 +22,10 @@
 //   move_ct      move_rt with the pointer sets filled at compile-time slots (as block_moves)
 //   reg_gen, reg_gen_seq, reg_move_ct   gen, gen_seq and move_ct by registers (512 threads,
 //                8 sources at once), since run 30
+//   one_shot, reg_one_shot   the one-shot's phase (pkc::all_reduce_one_shot) by TMA and by
+//                registers on the same buffers, since run 32
+// Worlds 2, 4 and 8 (since run 32; 8 before), 4 KiB, 64 KiB and 1 MiB, the suite's blocks per
+// rank (16 / 33 / 66 at w2, 8 / 16 / 33 at w4, 4 / 8 / 16 at w8).
 // Layouts (`layout`): "packed" (every rank's input and output a cudaMalloc of its own size, as
 // harness_gap and the suite's torch buffers) and "spread" (64 MiB apart, as block_moves).
 // With --stamps each block of the gen and move_ct kernels also records %globaltimer at its
@@ -35,8 +39,14 @@
 // subtraction in pkc::peer and compile-time fills, the generated kernel runs as fast as
 // move_ct (6.21 us at 4 KiB, 6.50-6.56 us at 64 KiB, fastest calls).
 //
-// Check: every rank's output against a host reference (fp32 sum of the 8 inputs, in any order,
-// within 1 bf16 ulp of the rounded sum).
+// Run 32 (H200, 2026-12-03; validation/data/h200-two-shot-gap-2026-12-03-run32.jsonl,
+// docs/VALIDATION.md "runs 32-33"): by registers the generated phase matches the crossed sum at
+// every world (w4 4 KiB 5.70 / 5.70 us) and runs 0.3-0.7 us slower than the one-shot's phase
+// at 4-64 KiB; by TMA the same code in different binaries shares its fastest call but not
+// its median (two modes behind the write).
+//
+// Check: every rank's output against a host reference (fp32 sum of the world inputs, in any
+// order, within 1 bf16 ulp of the rounded sum).
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels -I kernels/include \
 //        -o two_shot_gap validation/experiments/two_shot_gap.cu
