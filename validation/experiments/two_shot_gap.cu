@@ -164,9 +164,38 @@ static std::string check(const pkc_args& a, size_t n) {
   return bad ? "FAIL: " + std::to_string(bad) + " elements wrong" : "ok";
 }
 
+// The write before each call as flush_kernel, but launched with the TMA kernels' dynamic shared
+// memory (--flush-smem): the SMs' shared-memory carve-out is then already what the TMA kernel
+// after it needs.
+__global__ void flush_smem_kernel(uint4* p, size_t n, unsigned v) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = make_uint4(v, v + 1, v + 2, v + 3);
+}
+
+template <class Go>
+std::vector<double> times_behind_smem_write(cudaStream_t st, Go go, void* flush, size_t flush_bytes, int reps) {
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<double> v;
+  for (int r = 0; r < reps; ++r) {
+    flush_smem_kernel<<<sm_count() * 4, 512, config::kSmemBytes, st>>>(static_cast<uint4*>(flush),
+                                                                       flush_bytes / 16, r);
+    v.push_back(event_seconds(st, e0, e1, go));
+  }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  return v;
+}
+
 int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   const bool stamps = argc > 1 && std::string(argv[1]) == "--stamps";
+  // --flush-smem: w2 and w8, 4 KiB and 1 MiB, the most blocks, packed, each case behind both
+  // writes (the plain kernel's and flush_smem_kernel's), no stamps
+  const bool smem_flush = argc > 1 && std::string(argv[1]) == "--flush-smem";
+  CHECK(cudaFuncSetAttribute(flush_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)config::kSmemBytes));
   const size_t flush_bytes = 256ull << 20;
   void* flush = nullptr;
   CHECK(cudaMalloc(&flush, flush_bytes));
@@ -199,11 +228,13 @@ int main(int argc, char** argv) {
   CHECK(cudaFuncSetAttribute(all_reduce_two_shot_tma<bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)config::kSmemBytes));
   int failures = 0;
-  for (int world : {2, 4, 8})
+  for (int world : smem_flush ? std::vector<int>{2, 8} : std::vector<int>{2, 4, 8})
   for (const char* layout : {"packed", "spread"})
     for (size_t bytes : {4 * KiB, 64 * KiB, 1 * MiB})
       for (int bpr : world == 2 ? std::vector<int>{16, 33, 66} : world == 4 ? std::vector<int>{8, 16, 33}
                                                                   : std::vector<int>{4, 8, 16}) {  // the suite's
+        if (smem_flush && (std::string(layout) != "packed" || bytes == 64 * KiB || bpr != (world == 2 ? 66 : 16)))
+          continue;
         const size_t n = bytes / 2;
         pkc_args a = virtual_args(world, PKC_BF16, n, bpr);
         std::vector<void*> allocs;
@@ -234,6 +265,25 @@ int main(int argc, char** argv) {
           CHECK(cudaStreamSynchronize(st));
           const std::string ok = check(a, n);
           failures += ok != "ok";
+          if (smem_flush) {            // both writes, alternating blocks of 50 calls, 200 each
+            std::vector<double> plain, carved;
+            for (int round = 0; round < 4; ++round) {
+              auto a1 = times_behind_write(st, [&] { launch(nullptr); }, flush, flush_bytes, 50, true);
+              auto a2 = times_behind_smem_write(st, [&] { launch(nullptr); }, flush, flush_bytes, 50);
+              plain.insert(plain.end(), a1.begin(), a1.end());
+              carved.insert(carved.end(), a2.begin(), a2.end());
+            }
+            for (int f = 0; f < 2; ++f) {
+              const std::vector<double>& t = f ? carved : plain;
+              std::printf("{\"bench\": \"two_shot_gap\", \"kernel\": \"%s\", \"layout\": \"%s\", \"world\": %d, "
+                          "\"bytes\": %zu, \"blocks_per_rank\": %d, \"flush\": \"%s\", \"time_s\": %.9g, "
+                          "\"time_min_s\": %.9g, \"time_p90_s\": %.9g, \"calls\": %zu, \"check\": \"%s\"}\n",
+                          name, layout, world, bytes, bpr, f ? "kernel_smem" : "kernel", quantile(t, 0.5),
+                          quantile(t, 0.0), quantile(t, 0.9), t.size(), ok.c_str());
+            }
+            std::fflush(stdout);
+            return;
+          }
           const std::vector<double> t = times_behind_write(st, [&] { launch(nullptr); }, flush, flush_bytes, 100, true);
           std::printf("{\"bench\": \"two_shot_gap\", \"kernel\": \"%s\", \"layout\": \"%s\", \"world\": %d, "
                       "\"bytes\": %zu, \"blocks_per_rank\": %d, \"flush\": \"kernel\", \"time_s\": %.9g, "
