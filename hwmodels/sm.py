@@ -272,6 +272,16 @@ def tile_reduce_memory_weight(gpu: GpuSpec) -> float:
     return 2.0 * gpu.hbm.efficiency / gpu.hbm.tile_reduce_efficiency
 
 
+def epilogue_handoff_s(gpu: GpuSpec, nbytes: float, sms: float, reduce: bool = True) -> float:
+    """How long ``sms`` SMs stop computing to hand ``nbytes`` of a GEMM epilogue's staged
+    tiles to their bulk engines: the engines read them out at ``transfer.tma_reduce_per_sm``
+    (store-adds) or ``tma_local_per_sm`` (stores) each, and the consumers wait for that
+    before they stage the next tile (kernels/gemm/gemm.cuh)."""
+    t = gpu.transfer
+    rate = t.tma_reduce_Bps_per_sm if reduce else t.tma_local_Bps_per_sm
+    return nbytes / (rate * sms)
+
+
 # ---- tensor cores -------------------------------------------------------------------
 def _waves(tiles: int, sms: int) -> float:
     """Fraction of the SM-waves that does useful work; below one wave the library

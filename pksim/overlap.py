@@ -37,7 +37,7 @@ import simpy
 
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (GEMM_TILE, attention_efficiency, gemm_efficiency,
+from hwmodels.sm import (GEMM_TILE, attention_efficiency, epilogue_handoff_s, gemm_efficiency,
                          reduce_memory_weight, sustained_factor, tile_reduce_memory_weight)
 from hwmodels.system import System
 from hwmodels.topology import Topology
@@ -253,8 +253,8 @@ def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
     usage[src] -= 1.0
     write = 1.0
     if t.kind == "reduce":
-        usage[dst] += tile_reduce_memory_weight(gpu) - reduce_memory_weight(gpu, False)
         write = tile_reduce_memory_weight(gpu)
+        usage[dst] += write - reduce_memory_weight(gpu, False)
     path = _mempath(topo, t.src)
     usage[path] = usage.get(path, 0.0) + write
     return FlowSpec(tuple((n, w) for n, w in usage.items() if w > 1e-12), spec.latency_s,
@@ -262,16 +262,13 @@ def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
 
 
 def epilogue_stall_s(system: System, chunk, sms: int) -> float:
-    """How long the busiest rank's SMs stop computing to hand a chunk's epilogue stores to
-    their bulk engines: its payload over ``sms`` SMs at the engines' rate (store-adds at
-    ``transfer.tma_reduce_per_sm_GBps``, stores at ``tma_local_per_sm_GBps``). The
-    consumers wait for the engines to read each staged tile before they stage the next
-    (kernels/gemm/gemm.cuh), so this time is not spent on the tensor cores."""
-    t = system.gpu.transfer
+    """How long the busiest rank's ``sms`` SMs stop computing to hand a chunk's epilogue
+    stores to their bulk engines (``hwmodels.sm.epilogue_handoff_s``): time not spent on
+    the tensor cores."""
     per_rank: dict[int, float] = {}
     for x in chunk.transfers:
-        rate = t.tma_reduce_Bps_per_sm if x.kind == "reduce" else t.tma_local_Bps_per_sm
-        per_rank[x.src] = per_rank.get(x.src, 0.0) + x.nbytes / (rate * sms)
+        per_rank[x.src] = per_rank.get(x.src, 0.0) + epilogue_handoff_s(
+            system.gpu, x.nbytes, sms, reduce=x.kind == "reduce")
     return max(per_rank.values(), default=0.0)
 
 

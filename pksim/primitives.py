@@ -33,11 +33,12 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, GEMM_TILE, attention_time_s, gemm_efficiency,
-                         gemm_time_s, grid_start_s, handoff_s, move_Bps, move_traffic,
-                         reduce_memory_weight, sm_issue_Bps, sustained_factor,
+from hwmodels.sm import (BLOCK_THREADS, GEMM_TILE, attention_time_s, epilogue_handoff_s,
+                         gemm_efficiency, gemm_time_s, grid_start_s, handoff_s, move_Bps,
+                         move_traffic, reduce_memory_weight, sm_issue_Bps, sustained_factor,
                          tile_reduce_memory_weight, tma_latency_s, working_blocks)
 from hwmodels.system import GpuSpec, System
+from pksim.overlap import MAX_CHUNKS_PER_PEER
 from pksim.workloads.kernels import load_rounds
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -261,14 +262,14 @@ def _gemm_store_add(gpu: GpuSpec, m: int, n: int, k: int, dests: int) -> float:
     """Our GEMM (C = A @ B, bf16, every SM) whose epilogue store-adds each tile into
     ``dests`` outputs in HBM, as the intra-SM fused kernels are simulated (pksim.overlap):
     the waves of tiles one after another at the tensor rate, each followed by the time the
-    SMs take to hand its store-adds to their bulk engines (pksim.overlap.epilogue_stall_s);
+    SMs take to hand its store-adds to their bulk engines (hwmodels.sm.epilogue_handoff_s);
     each wave's store-adds once it is computed and after the previous wave's, at the tile
     read-modify-write rate (``hwmodels.sm.tile_reduce_memory_weight``), on a memory path of
     which the main loops leave ``tensor.epilogue_overlap`` until the last wave is
     computed."""
     sms = gpu.sm.count
     tiles = math.ceil(m / GEMM_TILE[0]) * math.ceil(n / GEMM_TILE[1])
-    waves = max(1, min(16, math.ceil(tiles / sms)))      # pksim.overlap._chunks_per_peer
+    waves = max(1, min(MAX_CHUNKS_PER_PEER, math.ceil(tiles / sms)))  # overlap's chunks
     flop, nbytes = 2.0 * m * n * k, 2.0 * (m * k + k * n)  # C goes to the store-adds
     peak = gpu.tensor.flops("bf16") * gemm_efficiency(gpu, m, n, k)
     hbm = gpu.hbm.effective_Bps
@@ -279,7 +280,7 @@ def _gemm_store_add(gpu: GpuSpec, m: int, n: int, k: int, dests: int) -> float:
                                "mempath": hbm * gpu.tensor.epilogue_overlap})
     computed = [env.event() for _ in range(waves)]
     payload = dests * 2.0 * m * n / waves                  # a wave's store-adds
-    stall = payload / (gpu.transfer.tma_reduce_Bps_per_sm * sms)
+    stall = epilogue_handoff_s(gpu, payload, sms)
 
     def compute():
         for wave in computed:

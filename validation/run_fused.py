@@ -216,22 +216,19 @@ BASELINE_ALG = {"gemm-rs": "direct", "ag-gemm": "direct", "gemm-ar": "two-shot"}
 # ---- one case on the GPU ------------------------------------------------------------------------
 
 def _timing(torch, fn, iters: int, warmup: int) -> dict:
-    from validation.gemm_bench import time_op
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    ms = time_op(torch, fn, flush, iters, warmup)
-    del flush
-    return {"ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms), "iters": iters}
+    return _interleaved_timings(torch, [(fn, iters, warmup)])[0]
 
 
 def run_fused_case(case: dict, libs: dict) -> dict:
-    return _run_now(fused_case_steps(case, libs))
+    return _drive(fused_case_steps(case, libs))
 
 
-def _run_now(steps) -> dict:
-    """Drive a case's steps with its main timing taken at once (``_timing``)."""
+def _drive(steps, reply: dict | None = None) -> dict:
+    """Run a case's steps on from ``reply`` (None: from their start), each timing they ask
+    for taken at once (``_timing``); the fields they return."""
     import torch
     try:
-        request = next(steps)
+        request = steps.send(reply)
         while True:
             fn, iters, warmup = request
             request = steps.send(_timing(torch, fn, iters, warmup))
@@ -243,7 +240,7 @@ def fused_case_steps(case: dict, libs: dict):
     """A fused case as a generator: it sets up, checks, and yields (call, iters, warmup)
     for its main timing, expects the timing dict back, then finishes (its own further
     timings, the check again, the clean-up) and returns its row's fields. ``_run_now``
-    times at once; ``_run_interleaved`` times a group's calls in turn."""
+    times at once; the worker times a group's calls in turn (``_interleaved_timings``)."""
     import torch
     from validation.fused_runtime import FusedCall, FusedLib
     lib = libs.get(case["lib"]) or libs.setdefault(case["lib"], FusedLib(case["lib"]))
@@ -331,7 +328,7 @@ def bad_argument_statuses(lib, PkfArgs, abi: int) -> list[dict]:
 
 
 def run_none_case(case: dict, libs: dict, ranks_cache: dict) -> dict:
-    return _run_now(none_case_steps(case, libs, ranks_cache))
+    return _drive(none_case_steps(case, libs, ranks_cache))
 
 
 def none_case_steps(case: dict, libs: dict, ranks_cache: dict):
@@ -504,12 +501,7 @@ def worker(cases: list[dict], out: Path) -> int:
             beat.write_text(json.dumps({"id": case["id"], "t": time.time()}))
             t0 = time.time()
             try:
-                request = it.send(timing)
-                while True:                # a further timing of the case's own: at once
-                    fn, iters, warmup = request
-                    request = it.send(_timing(torch, fn, iters, warmup))
-            except StopIteration as done:
-                row.update(done.value)
+                row.update(_drive(it, timing))    # its further timings: at once
             except HangError as exc:
                 row.update(ok=False, error=str(exc), **info)
                 _append(out, row)
@@ -534,8 +526,9 @@ def interleave_key(case: dict) -> str | None:
 
 
 def _no_steps(row: dict):
+    """Steps that ask for no timing and return ``row``."""
+    yield from ()
     return row
-    yield  # noqa: unreachable -- makes this a generator that only returns
 
 
 def _interleaved_timings(torch, requests: list) -> list[dict]:

@@ -166,11 +166,13 @@ def make_fused_cases(suite: Suite, system: System, libs: dict[str, str]) -> list
     the candidates' order, each timed on its own."""
     f = suite.fused
     candidates = list(enumerate(f.candidates(), start=10))     # seeds as listed
-    first: dict = {}
-    for i, (_, c) in enumerate(candidates):
-        first.setdefault(c.group, i if f.interleave else 0)
+    if f.interleave:                                           # groups in order of appearance
+        first: dict = {}
+        for i, (_, c) in enumerate(candidates):
+            first.setdefault(c.group, i)
+        candidates.sort(key=lambda sc: first[sc[1].group])
     cases = []
-    for seed, c in sorted(candidates, key=lambda sc: first[sc[1].group]):
+    for seed, c in candidates:
         case = c.case(libs, seed, f.iters, f.warmup)
         if f.interleave:
             op, m, n, k, w = c.group

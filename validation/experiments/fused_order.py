@@ -22,26 +22,11 @@ import sys
 from pathlib import Path
 
 from validation import run_fused
+from validation.gemm_bench import time_op
 from validation.runtime import FLUSH_BYTES
 
 GROUPS = ("ag-gemm", "gemm-rs")
 SHAPE = "-w4-8192x8192x2048"
-
-
-def timings(torch, fn, flush, iters: int = 20, warmup: int = 3) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ev = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-        ev.append((s, e))
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in ev]
 
 
 def main(bundle: str) -> int:
@@ -64,14 +49,13 @@ def main(bundle: str) -> int:
             runs.append((c["id"], fn, steps))
         rows = {cid: {"id": cid} for cid, _, _ in runs}
         for cid, fn, _ in runs:
-            rows[cid]["alone_ms"] = statistics.median(timings(torch, fn, small))
-            rows[cid]["alone_4g_ms"] = statistics.median(timings(torch, fn, big))
+            rows[cid]["alone_ms"] = statistics.median(time_op(torch, fn, small, 20))
+            rows[cid]["alone_4g_ms"] = statistics.median(time_op(torch, fn, big, 20))
         turn = run_fused._interleaved_timings(torch, [(fn, 20, 3) for _, fn, _ in runs])
-        for (cid, _, steps), t in zip(runs, turn):
+        for (cid, _, _), t in zip(runs, turn):
             rows[cid]["in_turn_ms"] = t["ms"]
-            rows[cid]["alone_again_ms"] = None
         for cid, fn, _ in runs:
-            rows[cid]["alone_again_ms"] = statistics.median(timings(torch, fn, small))
+            rows[cid]["alone_again_ms"] = statistics.median(time_op(torch, fn, small, 20))
         for cid, _, steps in runs:
             steps.close()                  # frees the case's buffers
             print(json.dumps({"bench": "fused_order", **rows[cid]}), flush=True)

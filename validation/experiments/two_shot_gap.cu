@@ -174,18 +174,10 @@ __global__ void flush_smem_kernel(uint4* p, size_t n, unsigned v) {
 
 template <class Go>
 std::vector<double> times_behind_smem_write(cudaStream_t st, Go go, void* flush, size_t flush_bytes, int reps) {
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<double> v;
-  for (int r = 0; r < reps; ++r) {
+  return times_after(st, [&](int r) {
     flush_smem_kernel<<<sm_count() * 4, 512, config::kSmemBytes, st>>>(static_cast<uint4*>(flush),
                                                                        flush_bytes / 16, r);
-    v.push_back(event_seconds(st, e0, e1, go));
-  }
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  return v;
+  }, go, reps);
 }
 
 int main(int argc, char** argv) {

@@ -169,14 +169,27 @@ double event_seconds(cudaStream_t st, cudaEvent_t a, cudaEvent_t b, F fn) {
 // zero_) or read_flush_kernel (read: the inputs as cold, the L2 left clean).
 enum class flush_kind { memset, kernel, read };
 
-template <class Go>
-std::vector<double> times_behind(cudaStream_t st, Go go, void* flush, size_t flush_bytes, int reps,
-                                 flush_kind kind) {
+// Seconds of `reps` calls of go(), each alone after pass(r) (the r-th call's flush,
+// enqueued on `st`), CUDA events around the call alone.
+template <class Pass, class Go>
+std::vector<double> times_after(cudaStream_t st, Pass pass, Go go, int reps) {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   std::vector<double> v;
   for (int r = 0; r < reps; ++r) {
+    pass(r);
+    v.push_back(event_seconds(st, e0, e1, go));
+  }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  return v;
+}
+
+template <class Go>
+std::vector<double> times_behind(cudaStream_t st, Go go, void* flush, size_t flush_bytes, int reps,
+                                 flush_kind kind) {
+  return times_after(st, [&](int r) {
     if (kind == flush_kind::kernel)
       flush_kernel<<<sm_count() * 4, 512, 0, st>>>(static_cast<uint4*>(flush), flush_bytes / 16, r);
     else if (kind == flush_kind::read)  // the sink is the buffer's first word: never written
@@ -184,11 +197,7 @@ std::vector<double> times_behind(cudaStream_t st, Go go, void* flush, size_t flu
                                                         0xdeadbeefu, static_cast<unsigned*>(flush));
     else
       CHECK(cudaMemsetAsync(flush, r & 0xFF, flush_bytes, st));
-    v.push_back(event_seconds(st, e0, e1, go));
-  }
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  return v;
+  }, go, reps);
 }
 
 // times_behind with a write: cudaMemsetAsync, or flush_kernel with `kernel_flush`.
