@@ -15,6 +15,8 @@ The ``[fused]`` table of a suite file (``validation/suite.py``)::
     iters = 20
     warmup = 3
     interleave = false              # true: time a group's candidates call by call in turn
+    idle = 4                        # each call from an idle GPU: before it, idle x the
+                                    # previous call's time (0: back to back)
 
 A group is one (op, m, n, k, world); its candidates are "none" (the unfused baseline of
 validation/run_fused.py) and every runnable fused variant (``run_fused.VARIANTS``: op, overlap,
@@ -38,7 +40,7 @@ OVERLAPS = ("none", "intra-sm", "inter-sm")
 SEQUENTIAL = ("no", "fewest", "all")
 KEYS = {"ops", "overlaps", "mechanisms", "shapes", "comm_blocks_total", "sequential", "timing"}
 SHAPE_KEYS = {"mnk", "worlds"}
-TIMING_KEYS = {"iters", "warmup", "interleave"}
+TIMING_KEYS = {"iters", "warmup", "interleave", "idle"}
 MAX_WORLD = 8                               # kernels/fused/abi.h PKF_MAX_RANKS
 _MNK = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*$")
 
@@ -92,6 +94,7 @@ class FusedPart:
     iters: int = 20
     warmup: int = 3
     interleave: bool = False
+    idle: float = 0.0
 
     @property
     def worlds(self) -> tuple[int, ...]:
@@ -235,9 +238,12 @@ def parse_fused(data: Any, where: str) -> FusedPart:
     interleave = timing.get("interleave", False)
     if not isinstance(interleave, bool):
         raise _fail(where, "timing.interleave", interleave, "must be true or false")
+    idle = timing.get("idle", 0)
+    if not isinstance(idle, (int, float)) or isinstance(idle, bool) or not 0 <= idle <= 100:
+        raise _fail(where, "timing.idle", idle, "must be a number from 0 to 100")
     part = FusedPart(ops=ops, overlaps=overlaps, mechanisms=mechs, shapes=tuple(shapes),
                      comm_blocks_total=total, sequential=seq, interleave=interleave,
-                     **counts)
+                     idle=float(idle), **counts)
     for op in ops:
         if not any(v[0] == op for v in part.variants()) and "none" not in overlaps:
             have = ", ".join(f"{o}/{m}" for (p, o, _, m) in runnable if p == op)

@@ -17,7 +17,8 @@ Case kinds and their JSON lines (one per case; device, date, torch, cuda on ever
             (per rank), tile_order (-1 generated default, 0 staggered, 1 sequential);
             correctness: ok, bad, max_abs_err, rel_err, atol, rtol, guards_ok, recheck_ok (the
             output once more after the timed calls); timing: ms, ms_min, ms_max (median, min,
-            max over iters calls, each after a 256 MiB L2 flush, CUDA events), iters, tflops
+            max over iters calls, each after a 256 MiB L2 flush, CUDA events), iters, idle
+            (where set: each call from an idle GPU, ``_interleaved_timings``), tflops
             (world x 2 m n k / ms: all ranks' work on the one GPU), ms_no_zeroing (store-add
             variants: the kernel alone, outputs not cleared first); predicted_s,
             predicted_baseline_s, predicted_system (the simulator's figures at prepare time)
@@ -52,6 +53,11 @@ from typing import Any
 from hwmodels.errors import ValidationError
 from validation.run_collectives import _append
 from validation.runtime import FLUSH_BYTES
+
+# The GPU spin queued ahead of each timed call's flush when calls are timed from an idle GPU
+# (``idle``): 2e6 cycles, about 1 ms at 1980 MHz, more than the host takes to queue the flush
+# and a "none" call's w GEMMs and collective
+IDLE_LEAD_CYCLES = 2_000_000
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "h200-virtual"                       # what the libraries are generated for
@@ -215,25 +221,30 @@ BASELINE_ALG = {"gemm-rs": "direct", "ag-gemm": "direct", "gemm-ar": "two-shot"}
 
 # ---- one case on the GPU ------------------------------------------------------------------------
 
-def _timing(torch, fn, iters: int, warmup: int) -> dict:
-    return _interleaved_timings(torch, [(fn, iters, warmup)])[0]
+def _timing(torch, fn, iters: int, warmup: int, idle: float = 0.0) -> dict:
+    return _interleaved_timings(torch, [(fn, iters, warmup)], idle)[0]
 
 
 def run_fused_case(case: dict, libs: dict) -> dict:
-    return _drive(fused_case_steps(case, libs))
+    return _drive(fused_case_steps(case, libs), idle=case_idle(case))
 
 
-def _drive(steps, reply: dict | None = None) -> dict:
+def _drive(steps, reply: dict | None = None, idle: float = 0.0) -> dict:
     """Run a case's steps on from ``reply`` (None: from their start), each timing they ask
-    for taken at once (``_timing``); the fields they return."""
+    for taken at once (``_timing``, ``idle`` as there); the fields they return."""
     import torch
     try:
         request = steps.send(reply)
         while True:
             fn, iters, warmup = request
-            request = steps.send(_timing(torch, fn, iters, warmup))
+            request = steps.send(_timing(torch, fn, iters, warmup, idle))
     except StopIteration as done:
         return done.value
+
+
+def case_idle(case: dict) -> float:
+    """The case's idle ratio (``idle``; 0, calls back to back, where it has none)."""
+    return float(case.get("idle", 0.0))
 
 
 def fused_case_steps(case: dict, libs: dict):
@@ -271,7 +282,8 @@ def fused_case_steps(case: dict, libs: dict):
             if case["op"] != "ag-gemm" and call.reqs.spins == 0:
                 # store-add: the kernel alone, without clearing outputs
                 call.args.zero_output = 0
-                out["ms_no_zeroing"] = _timing(torch, call.launch, int(case["iters"]), 1)["ms"]
+                out["ms_no_zeroing"] = _timing(torch, call.launch, int(case["iters"]), 1,
+                                               case_idle(case))["ms"]
                 call.wait(60)
                 call.args.zero_output = 1
             if case.get("check", True):
@@ -328,7 +340,7 @@ def bad_argument_statuses(lib, PkfArgs, abi: int) -> list[dict]:
 
 
 def run_none_case(case: dict, libs: dict, ranks_cache: dict) -> dict:
-    return _drive(none_case_steps(case, libs, ranks_cache))
+    return _drive(none_case_steps(case, libs, ranks_cache), idle=case_idle(case))
 
 
 def none_case_steps(case: dict, libs: dict, ranks_cache: dict):
@@ -383,15 +395,15 @@ def none_case_steps(case: dict, libs: dict, ranks_cache: dict):
         else:
             out["ok"] = True
         if case.get("time"):
-            iters, warm = int(case["iters"]), int(case["warmup"])
+            iters, warm, idle = int(case["iters"]), int(case["warmup"]), case_idle(case)
             t = yield both, iters, warm
             coll.wait(60)
             out.update(t, tflops=w * 2.0 * m * n * k / (t["ms"] * 1e-3) / 1e12)
-            out["ms_gemm"] = _timing(torch, gemms, iters, warm)["ms"]
-            out["ms_torch_gemm"] = _timing(torch, tgemms, iters, warm)["ms"]
-            out["ms_collective"] = _timing(torch, coll.launch, iters, warm)["ms"]
+            out["ms_gemm"] = _timing(torch, gemms, iters, warm, idle)["ms"]
+            out["ms_torch_gemm"] = _timing(torch, tgemms, iters, warm, idle)["ms"]
+            out["ms_collective"] = _timing(torch, coll.launch, iters, warm, idle)["ms"]
             coll.wait(60)
-            out["ms_torch_none"] = _timing(torch, tboth, iters, warm)["ms"]
+            out["ms_torch_none"] = _timing(torch, tboth, iters, warm, idle)["ms"]
             coll.wait(60)
     finally:
         coll.free()
@@ -495,13 +507,13 @@ def worker(cases: list[dict], out: Path) -> int:
             continue
         beat.write_text(json.dumps({"id": runs[0][0]["id"], "t": time.time()}))
         t0 = time.time()
-        timings = _interleaved_timings(torch, [r[3] for r in runs])
+        timings = _interleaved_timings(torch, [r[3] for r in runs], case_idle(runs[0][0]))
         shared = (time.time() - t0) / len(runs)
         for (case, row, it, _, spent), timing in zip(runs, timings):
             beat.write_text(json.dumps({"id": case["id"], "t": time.time()}))
             t0 = time.time()
             try:
-                row.update(_drive(it, timing))    # its further timings: at once
+                row.update(_drive(it, timing, case_idle(case)))   # its further timings: at once
             except HangError as exc:
                 row.update(ok=False, error=str(exc), **info)
                 _append(out, row)
@@ -531,20 +543,41 @@ def _no_steps(row: dict):
     return row
 
 
-def _interleaved_timings(torch, requests: list) -> list[dict]:
+def _interleaved_timings(torch, requests: list, idle: float = 0.0) -> list[dict]:
     """``_timing`` of several calls at once: the warm-up calls of each, then round after
     round one timed call of each in turn (every one after the same 256 MiB flush of the L2,
-    CUDA events around the call alone), up to each one's own number of calls."""
+    CUDA events around the call alone), up to each one's own number of calls.
+
+    ``idle`` > 0 gives every timed call an idle GPU before it: the host waits until the
+    previous call has ended, sleeps ``idle`` times that call's duration, and queues a spin
+    of ``IDLE_LEAD_CYCLES`` (so that the flush and the call are queued before the GPU
+    reaches them) ahead of the flush. Back to back (``idle`` = 0), calls of milliseconds
+    keep the board at its power limit after some tens of them, and where the median falls
+    between the calls before and after the limit took hold differs from GPU to GPU."""
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    for fn, _, warmup in requests:
+    last_ms = [0.0] * len(requests)
+    for j, (fn, _, warmup) in enumerate(requests):
         for _ in range(warmup):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
             fn()
+            end.record()
+        if idle > 0 and warmup:
+            end.synchronize()
+            last_ms[j] = start.elapsed_time(end)
     torch.cuda.synchronize()
     events = [[] for _ in requests]
     for i in range(max(iters for _, iters, _ in requests)):
-        for (fn, iters, _), ev in zip(requests, events):
+        for j, ((fn, iters, _), ev) in enumerate(zip(requests, events)):
             if i >= iters:
                 continue
+            if idle > 0:
+                if ev:
+                    ev[-1][1].synchronize()
+                    last_ms[j] = ev[-1][0].elapsed_time(ev[-1][1])
+                torch.cuda.synchronize()
+                time.sleep(idle * last_ms[j] * 1e-3)
+                torch.cuda._sleep(IDLE_LEAD_CYCLES)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             flush.zero_()
             start.record()
@@ -557,7 +590,7 @@ def _interleaved_timings(torch, requests: list) -> list[dict]:
     for (_, iters, _), ev in zip(requests, events):
         ms = [s.elapsed_time(e) for s, e in ev]
         out.append({"ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
-                    "iters": iters})
+                    "iters": iters, **({"idle": idle} if idle > 0 else {})})
     return out
 
 

@@ -58,6 +58,7 @@ FALLBACK_GBPS = 1000.0            # traffic rate assumed where a case has no pre
 # and the fp32 reference, checked before and after timing, plus the timed calls; "none" times
 # five things (GEMMs + collective, GEMMs, torch GEMMs, collective, torch GEMMs + collective).
 FUSED_CASE_FIXED_S = 0.02
+IDLE_LEAD_S = 1.01e-3   # run_fused.IDLE_LEAD_CYCLES at 1980 MHz, before each call timed from idle
 FUSED_REFERENCE_FLOPS = 50e12     # fp32 reference matmul (TF32 off)
 FUSED_FALLBACK_FLOPS = 500e12     # where a case has no prediction
 
@@ -153,7 +154,8 @@ def estimate_fused_case_s(case: dict) -> float:
     w, m, n, k = (case[x] for x in ("world", "m", "n", "k"))
     flops = 2.0 * w * m * n * k
     t = case.get("predicted_s") or flops / FUSED_FALLBACK_FLOPS
-    calls = (case["iters"] + case["warmup"]) * t + case["iters"] * FLUSH_S
+    calls = (case["iters"] + case["warmup"]) * t + case["iters"] * FLUSH_S \
+        + case["iters"] * (case.get("idle", 0.0) * t + (IDLE_LEAD_S if case.get("idle") else 0))
     timed = 5 * calls if case["kind"] == "none" else \
         2 * calls if case.get("overlap") == "intra-sm" else calls
     return FUSED_CASE_FIXED_S + 2 * flops / FUSED_REFERENCE_FLOPS + timed
@@ -174,6 +176,8 @@ def make_fused_cases(suite: Suite, system: System, libs: dict[str, str]) -> list
     cases = []
     for seed, c in candidates:
         case = c.case(libs, seed, f.iters, f.warmup)
+        if f.idle > 0:
+            case["idle"] = f.idle
         if f.interleave:
             op, m, n, k, w = c.group
             case["interleave"] = f"{op} {m}x{n}x{k} w{w}"

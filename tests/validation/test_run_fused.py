@@ -89,10 +89,16 @@ class _StubCuda:
             def elapsed_time(self, other):
                 return other.t - self.t
 
+            def synchronize(self):
+                cuda.log.append("event sync")
+
         self.Event = Event
 
     def synchronize(self):
         self.log.append("sync")
+
+    def _sleep(self, cycles):
+        self.log.append(f"spin {cycles}")
 
 
 class _StubTorch:
@@ -129,6 +135,38 @@ def test_interleaved_timing_takes_one_call_of_each_in_turn():
                              "a", "sync"]
     assert got == [{"ms": 2.0, "ms_min": 2.0, "ms_max": 2.0, "iters": 3},
                    {"ms": 5.0, "ms_min": 5.0, "ms_max": 5.0, "iters": 2}]
+
+
+def test_idle_timing_waits_idle_times_the_previous_call_before_each(monkeypatch):
+    # idle = 3: a (2 ms a call, 2 timed, 1 warm-up), b (5 ms, 1 timed, 1 warm-up). The warm-up
+    # gives each its first duration; before every timed call the host waits for the GPU,
+    # sleeps 3 x that call's previous duration (a: 6 ms, b: 15 ms) and queues the lead spin,
+    # then the flush and the call
+    torch = _StubTorch()
+    monkeypatch.setattr(run_fused.time, "sleep", lambda s: torch.log.append(f"sleep {s * 1e3:g}"))
+
+    def call(name, ms):
+        def fn():
+            torch.log.append(name)
+            torch.cuda.now += ms
+        return fn
+
+    got = run_fused._interleaved_timings(torch, [(call("a", 2.0), 2, 1), (call("b", 5.0), 1, 1)],
+                                         idle=3.0)
+    spin = f"spin {run_fused.IDLE_LEAD_CYCLES}"
+    assert torch.log == [
+        "a", "event sync", "b", "event sync", "sync",
+        "sync", "sleep 6", spin, "flush", "a",
+        "sync", "sleep 15", spin, "flush", "b",
+        "event sync", "sync", "sleep 6", spin, "flush", "a",
+        "sync"]
+    assert got == [{"ms": 2.0, "ms_min": 2.0, "ms_max": 2.0, "iters": 2, "idle": 3.0},
+                   {"ms": 5.0, "ms_min": 5.0, "ms_max": 5.0, "iters": 1, "idle": 3.0}]
+
+
+def test_a_case_without_idle_is_timed_back_to_back():
+    assert run_fused.case_idle({"id": "x"}) == 0.0
+    assert run_fused.case_idle({"id": "x", "idle": 4}) == 4.0
 
 
 def test_only_timed_cases_of_a_group_interleave():

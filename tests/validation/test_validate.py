@@ -361,6 +361,8 @@ def test_prepare_quick_suite_includes_predicted_fused_cases(tmp_path):
     # each candidate timed on its own, in the suite's order (seeds 10, 11, ...)
     assert [c["seed"] for c in cases] == list(range(10, 10 + len(cases)))
     assert not any("interleave" in c for c in cases)
+    # quick.toml's [fused.timing] idle = 4: every case timed from an idle GPU
+    assert {c.get("idle") for c in cases} == {4.0}
 
 
 def test_an_interleaving_suite_puts_each_group_together(tmp_path):
@@ -386,6 +388,13 @@ def test_an_interleaving_suite_puts_each_group_together(tmp_path):
     assert result.exit_code != 0
     assert "timing.interleave" in result.output and "true or false" in result.output
     assert "Traceback" not in result.output
+    for value in ("-1", "true", '"4"'):
+        bad.write_text(quick.replace("idle = 4\n", f"idle = {value}\n"))
+        result = run(["validate", "--suite", str(bad), "--prepare", "--no-build", "-o",
+                      str(tmp_path / "b3")])
+        assert result.exit_code != 0
+        assert "timing.idle" in result.output and "from 0 to 100" in result.output, value
+        assert "Traceback" not in result.output
 
 
 def _fused_bundle(tmp_path: Path) -> Path:
