@@ -235,9 +235,10 @@ def supervise(case_ids: list[str], out: Path, worker_cmd: Callable[[Path], list[
               case_timeout: float, deadline_s: float) -> int:
     """Run the cases not yet in ``out`` in a worker process (``worker_cmd(ids_file)``), which
     writes a heartbeat (``out.current``: the case and its start time) before each case.
-    A worker that exits, hangs past ``case_timeout`` on a case or runs past the deadline is
-    killed; its case is recorded as failed and a fresh worker takes the rest. Cases left at
-    the deadline are recorded as not run. Exit status: 0 all ok, 1 some failed, 2 a worker
+    A worker that exits or hangs past ``case_timeout`` on a case is killed; its case is
+    recorded as failed and a fresh worker takes the rest. A worker still running at the
+    deadline is killed too, and the case it was on, like every other case left, is recorded
+    as not run. Exit status: 0 all ok, 1 some failed, 2 a worker
     died before starting a case."""
     t_end = time.time() + deadline_s
     beat = Path(str(out) + ".current")
@@ -275,7 +276,11 @@ def supervise(case_ids: list[str], out: Path, worker_cmd: Callable[[Path], list[
             cur = json.loads(beat.read_text())
         except (OSError, ValueError):
             cur = None
-        if cur and cur["id"] not in done_ids(out):
+        if cur and killed.endswith("deadline"):
+            # the run's time is up, not the case's fault: it stays without a row (not run;
+            # a resumed run takes it again)
+            print(f"{cur['id']}: not finished at the run's deadline", file=sys.stderr)
+        elif cur and cur["id"] not in done_ids(out):
             _append(out, {"id": cur["id"], "ok": False,
                           "error": f"worker {killed or f'exited with {proc.returncode}'} during this case"})
         elif proc.returncode not in (0, None) and not cur:
