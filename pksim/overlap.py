@@ -144,6 +144,22 @@ def _store_add(schedule: Schedule) -> bool:
     return schedule.overlap == "intra-sm" and schedule.op in ("gemm-rs", "gemm-ar")
 
 
+def output_clear_s(system: System, topo: Topology, schedule: Schedule) -> float:
+    """What the store-add kernels pay before they start: their outputs must be zero, and
+    the entry point clears them on the stream (kernels/fused/entry.cuh, zero_output), one
+    memset per rank (``sync.stream_launch_us`` each) writing the rank's output (gemm-ar:
+    m x n; gemm-rs: its m / world rows) at the HBM's rate; virtual ranks clear every
+    rank's output on their one GPU. Other kernels: 0."""
+    if not _store_add(schedule):
+        return 0.0
+    shape = _shape(schedule)
+    per_gpu = topo.world if topo.virtual else 1
+    rows = shape["m"] if schedule.op == "gemm-ar" else shape["m"] / topo.world
+    nbytes = per_gpu * rows * shape["n"] * schedule.element_bytes
+    gpu = system.gpu
+    return per_gpu * gpu.sync.stream_launch_s + nbytes / gpu.hbm.effective_Bps
+
+
 def _pull(schedule: Schedule, topo: Topology) -> int:
     """The inter-SM kernels of gemm-rs (direct) and gemm-ar (two-shot), up to
     EXACT_SHIFTS_UP_TO ranks (past it the plan keeps the per-chunk push approximation):
@@ -359,6 +375,7 @@ class _Setup:
         self.launch_s = system.gpu.sync.kernel_launch_s
         if schedule.overlap == "none":
             return
+        self.clear_s = output_clear_s(system, topo, schedule)
         self.cpp = _chunks_per_peer(schedule, topo)
         plan = self.plan = _plan(system, schedule, topo, self.cpp)
         sms = topo.sms_per_rank()
@@ -411,10 +428,10 @@ def predict_fused(system: System, schedule: Schedule, reduced: bool = True,
         else:
             _RUNS.store(system, key, run)
     time_s, busy = run[0], run[1]
-    launch = setup.launch_s
+    launch = setup.launch_s + setup.clear_s          # the outputs' clear, then the launch
     time_s += launch
     compute_alone = sum(setup.compute_alone()) + launch
-    breakdown: dict[str, float] = {}
+    breakdown: dict[str, float] = {"clear": setup.clear_s} if setup.clear_s else {}
     for name, value in busy.items():
         cls = name.split("#")[0].split("[")[0]
         breakdown[cls] = max(breakdown.get(cls, 0.0), value)
@@ -613,15 +630,19 @@ def comm_track(setup: _Setup) -> str:
 
 
 def _timeline(setup: _Setup, records, stalls=()) -> tuple[TimelineEvent, ...]:
-    """Flow records of the fused DES as timeline events, shifted by the launch: per
+    """Flow records of the fused DES as timeline events, shifted by the outputs' clear
+    (store-add kernels) and the launch: per
     simulated rank a compute track (one span per chunk of tiles, and the epilogue's
     hand-off of its store-adds after it: ``stalls``) and a communication track, and per
     link class the times some transfer crosses it."""
-    launch = setup.launch_s
+    clear, launch = setup.clear_s, setup.clear_s + setup.launch_s
     coll = fused.BASELINE_COLLECTIVE[setup.schedule.op]
     ranks = sorted({r.tags["rank"] for r in records})
-    events = [TimelineEvent(f"rank {r} / {compute_track(setup)}", "kernel launch", 0.0, launch)
+    events = [TimelineEvent(f"rank {r} / {compute_track(setup)}", "kernel launch", clear, launch)
               for r in ranks]
+    if clear:
+        events += [TimelineEvent(f"rank {r} / {compute_track(setup)}",
+                                 "outputs cleared (memset)", 0.0, clear) for r in ranks]
     events += [TimelineEvent(f"rank {r} / {compute_track(setup)}",
                              f"chunk {i}: epilogue hands its store-adds to the bulk engines",
                              start + launch, end + launch)

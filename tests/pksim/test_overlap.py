@@ -335,3 +335,36 @@ def test_the_timeline_shows_each_waves_epilogue_hand_off():
     assert per_track == len(setup.plan.chunks)
     total = sum(epilogue_stall_s(v, c, setup.compute_sms) for c in setup.plan.chunks)
     assert sum(e.end_s - e.start_s for e in events) / len(tracks) == pytest.approx(total)
+
+
+def test_the_store_add_kernels_clear_their_outputs_first():
+    # gemm-ar w2 8192 x 8192 on the virtual H200: both ranks' outputs, 2 x 8192 x 8192 x 2 B
+    # = 256 MiB, cleared by 2 memsets on the stream: 2 x stream_launch + 2^28 B / (HBM peak x
+    # hbm.efficiency); gemm-rs clears a rank's m / world rows: 2 x 4096 x 8192 x 2 B =
+    # 128 MiB. On a real 8-GPU board each GPU clears its own rank's output (gemm-ar: 128 MiB,
+    # one memset). Kernels that do not store-add clear nothing.
+    from pksim.overlap import _Setup, output_clear_s, predict_fused
+    v = load_system("h200-virtual-calibrated")
+    g = v.gpu
+    shape = dict(m=8192, n=8192, k=2048)
+    ar = fused("gemm-ar", "intra-sm", algorithm="direct", world=2, shape=shape)
+    rs = fused("gemm-rs", "intra-sm", algorithm="direct", world=2, shape=shape)
+    topo = _Setup(v, ar).topo
+    assert output_clear_s(v, topo, ar) == pytest.approx(
+        2 * g.sync.stream_launch_s + 2 ** 28 / g.hbm.effective_Bps)
+    assert output_clear_s(v, topo, rs) == pytest.approx(
+        2 * g.sync.stream_launch_s + 2 ** 27 / g.hbm.effective_Bps)
+    assert output_clear_s(v, topo, fused("gemm-ar", "inter-sm", world=2, shape=shape)) == 0.0
+    h = fused("gemm-ar", "intra-sm", algorithm="direct", world=8, shape=shape)
+    assert output_clear_s(H100, _Setup(H100, h).topo, h) == pytest.approx(
+        H100.gpu.sync.stream_launch_s + 2 ** 27 / H100.gpu.hbm.effective_Bps)
+    # the prediction carries it before the launch: in the breakdown and as the timeline's
+    # first span on every compute track
+    clear = output_clear_s(v, topo, ar)
+    p = predict_fused(v, ar, record=True)
+    assert p.breakdown["clear"] == pytest.approx(clear)
+    spans = [e for e in p.timeline if e.name == "outputs cleared (memset)"]
+    assert spans and all(e.start_s == 0.0 and e.end_s == pytest.approx(clear) for e in spans)
+    launches = [e for e in p.timeline if e.name == "kernel launch"]
+    assert all(e.start_s == pytest.approx(clear) for e in launches)
+    assert p.bound_s <= p.time_s
