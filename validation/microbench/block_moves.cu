@@ -372,8 +372,8 @@ int main(int argc, char** argv) {
         }
         // Alone behind a write (since run 36): the one-shot's and the broadcast's cold small
         // moves as the suite runs them, 4 and 64 KiB per destination on the suite's blocks per
-        // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8)
-        for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB}) {
+        // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8); 1 MiB since run 42
+        for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)MiB}) {
           const size_t n = alone / sizeof(bf16);
           for (int per : {132 / readers / 4, 132 / readers / 2, 132 / readers}) {
             const Timing t = time_alone([&] { run(tma, d, s, n, reduce, per * readers, readers); },
@@ -464,8 +464,10 @@ int main(int argc, char** argv) {
   // sources. Parts of 4 KiB and 64 KiB alone behind a 256 MiB write, 64 MiB / G back to back.
   each_crossed([&](bool tma, int groups, const auto& d, const auto& s, int total, int per) {
     // the two-shot's own parts at 4 KiB and 64 KiB on 8 ranks (512 B, 8 KiB) too, behind
-    // a kernel's write as well; registers also with 4 sources a round (own == 3)
-    for (size_t part : {(size_t)512, (size_t)4 * KiB, (size_t)8 * KiB, (size_t)64 * KiB, big / groups})
+    // a kernel's write as well; registers also with 4 sources a round (own == 3); since run
+    // 42 its parts at 1 MiB (1 MiB / G) as well
+    for (size_t part : {(size_t)512, (size_t)4 * KiB, (size_t)8 * KiB, (size_t)64 * KiB,
+                        (size_t)MiB / groups, big / groups})
       for (int own : {2, 3})
         for (int kernel_flush = 0; kernel_flush < 2; ++kernel_flush) {
           const bool alone = part < big / groups;
