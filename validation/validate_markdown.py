@@ -145,7 +145,18 @@ def _ranking(rep: dict) -> list[str]:
                      g["best_rank"] if g["best_rank"] else "-"])
     return lines + _table(["op", "size", "world", "measured / candidates",
                            "simulator's pick (measured)",
-                           "measured best", "hit", "regret", "rank"], rows) + [""]
+                           "measured best", "hit", "regret", "rank"], rows) + [""] + misses(
+        rep["ranking"], lambda g: f"{g['op']} {format_bytes(g['bytes'])} w{g['world']}")
+
+
+def misses(groups: list[dict], name) -> list[str]:
+    """The groups over the regret target, each with what the model got wrong
+    (validate_report.diagnose)."""
+    over = [g for g in groups if g.get("diagnosis")]
+    if not over:
+        return []
+    return ["Groups over the regret target, and what the model gets wrong there:", ""] + [
+        f"- {name(g)}: regret {fmt_pct(g['regret'])}; {g['diagnosis']}" for g in over] + [""]
 
 
 def _exceptions(rep: dict, level: str = "##") -> list[str]:

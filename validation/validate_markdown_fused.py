@@ -3,7 +3,7 @@ targets, error by (op, overlap, mechanism), ranking per (op, m x n x k, world) a
 against none, drawn from ``report["fused"]`` of ``validation.validate_report.build_report``."""
 from __future__ import annotations
 
-from validation.validate_markdown import _exceptions, _summary, _table, error_by_kernel
+from validation.validate_markdown import _exceptions, _summary, _table, error_by_kernel, misses
 from validation.validate_report import fmt_pct, fmt_time
 
 GROUPS = "(op, m x n x k, world)"
@@ -70,7 +70,8 @@ def _ranking(f: dict) -> list[str]:
                             g["best_rank"] if g["best_rank"] else "-"])
     return lines + _table(["op", "m x n x k", "world", "measured / candidates",
                            "simulator's pick (measured)", "measured best", "hit", "regret",
-                           "rank"], rows) + [""]
+                           "rank"], rows) + [""] + misses(
+        f["ranking"], lambda g: f"{g['op']} {_shape(g)} w{g['world']}")
 
 
 def _vs_none(f: dict) -> list[str]:

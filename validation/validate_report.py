@@ -168,6 +168,23 @@ def _pick_key(r: dict) -> tuple:
             r["id"])
 
 
+def diagnose(g: dict) -> str:
+    """Why a ranked group misses the regret target, in the model's terms: which of the two
+    (pick, best) the model got wrong, by how much, and the resource that bound its
+    prediction. The pick runs ``regret`` behind the best, but was predicted ahead: its error
+    is below the best's by at least that much. The one with the larger error in its own
+    direction (the pick predicted fast, the best predicted slow) is named first."""
+    pe, be = g["pick_error"], g.get("best_error")
+    parts = [f"the pick is predicted {pe * 100:+.1f} % ({g['pick_bound'] or '?'}-bound)"]
+    if be is None:
+        parts.append("the best has no prediction")
+    else:
+        parts.append(f"the best {be * 100:+.1f} % ({g['best_bound'] or '?'}-bound)")
+    wrong = ("pick", g["pick_bound"]) if be is None or -pe >= be else ("best", g["best_bound"])
+    return (f"{parts[0]}, {parts[1]}: mostly the {wrong[0]}'s {wrong[1] or '?'} "
+            f"({'too fast' if wrong[0] == 'pick' else 'too slow'} in the model)")
+
+
 def ranking(rows: list[dict], fields: tuple[str, ...] = GROUP) -> list[dict]:
     """Per group (op, size, world; fused: op, m, n, k, world): the simulator's pick against
     the measured best."""
@@ -190,7 +207,11 @@ def ranking(rows: list[dict], fields: tuple[str, ...] = GROUP) -> list[dict]:
                  pick_predicted_s=pick["predicted_s"], best=best["id"],
                  best_measured_s=best["measured_s"], best_predicted_s=best["predicted_s"],
                  hit=pick["id"] == best["id"], regret=pick["measured_s"] / best["measured_s"] - 1,
-                 best_rank=(pred.index(best) + 1) if best in pred else None)
+                 best_rank=(pred.index(best) + 1) if best in pred else None,
+                 pick_error=pick["error"], pick_bound=pick.get("bound_resource"),
+                 best_error=best.get("error"), best_bound=best.get("bound_resource"))
+        if g["regret"] > TARGET_REGRET:
+            g["diagnosis"] = diagnose(g)
         out.append(g)
     return sorted(out, key=lambda g: tuple(g[f] for f in fields))
 

@@ -230,6 +230,11 @@ def test_report_statistics_are_the_hand_worked_ones(tmp_path):
     assert (ar["pick"], ar["best"], ar["hit"], ar["best_rank"]) == ("a2", "a3", False, 3)
     assert ar["regret"] == pytest.approx(0.5625)
     assert (ag["pick"], ag["best"], ag["hit"], ag["regret"]) == ("b1", "b1", True, 0.0)
+    # the miss names what the model gets wrong: the pick a2 predicted -28 % (hbm-bound), the
+    # best a3 +37.5 %: the best's error is the larger one in its own direction
+    assert ar["diagnosis"] == ("the pick is predicted -28.0 % (hbm-bound), the best +37.5 % "
+                               "(hbm-bound): mostly the best's hbm (too slow in the model)")
+    assert "diagnosis" not in ag
     assert (s["ranking_hits"], s["groups_ranked"], s["groups_within_5"]) == (1, 2, 1)
     assert s["median_regret"] == pytest.approx(0.5625 / 2)
     assert s["max_regret"] == pytest.approx(0.5625)
@@ -254,6 +259,8 @@ def test_report_files_json_and_overwrite_refusal(tmp_path):
     assert "None of the 8 kernels below is a calibration input" in md
     assert "b3: failed: device timeout" in md and "b4: not measured" in md
     assert "| all-reduce | direct | tma |" in md
+    assert ("- all-reduce 1MiB w2: regret +56.3%; the pick is predicted -28.0 % (hbm-bound)"
+            in md)
     report = json.loads((bundle / "report.json").read_text())
     assert report["summary"]["worst_case"] == "a3" and len(report["cases"]) == 8
     before = (bundle / "report.md").read_text()
