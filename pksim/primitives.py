@@ -71,7 +71,9 @@ MEASURED_ONLY = {
 PARTLY_MEASURED_ONLY = {
     "block_moves": "measured only where \"flush\" is \"read\": behind a read instead of a "
                    "write (an L2 of clean lines), to see what the write's dirty lines cost; "
-                   "the collectives are validated behind a write",
+                   "the collectives are validated behind a write; and where \"order\" is "
+                   "\"staggered\": shared reads in the one-shot's peer order, which the "
+                   "model does not tell apart",
     "gemm_store_add": "measured only where \"epilogue\" is \"store_many\": plain tile stores "
                       "into several outputs, to tell the store-adds' reduction apart from their "
                       "bytes (no generated kernel stores a tile more than once)",
@@ -342,7 +344,7 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
     if bench == "tma_reduce":
         return _tma_reduce(gpu, record["bytes"], p["blocks"], p["msg_bytes"], hot)
     if bench in ("block_moves", "block_moves_own"):
-        if p.get("flush") == "read":
+        if p.get("flush") == "read" or p.get("order") == "staggered":
             return None  # PARTLY_MEASURED_ONLY
         # "behind_write" records (one launch alone behind a write, as validation times a
         # collective) are the same body from HBM: the launch's start is what back-to-back

@@ -89,7 +89,13 @@ __global__ void __launch_bounds__(C::kThreads) move_kernel(const __grid_constant
   for (int k = 0; k < PKC_MAX_RANKS; ++k) {
     mine.p[k] = groups > 1 && (!crossed || one_dest) ? dst.p[grp] : dst.p[k];
     d.p[k] = mine.p[k] + (one_dest ? 0 : at) + s.lo;
-    const int j = first + k < PKC_MAX_RANKS ? first + k : PKC_MAX_RANKS - 1;
+    // own == 5: shared reads in the staggered order of the generated one-shot (group g
+    // reads source g first, then g + 1, ...; pkc::peer), not all groups source 0 first
+    // (sums only: copies read one source)
+    int j = first + k < PKC_MAX_RANKS ? first + k : PKC_MAX_RANKS - 1;
+    if constexpr (reduce) {
+      if (own == 5 && groups > 1 && k < src.n) j = (k + grp) % src.n;
+    }
     q.p[k] = src.p[j] + at + s.lo;
   }
   mine.n = d.n = groups > 1 && (!crossed || one_dest) ? 1 : dst.n;
@@ -373,21 +379,27 @@ int main(int argc, char** argv) {
         // Alone behind a write (since run 36): the one-shot's and the broadcast's cold small
         // moves as the suite runs them, 4 and 64 KiB per destination on the suite's blocks per
         // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8); 1 MiB since run 42
+        // Since run 43 the sums also in the generated one-shot's staggered order ("order":
+        // "staggered", own == 5; measured only): its phase ran 0.3-0.6 us faster than these
+        // shared reads at 4-64 KiB (two_shot_gap, run 32)
         for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)MiB}) {
           const size_t n = alone / sizeof(bf16);
-          for (int per : {132 / readers / 4, 132 / readers / 2, 132 / readers}) {
-            const Timing t = time_alone([&] { run(tma, d, s, n, reduce, per * readers, readers); },
-                                        flush_kind::memset);
-            JsonObj params;
-            params.str("mechanism", tma ? "tma" : "register").str("kind", reduce ? "reduce" : "copy");
-            params.integer("sources", sources).integer("dests", 1).integer("readers", readers)
-                .integer("blocks", per);
-            params.str("timing", "behind_write").str("flush", "memset").str("launch", "plain");
-            add_config(params, tma);
-            const std::string check = verify(readers, [&](int) { return s; }, n);
-            emit_point("block_moves", params, (double)alone, (double)alone * (sources + readers),
-                       (double)alone, t, check);
-          }
+          for (int per : {132 / readers / 4, 132 / readers / 2, 132 / readers})
+            for (int order = 0; order < (reduce ? 2 : 1); ++order) {
+              const Timing t = time_alone(
+                  [&] { run(tma, d, s, n, reduce, per * readers, readers, order ? 5 : 0); },
+                  flush_kind::memset);
+              JsonObj params;
+              params.str("mechanism", tma ? "tma" : "register").str("kind", reduce ? "reduce" : "copy");
+              params.integer("sources", sources).integer("dests", 1).integer("readers", readers)
+                  .integer("blocks", per);
+              params.str("timing", "behind_write").str("flush", "memset").str("launch", "plain");
+              if (order) params.str("order", "staggered");
+              add_config(params, tma);
+              const std::string check = verify(readers, [&](int) { return s; }, n);
+              emit_point("block_moves", params, (double)alone, (double)alone * (sources + readers),
+                         (double)alone, t, check);
+            }
         }
       }
     }
