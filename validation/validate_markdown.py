@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hwmodels.units import format_bytes
 from validation.validate_report import (TARGET_MAX, TARGET_MEDIAN, TARGET_REGRET, fmt_abs_pct,
-                                        fmt_pct, fmt_time)
+                                        fmt_pct, fmt_time, group_name)
 
 OP_COLOURS = {"all-gather": "#1f77b4", "reduce-scatter": "#d62728", "all-reduce": "#2ca02c",
               "all-to-all": "#9467bd", "broadcast": "#ff7f0e"}
@@ -145,18 +145,17 @@ def _ranking(rep: dict) -> list[str]:
                      g["best_rank"] if g["best_rank"] else "-"])
     return lines + _table(["op", "size", "world", "measured / candidates",
                            "simulator's pick (measured)",
-                           "measured best", "hit", "regret", "rank"], rows) + [""] + misses(
-        rep["ranking"], lambda g: f"{g['op']} {format_bytes(g['bytes'])} w{g['world']}")
+                           "measured best", "hit", "regret", "rank"], rows) + [""] + misses(rep["ranking"])
 
 
-def misses(groups: list[dict], name) -> list[str]:
+def misses(groups: list[dict]) -> list[str]:
     """The groups over the regret target, each with what the model got wrong
     (validate_report.diagnose)."""
     over = [g for g in groups if g.get("diagnosis")]
     if not over:
         return []
     return ["Groups over the regret target, and what the model gets wrong there:", ""] + [
-        f"- {name(g)}: regret {fmt_pct(g['regret'])}; {g['diagnosis']}" for g in over] + [""]
+        f"- {group_name(g)}: regret {fmt_pct(g['regret'])}; {g['diagnosis']}" for g in over] + [""]
 
 
 def _exceptions(rep: dict, level: str = "##") -> list[str]:

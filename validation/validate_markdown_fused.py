@@ -70,8 +70,7 @@ def _ranking(f: dict) -> list[str]:
                             g["best_rank"] if g["best_rank"] else "-"])
     return lines + _table(["op", "m x n x k", "world", "measured / candidates",
                            "simulator's pick (measured)", "measured best", "hit", "regret",
-                           "rank"], rows) + [""] + misses(
-        f["ranking"], lambda g: f"{g['op']} {_shape(g)} w{g['world']}")
+                           "rank"], rows) + [""] + misses(f["ranking"])
 
 
 def _vs_none(f: dict) -> list[str]:

@@ -311,6 +311,8 @@ def summarise(meta: dict, rows: list[dict], measured: dict[str, dict],
         "max_regret": worst_rank["regret"] if worst_rank else None,
         "worst_ranking_group": group_name(worst_rank) if worst_rank else None,
         "groups_within_5": sum(g["regret"] <= TARGET_REGRET for g in ranked),
+        "misses": [f"{group_name(g)}: regret {g['regret'] * 100:+.1f} %; {g['diagnosis']}"
+                   for g in ranked if g.get("diagnosis")],
         "targets": targets, "targets_met": all(t["met"] for t in targets.values()),
     }
 
