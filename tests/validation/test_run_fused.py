@@ -39,6 +39,8 @@ def test_cases_cover_every_variant_and_shape():
         assert shapes == set(run_fused.CHECK_SHAPES), (op, ov, mech)
     timed = [c for c in cases if c.get("time")]
     assert all(c["check"] and c["iters"] >= 10 for c in timed)
+    assert {c["idle"] for c in timed} == {run_fused.DEFAULT_IDLE} == {4.0}
+    assert not any("idle" in c for c in cases if not c.get("time"))
     for c in fused:
         assert (c["comm_blocks"] > 0) == (c["overlap"] == "inter-sm")
     agi = {(c["world"], c["m"]) for c in fused if (c["op"], c["overlap"]) == ("ag-gemm", "intra-sm")}
