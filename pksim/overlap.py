@@ -631,10 +631,9 @@ def comm_track(setup: _Setup) -> str:
 
 def _timeline(setup: _Setup, records, stalls=()) -> tuple[TimelineEvent, ...]:
     """Flow records of the fused DES as timeline events, shifted by the outputs' clear
-    (store-add kernels) and the launch: per
-    simulated rank a compute track (one span per chunk of tiles, and the epilogue's
-    hand-off of its store-adds after it: ``stalls``) and a communication track, and per
-    link class the times some transfer crosses it."""
+    (store-add kernels) and the launch: per simulated rank a compute track (one span per
+    chunk of tiles, and the epilogue's hand-off of its store-adds after it: ``stalls``) and
+    a communication track, and per link class the times some transfer crosses it."""
     clear, launch = setup.clear_s, setup.clear_s + setup.launch_s
     coll = fused.BASELINE_COLLECTIVE[setup.schedule.op]
     ranks = sorted({r.tags["rank"] for r in records})

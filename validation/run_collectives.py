@@ -238,8 +238,8 @@ def supervise(case_ids: list[str], out: Path, worker_cmd: Callable[[Path], list[
     A worker that exits or hangs past ``case_timeout`` on a case is killed; its case is
     recorded as failed and a fresh worker takes the rest. A worker still running at the
     deadline is killed too, and the case it was on, like every other case left, is recorded
-    as not run. Exit status: 0 all ok, 1 some failed, 2 a worker
-    died before starting a case."""
+    as not run. Exit status: 0 all ok, 1 some failed, 2 a worker died before starting a
+    case."""
     t_end = time.time() + deadline_s
     beat = Path(str(out) + ".current")
     while True:

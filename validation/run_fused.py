@@ -232,10 +232,6 @@ def _timing(torch, fn, iters: int, warmup: int, idle: float = 0.0) -> dict:
     return _interleaved_timings(torch, [(fn, iters, warmup)], idle)[0]
 
 
-def run_fused_case(case: dict, libs: dict) -> dict:
-    return _drive(fused_case_steps(case, libs), idle=case_idle(case))
-
-
 def _drive(steps, reply: dict | None = None, idle: float = 0.0) -> dict:
     """Run a case's steps on from ``reply`` (None: from their start), each timing they ask
     for taken at once (``_timing``, ``idle`` as there); the fields they return."""
@@ -257,8 +253,8 @@ def case_idle(case: dict) -> float:
 def fused_case_steps(case: dict, libs: dict):
     """A fused case as a generator: it sets up, checks, and yields (call, iters, warmup)
     for its main timing, expects the timing dict back, then finishes (its own further
-    timings, the check again, the clean-up) and returns its row's fields. ``_run_now``
-    times at once; the worker times a group's calls in turn (``_interleaved_timings``)."""
+    timings, the check again, the clean-up) and returns its row's fields. The worker times
+    a group's calls in turn (``_interleaved_timings``), then ``_drive``s each on."""
     import torch
     from validation.fused_runtime import FusedCall, FusedLib
     lib = libs.get(case["lib"]) or libs.setdefault(case["lib"], FusedLib(case["lib"]))
@@ -344,10 +340,6 @@ def bad_argument_statuses(lib, PkfArgs, abi: int) -> list[dict]:
         rows.append({"case": what, "status": status, "message": msg,
                      "ok": status == 1 and want in msg})
     return rows
-
-
-def run_none_case(case: dict, libs: dict, ranks_cache: dict) -> dict:
-    return _drive(none_case_steps(case, libs, ranks_cache), idle=case_idle(case))
 
 
 def none_case_steps(case: dict, libs: dict, ranks_cache: dict):
@@ -562,16 +554,18 @@ def _interleaved_timings(torch, requests: list, idle: float = 0.0) -> list[dict]
     keep the board at its power limit after some tens of them, and where the median falls
     between the calls before and after the limit took hold differs from GPU to GPU."""
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    last_ms = [0.0] * len(requests)
+
+    def call(fn):                       # events around one call
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        return start, end
+
+    last = [None] * len(requests)       # each one's latest call: the next one's idle gap
     for j, (fn, _, warmup) in enumerate(requests):
         for _ in range(warmup):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-        if idle > 0 and warmup:
-            end.synchronize()
-            last_ms[j] = start.elapsed_time(end)
+            last[j] = call(fn)
     torch.cuda.synchronize()
     events = [[] for _ in requests]
     for i in range(max(iters for _, iters, _ in requests)):
@@ -579,18 +573,13 @@ def _interleaved_timings(torch, requests: list, idle: float = 0.0) -> list[dict]
             if i >= iters:
                 continue
             if idle > 0:
-                if ev:
-                    ev[-1][1].synchronize()
-                    last_ms[j] = ev[-1][0].elapsed_time(ev[-1][1])
                 torch.cuda.synchronize()
-                time.sleep(idle * last_ms[j] * 1e-3)
+                if last[j] is not None:
+                    time.sleep(idle * last[j][0].elapsed_time(last[j][1]) * 1e-3)
                 torch.cuda._sleep(IDLE_LEAD_CYCLES)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             flush.zero_()
-            start.record()
-            fn()
-            end.record()
-            ev.append((start, end))
+            last[j] = call(fn)
+            ev.append(last[j])
     torch.cuda.synchronize()
     del flush
     out = []

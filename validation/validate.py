@@ -58,7 +58,7 @@ FALLBACK_GBPS = 1000.0            # traffic rate assumed where a case has no pre
 # and the fp32 reference, checked before and after timing, plus the timed calls; "none" times
 # five things (GEMMs + collective, GEMMs, torch GEMMs, collective, torch GEMMs + collective).
 FUSED_CASE_FIXED_S = 0.02
-IDLE_LEAD_S = 1.01e-3   # run_fused.IDLE_LEAD_CYCLES at 1980 MHz, before each call timed from idle
+IDLE_CLOCK_HZ = 1.98e9   # turns run_fused.IDLE_LEAD_CYCLES (before each call timed from idle) into s
 FUSED_REFERENCE_FLOPS = 50e12     # fp32 reference matmul (TF32 off)
 FUSED_FALLBACK_FLOPS = 500e12     # where a case has no prediction
 
@@ -153,9 +153,11 @@ def estimate_fused_case_s(case: dict) -> float:
     """Seconds one fused or "none" case takes on the GPU."""
     w, m, n, k = (case[x] for x in ("world", "m", "n", "k"))
     flops = 2.0 * w * m * n * k
+    from validation.run_fused import IDLE_LEAD_CYCLES
     t = case.get("predicted_s") or flops / FUSED_FALLBACK_FLOPS
-    calls = (case["iters"] + case["warmup"]) * t + case["iters"] * FLUSH_S \
-        + case["iters"] * (case.get("idle", 0.0) * t + (IDLE_LEAD_S if case.get("idle") else 0))
+    idle = case.get("idle", 0.0)                 # timed from idle: a sleep and a spin first
+    gap = idle * t + IDLE_LEAD_CYCLES / IDLE_CLOCK_HZ if idle else 0.0
+    calls = case["warmup"] * t + case["iters"] * (t + FLUSH_S + gap)
     timed = 5 * calls if case["kind"] == "none" else \
         2 * calls if case.get("overlap") == "intra-sm" else calls
     return FUSED_CASE_FIXED_S + 2 * flops / FUSED_REFERENCE_FLOPS + timed

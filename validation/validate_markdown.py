@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hwmodels.units import format_bytes
 from validation.validate_report import (TARGET_MAX, TARGET_MEDIAN, TARGET_REGRET, fmt_abs_pct,
-                                        fmt_pct, fmt_time, group_name)
+                                        fmt_pct, fmt_time, miss_line)
 
 OP_COLOURS = {"all-gather": "#1f77b4", "reduce-scatter": "#d62728", "all-reduce": "#2ca02c",
               "all-to-all": "#9467bd", "broadcast": "#ff7f0e"}
@@ -155,7 +155,7 @@ def misses(groups: list[dict]) -> list[str]:
     if not over:
         return []
     return ["Groups over the regret target, and what the model gets wrong there:", ""] + [
-        f"- {group_name(g)}: regret {fmt_pct(g['regret'])}; {g['diagnosis']}" for g in over] + [""]
+        f"- {miss_line(g)}" for g in over] + [""]
 
 
 def _exceptions(rep: dict, level: str = "##") -> list[str]:

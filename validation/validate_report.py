@@ -175,14 +175,18 @@ def diagnose(g: dict) -> str:
     is below the best's by at least that much. The one with the larger error in its own
     direction (the pick predicted fast, the best predicted slow) is named first."""
     pe, be = g["pick_error"], g.get("best_error")
-    parts = [f"the pick is predicted {pe * 100:+.1f} % ({g['pick_bound'] or '?'}-bound)"]
-    if be is None:
-        parts.append("the best has no prediction")
-    else:
-        parts.append(f"the best {be * 100:+.1f} % ({g['best_bound'] or '?'}-bound)")
-    wrong = ("pick", g["pick_bound"]) if be is None or -pe >= be else ("best", g["best_bound"])
-    return (f"{parts[0]}, {parts[1]}: mostly the {wrong[0]}'s {wrong[1] or '?'} "
-            f"({'too fast' if wrong[0] == 'pick' else 'too slow'} in the model)")
+    best = ("the best has no prediction" if be is None else
+            f"the best {be * 100:+.1f} % ({g['best_bound'] or '?'}-bound)")
+    pick_wrong = be is None or -pe >= be
+    which, bound = ("pick", g["pick_bound"]) if pick_wrong else ("best", g["best_bound"])
+    return (f"the pick is predicted {pe * 100:+.1f} % ({g['pick_bound'] or '?'}-bound), "
+            f"{best}: mostly the {which}'s {bound or '?'} "
+            f"({'too fast' if pick_wrong else 'too slow'} in the model)")
+
+
+def miss_line(g: dict) -> str:
+    """A group over the regret target in one line: its name, regret and diagnosis."""
+    return f"{group_name(g)}: regret {fmt_pct(g['regret'])}; {g['diagnosis']}"
 
 
 def ranking(rows: list[dict], fields: tuple[str, ...] = GROUP) -> list[dict]:
@@ -311,8 +315,7 @@ def summarise(meta: dict, rows: list[dict], measured: dict[str, dict],
         "max_regret": worst_rank["regret"] if worst_rank else None,
         "worst_ranking_group": group_name(worst_rank) if worst_rank else None,
         "groups_within_5": sum(g["regret"] <= TARGET_REGRET for g in ranked),
-        "misses": [f"{group_name(g)}: regret {g['regret'] * 100:+.1f} %; {g['diagnosis']}"
-                   for g in ranked if g.get("diagnosis")],
+        "misses": [miss_line(g) for g in ranked if g.get("diagnosis")],
         "targets": targets, "targets_met": all(t["met"] for t in targets.values()),
     }
 

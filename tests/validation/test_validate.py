@@ -235,7 +235,7 @@ def test_report_statistics_are_the_hand_worked_ones(tmp_path):
     assert ar["diagnosis"] == ("the pick is predicted -28.0 % (hbm-bound), the best +37.5 % "
                                "(hbm-bound): mostly the best's hbm (too slow in the model)")
     assert "diagnosis" not in ag
-    assert s["misses"] == [f"{group_name(ar)}: regret +56.3 %; {ar['diagnosis']}"]
+    assert s["misses"] == [f"{group_name(ar)}: regret +56.3%; {ar['diagnosis']}"]
     assert (s["ranking_hits"], s["groups_ranked"], s["groups_within_5"]) == (1, 2, 1)
     assert s["median_regret"] == pytest.approx(0.5625 / 2)
     assert s["max_regret"] == pytest.approx(0.5625)
