@@ -41,8 +41,10 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"]
 EXTRA_LIBS = {}  # name -> extra link flags (e.g. ["-lcuda"]); none needed now
 HEADERS = ["common.cuh"]
 KERNELS = HERE.parents[1] / "kernels"
-# Benchmarks of the generated collectives' own routines compile against kernels/.
-_KERNEL_FLAGS = ["-I", str(KERNELS / "include"), "-I", str(KERNELS)]
+# Benchmarks of the generated collectives' own routines compile against kernels/, with ptxas'
+# report of each kernel's registers and stack in their build log (a timed kernel must have no
+# stack where the generated kernels have none: tests/validation/test_microbench_build.py).
+_KERNEL_FLAGS = ["-I", str(KERNELS / "include"), "-I", str(KERNELS), "-Xptxas", "-v"]
 _KERNEL_HEADERS = sorted([*(KERNELS / "include" / "pk").glob("*.cuh"),
                           *(KERNELS / "collectives").glob("*.[ch]*")])
 _FUSED_HEADERS = sorted(_KERNEL_HEADERS + [*(KERNELS / "fused").glob("*.[ch]*"),
@@ -78,7 +80,7 @@ def source_hash(src: Path, name: str) -> str:
     for p in [HERE / hdr for hdr in HEADERS] + EXTRA_HEADERS.get(name, []):
         if p.exists():
             h.update(p.read_bytes())
-    h.update(" ".join(NVCC_FLAGS + EXTRA_LIBS.get(name, [])).encode())
+    h.update(" ".join(NVCC_FLAGS + EXTRA_FLAGS.get(name, []) + EXTRA_LIBS.get(name, [])).encode())
     return h.hexdigest()[:16]
 
 
