@@ -55,8 +55,12 @@
 
 // One kernel per (mechanism, copy or sum), as a generated collective compiles only the
 // routines it calls, declared one block an SM as the generated kernels are (without it ptxas
-// gave the TMA copy 32 B of stack and 100 B of spills, CUDA 13.0, until 2026-12-04).
-template <class C, bool reduce, int QB = PKC_MAX_RANKS>
+// gave the TMA copy 32 B of stack and 100 B of spills, CUDA 13.0, until 2026-12-04). `one`:
+// the move has one destination and the compiler knows it, as in the generated phases that
+// pass pkc::one(...) (the one-shot, the reduce-scatter, the broadcast, the ring steps); the
+// destinations' count is a run-time value otherwise, as in those that fill a set per peer
+// (since 2026-12-04: before, every move had a run-time count).
+template <class C, bool reduce, int QB = PKC_MAX_RANKS, bool one = false>
 __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
                                                    size_t n, int groups, int own,
@@ -101,6 +105,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
   }
   mine.n = d.n = groups > 1 && (!crossed || one_dest) ? 1 : dst.n;
   q.n = split ? src.n / groups : src.n;
+  if constexpr (one) {
+    mine = pkc::one(mine.p[0]);
+    d = pkc::one(d.p[0]);
+  }
   if constexpr (C::kMech == pkc::mech::tma) {
     pkc::block_smem sm = stages<C>(smem_raw, bars);
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
@@ -125,8 +133,13 @@ struct Shape {
 template <class C>
 void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int reduce, int blocks,
             pk::error_record* err, cudaStream_t st, int groups = 1, int own = 0, bool coop = false) {
-  // own == 3: crossed, the sources loaded 4 at a time (the generated two-shot's reduce_to<C, 4>)
-  auto* k = reduce ? (own == 3 ? move_kernel<C, true, 4> : move_kernel<C, true>) : move_kernel<C, false>;
+  // own == 3: crossed, the sources loaded 4 at a time (the generated two-shot's reduce_to<C, 4>);
+  // one destination (the kernel's mine.n == 1) known to the compiler
+  const bool crossed = (own == 2 || own == 3 || own == 4) && groups > 1;
+  const bool one = (groups > 1 && (!crossed || own == 4)) || d.n == 1;
+  auto* k = reduce ? (own == 3 ? move_kernel<C, true, 4>   // crossed: never one destination
+                               : one ? move_kernel<C, true, PKC_MAX_RANKS, true> : move_kernel<C, true>)
+                   : one ? move_kernel<C, false, PKC_MAX_RANKS, true> : move_kernel<C, false>;
   if (coop)  // as the generated collectives launch (pk::launch_cooperative)
     pk::launch_cooperative(k, dim3(blocks), dim3(C::kThreads), C::kSmemBytes, st, d, s, n, groups, own, err);
   else
@@ -157,6 +170,10 @@ int main(int argc, char** argv) {
                              (int)tma_cfg::kSmemBytes));
   CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)tma_cfg::kSmemBytes));
+  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, true, PKC_MAX_RANKS, true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tma_cfg::kSmemBytes));
+  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, false, PKC_MAX_RANKS, true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tma_cfg::kSmemBytes));
   const Shape shapes[] = {{"copy", 1, 1}, {"copy", 1, 2}, {"copy", 1, 4}, {"copy", 1, 8},
                           {"reduce", 2, 1}, {"reduce", 4, 1}, {"reduce", 8, 1},
                           {"reduce", 2, 2}, {"reduce", 4, 4}, {"reduce", 8, 8}};
