@@ -107,6 +107,22 @@ def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
     return t.tma_message_half_B / rate if rate > 0 else 0.0
 
 
+def tma_fill_s(gpu: GpuSpec, block_payload_B: float, sources: int,
+               remote: bool = False) -> float:
+    """What a TMA sum waits before its first bulk store, beyond the first read's latency:
+    its first chunk of every source (a stage slot, or the block's whole payload if smaller)
+    must have arrived at the SM's TMA rate before it adds, where a register sum stores each
+    vector as soon as its loads are back (block_moves, run 45: a sum of 2 shared sources of
+    1 MiB on 66 blocks a group, 16 KiB a block, took 6.80 us by TMA and 6.24 us by registers;
+    at 4 KiB both 5.02 us). TMA copies show no such wait (their chunks are dealt over the
+    blocks and stream through the stages)."""
+    t = gpu.transfer
+    rate = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
+    if rate <= 0 or block_payload_B <= 0:
+        return 0.0
+    return sources * min(block_payload_B, TMA_STAGE_BYTES / (sources + 1)) / rate
+
+
 def shared_reads(gpu: GpuSpec, mechanism: str, readers: int, payload_B: float) -> float:
     """Memory reads per payload byte of a source that ``readers`` moves of one GPU read at
     the same time: once from memory and from the L2 for the other readers, except that TMA
@@ -237,6 +253,18 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
 # from here): TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B
 # = 32 KiB of loads in flight per block.
 BLOCK_THREADS = {"tma": 256, "register": 512}
+
+
+def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
+    """Latency a move of the generated collectives adds for its buffers, beyond its first
+    read: ``transfer.move_buffer_latency_ns`` per buffer beyond one source and one
+    destination, and ``transfer.dest_set_latency_ns`` when it writes several destinations
+    through a set whose count the compiler does not know (block_moves, run 45 on one H200:
+    a move to one destination compiled knowing it took 0.1-0.4 us less at 4 KiB - 1 MiB than
+    the same move through a set of one)."""
+    t = gpu.transfer
+    return (sources + dests - 2) * t.move_buffer_latency_s + (t.dest_set_latency_s if dests > 1
+                                                               else 0.0)
 
 
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:

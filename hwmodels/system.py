@@ -209,6 +209,12 @@ class TransferSpec:
                                   "loads its sources in rounds (the two-shot all-reduce: 4 "
                                   "at a time) waits before its first store (block_moves_cross "
                                   "with load_batch 4)")
+    dest_set_latency_s: float = fig("dest_set_latency_ns", 1e-9, lo_open=False,
+                                    doc="latency a move to several destinations adds: the "
+                                        "generated kernels fill a set of them per peer, whose "
+                                        "count the compiler does not know, where a move to one "
+                                        "destination passes pkc::one (hwmodels.sm."
+                                        "move_fixed_latency_s)")
     move_buffer_latency_s: float = fig("move_buffer_latency_ns", 1e-9, lo_open=False,
                                        doc="latency each buffer a move touches beyond one "
                                            "source and one destination adds")

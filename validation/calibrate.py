@@ -92,6 +92,7 @@ STAGES = (
         Param("gpu.transfer.move_knee", 0.5, 30),
         Param("gpu.transfer.tma_move_reduce_knee", 0.5, 30),
         Param("gpu.transfer.move_buffer_latency_ns", 1, 5000),
+        Param("gpu.transfer.dest_set_latency_ns", 1, 5000),
         Param("gpu.transfer.move_start_ns", 1, 1e4),
         Param("gpu.transfer.thread_start_ps", 0.01, 1e4),
         Param("gpu.transfer.tma_shared_reuse_MiB", 1, 1e6),
