@@ -98,28 +98,32 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
     # the two-shot all-reduce by registers in fp32 loads more than 4 sources 4 at a time
     # (all_reduce.cuh reduce_to<C, 4>; bf16 all 8 at once): at w = 8 in two rounds, the first a loaded HBM
     # latency L on h200-virtual, the second transfer.load_round_ns R; the 8 -> 8 move then
-    # waits L + R + 14 buffers x move_buffer_latency (8 + 8 - 2), TMA L + 14 x it (TMA
-    # ignores the rounds); at w = 4, one round.
+    # waits L + R + 14 buffers x move_buffer_latency B (8 + 8 - 2) + the run-time set of
+    # destinations D (transfer.dest_set_latency), TMA L + 14 B + D (TMA ignores the rounds)
+    # + its first chunk's loads F (hwmodels.sm.tma_fill_s: w sources x the block's 4096 / 4
+    # bytes, under a stage slot of 32 KiB / (w + 1), at the per-SM TMA rate); at w = 4, one
+    # round.
     from hwmodels.topology import Topology
     from pksim.flows import move_spec
     from pksim.workloads.kernels import _ar_two_shot, two_shot_loads
     assert two_shot_loads("fp32") == 4 and two_shot_loads("bf16") == 8
     s = load_system("h200-virtual")
     L, B = s.gpu.hbm.latency_s, s.gpu.transfer.move_buffer_latency_s
-    R = s.gpu.transfer.load_round_s
-    assert R > 0
+    R, D = s.gpu.transfer.load_round_s, s.gpu.transfer.dest_set_latency_s
+    assert R > 0 and D > 0
     for w, rounds in ((8, 2), (4, 1), (2, 1)):
         topo = Topology.build(s, w)
         assert _ar_two_shot(w, 4096 * w, 0, False, "bf16")[0].moves()[0].load_rounds == 1
         (step,) = _ar_two_shot(w, 4096 * w, 0, False, "fp32")
         m = step.moves()[0]
         assert m.load_rounds == rounds
-        for mech, waits in (("register", rounds), ("tma", 1)):
+        F = w * 1024 / s.gpu.transfer.tma_local_Bps_per_sm   # 1 KiB a block < the slot
+        for mech, waits, fill in (("register", rounds, 0.0), ("tma", 1, F)):
             spec = move_spec(topo, sched("all-reduce", nbytes=4096 * w, world=w,
                                          algorithm="two-shot", mechanism=mech, comm_sms=4),
                              m, 4096, False, 1.0)
-            assert spec.latency_s == pytest.approx(L + (waits - 1) * R + (2 * w - 2) * B,
-                                                   rel=1e-12), (w, mech)
+            assert spec.latency_s == pytest.approx(L + (waits - 1) * R + (2 * w - 2) * B + D
+                                                   + fill, rel=1e-12), (w, mech)
 
 
 def test_piece_blocks_counts_the_blocks_the_kernels_cut_gives_work():
@@ -271,8 +275,9 @@ def test_hbm_copy_between_virtual_ranks():
     # SMs meet the memory; each rank gets half. The first read waits one HBM latency L, the
     # last writes drain into the L2 (one L2 latency, L2) before the kernel ends (its one
     # phase signals nobody); the second destination buffer adds
-    # gpu.transfer.move_buffer_latency (b); the kernel's start g (transfer.move_start; its
-    # grid of 2 x 66 blocks, one per SM, adds nothing): time = launch + g + L + b
+    # gpu.transfer.move_buffer_latency (b) and the run-time set of two destinations
+    # transfer.dest_set_latency (d); the kernel's start g (transfer.move_start; its grid of
+    # 2 x 66 blocks, one per SM, adds nothing): time = launch + g + L + b + d
     # + (S/2) / (rate/2) + L2.
     from hwmodels.sm import dest_writes, grid_start_s, soft_min
     s = load_system("h200-virtual")
@@ -288,7 +293,7 @@ def test_hbm_copy_between_virtual_ranks():
     g = grid_start_s(s.gpu, 132, 512)
     assert g == pytest.approx(t.move_start_s)
     expected = (s.gpu.sync.stream_launch_s + g + mem + t.move_buffer_latency_s
-                + (GiB / 2) / (rate / 2))
+                + t.dest_set_latency_s + (GiB / 2) / (rate / 2))
     assert p.time_s == pytest.approx(expected, rel=1e-9)
     # the two moves never exceed the memory: HBM busy at most the whole time
     assert p.breakdown["hbm"] <= p.time_s
@@ -336,8 +341,10 @@ def test_ring_all_reduce_on_8_gpus():
     # time = 2.16 us + 14 x (2.918 us + r + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
-    # for the second buffer (gpu.transfer.move_buffer_latency, b): + 7 b. Each GPU's kernel
-    # starts in transfer.move_start (0.77 us; 132 blocks, one per SM, add nothing).
+    # for the second buffer (gpu.transfer.move_buffer_latency, b) and wait for a stage slot
+    # (32 KiB / 3) of both sources, local, before their first store (hwmodels.sm.tma_fill_s:
+    # f = 2 x 32768 / 3 B at the per-SM TMA rate): + 7 (b + f). Each GPU's kernel starts in
+    # transfer.move_start (0.77 us; 132 blocks, one per SM, add nothing).
     from hwmodels.sm import grid_start_s, tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
@@ -347,7 +354,8 @@ def test_ring_all_reduce_on_8_gpus():
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
     last = -handoff
-    extra = 7 * s.gpu.transfer.move_buffer_latency_s + 0.77e-6
+    fill = 2 * (32768 / 3) / s.gpu.transfer.tma_local_Bps_per_sm
+    extra = 7 * (s.gpu.transfer.move_buffer_latency_s + fill) + 0.77e-6
     assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
     assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + last
                                      + extra, rel=1e-6)
