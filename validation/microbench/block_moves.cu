@@ -399,7 +399,8 @@ int main(int argc, char** argv) {
         // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8); 1 MiB since run 42
         // Since run 43 the sums also in the generated one-shot's staggered order ("order":
         // "staggered", own == 5; measured only): its phase ran 0.3-0.6 us faster than these
-        // shared reads at 4-64 KiB (two_shot_gap, run 32)
+        // shared reads at 4-64 KiB (two_shot_gap, run 32); not by the order (run 44: 0-0.2 us
+        // slower staggered) but by its one destination known at compile time (run 45)
         for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)MiB}) {
           const size_t n = alone / sizeof(bf16);
           for (int per : {132 / readers / 4, 132 / readers / 2, 132 / readers})
