@@ -126,6 +126,54 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
                                                    + fill, rel=1e-12), (w, mech)
 
 
+def test_a_set_of_destinations_costs_its_latency_one_destination_does_not():
+    # hwmodels.sm.move_fixed_latency_s on h200-virtual: buffers beyond one source and one
+    # destination at move_buffer_latency B each, and a run-time set of destinations (more
+    # than one: the kernels fill it per peer) dest_set_latency D once:
+    # S2 -> D1: 1 B; S1 -> D2: 1 B + D; S8 -> D8: 14 B + D
+    from hwmodels.sm import move_fixed_latency_s
+    g = load_system("h200-virtual").gpu
+    B, D = g.transfer.move_buffer_latency_s, g.transfer.dest_set_latency_s
+    assert move_fixed_latency_s(g, 1, 1) == 0.0
+    assert move_fixed_latency_s(g, 2, 1) == pytest.approx(B)
+    assert move_fixed_latency_s(g, 1, 2) == pytest.approx(B + D)
+    assert move_fixed_latency_s(g, 8, 8) == pytest.approx(14 * B + D)
+    # in a whole prediction: the direct all-gather at 4 KiB writes 2 destinations, the
+    # broadcast one; on a system without the set's latency the all-gather is D faster
+    sc = sched("all-gather", nbytes=4096, world=2, algorithm="direct", mechanism="register",
+               comm_sms=16)
+    s = load_system("h200-virtual")
+    zero = load_system("h200-virtual", ["gpu.transfer.dest_set_latency_ns=0"])
+    assert predict(s, sc).time_s - predict(zero, sc).time_s == pytest.approx(D, rel=1e-6)
+    bc = sc.with_(op="broadcast")
+    assert predict(s, bc).time_s == pytest.approx(predict(zero, bc).time_s, rel=1e-12)
+
+
+def test_a_tma_sum_waits_for_its_first_chunk_of_every_source():
+    # hwmodels.sm.tma_fill_s: S sources x min(the block's payload, 32 KiB / (S + 1)) at the
+    # per-SM TMA rate r before the first store. 2 sources, 16 KiB a block: the slot of
+    # 10922.7 B binds, 2 x 10922.7 / r; 4 KiB a block: 2 x 4096 / r; none for registers.
+    from hwmodels.sm import tma_fill_s
+    g = load_system("h200-virtual").gpu
+    r = g.transfer.tma_local_Bps_per_sm
+    assert tma_fill_s(g, 16384, 2) == pytest.approx(2 * 32768 / 3 / r)
+    assert tma_fill_s(g, 4096, 2) == pytest.approx(2 * 4096 / r)
+    assert tma_fill_s(g, 0, 2) == 0.0
+    # the one-shot all-reduce at w2, 1 MiB on 66 blocks a rank (16 KiB a block, 2 sources):
+    # TMA waits the slot's fill, registers do not
+    from hwmodels.topology import Topology
+    from pksim.flows import move_spec
+    from pksim.workloads.kernels import _ar_one_shot
+    s = load_system("h200-virtual")
+    topo = Topology.build(s, 2)
+    m = _ar_one_shot(2, 1 << 20, 0, False, "bf16")[0].moves()[0]
+    lat = {mech: move_spec(topo, sched("all-reduce", nbytes=1 << 20, world=2,
+                                       algorithm="direct", mechanism=mech, comm_sms=66),
+                           m, m.payload, False, 1.0).latency_s
+           for mech in ("tma", "register")}
+    assert lat["tma"] - lat["register"] == pytest.approx(2 * 32768 / 3 / r, rel=1e-9)
+
+
 def test_piece_blocks_counts_the_blocks_the_kernels_cut_gives_work():
     # collective.cuh block_piece: whole 128-byte lines, whole 4 KiB once a block's share is
     # 64 KiB or more; the largest piece sets the time, so payload / largest piece.
