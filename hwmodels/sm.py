@@ -192,6 +192,18 @@ def dealt_blocks(blocks: int, payload_B: float) -> int:
     return min(blocks, max(1, math.ceil(payload_B / TMA_STAGE_BYTES)))
 
 
+# collective.cuh ce_reduce: a copy-engine schedule's reduction kernel gets a block per
+# 512 threads x 4 vectors of 16 B of its sum, at most the schedule's blocks per rank.
+CE_REDUCE_BLOCK_BYTES = 512 * 4 * 16
+
+
+def ce_reduce_blocks(blocks: int, payload_B: float) -> int:
+    """Blocks of a copy-engine schedule's reduction kernel summing ``payload_B`` with at most
+    ``blocks`` (collective.cuh ce_reduce: one per CE_REDUCE_BLOCK_BYTES): a 64 KiB all-reduce
+    at w2 sums its 32 KiB chunk on one block whatever comm_sms says."""
+    return min(blocks, max(1, math.ceil(payload_B / CE_REDUCE_BLOCK_BYTES)))
+
+
 def working_blocks(blocks: float, payload_B: float, dealt: bool) -> float:
     """Blocks' worth of work in a move of the generated collectives on ``blocks`` blocks:
     a TMA copy through copy_range deals its stage chunks (``dealt``, dealt_blocks), every

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (dest_writes, move_Bps, move_fixed_latency_s, move_traffic,
-                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_fill_s,
-                         tma_latency_s, working_blocks)
+from hwmodels.sm import (ce_reduce_blocks, dest_writes, move_Bps, move_fixed_latency_s,
+                         move_traffic, reduce_memory_weight, shared_reads, sm_issue_Bps,
+                         tma_fill_s, tma_latency_s, working_blocks)
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -309,8 +309,10 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     capacity = n * per_sm
     if n <= 0 or capacity <= 0:
         return 1.0
-    if m.engine != "sm":      # the copy-engine schedules' reduction kernels cut their own way
+    if m.engine != "sm":
         n = working_blocks(n, m.payload, dealt=mech == "tma" and m.dealt)
+    else:                     # the copy-engine schedules' reduction kernels cut their own way
+        n = ce_reduce_blocks(n, m.payload)
     s, d = len(m.sources), len(m.dests)
     if topo.virtual:
         ranks = topo.world

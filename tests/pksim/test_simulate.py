@@ -174,6 +174,23 @@ def test_a_tma_sum_waits_for_its_first_chunk_of_every_source():
     assert lat["tma"] - lat["register"] == pytest.approx(2 * 32768 / 3 / r, rel=1e-9)
 
 
+def test_copy_engine_reduction_kernels_get_a_block_per_32_kib():
+    # collective.cuh ce_reduce launches ceil(n / (512 threads x 8 bf16 x 4)) blocks, i.e. one
+    # per 32 KiB of its sum, at most the schedule's blocks per rank: 32 KiB -> 1, 512 KiB ->
+    # 16, 16 MiB -> 512, capped at 66
+    from hwmodels.sm import ce_reduce_blocks
+    assert [ce_reduce_blocks(66, b) for b in (4096, 32768, 32769, 512 << 10, 16 << 20)] == \
+        [1, 1, 2, 16, 66]
+    # so the 1 MiB reduce-scatter by copy engines at w2 sums its 512 KiB chunk on 16 blocks
+    # whatever comm_sms says: 66 and 16 blocks a rank predict the same time
+    s = load_system("h200-virtual")
+    t = {b: predict(s, sched("reduce-scatter", nbytes=1 << 20, world=2, algorithm="direct",
+                             mechanism="copy-engine", comm_sms=b)).time_s for b in (16, 66)}
+    assert t[16] == pytest.approx(t[66], rel=1e-12)
+    assert predict(s, sched("reduce-scatter", nbytes=1 << 20, world=2, algorithm="direct",
+                            mechanism="copy-engine", comm_sms=4)).time_s > t[16]
+
+
 def test_piece_blocks_counts_the_blocks_the_kernels_cut_gives_work():
     # collective.cuh block_piece: whole 128-byte lines, whole 4 KiB once a block's share is
     # 64 KiB or more; the largest piece sets the time, so payload / largest piece.
