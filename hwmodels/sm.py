@@ -279,6 +279,18 @@ def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
                                                                else 0.0)
 
 
+def move_latency_s(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
+                   block_payload_B: float, routine: str = "", remote: bool = False) -> float:
+    """What a move of the generated collectives waits beyond its first read, for a block
+    moving ``block_payload_B``: its buffers (move_fixed_latency_s) and, for a TMA sum of the
+    collectives' routines, its first chunk's loads (tma_fill_s; ``remote``: from another
+    GPU). The fused kernels' pull-reduce (``routine`` "pull") sums by registers."""
+    latency = move_fixed_latency_s(gpu, sources, dests)
+    if mechanism == "tma" and reduce and routine != "pull":
+        latency += tma_fill_s(gpu, block_payload_B, sources, remote)
+    return latency
+
+
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
     """What starting a grid of ``blocks`` of ``threads`` adds to a generated kernel launched
     alone: ``transfer.move_start_ns``, and ``transfer.thread_start_ps`` per thread of every

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (ce_reduce_blocks, dest_writes, move_Bps, move_fixed_latency_s,
-                         move_traffic, reduce_memory_weight, shared_reads, sm_issue_Bps,
-                         tma_fill_s, tma_latency_s, working_blocks)
+from hwmodels.sm import (ce_reduce_blocks, dest_writes, move_Bps, move_latency_s, move_traffic,
+                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s,
+                         working_blocks)
 from hwmodels.topology import Topology
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -248,11 +248,10 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
             for name in path.resources:
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, path.latency_s)
-    latency += tma_s + move_fixed_latency_s(gpu, len(m.sources), len(m.dests))
-    if tma and m.reduce and m.routine != "pull":   # its first store waits for a chunk's loads
-        far = not topo.virtual and any(q != m.issuer for q in m.sources)
-        block = piece / working_blocks(sched.comm_sms, piece, dealt=m.dealt)
-        latency += tma_fill_s(gpu, block, len(m.sources), remote=far)
+    block = piece / working_blocks(sched.comm_sms, piece, dealt=m.dealt)
+    far = not topo.virtual and any(q != m.issuer for q in m.sources)
+    latency += tma_s + move_latency_s(gpu, mech, len(m.sources), len(m.dests), m.reduce, block,
+                                      m.routine, remote=far)
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
     # complete (pk::tma::complete_writes) before the next starts: inside one GPU until the L2
     # has them (as a phase's writes, pksim.simulate.phase_sync_s), across GPUs a round trip.

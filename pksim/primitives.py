@@ -35,9 +35,9 @@ import simpy
 from hwmodels.fluid import FluidEngine
 from hwmodels.sm import (BLOCK_THREADS, GEMM_TILE, attention_time_s, epilogue_handoff_s,
                          gemm_efficiency, gemm_time_s, grid_start_s, handoff_s, move_Bps,
-                         move_fixed_latency_s, move_traffic, reduce_memory_weight,
-                         sm_issue_Bps, sustained_factor, tile_reduce_memory_weight,
-                         tma_fill_s, tma_latency_s, working_blocks)
+                         move_latency_s, move_traffic, reduce_memory_weight, sm_issue_Bps,
+                         sustained_factor, tile_reduce_memory_weight, tma_latency_s,
+                         working_blocks)
 from hwmodels.system import GpuSpec, System
 from pksim.overlap import MAX_CHUNKS_PER_PEER
 from pksim.workloads.kernels import load_rounds
@@ -219,9 +219,8 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
     queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, ceiling=False)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
                     readers=readers, routine=routine)
-    lat += move_fixed_latency_s(gpu, sources, dests)
-    if mechanism == "tma" and kind == "reduce" and routine != "pull":
-        lat += tma_fill_s(gpu, nbytes / working, sources)
+    lat += move_latency_s(gpu, mechanism, sources, dests, kind == "reduce", nbytes / working,
+                          routine)
     if mechanism != "tma":
         lat += (load_rounds - 1) * gpu.transfer.load_round_s
     return flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},

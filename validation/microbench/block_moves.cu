@@ -53,6 +53,15 @@
 #include "pk/host.cuh"
 
 
+// Whether each group of blocks writes only its own destination: groups that share their
+// sources or read their own, or crossed reads into one destination (own == 4); otherwise
+// every block writes all of them (crossed sums, one group). The kernel cuts its pointers by
+// it; the host picks the kernel compiled knowing one destination by it.
+PK_HD bool group_dest(int groups, int own) {
+  const bool crossed = own == 2 || own == 3 || own == 4;
+  return groups > 1 && (!crossed || own == 4);
+}
+
 // One kernel per (mechanism, copy or sum), as a generated collective compiles only the
 // routines it calls, declared one block an SM as the generated kernels are (without it ptxas
 // gave the TMA copy 32 B of stack and 100 B of spills, CUDA 13.0, until 2026-12-04). `one`:
@@ -82,6 +91,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
   // reduce-scatter's ranks: rank g sums part g of every input into its output).
   const bool crossed = (own == 2 || own == 3 || own == 4) && groups > 1;
   const bool one_dest = own == 4 && groups > 1;
+  const bool own_dest = group_dest(groups, own);
   const size_t at = crossed ? static_cast<size_t>(grp) * n : 0;
   const pkc::span s = pkc::block_piece(n, per, b, sizeof(bf16));  // as the collectives cut
   // Every pointer array is filled at compile-time indices, so it stays in registers: a
@@ -92,7 +102,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
   pkc::cptrs<bf16> q{};
 #pragma unroll
   for (int k = 0; k < PKC_MAX_RANKS; ++k) {
-    mine.p[k] = groups > 1 && (!crossed || one_dest) ? dst.p[grp] : dst.p[k];
+    mine.p[k] = own_dest ? dst.p[grp] : dst.p[k];
     d.p[k] = mine.p[k] + (one_dest ? 0 : at) + s.lo;
     // own == 5: shared reads in the staggered order of the generated one-shot (group g
     // reads source g first, then g + 1, ...), by a subtraction as pkc::peer (a `%` costs
@@ -103,7 +113,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
     }
     q.p[k] = src.p[j] + at + s.lo;
   }
-  mine.n = d.n = groups > 1 && (!crossed || one_dest) ? 1 : dst.n;
+  mine.n = d.n = own_dest ? 1 : dst.n;
   q.n = split ? src.n / groups : src.n;
   if constexpr (one) {
     mine = pkc::one(mine.p[0]);
@@ -135,8 +145,7 @@ void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int r
             pk::error_record* err, cudaStream_t st, int groups = 1, int own = 0, bool coop = false) {
   // own == 3: crossed, the sources loaded 4 at a time (the generated two-shot's reduce_to<C, 4>);
   // one destination (the kernel's mine.n == 1) known to the compiler
-  const bool crossed = (own == 2 || own == 3 || own == 4) && groups > 1;
-  const bool one = (groups > 1 && (!crossed || own == 4)) || d.n == 1;
+  const bool one = group_dest(groups, own) || d.n == 1;
   auto* k = reduce ? (own == 3 ? move_kernel<C, true, 4>   // crossed: never one destination
                                : one ? move_kernel<C, true, PKC_MAX_RANKS, true> : move_kernel<C, true>)
                    : one ? move_kernel<C, false, PKC_MAX_RANKS, true> : move_kernel<C, false>;
