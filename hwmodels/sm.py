@@ -112,7 +112,7 @@ def tma_fill_s(gpu: GpuSpec, block_payload_B: float, sources: int,
     """What a TMA sum waits before its first bulk store, beyond the first read's latency:
     its first chunk of every source (a stage slot, or the block's whole payload if smaller)
     must have arrived at the SM's TMA rate before it adds, where a register sum stores each
-    vector as soon as its loads are back (block_moves, run 45: a sum of 2 shared sources of
+    vector as soon as its loads are back (block_moves, run 46: a sum of 2 shared sources of
     1 MiB on 66 blocks a group, 16 KiB a block, took 6.80 us by TMA and 6.24 us by registers;
     at 4 KiB both 5.02 us). TMA copies show no such wait (their chunks are dealt over the
     blocks and stream through the stages)."""
