@@ -1,0 +1,81 @@
+"""The golden file of the model's predictions: every case of the committed validation report
+(collectives and fused kernels, re-predicted on its calibrated system) and every row of the
+default what-if study. A refactoring must leave this file unchanged; a model change rewrites
+it on purpose and says why in its commit.
+
+    python -m tests.golden.predictions            # rewrite tests/golden/predictions.json.gz
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from hwmodels.catalog import load_system
+from pksim.cli.main import cli
+from validation.suite import Candidate
+from validation.validate import predict_candidate, predict_fused_case
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "validation" / "data" / "h200-validate-2026-12-04-run47" / "report.json.gz"
+GOLDEN = Path(__file__).with_name("predictions.json.gz")
+KEPT = ("predicted_s", "bound_s", "bound_resource", "predicted_baseline_s")
+VOLATILE = ("seconds",)            # a what-if row's wall time
+
+
+def report_cases() -> tuple[str, list[dict], list[dict]]:
+    rep = json.loads(gzip.decompress(REPORT.read_bytes()))
+    return rep["prepare"]["system"], rep["cases"], rep["fused"]["cases"]
+
+
+def _collective(args: tuple[str, dict]) -> tuple[str, dict]:
+    system_name, c = args
+    cand = Candidate(op=c["op"], algorithm=c["algorithm"], mechanism=c["mechanism"],
+                     world=c["world"], nbytes=c["bytes"], blocks_per_rank=c["blocks_per_rank"],
+                     dtype=c["dtype"])
+    fields, why = predict_candidate(load_system(system_name), cand)
+    return c["id"], {k: fields.get(k) for k in KEPT if k in fields} | {"not_predicted": why}
+
+
+def _fused(args: tuple[str, dict]) -> tuple[str, dict]:
+    system_name, c = args
+    case = {k: (None if v == "-" else v) for k, v in c.items()}   # the report prints "-"
+    fields, why = predict_fused_case(load_system(system_name), case)
+    return c["id"], {k: fields.get(k) for k in KEPT if k in fields} | {"not_predicted": why}
+
+
+def whatif_rows() -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        res = CliRunner().invoke(cli, ["whatif", "-o", tmp, "--force", "--no-plots"])
+        if res.exit_code != 0:
+            raise RuntimeError(f"pksim whatif failed: {res.output}")
+        rows = json.loads((Path(tmp) / "results.json").read_text())["rows"]
+    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+
+
+def predictions(workers: int = 2) -> dict:
+    system_name, cases, fused = report_cases()
+    with ProcessPoolExecutor(workers) as pool:
+        coll = dict(pool.map(_collective, [(system_name, c) for c in cases], chunksize=32))
+        fus = dict(pool.map(_fused, [(system_name, c) for c in fused], chunksize=4))
+    return {"report": str(REPORT.relative_to(ROOT)), "system": system_name,
+            "collectives": coll, "fused": fus, "whatif": whatif_rows()}
+
+
+def encode(data: dict) -> bytes:
+    return gzip.compress(json.dumps(data, indent=0, sort_keys=True).encode(), mtime=0)
+
+
+def main() -> int:
+    GOLDEN.write_bytes(encode(predictions()))
+    print(f"wrote {GOLDEN}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
