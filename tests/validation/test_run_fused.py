@@ -1,4 +1,4 @@
-"""validation/run_fused.py without a GPU: the case list, the row partition the runner shares
+"""validation/run/fused.py without a GPU: the case list, the row partition the runner shares
 with kernels/fused, and the report tables."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import ctypes
 
 import pytest
 
-from validation import run_fused
-from validation.fused_runtime import PkfArgs, PkfReqs, row_lo
+from validation.run import fused as run_fused
+from validation.runtime.fused import PkfArgs, PkfReqs, row_lo
 
 
 def test_row_partition_covers_every_row_once():

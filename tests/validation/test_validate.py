@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from codegen.build import find_nvcc
 from hwmodels.errors import ConfigError
 from pksim.cli.main import cli
-from validation.collective_cases import runnable
-from validation.suite import load_suite, parse_suite
-from validation.validate_report import build_report, group_name
+from validation.prepare.collectives import runnable
+from validation.suites.suite import load_suite, parse_suite
+from validation.report.data import build_report, group_name
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -149,7 +149,7 @@ def test_prepare_lists_what_the_simulator_cannot_predict(tmp_path, monkeypatch):
 
 
 def test_run_without_gpu_says_how_to_split(tmp_path, monkeypatch):
-    monkeypatch.setattr("validation.validate.gpu_missing", lambda: "no NVIDIA GPU here")
+    monkeypatch.setattr("validation.prepare.bundle.gpu_missing", lambda: "no NVIDIA GPU here")
     result = run(["validate", "--suite", "quick", "-o", str(tmp_path / "b")])
     assert result.exit_code == 2
     line = result.output.strip()
@@ -293,12 +293,12 @@ def test_help():
 
 # ---- the fused part ------------------------------------------------------------------------
 
-RUN2 = Path(__file__).resolve().parents[2] / "validation" / "data" / \
+RUN2 = Path(__file__).resolve().parents[2] / "validation" / "data" / "cited" / \
     "h200-fused-2026-12-02-run2.jsonl"
 
 
 def _variant_counts():
-    from validation.fused_suite import variants
+    from validation.suites.fused_suite import variants
     v = variants()
     return {op: (sum(x[0] == op and x[1] == "intra-sm" for x in v),
                  sum(x[0] == op and x[1] == "inter-sm" for x in v))
@@ -554,7 +554,7 @@ def test_fused_only_suite_parses():
 
 
 def test_gpu_validate_script_keeps_to_its_budget(tmp_path):
-    """validation/gpu_validate.sh with stand-ins for the GPU programs: a step that would
+    """validation/device/validate.sh with stand-ins for the GPU programs: a step that would
     overrun is killed at its limit, steps without their minimum left are skipped, what did not
     run is listed; with time left the fused suite and its memcheck run."""
     import subprocess
@@ -575,10 +575,10 @@ def test_gpu_validate_script_keeps_to_its_budget(tmp_path):
     (fake / "py").write_text(f"""#!/bin/bash
 case "$*" in
   *microbench/run.py*) exit 0;;
-  "-m validation.run_collectives --cases "*matrix/cases.json*)
+  "-m validation.run.collectives --cases "*matrix/cases.json*)
     echo '{{"id": "m1", "ok": true}}' > "$6"; exit 0;;
-  *validation.run_collectives*) exit 0;;
-  *validation.run_fused*) sleep "${{FAKE_SLEEP:-0}}"; exec {sys.executable} -c "
+  *validation.run.collectives*) exit 0;;
+  *validation.run.fused*) sleep "${{FAKE_SLEEP:-0}}"; exec {sys.executable} -c "
 import json, sys
 cases = json.load(open(sys.argv[1]))
 with open(sys.argv[2], 'w') as f:
@@ -601,7 +601,7 @@ esac
     def gpu_validate(total_s: int, sleep_s: int) -> str:
         env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", PYTHON=str(fake / "py"),
                    PK_TOTAL_S=str(total_s), PK_RESERVE_S="5", FAKE_SLEEP=str(sleep_s))
-        res = subprocess.run(["bash", "validation/gpu_validate.sh", str(bundle), str(out)],
+        res = subprocess.run(["bash", "validation/device/validate.sh", str(bundle), str(out)],
                              cwd=root, env=env, capture_output=True, text=True, timeout=120)
         assert (tmp_path / "out.tgz").is_file() and not out.exists()
         return res.stdout
@@ -628,7 +628,7 @@ def test_measured_rows_read_from_gzip_as_from_text(tmp_path):
     the last row of an id winning; a file that is not gzip is a one-line error."""
     import gzip
 
-    from validation.validate_report import load_measured
+    from validation.report.data import load_measured
     rows = [{"id": "a", "median_s": 1e-6}, {"id": "b", "median_s": 2e-6}, {"id": "a", "median_s": 3e-6}]
     text = "".join(json.dumps(r) + "\n" for r in rows)
     plain, packed = tmp_path / "m.jsonl", tmp_path / "m.jsonl.gz"
