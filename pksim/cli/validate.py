@@ -16,7 +16,7 @@ from validation.layout import (CASES, FUSED_DIR, FUSED_MEASURED, MEASURED, gpu_m
                                split_hint)
 from validation.prepare.bundle import prepare
 from validation.report.data import build_report
-from validation.report.format import fmt_abs_pct, fmt_pct
+from validation.report.numbers import fmt_abs_pct, fmt_pct
 from validation.report.write import check_outputs, write_report
 from validation.run.supervisor import run_bundle
 from validation.suites.suite import load_suite

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+from hwmodels.catalog import SYSTEMS_DIR
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
 from validation.calibrate.fit import FitResult, Results
@@ -84,7 +85,6 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
 
 def inherits_ref(system: System, system_arg: str, out_path: Path) -> str:
     """How the calibrated file names its parent: the catalog name, or a relative path."""
-    from hwmodels.catalog import SYSTEMS_DIR
     parent = Path(system.path).resolve()
     if parent.parent == SYSTEMS_DIR.resolve():
         return parent.stem

@@ -1,5 +1,5 @@
 # validation/device/env.sh: sourced from the repository root by the scripts of a device call
-# (validation/device/session.sh, validation/experiments/*.sh). Installs the simpy wheel carried
+# (validation/device/session.sh). Installs the simpy wheel carried
 # in .whl/ (here: python3 -m pip download --no-deps --only-binary=:all: -d .whl simpy) into
 # /tmp/site and sets the environment every device call runs with: the project on PYTHONPATH,
 # CUDA modules loaded eagerly (virtual ranks, ARCHITECTURE.md) and NVLink multicast off.

@@ -19,6 +19,10 @@
 # Report (no GPU): pksim validate --report BUNDLE --measured OUTDIR/measured.jsonl
 #   --measured OUTDIR/fused-measured.jsonl -o REPORT_DIR
 #
+# Steps: PK_STEPS (comma-separated; default every step: microbench,suite,fused,memcheck,matrix);
+# the microbenchmarks run PK_MB_ONLY (run.py --only; default the six above) with PK_MB_ARGS
+# (run.py --bench-args) under PK_MB_CAP seconds (110).
+#
 # Time. The whole script stays within PK_TOTAL_S (540) seconds: each step runs under its own
 # cap (timeout -s KILL) and never past what is left of the budget less PK_RESERVE_S (25, for
 # the archive); a step with less than its minimum left is skipped, and times.txt says so.
@@ -39,6 +43,12 @@ t0=$(date +%s)
 : > "$out/summary.txt"
 
 note() { echo "$*" >> "$out/times.txt"; }
+want() {  # STEP: whether PK_STEPS (default: every step) asks for it
+  case ",${PK_STEPS:-microbench,suite,fused,memcheck,matrix}," in
+    *",$1,"*) return 0;;
+    *) note "$1: not asked for (PK_STEPS=$PK_STEPS)"; return 1;;
+  esac
+}
 step() {  # NAME CAP MIN: sets L (the step's limit, s) and S (its start), or skips the step
   name=$1
   S=$(date +%s)
@@ -85,13 +95,16 @@ EOF
   command -v compute-sanitizer >/dev/null && compute-sanitizer --version | tail -1
 } > "$out/device.txt" 2>&1
 
-if step microbench 110 40; then
+if want microbench && step microbench "${PK_MB_CAP:-110}" 40; then
   timeout --signal=KILL "$L" $py validation/microbench/run.py --out "$out/mb" \
-    --only block_moves,launch_latency,hbm_copy,signal_chain,fused_pull,gemm_store_add --budget-s $(( L - 10 )) > "$out/mb.log" 2>&1
+    --only "${PK_MB_ONLY:-block_moves,launch_latency,hbm_copy,signal_chain,fused_pull,gemm_store_add}" \
+    ${PK_MB_ARGS:+--bench-args "$PK_MB_ARGS"} --budget-s $(( L - 10 )) > "$out/mb.log" 2>&1
   ended $?
 fi
 
-if [ "$($py -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$bundle/cases.json")" = 0 ]; then
+if ! want suite; then
+  :
+elif [ "$($py -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$bundle/cases.json")" = 0 ]; then
   note "collective suite: none in this bundle"
 elif step "collective suite" 180 30; then
   timeout --signal=KILL "$L" $py -m validation.run.collectives --cases "$bundle/cases.json" \
@@ -102,19 +115,23 @@ else
   coverage "collective suite" "$bundle/cases.json" "$out/measured.jsonl"
 fi
 
-if [ ! -f "$bundle/fused/cases.json" ]; then
+if ! want fused && ! want memcheck; then
+  :
+elif [ ! -f "$bundle/fused/cases.json" ]; then
   note "fused suite: none in this bundle"
 else
-  if step "fused suite" 100 20; then
+  if want fused && step "fused suite" 100 20; then
     timeout --signal=KILL "$L" $py -m validation.run.fused --bundle "$bundle/fused" \
       --out "$out/fused-measured.jsonl" --deadline-s $(( L - 15 )) --case-timeout 40 \
       2> "$out/fused.log"
     ended $?
   fi
-  coverage "fused suite" "$bundle/fused/cases.json" "$out/fused-measured.jsonl"
+  want fused && coverage "fused suite" "$bundle/fused/cases.json" "$out/fused-measured.jsonl"
   rm -f "$out"/*.ids "$out"/*.current
 
-  if step "fused memcheck" 60 20; then
+  if ! want memcheck; then
+    :
+  elif step "fused memcheck" 60 20; then
     san="$bundle/fused/sanitize_fused"
     if [ ! -x "$san" ] && command -v nvcc >/dev/null; then
       nvcc -O2 -std=c++17 -I kernels -o /tmp/pk_sanitize_fused validation/device/sanitize_fused.cpp \
@@ -136,7 +153,9 @@ else
   fi
 fi
 
-if [ ! -d "$bundle/matrix" ]; then
+if ! want matrix; then
+  :
+elif [ ! -d "$bundle/matrix" ]; then
   note "matrix: no BUNDLE/matrix (python -m validation.prepare.collectives --out BUNDLE/matrix)"
 elif step matrix 190 60; then
   [ -e "$bundle/matrix/lib" ] || ln -s ../lib "$bundle/matrix/lib"   # the matrix shares the libraries

@@ -40,6 +40,8 @@ from validation.prepare.predict import predict_candidate
 from validation.runtime import reference
 from validation.suites.suite import Suite
 
+COPY_CASE = {"id": "copy-1GiB", "kind": "copy_bw", "bytes": 1 << 30, "iters": 10}
+
 def calibration_inputs(system: System) -> dict:
     """What the system's calibration was fitted to: microbenchmark groups, never kernels."""
     cal = dict(system.calibration or {})

@@ -26,7 +26,7 @@ from validation.layout import CASES, MEMCHECK_LIBS, SANITIZE_FUSED
 from validation.prepare.collectives import build_libs
 from validation.prepare.estimate import WORKER_START_S, estimate_fused_case_s
 from validation.prepare.predict import PREDICT_SYSTEM, predict_fused_case, predict_variant
-from validation.run import gemm
+from validation.run import gemm as gemm_runner
 from validation.suites.fused_kernels import (BASELINE, BASELINE_ALG, VARIANTS, fused_case,
                                              none_case, short)
 from validation.suites.suite import Suite
@@ -62,7 +62,7 @@ def build_bundle(bundle: Path, build: bool = True) -> dict[str, str]:
         names.append(short(op, ov, mech))
     if not build:
         (bundle / "src").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(gemm.SOURCE, bundle / "src" / "pk_gemm.cu")
+        shutil.copy2(gemm_runner.SOURCE, bundle / "src" / "pk_gemm.cu")
         libs = {name: f"lib/lib{src.stem}.so" for name, (src, _) in zip(names, jobs)}
         libs["gemm"] = "lib/libpk_gemm.so"
         colls = sorted(set(BASELINE.values()) | {("all-reduce", "two-shot", "tma")})
@@ -75,9 +75,9 @@ def build_bundle(bundle: Path, build: bool = True) -> dict[str, str]:
             raise res
         shutil.copy2(res, bundle / "lib" / res.name)
         libs[name] = f"lib/{res.name}"
-    gemm = gemm.build_library()
+    gemm = gemm_runner.build_library()
     shutil.copy2(gemm, bundle / "lib" / "libpk_gemm.so")
-    shutil.copy2(gemm.SOURCE, bundle / "src" / "pk_gemm.cu")  # fallback build: libpk_gemm.so
+    shutil.copy2(gemm_runner.SOURCE, bundle / "src" / "pk_gemm.cu")  # fallback build: libpk_gemm.so
     libs["gemm"] = "lib/libpk_gemm.so"
     colls = sorted(set(BASELINE.values()) | {("all-reduce", "two-shot", "tma")})
     for key, path in build_libs(bundle, SYSTEM, colls).items():

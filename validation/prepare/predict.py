@@ -12,7 +12,7 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from pksim.schedule import Schedule
 from pksim.search import fused_space, search, space
-from pksim.simulate import predict
+from pksim import simulate
 from validation.runtime.timer import CE_LEAD_CYCLES, FLUSH_BYTES
 from validation.suites.suite import Candidate
 
@@ -47,7 +47,7 @@ def predict_candidate(system: System, c: Candidate) -> tuple[dict, str | None]:
                      algorithm=c.algorithm, mechanism=c.mechanism, comm_sms=c.blocks_per_rank)
     out = {"schedule": sched.to_dict(), "schedule_key": sched.key(), "label": sched.label()}
     try:
-        p = predict(system, sched, host_lead_s=flush_lead_s(system, c.mechanism), cold=True)
+        p = simulate.predict(system, sched, host_lead_s=flush_lead_s(system, c.mechanism), cold=True)
     except InfeasibleError as exc:
         return out | {"predicted_s": None}, str(exc)
     return out | {"predicted_s": p.time_s, "bound_s": p.bound_s,
@@ -63,7 +63,7 @@ def predict_fused_case(system: System, case: dict) -> tuple[dict, str | None]:
         sched = sched.with_(peer_order="sequential")
     out = {"schedule": sched.to_dict(), "schedule_key": sched.key(), "label": sched.label()}
     try:
-        p = predict(system, sched, host_lead_s=flush_lead_s(system))
+        p = simulate.predict(system, sched, host_lead_s=flush_lead_s(system))
     except InfeasibleError as exc:
         return out | {"predicted_s": None}, str(exc)
     t = p.baseline_s if case["kind"] == "none" else p.time_s
@@ -90,7 +90,7 @@ def predict_case(system: System, op: str, alg: str, mech: str, world: int, nbyte
 
 
 def predict_variant(op: str, overlap: str, alg: str, mech: str, world: int, m: int, n: int, k: int,
-            comm: int) -> dict:
+                    comm: int) -> dict:
     """The simulator's figures for this schedule (empty when it cannot say)."""
     try:
         system = load_system(PREDICT_SYSTEM)

@@ -1,6 +1,6 @@
 """Predicted against measured for the fused GEMM + communication kernels.
 
-    python -m validation.report.compare_fused validation/data/h200-fused-2026-12-02.jsonl \
+    python -m validation.report.compare_fused validation/data/report/h200-fused-2026-12-04-run47.jsonl \
         [--system h200-virtual-calibrated] [--json]
 
 Re-predicts every timed record of ``validation/run/fused.py`` (kinds ``fused`` and
@@ -23,20 +23,9 @@ from pathlib import Path
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import PksimError
-from pksim.schedule import Schedule
 from pksim.simulate import predict
-
-
-def schedule_of(rec: dict) -> Schedule:
-    overlap = rec.get("overlap", "none") if rec["kind"] == "fused" else "none"
-    kw = dict(op=rec["op"], shape=(("k", rec["k"]), ("m", rec["m"]), ("n", rec["n"])),
-              world=rec["world"], overlap=overlap)
-    if overlap == "inter-sm":
-        kw["comm_sms"] = rec["comm_blocks"]
-    for key in ("algorithm", "mechanism"):
-        if rec.get(key):
-            kw[key] = rec[key]
-    return Schedule(**kw)
+from validation.measurement import seconds
+from validation.prepare.predict import schedule_of
 
 
 def compare(path: Path, system_name: str) -> list[dict]:
@@ -44,15 +33,15 @@ def compare(path: Path, system_name: str) -> list[dict]:
     out = []
     for line in path.read_text().splitlines():
         rec = json.loads(line)
-        if rec.get("kind") not in ("fused", "none") or not rec.get("ms"):
+        measured = seconds(rec, "median_s")
+        if rec.get("kind") not in ("fused", "none") or not measured:
             continue
         sched = schedule_of(rec)
         pred = predict(system, sched)
         t = pred.baseline_s if sched.overlap == "none" else pred.time_s
         out.append({"id": rec["id"], "op": rec["op"], "shape": f"{rec['m']}x{rec['n']}x{rec['k']}",
                     "overlap": sched.overlap, "world": rec["world"],
-                    "measured_s": rec["ms"] * 1e-3, "predicted_s": t,
-                    "ratio": t / (rec["ms"] * 1e-3)})
+                    "measured_s": measured, "predicted_s": t, "ratio": t / measured})
     return out
 
 

@@ -36,6 +36,7 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
 from validation.layout import FUSED_DIR, FUSED_MEASURED, MEASURED, load_bundle
 from validation.measurement import Measurement
+from validation.report.numbers import fmt_pct
 
 TARGET_MEDIAN = 0.10
 TARGET_MAX = 0.25

@@ -6,20 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from hwmodels.units import format_time
 from validation.report.data import TARGET_MAX, TARGET_MEDIAN, TARGET_REGRET, miss_line
-
-
-def fmt_pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:+.1f}%"
-
-
-def fmt_abs_pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def fmt_time(x: float | None) -> str:
-    return "-" if x is None else format_time(x)
+from validation.report.numbers import fmt_abs_pct, fmt_pct, fmt_time
 
 
 def table(headers: list[str], rows: list[list]) -> list[str]:

@@ -5,8 +5,8 @@ kernels have their own section (validation/report/markdown_fused.py)."""
 from __future__ import annotations
 
 from hwmodels.units import format_bytes
-from validation.report.format import (error_by_kernel, exceptions, fmt_pct, fmt_time, misses,
-                                      summary, table)
+from validation.report.format import error_by_kernel, exceptions, misses, summary, table
+from validation.report.numbers import fmt_pct, fmt_time
 from validation.report.markdown_fused import fused_section
 
 

@@ -3,8 +3,8 @@ targets, error by (op, overlap, mechanism), ranking per (op, m x n x k, world) a
 against none, drawn from ``report["fused"]`` of ``validation.report.data.build_report``."""
 from __future__ import annotations
 
-from validation.report.format import (error_by_kernel, exceptions, fmt_pct, fmt_time, misses,
-                                      summary, table)
+from validation.report.format import error_by_kernel, exceptions, misses, summary, table
+from validation.report.numbers import fmt_pct, fmt_time
 
 GROUPS = "(op, m x n x k, world)"
 

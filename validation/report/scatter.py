@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from validation.report.data import TARGET_MAX, TARGET_MEDIAN
+from validation.report.numbers import fmt_abs_pct
+
 OP_COLOURS = {"all-gather": "#1f77b4", "reduce-scatter": "#d62728", "all-reduce": "#2ca02c",
               "all-to-all": "#9467bd", "broadcast": "#ff7f0e"}
 MECH_MARKERS = {"tma": "o", "register": "s", "copy-engine": "^"}

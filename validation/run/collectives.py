@@ -40,8 +40,7 @@ from typing import Any
 
 from hwmodels.errors import ValidationError
 from validation.measurement import Timing
-from validation.run.supervisor import (append_row, context_healthy, device_info, done_ids,
-                                       supervise)
+from validation.run.supervisor import append_row, context_healthy, device_info, supervise
 from validation.runtime import reference
 from validation.runtime.collectives import (Collective, IpcRanks, Library, VirtualRanks,
                                             time_settled)

@@ -54,7 +54,7 @@ from validation.runtime import gemm as gemm_lib
 from validation.runtime.collectives import Collective, Library, VirtualRanks
 from validation.runtime.fused import ABI_VERSION, FusedCall, FusedLib, PkfArgs
 from validation.runtime.library import HangError, ensure_eager_loading, torch_module
-from validation.runtime.timer import Request, flush_buffer, time_in_turn
+from validation.runtime.timer import FLUSH_BYTES, IDLE_LEAD_CYCLES, Request, time_in_turn
 
 
 # ---- one case on the GPU ------------------------------------------------------------------------
@@ -379,7 +379,9 @@ def _interleaved_timings(torch, requests: list, idle: float = 0.0) -> list[Timin
     reaches them) ahead of the flush. Back to back (``idle`` = 0), calls of milliseconds
     keep the board at its power limit after some tens of them, and where the median falls
     between the calls before and after the limit took hold differs from GPU to GPU."""
-    times = time_in_turn([Request(*r) for r in requests], flush=flush_buffer(), idle=idle)
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    times = time_in_turn([Request(*r) for r in requests], flush=flush, idle=idle, torch=torch)
+    del flush
     return [Timing.of(t, idle) for t in times]
 
 

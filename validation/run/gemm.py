@@ -45,7 +45,7 @@ from datetime import date
 from pathlib import Path
 
 from codegen.build import BuildOptions, compile_source
-from validation.runtime.gemm import STATUS, Runner, load_library, variant_names
+from validation.runtime.gemm import Runner, load_library, variant_names
 from validation.runtime.library import torch_module
 from validation.runtime.timer import FLUSH_BYTES, time_calls
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ValidationError
-from validation.runtime.library import (MAX_RANKS, MESSAGE_ARGS, GeneratedLibrary, HangError,
+from validation.runtime.library import (MAX_RANKS, MESSAGE_ARGS, GeneratedLibrary,
                                         VoidArr, ensure_eager_loading, torch_module,
                                         wait_for_stream)
 from validation.runtime.timer import FLUSH_BYTES, flush_buffer, time_calls as _time_fn

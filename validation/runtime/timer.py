@@ -52,11 +52,13 @@ class Request:
 
 
 def time_in_turn(requests: list[Request], *, flush: Any = None, lead_cycles: int = 0,
-                 idle: float = 0.0, wait: Callable[[], None] | None = None) -> list[list[float]]:
+                 idle: float = 0.0, wait: Callable[[], None] | None = None,
+                 torch: Any = None) -> list[list[float]]:
     """Seconds of every timed call of each request (see the module's docstring). ``wait``
     waits for the GPU after the warm-up and at the end (default: torch.cuda.synchronize;
-    the runtimes pass their wait with a wall-clock backstop)."""
-    torch = torch_module()
+    the runtimes pass their wait with a wall-clock backstop). ``torch``: the module (a
+    stand-in in the tests; default the real one)."""
+    torch = torch or torch_module()
     wait = wait or torch.cuda.synchronize
 
     def call(fn):                       # events around one call
