@@ -195,6 +195,6 @@ def test_library_abi_matches_runtime_and_checks_arguments(builds):
 def test_sanitizer_driver_builds(tmp_path):
     exe = tmp_path / "sanitize_collectives"
     proc = subprocess.run([NVCC, "-O2", "-std=c++17", "-I", str(ROOT / "kernels"), "-o", str(exe),
-                           str(ROOT / "validation" / "sanitize_collectives.cpp"), "-ldl"],
+                           str(ROOT / "validation" / "device" / "sanitize_collectives.cpp"), "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

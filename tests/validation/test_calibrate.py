@@ -340,7 +340,8 @@ def test_the_shipped_report_is_current():
     # the block's first line names the generating command; the module moved from
     # validation/report_calibration.py (docs/VALIDATION.md is rewritten separately)
     doc = doc.replace("python -m validation.report_calibration ", "python -m validation.calibrate.report "
-                      ).replace("validation/gemm_bench.py", "validation/run/gemm.py")
+                      ).replace("(series `sms`, validation/gemm_bench.py)",
+                                "(series `sms`, validation/run/gemm.py)")
     start = doc.index(BEGIN.split(" (")[0])
     assert doc[start:doc.index(END) + len(END)] + "\n" == block
 
