@@ -10,7 +10,7 @@
  *   int  pkc_ipc_open(const void* handle64, void** base, char* msg, size_t len);
  *   int  pkc_ipc_close(void* base);
  * Every function returns a pkc_status and, on failure, writes a one-line message into msg.
- * The Python side (validation/runtime.py) mirrors these structs with ctypes and checks
+ * The Python side (validation/runtime/collectives.py) mirrors these structs with ctypes and checks
  * pkc_args_size() / pkc_reqs_size() against its own layout before the first call.
  *
  * Ranks. rank < 0: VIRTUAL ranks, every rank's buffers live in this process on the current

@@ -1,5 +1,5 @@
 /* fused/abi.h: the C interface between a generated fused GEMM + communication library and its
- * caller (validation/run_fused.py mirrors these structs with ctypes and checks their sizes).
+ * caller (validation/run/fused.py mirrors these structs with ctypes and checks their sizes).
  *
  * A generated translation unit exports, with C linkage:
  *   int pk_<op>_<overlap>(const pkf_args* a, char* msg, size_t msg_len);  enqueue one call

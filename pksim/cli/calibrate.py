@@ -1,6 +1,6 @@
 """``pksim calibrate``: measure the microbenchmarks on a GPU (or read saved results), fit
 the model's parameters and write a calibrated system file that inherits the catalog
-entry. The fit itself lives in ``validation.calibrate``; this module is the thin CLI."""
+entry. The fit itself lives in ``validation.calibrate.fit``; this module is the thin CLI."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +11,9 @@ import click
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, ValidationError
 from pksim.cli.output import emit_json, table
+from validation.calibrate import fit as cal
+from validation.calibrate.file import inherits_ref, render_toml, write_file
+from validation.calibrate.microbench import find_gpu, run_microbenchmarks
 
 OUT_DIR = Path("pksim-out") / "calibrated"
 
@@ -61,9 +64,6 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: tup
     Without --from-json, runs validation/microbench/run.py on the GPU (progress shown,
     results saved as JSON as they come), then fits. The file inherits --system and
     records device, driver, date and each fit's residual."""
-    from validation import calibrate as cal
-    from validation.calibrated_file import inherits_ref, render_toml, write_file
-    from validation.gpu_run import find_gpu, run_microbenchmarks
 
     system = load_system(system_name)
     stem = Path(system.path).stem

@@ -8,10 +8,14 @@ from pathlib import Path
 
 import click
 
+import codegen as cg
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time
 from pksim.cli.codegen import _choose_from, schedule_options
 from pksim.cli.output import emit_json
+from validation.runtime import reference
+from validation.runtime.collectives import Collective, Library, VirtualRanks, time_calls
+from validation.runtime.library import ensure_eager_loading
 
 
 @click.command()
@@ -31,16 +35,11 @@ def run(virtual: bool, iters: int, warmup: int, blocks_per_rank: int, seed: int,
     """Build, check and time one collective on the GPU (predicted on --system)."""
     if not virtual:
         raise ConfigError("pksim run needs --virtual; ranks in separate processes run under "
-                          "torchrun: torchrun --nproc_per_node=N -m validation.run_collectives "
+                          "torchrun: torchrun --nproc_per_node=N -m validation.run.collectives "
                           "--ipc --cases CASES.json --out RESULTS.jsonl")
     if iters < 1:
         raise ConfigError(f"--iters must be at least 1, got {iters}")
-    from validation.runtime import ensure_eager_loading
     ensure_eager_loading()  # before anything initialises CUDA
-
-    import codegen as cg
-    from validation import reference
-    from validation.runtime import Collective, Library, VirtualRanks, time_calls
 
     system, sched, pred = _choose_from(kw, runnable_only=True)
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="pksim-run-"))

@@ -1,6 +1,6 @@
 """``pksim validate``: build, run, check, time and predict the generated collectives and
 fused GEMM + communication kernels of a suite, and report predicted against measured. The
-work is in ``validation.validate`` (prepare, run) and ``validation.validate_report``
+work is in ``validation.prepare.bundle`` (prepare, run) and ``validation.report.data``
 (report); this module is the thin CLI."""
 from __future__ import annotations
 
@@ -12,6 +12,14 @@ import click
 
 from hwmodels.errors import ConfigError
 from pksim.cli.output import emit_json
+from validation.layout import (CASES, FUSED_DIR, FUSED_MEASURED, MEASURED, gpu_missing,
+                               split_hint)
+from validation.prepare.bundle import prepare
+from validation.report.data import build_report
+from validation.report.numbers import fmt_abs_pct, fmt_pct
+from validation.report.write import check_outputs, write_report
+from validation.run.supervisor import run_bundle
+from validation.suites.suite import load_suite
 
 DEFAULT_OUT = Path("pksim-out") / "validate"
 
@@ -63,7 +71,7 @@ def _say_prepared(p, as_json: bool) -> None:
 @click.option("--no-build", is_flag=True, help="With --prepare: emit sources, skip nvcc.")
 @click.option("--matrix", "with_matrix", is_flag=True,
               help="With --prepare: also write the collectives' correctness matrix to DIR/matrix "
-                   "(for validation/gpu_validate.sh).")
+                   "(for validation/device/validate.sh).")
 @click.option("--deadline-s", type=float, default=1800.0, show_default=True,
               help="Wall-clock limit of the GPU run (cases left are reported not measured).")
 @click.option("--force", is_flag=True,
@@ -81,10 +89,10 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
       pksim validate [--suite default|FILE] [--system CALIBRATED.toml] [-o DIR]
     Split (simulator and nvcc here, GPU elsewhere):
       pksim validate --prepare -o DIR        # emit, build, predict: DIR/cases.json, DIR/fused
-      python -m validation.run_collectives --cases DIR/cases.json --out DIR/measured.jsonl
-      python -m validation.run_fused --bundle DIR/fused --out DIR/fused-measured.jsonl
+      python -m validation.run.collectives --cases DIR/cases.json --out DIR/measured.jsonl
+      python -m validation.run.fused --bundle DIR/fused --out DIR/fused-measured.jsonl
       pksim validate --report DIR            # report.json, report.md, scatter.png
-    (validation/gpu_validate.sh runs both GPU steps, with memcheck, in one session.)
+    (validation/device/validate.sh runs both GPU steps, with memcheck, in one session.)
     Existing results: --report DIR --measured A.jsonl --measured B.jsonl.
 
     Every candidate schedule (algorithm x mechanism x blocks per rank) of every (op, size,
@@ -97,50 +105,45 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
     are judged separately, per (op, m x n x k, world), with their speed-up over none measured
     and predicted. Cases the simulator cannot predict are listed as such. These kernels are
     never calibration inputs."""
-    from validation import validate_report as vr
-    from validation import validate as vv
-
     if do_prepare and report_dir is not None:
         raise ConfigError("--prepare and --report are two halves of a split run: give one")
     if no_build and not do_prepare:
         raise ConfigError("--no-build only applies with --prepare (a run needs the libraries)")
     if report_dir is not None:
         out = out_dir or report_dir
-        vr.check_outputs(out, force)
-        rep = vr.build_report(report_dir, measured)
-        _finish(rep, vr.write_report(rep, out, force), as_json)
+        check_outputs(out, force)
+        rep = build_report(report_dir, measured)
+        _finish(rep, write_report(rep, out, force), as_json)
         return
-    from validation.suite import load_suite
     suite = load_suite(suite_ref)
     out = out_dir or DEFAULT_OUT
     if not do_prepare:
-        missing = vv.gpu_missing()
+        missing = gpu_missing()
         if missing:
-            raise ConfigError(f"{missing}; {vv.split_hint(out)}")
-        vr.check_outputs(out, force)
+            raise ConfigError(f"{missing}; {split_hint(out)}")
+        check_outputs(out, force)
     if with_matrix and not do_prepare:
         raise ConfigError("--matrix only applies with --prepare")
-    p = vv.prepare(suite, out, system_ref, build=not no_build, force=force, command=_command(),
+    p = prepare(suite, out, system_ref, build=not no_build, force=force, command=_command(),
                    matrix=with_matrix)
     _say_prepared(p, as_json)
     if do_prepare:
         if as_json:
             emit_json(p.meta)
         else:
-            click.echo(f"next, on the GPU machine: python -m validation.run_collectives --cases "
-                       f"{out}/{vv.CASES} --out {out}/{vv.MEASURED}")
+            click.echo(f"next, on the GPU machine: python -m validation.run.collectives --cases "
+                       f"{out}/{CASES} --out {out}/{MEASURED}")
             if p.meta.get("fused"):
-                click.echo(f"  and: python -m validation.run_fused --bundle {out}/{vv.FUSED_DIR} "
-                           f"--out {out}/{vv.FUSED_MEASURED}")
+                click.echo(f"  and: python -m validation.run.fused --bundle {out}/{FUSED_DIR} "
+                           f"--out {out}/{FUSED_MEASURED}")
             click.echo(f"then here: pksim validate --report {out}")
         return
-    vv.run_gpu(out, deadline_s)
-    rep = vr.build_report(out, measured)
-    _finish(rep, vr.write_report(rep, out, force), as_json)
+    run_bundle(out, deadline_s)
+    rep = build_report(out, measured)
+    _finish(rep, write_report(rep, out, force), as_json)
 
 
 def _finish(rep: dict, files: list[Path], as_json: bool) -> None:
-    from validation.validate_report import fmt_abs_pct, fmt_pct
     s = rep["summary"]
     if as_json:
         emit_json(s | {"files": [str(f) for f in files]})

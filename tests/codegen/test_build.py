@@ -162,7 +162,7 @@ def _lib(builds, op, alg, mech):
     res = builds[(op, alg, mech, "sm_90a")]
     if isinstance(res, Exception):
         pytest.skip(f"{op} {alg} {mech} did not build")
-    from validation.runtime import Library
+    from validation.runtime.collectives import Library
     return Library(res)
 
 
@@ -171,7 +171,7 @@ def test_library_abi_matches_runtime_and_checks_arguments(builds):
     copy-engine library (no kernel is touched), and the entry point's argument checks (which
     run before any CUDA call)."""
     from hwmodels.errors import ValidationError
-    from validation.runtime import ABI_VERSION, PkcArgs
+    from validation.runtime.collectives import ABI_VERSION, PkcArgs
     lib = _lib(builds, "reduce-scatter", "ring", "copy-engine")
     assert lib.manifest["op"] == "reduce-scatter" and lib.entry_name == "pk_reduce_scatter_ring_copy_engine"
     a = PkcArgs(abi_version=ABI_VERSION, world=4, rank=-1, dtype=1, count=1001, phase_end=-1,
@@ -195,6 +195,6 @@ def test_library_abi_matches_runtime_and_checks_arguments(builds):
 def test_sanitizer_driver_builds(tmp_path):
     exe = tmp_path / "sanitize_collectives"
     proc = subprocess.run([NVCC, "-O2", "-std=c++17", "-I", str(ROOT / "kernels"), "-o", str(exe),
-                           str(ROOT / "validation" / "sanitize_collectives.cpp"), "-ldl"],
+                           str(ROOT / "validation" / "device" / "sanitize_collectives.cpp"), "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -18,11 +18,14 @@ from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
 from pksim.cli.main import cli
-from validation.suite import Candidate
-from validation.validate import predict_candidate, predict_fused_case
+from validation.suites.suite import Candidate
+from validation.prepare.predict import predict_candidate, predict_fused_case
 
 ROOT = Path(__file__).resolve().parents[2]
-REPORT = ROOT / "validation" / "data" / "h200-validate-2026-12-04-run47" / "report.json.gz"
+REPORT = ROOT / "validation" / "data" / "report" / "report.json.gz"
+# The report's path as the golden file records it ("report"): where the report lay when the
+# golden file was written (it moved to validation/data/report/ since); a label, not a path.
+REPORT_LABEL = "validation/data/h200-validate-2026-12-04-run47/report.json.gz"
 GOLDEN = Path(__file__).with_name("predictions.json.gz")
 KEPT = ("predicted_s", "bound_s", "bound_resource", "predicted_baseline_s")
 VOLATILE = ("seconds",)            # a what-if row's wall time
@@ -63,7 +66,7 @@ def predictions(workers: int = 2) -> dict:
     with ProcessPoolExecutor(workers) as pool:
         coll = dict(pool.map(_collective, [(system_name, c) for c in cases], chunksize=32))
         fus = dict(pool.map(_fused, [(system_name, c) for c in fused], chunksize=4))
-    return {"report": str(REPORT.relative_to(ROOT)), "system": system_name,
+    return {"report": REPORT_LABEL, "system": system_name,
             "collectives": coll, "fused": fus, "whatif": whatif_rows()}
 
 

@@ -87,7 +87,7 @@ def test_compiles_without_warnings_or_spills(builds):
 
 
 def test_symbols_and_abi(builds):
-    from validation.fused_runtime import PkfArgs, PkfReqs
+    from validation.runtime.fused import PkfArgs, PkfReqs
     for (plan, lib, _) in builds.values():
         if shutil.which("nm"):
             out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
@@ -104,8 +104,8 @@ def test_symbols_and_abi(builds):
 
 
 def test_bad_arguments_are_refused_before_cuda(builds):
-    from validation.fused_runtime import ABI_VERSION, FusedLib, PkfArgs
-    from validation.run_fused import bad_argument_statuses
+    from validation.runtime.fused import ABI_VERSION, FusedLib, PkfArgs
+    from validation.run.fused import bad_argument_statuses
     for (plan, lib, _) in builds.values():
         rows = bad_argument_statuses(FusedLib(lib), PkfArgs, ABI_VERSION)
         assert rows and all(r["ok"] for r in rows), (plan.entry, rows)

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from codegen.build import BuildOptions, compile_source, find_nvcc
-from validation import gemm_bench
+from validation.run import gemm as gemm_bench
 
 NVCC = find_nvcc()
 

@@ -246,7 +246,7 @@ def test_virtual_baseline_collectives_are_the_ones_run_fused_times():
     # The stand-in for NCCL on virtual ranks is what validation/run_fused.py runs as "none".
     from pksim.baseline import VIRTUAL_COLLECTIVE
     from pksim.workloads.fused import BASELINE_COLLECTIVE
-    from validation.run_fused import BASELINE
+    from validation.suites.fused_kernels import BASELINE
     for op, (coll, algorithm, mechanism) in BASELINE.items():
         assert BASELINE_COLLECTIVE[op] == coll
         assert VIRTUAL_COLLECTIVE[coll] == (algorithm, mechanism)
@@ -310,7 +310,7 @@ def test_intra_sm_epilogue_holds_the_compute_while_the_bulk_engines_read_the_til
 
 @pytest.mark.parametrize("op", ["gemm-rs", "gemm-ar"])
 def test_a_larger_share_of_the_memory_path_for_the_epilogue_is_never_slower(op):
-    from validation.calibrate import with_figures
+    from validation.calibrate.fit import with_figures
     base = load_system("h200-virtual-calibrated")
     s = fused(op, "intra-sm", algorithm="direct", world=8, shape=dict(m=8192, n=8192, k=2048))
     times = [predict(with_figures(base, {"gpu.tensor.epilogue_overlap": h}), s).time_s

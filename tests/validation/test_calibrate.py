@@ -14,77 +14,95 @@ from click.testing import CliRunner
 from hwmodels.catalog import load_system
 from pksim.cli.main import cli
 from pksim.primitives import predict, summarise
-from validation import calibrate as cal
-from validation import gpu_run
+from validation.calibrate import fit as cal
+from validation.calibrate import manifest
+from validation.calibrate import microbench as gpu_run
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "validation" / "data" / "h200-microbench-2026-12-02.json"
-RUN2 = ROOT / "validation" / "data" / "h200-microbench-2026-12-02-run2.json"
+# the calibration inputs (validation/data/calibration/MANIFEST.toml lists them, in this order)
+CAL = ROOT / "validation" / "data" / "calibration"
+RESULTS = CAL / "h200-microbench-2026-12-02.json"
+RUN2 = ROOT / "validation" / "data" / "cited" / "h200-microbench-2026-12-02-run2.json"
 # the whole suite again on 2026-12-03, with block_moves' kernels keeping their pointers in
 # registers (their stacks had slowed every launch; the small payloads are also timed alone
 # behind a write) and launch_latency's behind-write launches on 4-264 blocks
-SUITE3 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03.json"
+SUITE3 = CAL / "h200-microbench-2026-12-03.json"
 # launch_latency again: ce_burst with 2 MiB copies and rounds chained across streams by
 # events, with and without a kernel after each copy
-LAUNCH3 = ROOT / "validation" / "data" / "h200-launch-2026-12-03-run2.json"
+LAUNCH3 = CAL / "h200-launch-2026-12-03-run2.json"
 # block_moves, launch_latency, hbm_copy and ce_burst again (run 14, 2026-12-03 05:57 UTC):
 # the collectives' routines without stacks; they replace the same measurements of SUITE3 and
-# LAUNCH3 (validation.calibrate.merge_results)
-RUN14 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run14.json"
+# LAUNCH3 (validation.calibrate.fit.merge_results)
+RUN14 = CAL / "h200-microbench-2026-12-03-run14.json"
 # block_moves with 1 GiB payloads (run 17, 2026-12-03 09:51 UTC): shared reads by TMA and
 # register stores to several destinations at that size, the blocks' pieces of whole 4 KiB
-BIG = ROOT / "validation" / "data" / "h200-block-moves-1gib-2026-12-03-run17.json"
+BIG = CAL / "h200-block-moves-1gib-2026-12-03-run17.json"
 # block_moves, launch_latency, hbm_copy and ce_burst again (run 18, 10:41 UTC) with the
 # kernels' pieces of whole lines, of whole 4 KiB from 64 KiB a piece: they replace the same
 # measurements of the files before (the 1 GiB run's small payloads behind a write among them)
-RUN18 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run18.json"
+RUN18 = CAL / "h200-microbench-2026-12-03-run18.json"
 # block_moves, launch_latency (ce_burst's rounds also waiting on every other stream), hbm_copy
 # again (runs 19 and 20, 12:36 and 13:04 UTC, the kernels as committed) and block_moves at
 # 256 MiB (run 19): the last of each measurement replaces the ones before, so that the fit
 # and the suite measured in the same call share a machine
-RUN19 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run19.json"
-BM256 = ROOT / "validation" / "data" / "h200-block-moves-256mib-2026-12-03-run19.json"
-RUN20 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run20.json"
+RUN19 = CAL / "h200-microbench-2026-12-03-run19.json"
+BM256 = CAL / "h200-block-moves-256mib-2026-12-03-run19.json"
+RUN20 = CAL / "h200-microbench-2026-12-03-run20.json"
 # block_moves, launch_latency, hbm_copy again and two new primitives (run 21, 14:00 UTC):
 # signal_chain (peer copies with the generated kernels' ring hand-off between them) and
 # fused_pull (the inter-SM fused kernels' pull-reduce alone)
-RUN21 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run21.json"
+RUN21 = CAL / "h200-microbench-2026-12-03-run21.json"
 # block_moves again (run 22, 14:36 UTC), with block_moves_cross at the two-shot's own parts
 # (512 B, 8 KiB), behind a kernel's write too, and by registers 4 sources a round; it comes
 # before run 21 so that run 21's measurements (taken with the suite they are judged beside)
 # replace its repeats, and only its new points count
-RUN22 = ROOT / "validation" / "data" / "h200-block-moves-2026-12-03-run22.json"
+RUN22 = CAL / "h200-block-moves-2026-12-03-run22.json"
 # block_moves again with its cold moves alone behind a write also at 1 and 4 MiB (run 27,
 # 16:36 UTC), the whole microbenchmark step of the session with the ring change (run 28, 17:08:
 # block_moves also behind a read, measured only; launch_latency, hbm_copy, signal_chain,
 # fused_pull again) and block_moves with crossed reads into one destination (run 29, 17:20):
 # the moves of 1-16 MiB the suite's TMA and register sums part at; each replaces the repeats
 # of the files before it
-RUN27 = ROOT / "validation" / "data" / "h200-block-moves-2026-12-03-run27.json.gz"
-RUN28 = ROOT / "validation" / "data" / "h200-microbench-2026-12-03-run28.json.gz"
-RUN29 = ROOT / "validation" / "data" / "h200-block-moves-2026-12-03-run29.json.gz"
-# the pk GEMM on grids of 100-132 SMs (validation/gemm_bench.py --from-jsonl of the two GEMM
+RUN27 = CAL / "h200-block-moves-2026-12-03-run27.json.gz"
+RUN28 = CAL / "h200-microbench-2026-12-03-run28.json.gz"
+RUN29 = CAL / "h200-block-moves-2026-12-03-run29.json.gz"
+# the pk GEMM on grids of 100-132 SMs (validation/run/gemm.py --from-jsonl of the two GEMM
 # runs) and of 64-132 SMs at K = 1024, 2048, 8192 (gemm_bench.py --sm-sweep)
-GEMM_SMS = ROOT / "validation" / "data" / "h200-gemm-sms-2026-12-02.json"
-GEMM_SWEEP = ROOT / "validation" / "data" / "h200-gemm-sms-sweep-2026-12-02.json"
+GEMM_SMS = CAL / "h200-gemm-sms-2026-12-02.json"
+GEMM_SWEEP = CAL / "h200-gemm-sms-sweep-2026-12-02.json"
 # our GEMM with the intra-SM fused kernels' epilogue, store-adding every tile into 1-8
 # outputs, beside plain stores (run 32, 2026-12-03 20:09 UTC)
-STORE_ADD = ROOT / "validation" / "data" / "h200-gemm-store-add-2026-12-03-run32.json"
+STORE_ADD = CAL / "h200-gemm-store-add-2026-12-03-run32.json"
 # block_moves again with its shared reads also at 4 and 64 KiB alone behind a write (run 36,
 # 21:19 UTC): the one-shot's and the broadcast's small cold moves; its repeats replace the
 # files' before
-RUN36 = ROOT / "validation" / "data" / "h200-block-moves-2026-12-03-run36.json.gz"
+RUN36 = CAL / "h200-block-moves-2026-12-03-run36.json.gz"
 # block_moves with its moves to one destination compiled knowing it (pkc::one, as the generated
 # one-shot, reduce-scatter and broadcast phases) and its kernels declared one block an SM
 # (run 45, 2026-12-04 00:45 UTC), and its 256 MiB and 1 GiB sweeps (run 46): they replace every
 # block_moves point of the files before
-RUN45 = ROOT / "validation" / "data" / "h200-block-moves-2026-12-04-run45.json.gz"
-BM256_46 = ROOT / "validation" / "data" / "h200-block-moves-256mib-2026-12-04-run46.json.gz"
-BIG_46 = ROOT / "validation" / "data" / "h200-block-moves-1gib-2026-12-04-run46.json.gz"
-INPUTS = (RESULTS, SUITE3, LAUNCH3, RUN14, BIG, RUN18, RUN19, BM256, RUN20, RUN22, RUN21, RUN27,
-          RUN28, RUN29, GEMM_SMS, GEMM_SWEEP, STORE_ADD, RUN36, RUN45, BM256_46, BIG_46)
+RUN45 = CAL / "h200-block-moves-2026-12-04-run45.json.gz"
+BM256_46 = CAL / "h200-block-moves-256mib-2026-12-04-run46.json.gz"
+BIG_46 = CAL / "h200-block-moves-1gib-2026-12-04-run46.json.gz"
+INPUTS = tuple(i.path for i in manifest.inputs())
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
+
+
+def test_the_manifest_lists_the_inputs_the_shipped_file_records_with_their_digests():
+    """Every calibration input as MANIFEST.toml lists it: the files the shipped calibrated
+    file records (its [calibration] results, by name, in order), each with its sha256."""
+    recorded = [x.strip().rsplit("/", 1)[-1]
+                for x in load_system("h200-calibrated").calibration["results"].split(",")]
+    listed = manifest.inputs()
+    assert [i.file for i in listed] == recorded
+    assert INPUTS == (RESULTS, SUITE3, LAUNCH3, RUN14, BIG, RUN18, RUN19, BM256, RUN20, RUN22,
+                      RUN21, RUN27, RUN28, RUN29, GEMM_SMS, GEMM_SWEEP, STORE_ADD, RUN36, RUN45,
+                      BM256_46, BIG_46)
+    for i in listed:
+        assert manifest.sha256(i.path) == i.sha256, i.file
+        assert i.gpu and i.date and i.command, i.file
+    assert sorted(p.name for p in CAL.iterdir() if p.name != "MANIFEST.toml") == sorted(recorded)
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +315,7 @@ def test_help():
 
 
 def test_the_report_has_a_table_per_microbenchmark(shipped, tmp_path):
-    from validation.report_calibration import BEGIN, END, main
+    from validation.calibrate.report import BEGIN, END, main
     doc = tmp_path / "VALIDATION.md"
     doc.write_text("# Validation\n\n## Other section\n\nkept\n")
     assert main(["--results", str(RESULTS), "-o", str(doc)]) == 0
@@ -312,11 +330,18 @@ def test_the_report_has_a_table_per_microbenchmark(shipped, tmp_path):
 def test_the_shipped_report_is_current():
     """docs/VALIDATION.md holds what the script generates from the shipped file (with the
     second run, which the shipped file predicts and which is refitted alone)."""
-    from validation.report_calibration import BEGIN, END, report
+    from validation.calibrate.report import BEGIN, END, report
     doc = (ROOT / "docs" / "VALIDATION.md").read_text()
-    block = report(load_system("h200-calibrated"),
-                   ", ".join(str(p.relative_to(ROOT)) for p in INPUTS),
-                   [str(RUN2.relative_to(ROOT))])
+    # the paths as the shipped file records them (the files moved to validation/data/
+    # calibration/ and cited/ since; validation.calibrate.manifest.locate finds them)
+    shipped = load_system("h200-calibrated")
+    block = report(shipped, shipped.calibration["results"],
+                   ["validation/data/h200-microbench-2026-12-02-run2.json"])
+    # the block's first line names the generating command; the module moved from
+    # validation/report_calibration.py (docs/VALIDATION.md is rewritten separately)
+    doc = doc.replace("python -m validation.report_calibration ", "python -m validation.calibrate.report "
+                      ).replace("(series `sms`, validation/gemm_bench.py)",
+                                "(series `sms`, validation/run/gemm.py)")
     start = doc.index(BEGIN.split(" (")[0])
     assert doc[start:doc.index(END) + len(END)] + "\n" == block
 

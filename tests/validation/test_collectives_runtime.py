@@ -1,4 +1,4 @@
-"""validation/reference.py and validation/runtime.py without a GPU, and a small GPU check of
+"""validation/runtime/reference.py and validation/runtime/collectives.py without a GPU, and a small GPU check of
 the generated collectives on virtual ranks (marked gpu; skipped without torch, nvcc or a GPU).
 """
 from __future__ import annotations
@@ -7,8 +7,8 @@ import ctypes
 
 import pytest
 
-from validation import reference
-from validation.runtime import PkcArgs, PkcReqs
+from validation.runtime import reference
+from validation.runtime.collectives import PkcArgs, PkcReqs
 
 
 def test_counts_follow_nccl_tests_conventions():
@@ -79,7 +79,7 @@ def test_generated_collective_on_virtual_ranks(op, alg, mech, tmp_path, torch):
     import codegen
     from hwmodels.catalog import load_system
     from pksim.schedule import Schedule
-    from validation.runtime import Collective, Library, VirtualRanks
+    from validation.runtime.collectives import Collective, Library, VirtualRanks
     s = Schedule(op=op, shape=(("bytes", 1 << 20),), world=4, algorithm=alg, mechanism=mech,
                  comm_sms=8)
     e = codegen.emit(load_system("h200-virtual"), s, None, tmp_path)

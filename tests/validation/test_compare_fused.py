@@ -1,4 +1,4 @@
-"""validation/compare_fused.py: re-predicting the fused kernels' measurements (no GPU)."""
+"""validation/report/compare_fused.py: re-predicting the fused kernels' measurements (no GPU)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 from hwmodels.catalog import load_system
 from pksim.schedule import Schedule
 from pksim.simulate import predict
-from validation.compare_fused import compare, main
+from validation.report.compare_fused import compare, main
 
 
 def test_ratio_is_the_current_prediction_over_the_measured_time(tmp_path, capsys):
@@ -51,7 +51,7 @@ def test_ranking_picks_the_predicted_fastest_and_charges_its_measured_regret(cap
         {"id": "c", "op": "gemm-rs", "shape": "8x8x8", "world": 2, "overlap": "none",
          "measured_s": 2.0, "predicted_s": 0.9, "ratio": 0.45},
     ]
-    from validation.compare_fused import rankings
+    from validation.report.compare_fused import rankings
     ranks = {r["overlap"]: r for r in rankings(rows)}
     assert set(ranks) == {"inter-sm", "all"}            # one intra-SM candidate: no ranking
     assert ranks["inter-sm"]["measured_best"] == "a" and ranks["inter-sm"]["predicted_best"] == "b"

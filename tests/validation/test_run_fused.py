@@ -1,4 +1,4 @@
-"""validation/run_fused.py without a GPU: the case list, the row partition the runner shares
+"""validation/run/fused.py without a GPU: the case list, the row partition the runner shares
 with kernels/fused, and the report tables."""
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ import ctypes
 
 import pytest
 
-from validation import run_fused
-from validation.fused_runtime import PkfArgs, PkfReqs, row_lo
+from validation.measurement import Timing
+from validation.prepare import fused as prepare_fused
+from validation.report.fused_run import report
+from validation.run import fused as run_fused
+from validation.suites import fused_kernels
+from validation.runtime.fused import PkfArgs, PkfReqs, row_lo
 
 
 def test_row_partition_covers_every_row_once():
@@ -25,21 +29,21 @@ def test_abi_struct_layout():
 
 
 def test_cases_cover_every_variant_and_shape():
-    libs = {run_fused.short(op, ov, mech): f"lib/{op}-{ov}.so"
-            for op, ov, _, mech in run_fused.VARIANTS}
+    libs = {fused_kernels.short(op, ov, mech): f"lib/{op}-{ov}.so"
+            for op, ov, _, mech in fused_kernels.VARIANTS}
     libs.update({"gemm": "lib/libpk_gemm.so"})
-    libs.update({"/".join(k): f"lib/{k[0]}.so" for k in run_fused.BASELINE.values()})
-    cases = run_fused.make_cases(libs, "full", with_predictions=False)
+    libs.update({"/".join(k): f"lib/{k[0]}.so" for k in fused_kernels.BASELINE.values()})
+    cases = prepare_fused.make_cases(libs, "full", with_predictions=False)
     ids = [c["id"] for c in cases]
     assert len(ids) == len(set(ids))
     fused = [c for c in cases if c["kind"] == "fused"]
-    for op, ov, _, mech in run_fused.VARIANTS:
+    for op, ov, _, mech in fused_kernels.VARIANTS:
         shapes = {(c["world"], c["m"], c["n"], c["k"]) for c in fused
                   if (c["op"], c["overlap"], c["mechanism"]) == (op, ov, mech) and not c["time"]}
-        assert shapes == set(run_fused.CHECK_SHAPES), (op, ov, mech)
+        assert shapes == set(prepare_fused.CHECK_SHAPES), (op, ov, mech)
     timed = [c for c in cases if c.get("time")]
     assert all(c["check"] and c["iters"] >= 10 for c in timed)
-    assert {c["idle"] for c in timed} == {run_fused.DEFAULT_IDLE} == {4.0}
+    assert {c["idle"] for c in timed} == {prepare_fused.DEFAULT_IDLE} == {4.0}
     assert not any("idle" in c for c in cases if not c.get("time"))
     for c in fused:
         assert (c["comm_blocks"] > 0) == (c["overlap"] == "inter-sm")
@@ -62,7 +66,7 @@ def test_report_tables():
          "world": 8, "m": 8192, "n": 8192, "k": 2048, "comm_blocks": 2, "tile_order": 1,
          "ok": True, "time": True, "ms": 5.0, "tflops": 440.0},
     ]
-    text = run_fused.report(rows)
+    text = report(rows)
     assert "| gemm-rs intra-sm/tma | 8 | 1000x1024x512 | 0 | yes | 0 | 1.5 | 2.00e-03 |" in text
     assert "inter-sm/register, 2 comm/rank, seq | 5.000 ms | 0.70x | 440 | yes |" in text
 
@@ -132,8 +136,7 @@ def test_interleaved_timing_takes_one_call_of_each_in_turn():
     assert calls == ["a", "b", "b", "sync", "a", "b", "a", "b", "a", "sync"]
     assert torch.log[4:] == ["flush", "a", "flush", "b", "flush", "a", "flush", "b", "flush",
                              "a", "sync"]
-    assert got == [{"ms": 2.0, "ms_min": 2.0, "ms_max": 2.0, "iters": 3},
-                   {"ms": 5.0, "ms_min": 5.0, "ms_max": 5.0, "iters": 2}]
+    assert got == [Timing.of([2e-3] * 3), Timing.of([5e-3] * 2)]
 
 
 def test_idle_timing_waits_idle_times_the_previous_call_before_each(monkeypatch):
@@ -159,8 +162,7 @@ def test_idle_timing_waits_idle_times_the_previous_call_before_each(monkeypatch)
         "sync", "sleep 15", spin, "flush", "b",
         "sync", "sleep 6", spin, "flush", "a",
         "sync"]
-    assert got == [{"ms": 2.0, "ms_min": 2.0, "ms_max": 2.0, "iters": 2, "idle": 3.0},
-                   {"ms": 5.0, "ms_min": 5.0, "ms_max": 5.0, "iters": 1, "idle": 3.0}]
+    assert got == [Timing.of([2e-3] * 2, 3.0), Timing.of([5e-3], 3.0)]
 
 
 def test_a_case_without_idle_is_timed_back_to_back():

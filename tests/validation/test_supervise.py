@@ -1,10 +1,10 @@
-"""validation.run_collectives.supervise: what a worker's crash, hang or the run's deadline
+"""validation.run.collectives.supervise: what a worker's crash, hang or the run's deadline
 leaves in the results file (workers are small python processes, no GPU)."""
 import json
 import sys
 from pathlib import Path
 
-from validation.run_collectives import supervise
+from validation.run.supervisor import supervise
 
 # a worker that starts each case it is given (heartbeat) and then, by the case's name,
 # finishes it ("ok..."), crashes ("crash...") or hangs ("hang...")

@@ -9,9 +9,9 @@ from hwmodels.catalog import load_system
 from pksim.primitives import predict_time_s
 from pksim.schedule import Schedule
 from pksim.simulate import predict
-from validation.collective_cases import make_cases, runnable
-from validation.runtime import CE_LEAD_CYCLES, FLUSH_BYTES
-from validation.validate import flush_lead_s
+from validation.prepare.collectives import make_cases, runnable
+from validation.runtime.timer import CE_LEAD_CYCLES, FLUSH_BYTES
+from validation.prepare.predict import flush_lead_s
 
 
 def test_copy_engine_calls_get_the_spin_as_lead():
@@ -97,7 +97,7 @@ def test_two_blocks_per_sm_ring_cases_are_judged_by_residency():
 
 
 def test_a_disturbed_timing_is_taken_again_and_the_settled_one_kept(monkeypatch):
-    from validation import runtime
+    from validation.runtime import collectives as runtime
 
     def fake(seq):
         it = iter(seq)
@@ -120,7 +120,7 @@ def test_a_disturbed_timing_is_taken_again_and_the_settled_one_kept(monkeypatch)
 def test_a_case_is_timed_in_two_halves_each_with_an_odd_warm_up(monkeypatch):
     # 100 calls: 50 + 50, each half after its own warm-up (3, or 2 made 3); the time is the
     # mean of the halves' medians: (1.0 + 2.0) / 2 = 1.5
-    from validation import runtime
+    from validation.runtime import collectives as runtime
     calls = []
 
     def fake(coll, iters, warmup, lead_cycles=0):
@@ -137,7 +137,7 @@ def test_the_report_measures_how_much_the_order_of_the_run_moved_small_cases():
     # 12 small SM cases at places 0..11: the odd ones measured 1.1x their prediction, the even
     # ones 1.0x -> +10 %; a large case, a copy-engine one and an unmeasured one do not count;
     # fewer than 10 a side -> None
-    from validation.validate_report import order_effect
+    from validation.report.data import order_effect
     rows = [{"id": f"c{k}", "mechanism": "tma" if k % 3 else "register", "bytes": 4096,
              "predicted_s": 2.0, "measured_s": 2.2 if k % 2 else 2.0, "error": 0.0}
             for k in range(24)]

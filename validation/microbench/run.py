@@ -25,8 +25,10 @@ Exit status: 0 if every selected benchmark built, ran and passed its checks,
 """
 import argparse
 import concurrent.futures
+import ctypes
 import datetime
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -166,8 +168,7 @@ def nvidia_smi_info():
 
 def torch_version():
     try:
-        from importlib.metadata import version
-        return version("torch")
+        return importlib.metadata.version("torch")
     except Exception:  # noqa: BLE001 -- not installed
         return None
 
@@ -179,7 +180,6 @@ CURRENT = {"proc": None}  # the benchmark process running now (for signal handli
 def _die_with_parent():
     """In the child before exec: get SIGKILL if run.py dies (Linux only)."""
     try:
-        import ctypes
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:  # noqa: BLE001 -- best effort
         pass

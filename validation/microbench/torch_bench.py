@@ -27,6 +27,10 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a file (run.py)
+from validation.runtime.timer import time_calls  # noqa: E402
 
 
 FAILURES = []
@@ -55,27 +59,10 @@ class Timer:
         self.flush_buf = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
 
     def run(self, fn, working_set_bytes, warmup=3, min_n=5, max_n=40):
-        torch = self.torch
         cold = working_set_bytes < 256 * 1024 * 1024
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        t1 = max(start.elapsed_time(end) * 1e-3, 1e-6)
+        t1 = max(time_calls(fn, 1, warmup)[0], 1e-6)
         n = int(min(max_n, max(min_n, self.budget_s / t1)))
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        for a, b in events:
-            if cold:
-                self.flush_buf.fill_(1)
-            a.record()
-            fn()
-            b.record()
-        torch.cuda.synchronize()
-        times = [a.elapsed_time(b) * 1e-3 for a, b in events]
+        times = time_calls(fn, n, 0, flush=self.flush_buf if cold else None)
         return {
             "time_s": quantile(times, 0.5),
             "time_p10_s": quantile(times, 0.1),

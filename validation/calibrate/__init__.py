@@ -1,0 +1,1 @@
+"""Calibration: the fit, the calibrated file, its report, the microbenchmarks and their manifest."""

@@ -1,0 +1,198 @@
+"""Prepare a run of the generated collectives: emit and build one library per (op, algorithm,
+mechanism), predict each timed case on the modelled system, and write the cases file that
+``validation/run/collectives.py`` runs on the GPU (which needs neither nvcc nor the simulator).
+
+    python -m validation.prepare.collectives --out BUNDLE [--matrix full|quick] [--system h200-virtual]
+
+BUNDLE gets ``lib/*.so``, ``src/*.cu`` + manifests, ``cases.json`` (virtual ranks),
+``ipc_cases.json`` (two processes, host-synchronised), and ``sanitize_collectives`` (the
+compute-sanitizer driver) when nvcc is available. The full matrix: every collective x algorithm
+x mechanism, world sizes 2, 4, 8, bf16 and fp32, sizes 4 KiB, odd element counts around 2 KiB,
+1 MiB and 64 MiB, and 1 GiB; timing at 1 GiB (the bandwidth target) and 1 MiB (latency).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import codegen
+from codegen.build import compile_many, find_nvcc
+from codegen.plan import KERNELS, RUNNABLE_MECHANISMS
+from hwmodels.catalog import load_system
+from pksim.schedule import Schedule
+from validation.prepare.predict import predict_case
+from validation.runtime.reference import ELEM, count_for_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
+         "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
+         "tma": "tma", "register": "reg", "copy-engine": "ce"}
+SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
+
+
+def runnable() -> list[tuple[str, str, str]]:
+    return [(op, alg, mech) for (op, alg) in KERNELS if alg != "in-network"
+            for mech in RUNNABLE_MECHANISMS]
+
+
+def odd_count(op: str, world: int, approx_bytes: int, dtype: str, bump: int) -> int:
+    """An element count near ``approx_bytes`` (nccl-tests convention) that is odd and leaves
+    every shard and chunk boundary off the 16-byte grid."""
+    c = count_for_bytes(op, world, approx_bytes, dtype)
+    c = c + bump if (c + bump) % 2 else c + bump + 1
+    return c
+
+
+def build_libs(out: Path, system_name: str, kernels: list[tuple[str, str, str]] | None = None,
+               build: bool = True) -> dict[tuple[str, str, str], str]:
+    """One library per (op, algorithm, mechanism) (default: every runnable one), as
+    ``lib/<name>.so`` paths relative to ``out``. ``build=False`` only emits the sources and
+    returns the paths the libraries will have (``lib<stem>.so``)."""
+    system = load_system(system_name)
+    src = out / "src"
+    jobs, keys = [], []
+    for op, alg, mech in (kernels if kernels is not None else runnable()):
+        sched = Schedule(op=op, shape=(("bytes", 1 << 30),), world=8, algorithm=alg,
+                         mechanism=mech, comm_sms=16)
+        e = codegen.emit(system, sched, None, src)
+        jobs.append((e.source, codegen.options_for(e.plan)))
+        keys.append((op, alg, mech))
+    if not build:
+        return {key: f"lib/lib{source.stem}.so" for key, (source, _) in zip(keys, jobs)}
+    results = compile_many(jobs)
+    libs = {}
+    (out / "lib").mkdir(parents=True, exist_ok=True)
+    for key, (source, _), res in zip(keys, jobs, results):
+        if isinstance(res, Exception):
+            raise res
+        dst = out / "lib" / res.name
+        shutil.copy2(res, dst)
+        libs[key] = f"lib/{dst.name}"
+    return libs
+
+
+def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], list[dict]]:
+    system = load_system(system_name)
+    sms = system.gpu.sm.count
+    cases: list[dict] = [{"id": "copy-1GiB", "kind": "copy_bw", "bytes": 1 << 30, "iters": 10},
+                         {"id": "copy-4GiB", "kind": "copy_bw", "bytes": 4 << 30, "iters": 5}]
+    worlds = (2, 4, 8) if matrix == "full" else (2, 8)
+    dtypes = ("bf16", "fp32") if matrix == "full" else ("bf16",)
+    seed = 1
+
+    def add(**kw):
+        nonlocal seed
+        seed += 1
+        kw.setdefault("seed", seed)
+        cases.append(kw)
+
+    combos = runnable()
+    # 1. small and odd sizes, every combination (correctness, fast)
+    for op, alg, mech in combos:
+        for w in worlds:
+            for dt in dtypes:
+                tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-{dt}"
+                base = dict(op=op, algorithm=alg, mechanism=mech, world=w, dtype=dt,
+                            lib=libs[(op, alg, mech)])
+                add(id=f"{tag}-4KiB", count=count_for_bytes(op, w, 4096, dt), **base)
+                add(id=f"{tag}-odd2KiB", count=odd_count(op, w, 2048, dt, 1), blocks_per_rank=5,
+                    **base)
+                add(id=f"{tag}-odd1MiB", count=odd_count(op, w, 1 << 20, dt, 7), **base)
+    # 2. the 1 GiB point: correctness and timing together (bf16 timed, fp32 checked)
+    for op, alg, mech in combos:
+        for w in worlds:
+            for dt in dtypes:
+                tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-{dt}-1GiB"
+                sms_c, pred = (predict_case(system, op, alg, mech, w, 1 << 30, dt)
+                               if dt == "bf16" else (None, None))
+                bpr = sms // w if mech == "copy-engine" else (sms_c or min(16, sms // w))
+                add(id=tag, op=op, algorithm=alg, mechanism=mech, world=w, dtype=dt,
+                    lib=libs[(op, alg, mech)], count=count_for_bytes(op, w, 1 << 30, dt),
+                    blocks_per_rank=bpr, time=dt == "bf16", iters=5, warmup=1, predicted_s=pred,
+                    deadline_s=120)
+    # 3. 64 MiB with odd counts, and 1 MiB timing (world 8)
+    for op, alg, mech in combos:
+        for w in worlds:
+            tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16"
+            add(id=f"{tag}-odd64MiB", op=op, algorithm=alg, mechanism=mech, world=w, dtype="bf16",
+                lib=libs[(op, alg, mech)], count=odd_count(op, w, 64 << 20, "bf16", 13))
+        sms_c, pred = predict_case(system, op, alg, mech, 8, 1 << 20, "bf16")
+        add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w8-bf16-1MiB-timed", op=op, algorithm=alg,
+            mechanism=mech, world=8, dtype="bf16", lib=libs[(op, alg, mech)],
+            count=count_for_bytes(op, 8, 1 << 20, "bf16"),
+            blocks_per_rank=(sms // 8 if mech == "copy-engine" else (sms_c or 16)),
+            time=True, iters=20, warmup=3, predicted_s=pred)
+    # 4. phase by phase with the host synchronising (what two processes on one GPU use)
+    for op, alg, mech in combos:
+        add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w4-bf16-odd-hostsync", op=op,
+            algorithm=alg, mechanism=mech, world=4, dtype="bf16", lib=libs[(op, alg, mech)],
+            count=odd_count(op, 4, 96 << 10, "bf16", 3), device_sync=False)
+    # 5. the deadline path: waits that can never be satisfied must come back as an error
+    for op, mech in (("all-reduce", "register"), ("all-gather", "tma")):
+        add(id=f"{SHORT[op]}-ring-{SHORT[mech]}-w4-timeout", op=op, algorithm="ring",
+            mechanism=mech, world=4, dtype="bf16", lib=libs[(op, "ring", mech)],
+            count=4096, seq=1000, timeout_cycles=1 << 22, expect_error="timed out waiting on flag")
+    # 6. blocks per rank at 1 GiB: the simulator's choice was timed above; the whole GPU
+    #    (sms / world), two blocks per SM, and (no co-residency needed) four. Ring blocks
+    #    wait on each other: two per SM must be refused by the host when the kernel cannot
+    #    keep them all resident (the runner compares with the library's
+    #    max_coresident_blocks), and otherwise run correctly (checked, not timed).
+    if matrix == "full":
+        for op, alg, mech in combos:
+            if mech == "copy-engine" or op in ("all-to-all", "broadcast") or \
+                    (op, alg) == ("all-reduce", "direct"):
+                continue
+            factors = (1, 2) if alg == "ring" else (1, 2, 4)
+            for w in worlds:
+                for f in factors:
+                    refused = alg == "ring" and f > 1
+                    extra = (dict(refused_unless_resident=True) if refused else
+                             dict(time=True, iters=5, warmup=1, deadline_s=120, sweep=True))
+                    add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16-1GiB-bpr{f * sms // w}",
+                        op=op, algorithm=alg, mechanism=mech, world=w, dtype="bf16",
+                        lib=libs[(op, alg, mech)], count=count_for_bytes(op, w, 1 << 30, "bf16"),
+                        blocks_per_rank=f * sms // w, **extra)
+    ipc = []
+    for op, alg, mech in [("all-gather", "direct", "register"), ("all-reduce", "two-shot", "tma"),
+                          ("reduce-scatter", "ring", "copy-engine"), ("all-to-all", "direct", "tma"),
+                          ("broadcast", "direct", "copy-engine"), ("all-reduce", "ring", "register")]:
+        ipc.append(dict(id=f"ipc-{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w2-bf16", op=op,
+                        algorithm=alg, mechanism=mech, dtype="bf16", lib=libs[(op, alg, mech)],
+                        count=odd_count(op, 2, 1 << 20, "bf16", 5), device_sync=False, seed=7))
+    return cases, ipc
+
+
+def build_sanitizer(out: Path) -> Path | None:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return None
+    exe = out / "sanitize_collectives"
+    subprocess.run([nvcc, "-O2", "-std=c++17", "-I", str(ROOT / "kernels"), "-o", str(exe),
+                    str(ROOT / "validation" / "device" / "sanitize_collectives.cpp"), "-ldl"], check=True)
+    return exe
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--matrix", choices=("full", "quick"), default="full")
+    ap.add_argument("--system", default="h200-virtual")
+    ns = ap.parse_args(argv)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    libs = build_libs(ns.out, ns.system)
+    cases, ipc = make_cases(libs, ns.system, ns.matrix)
+    (ns.out / "cases.json").write_text(json.dumps(cases, indent=1))
+    (ns.out / "ipc_cases.json").write_text(json.dumps(ipc, indent=1))
+    build_sanitizer(ns.out)
+    print(f"{len(libs)} libraries, {len(cases)} cases, {len(ipc)} IPC cases in {ns.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["runnable", "make_cases", "build_libs", "ELEM"]

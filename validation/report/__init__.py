@@ -1,0 +1,1 @@
+"""The validation report: data (join, statistics), format, markdown, scatter plot, writing."""

@@ -1,0 +1,1 @@
+"""The GPU runners (python -m validation.run.collectives | fused | gemm) and their supervisor."""

@@ -1,0 +1,1 @@
+"""The shipped validation suites (*.toml) and their loaders."""
