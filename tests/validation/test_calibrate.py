@@ -328,22 +328,14 @@ def test_the_report_has_a_table_per_microbenchmark(shipped, tmp_path):
 
 
 def test_the_shipped_report_is_current():
-    """docs/VALIDATION.md holds what the script generates from the shipped file (with the
-    second run, which the shipped file predicts and which is refitted alone)."""
+    """docs/validation/calibration.md holds what the script generates from the shipped file
+    (with the second run, which the shipped file predicts and which is refitted alone)."""
     from validation.calibrate.report import BEGIN, END, report
-    doc = (ROOT / "docs" / "VALIDATION.md").read_text()
-    # the paths as the shipped file records them (the files moved to validation/data/
-    # calibration/ and cited/ since; validation.calibrate.manifest.locate finds them)
+    doc = (ROOT / "docs" / "validation" / "calibration.md").read_text()
     shipped = load_system("h200-calibrated")
     block = report(shipped, shipped.calibration["results"],
-                   ["validation/data/h200-microbench-2026-12-02-run2.json"])
-    # the block's first line names the generating command; the module moved from
-    # validation/report_calibration.py (docs/VALIDATION.md is rewritten separately)
-    doc = doc.replace("python -m validation.report_calibration ", "python -m validation.calibrate.report "
-                      ).replace("(series `sms`, validation/gemm_bench.py)",
-                                "(series `sms`, validation/run/gemm.py)")
-    start = doc.index(BEGIN.split(" (")[0])
-    assert doc[start:doc.index(END) + len(END)] + "\n" == block
+                   ["validation/data/cited/h200-microbench-2026-12-02-run2.json"])
+    assert doc[doc.index(BEGIN):doc.index(END) + len(END)] + "\n" == block
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no GPU")
