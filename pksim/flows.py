@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (ce_reduce_blocks, dest_writes, move_Bps, move_latency_s, move_traffic,
-                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s,
-                         working_blocks)
+from hwmodels.sm import (dest_writes, move_traffic, reduce_memory_weight, shared_reads,
+                         sm_issue_Bps, tma_latency_s)
 from hwmodels.topology import Topology
+from pksim.moves import ce_reduce_blocks, move_Bps, move_latency_s, working_blocks
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
 
@@ -210,7 +210,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     read from every source's memory, written to every destination's (each once per byte:
     the kernels sum in the SM, no read-modify-write), across the links between the
     issuer and every remote source or destination; the issuer's SMs at the rate of
-    ``hwmodels.sm.move_Bps`` for its shape, or its copy engines."""
+    ``pksim.moves.move_Bps`` for its shape, or its copy engines."""
     usage: dict[str, float] = {}
 
     def add(name: str, weight: float) -> None:
@@ -297,7 +297,7 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
                       resident: bool) -> float:
     """Capacity of issue[issuer] (n SMs x the mechanism's per-SM rate) one payload byte of
     the move uses. Inside one GPU every rank's SMs feed the one memory: their combined
-    rate meets it through the knee (hwmodels.sm.move_Bps), as in the calibration."""
+    rate meets it through the knee (pksim.moves.move_Bps), as in the calibration."""
     gpu = topo.system.gpu
     t = gpu.transfer
     remote = not topo.virtual

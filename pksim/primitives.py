@@ -13,7 +13,7 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
   ``sync.stream_launch_us``; back-to-back operations never go faster than one host
   launch call, ``sync.launch_api_us``;
 * the collectives' own routines (``block_moves``): the same flow, the SMs' rate from
-  ``hwmodels.sm.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
+  ``pksim.moves.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
   the fused kernels' pull-reduce (``fused_pull``) likewise at its own rate;
 * launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
   hand-off between them (``signal_chain``): the copies as block_moves' plus
@@ -33,12 +33,12 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, GEMM_TILE, attention_time_s, epilogue_handoff_s,
-                         gemm_efficiency, gemm_time_s, grid_start_s, handoff_s, move_Bps,
-                         move_latency_s, move_traffic, reduce_memory_weight, sm_issue_Bps,
-                         sustained_factor, tile_reduce_memory_weight, tma_latency_s,
-                         working_blocks)
+from hwmodels.sm import (GEMM_TILE, attention_time_s, epilogue_handoff_s, gemm_efficiency,
+                         gemm_time_s, grid_start_s, handoff_s, move_traffic, reduce_memory_weight,
+                         sm_issue_Bps, sustained_factor, tile_reduce_memory_weight, tma_latency_s)
 from hwmodels.system import GpuSpec, System
+from pksim.kernel_contract import BLOCK_THREADS
+from pksim.moves import move_Bps, move_latency_s, working_blocks
 from pksim.overlap import MAX_CHUNKS_PER_PEER
 from pksim.workloads.kernels import load_rounds
 
@@ -198,7 +198,7 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     working set that fits in L2 stays there; behind a flushing write (not ``hot``) it comes
     from HBM however small, as a validated collective's (pksim.simulate.build's ``cold``).
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
-    collectives' routines (hwmodels.sm.move_time_per_B)."""
+    collectives' routines (pksim.moves.move_time_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
                             groups, hot, routine, load_rounds)
     start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])

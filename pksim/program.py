@@ -46,7 +46,7 @@ class Move:
     all-reduce in fp32 loads 4 of 8 at a time); TMA and copy-engine moves ignore it.
     ``routine``: "" for the collectives' routines (kernels/collectives/collective.cuh),
     "pull" for the inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh), which moves
-    at its own rate (hwmodels.sm.move_time_per_B)."""
+    at its own rate (pksim.moves.move_time_per_B)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]

@@ -20,10 +20,11 @@ import simpy
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import BLOCK_THREADS, grid_start_s, handoff_s, tma_latency_s
+from hwmodels.sm import grid_start_s, handoff_s, tma_latency_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
+from pksim.kernel_contract import BLOCK_THREADS
 from pksim.flows import (capacities, check_feasible, flow_spec, move_spec, program_kinds,
                          resident_in_l2)
 from pksim.prediction import Prediction, TimelineEvent

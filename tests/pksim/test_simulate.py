@@ -153,7 +153,7 @@ def test_a_tma_sum_waits_for_its_first_chunk_of_every_source():
     # hwmodels.sm.tma_fill_s: S sources x min(the block's payload, 32 KiB / (S + 1)) at the
     # per-SM TMA rate r before the first store. 2 sources, 16 KiB a block: the slot of
     # 10922.7 B binds, 2 x 10922.7 / r; 4 KiB a block: 2 x 4096 / r; none for registers.
-    from hwmodels.sm import tma_fill_s
+    from pksim.moves import tma_fill_s
     g = load_system("h200-virtual").gpu
     r = g.transfer.tma_local_Bps_per_sm
     assert tma_fill_s(g, 16384, 2) == pytest.approx(2 * 32768 / 3 / r)
@@ -178,7 +178,7 @@ def test_copy_engine_reduction_kernels_get_a_block_per_32_kib():
     # collective.cuh ce_reduce launches ceil(n / (512 threads x 8 bf16 x 4)) blocks, i.e. one
     # per 32 KiB of its sum, at most the schedule's blocks per rank: 32 KiB -> 1, 512 KiB ->
     # 16, 16 MiB -> 512, capped at 66
-    from hwmodels.sm import ce_reduce_blocks
+    from pksim.moves import ce_reduce_blocks
     assert [ce_reduce_blocks(66, b) for b in (4096, 32768, 32769, 512 << 10, 16 << 20)] == \
         [1, 1, 2, 16, 66]
     # so the 1 MiB reduce-scatter by copy engines at w2 sums its 512 KiB chunk on 16 blocks
@@ -194,7 +194,7 @@ def test_copy_engine_reduction_kernels_get_a_block_per_32_kib():
 def test_piece_blocks_counts_the_blocks_the_kernels_cut_gives_work():
     # collective.cuh block_piece: whole 128-byte lines, whole 4 KiB once a block's share is
     # 64 KiB or more; the largest piece sets the time, so payload / largest piece.
-    from hwmodels.sm import piece_blocks
+    from pksim.moves import piece_blocks
     KiB, MiB = 1024, 1024 * 1024
     assert piece_blocks(16, 4 * KiB) == 16            # 256 B = 2 lines each
     assert piece_blocks(132, 4 * KiB) == 32           # 31 B -> one 128 B line: 4096 / 128
@@ -237,7 +237,7 @@ def test_tma_messages_of_a_sum_grow_with_its_sources_squared():
     # collective.cuh: a TMA copy moves 32 KiB chunks (1 load + D stores each); a sum of S
     # sources cuts the 32 KiB stage into S + 1 slots (S loads + D stores per slot). Per KiB:
     # copy 1 -> 1: 2 / 32; sum 2 -> 1: 3 x 3 / 32; sum 8 -> 8: 16 x 9 / 32 = 4.5 messages.
-    from hwmodels.sm import move_time_per_B, tma_messages_per_B
+    from pksim.moves import move_time_per_B, tma_messages_per_B
     KiB = 1024.0
     assert tma_messages_per_B(1, 1, False) * KiB == pytest.approx(2 / 32)
     assert tma_messages_per_B(2, 1, True) * KiB == pytest.approx(9 / 32)
