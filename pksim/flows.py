@@ -254,7 +254,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
                                       m.routine, remote=far)
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
     # complete (pk::tma::complete_writes) before the next starts: inside one GPU until the L2
-    # has them (as a phase's writes, pksim.simulate.phase_sync_s), across GPUs a round trip.
+    # has them (as a phase's writes, pksim.collective.phase_sync_s), across GPUs a round trip.
     complete = (gpu.l2.latency_s if topo.virtual else latency) if tma else 0.0
     latency = m.serial * latency + (m.serial - 1) * complete
     if sched.mechanism == "copy-engine" and m.engine != "sm":
@@ -262,7 +262,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
         # One GPU's copies pass its copy commands one after another, each holding them for
         # command_s and its bytes at one engine's rate (as pksim.primitives._ce_burst adds
         # them). A copy starts once its stream's previous work has finished (a chain; the
-        # engine's setup is the first copy's alone: simulate.build adds the difference to the
+        # engine's setup is the first copy's alone: collective.build adds the difference to the
         # launch); the ``queued`` copies of one rank in one phase share its stream, so the
         # last of them starts after that many chains.
         if m.payload > 0:

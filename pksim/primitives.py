@@ -20,7 +20,7 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
   ``hwmodels.sm.handoff_s`` per step;
 * GEMM and attention: ``hwmodels.sm`` tensor model + ``sync.stream_launch_us``; our GEMM
   store-adding its tiles into D outputs (``gemm_store_add``): the DES of the intra-SM
-  fused kernels (``pksim.overlap``) on one GPU;
+  fused kernels (``pksim.fused``) on one GPU;
 * atomics: measured only (the model has no parameter for them).
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from hwmodels.sm import (GEMM_TILE, attention_time_s, epilogue_handoff_s, gemm_e
 from hwmodels.system import GpuSpec, System
 from pksim.kernel_contract import BLOCK_THREADS
 from pksim.moves import move_Bps, move_latency_s, working_blocks
-from pksim.overlap import MAX_CHUNKS_PER_PEER
+from pksim.fused.plans import MAX_CHUNKS_PER_PEER
 from pksim.workloads.kernels import load_rounds
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -196,7 +196,7 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     sources into their own destination (as virtual ranks do; block_moves_own); the grid's
     start (hwmodels.sm.grid_start_s) adds to the body. ``hot``: launched back to back, a
     working set that fits in L2 stays there; behind a flushing write (not ``hot``) it comes
-    from HBM however small, as a validated collective's (pksim.simulate.build's ``cold``).
+    from HBM however small, as a validated collective's (pksim.collective.build's ``cold``).
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
     collectives' routines (pksim.moves.move_time_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
@@ -264,7 +264,7 @@ def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
 
 def _gemm_store_add(gpu: GpuSpec, m: int, n: int, k: int, dests: int) -> float:
     """Our GEMM (C = A @ B, bf16, every SM) whose epilogue store-adds each tile into
-    ``dests`` outputs in HBM, as the intra-SM fused kernels are simulated (pksim.overlap):
+    ``dests`` outputs in HBM, as the intra-SM fused kernels are simulated (pksim.fused):
     the waves of tiles one after another at the tensor rate, each followed by the time the
     SMs take to hand its store-adds to their bulk engines (hwmodels.sm.epilogue_handoff_s);
     each wave's store-adds once it is computed and after the previous wave's, at the tile

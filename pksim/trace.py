@@ -7,9 +7,9 @@ some transfer crosses it. With the symmetric reduction only one rank per class o
 equivalent ranks is simulated; those are the ranks shown (``--full`` shows all).
 
 Each timeline event of the simulator names its rank, lane, phase and step; the link
-classes a step uses come from the assembled model (``pksim.simulate.build``).
+classes a step uses come from the assembled model (``pksim.collective.build``).
 
-Fused compute + communication ops (``pksim.overlap``) record their own tracks: per
+Fused compute + communication ops (``pksim.fused``) record their own tracks: per
 simulated rank its compute SMs (a span per chunk of GEMM tiles, with the tile and wave
 count, or attention block) and its communication SMs (or the compute SMs'
 communication warps, intra-SM), and per link class the times a transfer crosses it.
@@ -23,7 +23,7 @@ from typing import Any
 
 from hwmodels.system import System
 from pksim.prediction import Prediction
-from pksim.simulate import build
+from pksim.collective import build
 from pksim.workloads.fused import FUSED_OPS
 
 _TRACK = re.compile(r"rank (\d+) / lane (\d+)")
@@ -116,7 +116,7 @@ def tracks(system: System, p: Prediction) -> list[dict]:
 
 def _fused_tracks(p: Prediction) -> list[dict]:
     """Rows of a fused op's timeline: its events already name their tracks (see
-    ``pksim.overlap``); chunks that follow each other stay separate spans."""
+    ``pksim.fused``); chunks that follow each other stay separate spans."""
     raw: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
     for e in p.timeline:
         rank_track = _RANK.match(e.track)

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from hwmodels.catalog import list_systems, load_system
 from hwmodels.errors import InfeasibleError
 from pksim.schedule import Schedule
-from pksim.search import nccl_schedule
-from pksim.simulate import build, predict, simulate
+from pksim.nccl import nccl_schedule
+from pksim.collective import build, simulate
+from pksim.simulate import predict
 from pksim.workloads.collectives import COLLECTIVES, algorithms_for
 
 GiB = 1 << 30
@@ -287,15 +288,15 @@ def test_a_ring_step_reads_what_the_previous_step_wrote_from_l2_when_it_fits():
 def test_warm_reads_make_a_ring_faster_never_slower(monkeypatch):
     # the same 16 MiB ring all-gather (w = 8) with its forward reads on HBM instead: slower,
     # since each step then moves 2 bytes of HBM traffic per payload byte instead of 1
-    from pksim import flows, simulate
+    from pksim import collective, flows
     s = load_system("h200-virtual")
     sc = sched("all-gather", nbytes=16 << 20, world=8, algorithm="ring", mechanism="register",
                comm_sms=16)
     warm = predict(s, sc).time_s
     monkeypatch.setattr(flows, "warm_sources", lambda topo, m, resident: 0)
-    simulate._FLOW_CACHE.clear()
+    collective.FLOWS.clear()
     cold = predict(s, sc).time_s
-    simulate._FLOW_CACHE.clear()
+    collective.FLOWS.clear()
     assert warm < cold
 
 
