@@ -187,7 +187,7 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     flag = system.gpu.sync.flag_latency_s
     for pkey, step in program.patterns().items():
         moves = step.moves()
-        if moves is not None:          # a generated kernel's phase (pksim.workloads.kernels)
+        if moves is not None:          # a generated kernel's phase (pksim.workloads.phases)
             queued = Counter(m.issuer for m in moves if m.engine != "sm")
             specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff,
                                queued[m.issuer] if m.engine != "sm" else 1)

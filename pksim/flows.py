@@ -206,7 +206,7 @@ def ce_commands(topo: Topology, rank: int) -> str:
 def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: bool,
               link_efficiency: float, queued: int = 1) -> FlowSpec:
     """The flow of one move (``piece`` bytes of it) of a generated kernel
-    (pksim.workloads.kernels): its payload
+    (pksim.workloads.phases): its payload
     read from every source's memory, written to every destination's (each once per byte:
     the kernels sum in the SM, no read-modify-write), across the links between the
     issuer and every remote source or destination; the issuer's SMs at the rate of
@@ -221,7 +221,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     tma = sched.mechanism == "tma" and m.engine != "sm"
     tma_s = tma_latency_s(gpu, remote=True) if tma and not topo.virtual else 0.0
     # Inside one GPU a move waits for its first read from memory (HBM, or the L2 where the
-    # working set is resident: as pksim.primitives._block_move), with TMA as with registers
+    # working set is resident: as pksim.microbench_model._block_move), with TMA as with registers
     # (block_moves without stacks, 2026-12-03 run 11: 4 KiB on 4-132 blocks, TMA 4.9-6.1 us,
     # registers 4.5-5.8 us); across GPUs for the round trip of a remote read, and a remote
     # TMA message adds its own (hwmodels.sm.tma_latency_s).
@@ -260,7 +260,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     if sched.mechanism == "copy-engine" and m.engine != "sm":
         add(f"ce[{m.issuer}]", 1.0)
         # One GPU's copies pass its copy commands one after another, each holding them for
-        # command_s and its bytes at one engine's rate (as pksim.primitives._ce_burst adds
+        # command_s and its bytes at one engine's rate (as pksim.microbench_model._ce_burst adds
         # them). A copy starts once its stream's previous work has finished (a chain; the
         # engine's setup is the first copy's alone: collective.build adds the difference to the
         # launch); the ``queued`` copies of one rank in one phase share its stream, so the

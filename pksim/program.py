@@ -91,7 +91,7 @@ class Step:
 @dataclass
 class Program:
     """An algorithm instance: its steps in order (what data ends where) and, for a
-    generated kernel, its ``phases`` (the moves that do it; pksim.workloads.kernels).
+    generated kernel, its ``phases`` (the moves that do it; pksim.workloads.phases).
     The simulator costs the phases where there are any, else the steps."""
     steps: list[Step]
     world: int

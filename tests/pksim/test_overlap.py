@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from dataclasses import replace
+
 import pytest
 
 from hwmodels.catalog import load_system
@@ -302,8 +304,15 @@ def test_intra_sm_epilogue_holds_the_compute_while_the_bulk_engines_read_the_til
 
 @pytest.mark.parametrize("op", ["gemm-rs", "gemm-ar"])
 def test_a_larger_share_of_the_memory_path_for_the_epilogue_is_never_slower(op):
-    from validation.calibrate import with_figures
     base = load_system("h200-virtual-calibrated")
+
+    def with_figures(system, values):       # dimensionless figures of gpu.<part>.<name>
+        for dotted, value in values.items():
+            _, part, name = dotted.split(".")
+            gpu = replace(system.gpu, **{part: replace(getattr(system.gpu, part), **{name: value})})
+            system = replace(system, gpu=gpu)
+        return system
+
     s = fused(op, "intra-sm", algorithm="direct", world=8, shape=dict(m=8192, n=8192, k=2048))
     times = [predict(with_figures(base, {"gpu.tensor.epilogue_overlap": h}), s).time_s
              for h in (0.2, 0.5, 0.8, 1.0)]

@@ -106,7 +106,7 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
     # round.
     from hwmodels.topology import Topology
     from pksim.flows import move_spec
-    from pksim.workloads.kernels import _ar_two_shot, two_shot_loads
+    from pksim.workloads.phases import _ar_two_shot, two_shot_loads
     assert two_shot_loads("fp32") == 4 and two_shot_loads("bf16") == 8
     s = load_system("h200-virtual")
     L, B = s.gpu.hbm.latency_s, s.gpu.transfer.move_buffer_latency_s
@@ -164,7 +164,7 @@ def test_a_tma_sum_waits_for_its_first_chunk_of_every_source():
     # TMA waits the slot's fill, registers do not
     from hwmodels.topology import Topology
     from pksim.flows import move_spec
-    from pksim.workloads.kernels import _ar_one_shot
+    from pksim.workloads.phases import _ar_one_shot
     s = load_system("h200-virtual")
     topo = Topology.build(s, 2)
     m = _ar_one_shot(2, 1 << 20, 0, False, "bf16")[0].moves()[0]
@@ -377,7 +377,7 @@ def test_copy_engine_all_gather_between_virtual_ranks():
     # queued copies); the
     # first read waits one HBM latency; one GPU's copies pass its copy commands one after
     # another, each holding them for a command and its bytes at one engine's rate
-    # (pksim.flows.move_spec, as pksim.primitives._ce_burst adds them), which binds here:
+    # (pksim.flows.move_spec, as pksim.microbench_model._ce_burst adds them), which binds here:
     # 4 x (command + (S/2) / bandwidth); the writes then drain into the L2 (no flag: the
     # ranks' streams wait on events); the second rank's stream starts one stream_start
     # later. With the host's calls issued long before (lead 1 s):

@@ -40,7 +40,7 @@ from hwmodels.system import GpuSpec, System
 from pksim.kernel_contract import BLOCK_THREADS
 from pksim.moves import move_Bps, move_latency_s, working_blocks
 from pksim.fused.plans import MAX_CHUNKS_PER_PEER
-from pksim.workloads.kernels import load_rounds
+from pksim.workloads.phases import load_rounds
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
 LDST_IN_FLIGHT_B_PER_THREAD = 64
