@@ -73,7 +73,7 @@ def compute_alone(system: System, topo: Topology, schedule: Schedule, plan: Plan
     return ALONE.store(system, key + (compute_sms,), [durations[i] for i in order])
 
 
-def run_plan(setup: Setup, record: bool):
+def run_plan(setup, record: bool):
     """The DES of the plan with its communication: (time, busy seconds per class
     resource, the timeline when ``record``)."""
     plan = setup.plan

@@ -1,6 +1,7 @@
 """Timelines of fused predictions (``pksim trace``): per simulated rank a compute track and a
 communication track, per link class the times a transfer crosses it; the ``none`` baseline
-as the library kernel, then NCCL's collective."""
+as the library kernel, then NCCL's collective. ``setup`` is a candidate of
+``pksim.fused.setup.Setup`` (which runs the DES that calls these)."""
 from __future__ import annotations
 
 import math
@@ -27,18 +28,18 @@ def _work_label(work: Work, compute_sms: int) -> str:
     return f"GEMM {tiles} tiles ({tiles / compute_sms:.2g} waves)"
 
 
-def compute_track(setup: Setup) -> str:
+def compute_track(setup) -> str:
     return f"compute SMs ({setup.compute_sms})"
 
 
-def comm_track(setup: Setup) -> str:
+def comm_track(setup) -> str:
     s = setup.schedule
     if s.overlap == "intra-sm":
         return f"comm warps (all {setup.compute_sms} SMs, {s.mechanism})"
     return f"comm SMs ({s.comm_sms}, {s.mechanism})"
 
 
-def plan_timeline(setup: Setup, records, stalls=()) -> tuple[TimelineEvent, ...]:
+def plan_timeline(setup, records, stalls=()) -> tuple[TimelineEvent, ...]:
     """Flow records of the fused DES as timeline events, shifted by the outputs' clear
     (store-add kernels) and the launch: per simulated rank a compute track (one span per
     chunk of tiles, and the epilogue's hand-off of its store-adds after it: ``stalls``) and
@@ -73,7 +74,7 @@ def plan_timeline(setup: Setup, records, stalls=()) -> tuple[TimelineEvent, ...]
     return tuple(sorted(events, key=lambda e: (e.start_s, e.track)))
 
 
-def baseline_timeline(setup: Setup) -> tuple[TimelineEvent, ...]:
+def baseline_timeline(setup) -> tuple[TimelineEvent, ...]:
     """The baseline as two kernels on one rank: the library GEMM on every SM, then
     NCCL's collective (its own timeline is ``pksim trace --op <collective> --impl nccl``)."""
     base, launch = setup.baseline, setup.launch_s
