@@ -268,11 +268,6 @@ def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[s
     return caps
 
 
-def _physical(name: str) -> str:
-    """'nvl_out#3' or 'nvl_out[3]' -> 'nvl_out'."""
-    return name.split("#")[0].split("[")[0]
-
-
 def simulate(model: Model, record: bool = False) -> Prediction:
     """Run the model on the fluid engine; return the prediction (with the analytical
     bound and alpha-beta time beside it)."""
@@ -284,7 +279,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
     breakdown: dict[str, float] = {}
     for name, busy in busy_s.items():
-        cls = _physical(name)
+        cls = name.cls
         breakdown[cls] = max(breakdown.get(cls, 0.0), busy)
     links = [busy for cls, busy in breakdown.items() if cls in LINK_CLASSES]
     link_util = max(links) / time_s if links and time_s > 0 else 0.0
@@ -367,7 +362,7 @@ def _run_sequential(model: Model, record: bool):
 
 def assumed_inputs(model: Model) -> list[str]:
     """The guessed figures (roadmap, estimate, assumed, override) this prediction used."""
-    used = {_physical(n) for classes in model.classes.values() for fc in classes
+    used = {n.cls for classes in model.classes.values() for fc in classes
             for n, _ in fc.usage}
     prefixes = ["gpu.sync.", "gpu.sm."]
     if used & {"nvl_out", "nvl_in"}:

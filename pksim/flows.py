@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hwmodels.errors import InfeasibleError
 from hwmodels.sm import (dest_writes, move_traffic, reduce_memory_weight, shared_reads,
                          sm_issue_Bps, tma_latency_s)
-from hwmodels.topology import Topology
+from hwmodels.topology import ResourceName, Topology, resource
 from pksim.moves import ce_reduce_blocks, move_Bps, move_latency_s, working_blocks
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
@@ -89,7 +89,7 @@ def message_bytes(topo: Topology, sched: Schedule, piece: float) -> float:
 
 def _mem(topo: Topology, rank: int, resident: bool) -> str:
     gpu = topo.locations[rank].gpu
-    return f"l2[{gpu}]" if resident else f"hbm[{gpu}]"
+    return resource("l2" if resident else "hbm", gpu)
 
 
 def issue_weight(topo: Topology, sched: Schedule, t: Transfer, piece: float,
@@ -137,9 +137,9 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
 
     issuer = t.dst if t.kind == "switch-reduce" else t.src
     if sched.mechanism == "copy-engine":
-        add(f"ce[{issuer}]", 1.0)
+        add(resource("ce", issuer), 1.0)
     else:
-        add(f"issue[{issuer}]", issue_weight(topo, sched, t, piece, resident))
+        add(resource("issue", issuer), issue_weight(topo, sched, t, piece, resident))
     link_w = 1.0 / link_efficiency
     latency = 0.0
     everyone = range(topo.world)
@@ -158,7 +158,7 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
             for name in path.resources:
                 add(name, 1.0 if name.startswith(("sw", "nvls")) else link_w)
             latency = max(latency, path.latency_s)
-        add(f"nvl_in[{t.dst}]", link_w)
+        add(resource("nvl_in", t.dst), link_w)
         add(_mem(topo, t.dst, resident), 1.0)
         latency *= 2
     elif t.kind == "multicast":
@@ -168,7 +168,7 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
             if not name.startswith("nvls"):
                 add(name, 1.0 if name.startswith("sw") else link_w)
         for q in everyone:
-            add(f"nvl_in[{q}]", link_w)
+            add(resource("nvl_in", q), link_w)
             add(_mem(topo, q, resident), 1.0)
         latency = 2 * up.latency_s
     if sched.mechanism == "copy-engine":
@@ -191,16 +191,16 @@ def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
     sm_issue = issue_capacity(topo, sched.with_(mechanism="register",
                                                   comm_sms=ce_kernel_sms(topo, sched)))
     for rank in range(topo.world):
-        caps[f"{'ce' if ce else 'issue'}[{rank}]"] = issue
+        caps[resource("ce" if ce else "issue", rank)] = issue
         if ce:
-            caps[f"issue[{rank}]"] = sm_issue
+            caps[resource("issue", rank)] = sm_issue
             caps[ce_commands(topo, rank)] = 1.0      # seconds of copy commands per second
     return caps
 
 
-def ce_commands(topo: Topology, rank: int) -> str:
+def ce_commands(topo: Topology, rank: int) -> ResourceName:
     """The copy-command queue of the GPU ``rank`` runs on (one for all virtual ranks)."""
-    return f"cecmd[{0 if topo.virtual else rank}]"
+    return resource("cecmd", 0 if topo.virtual else rank)
 
 
 def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: bool,
@@ -258,7 +258,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     complete = (gpu.l2.latency_s if topo.virtual else latency) if tma else 0.0
     latency = m.serial * latency + (m.serial - 1) * complete
     if sched.mechanism == "copy-engine" and m.engine != "sm":
-        add(f"ce[{m.issuer}]", 1.0)
+        add(resource("ce", m.issuer), 1.0)
         # One GPU's copies pass its copy commands one after another, each holding them for
         # command_s and its bytes at one engine's rate (as pksim.microbench_model._ce_burst adds
         # them). A copy starts once its stream's previous work has finished (a chain; the
@@ -272,7 +272,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     else:
         mech = "register" if m.engine == "sm" else sched.mechanism
         n = ce_kernel_sms(topo, sched) if m.engine == "sm" else sched.comm_sms
-        add(f"issue[{m.issuer}]", move_issue_weight(topo, sched, m, mech, n, resident))
+        add(resource("issue", m.issuer), move_issue_weight(topo, sched, m, mech, n, resident))
         if sched.mechanism == "copy-engine":
             # a reduction kernel between a copy-engine collective's copies: its launch holds
             # the GPU's commands as a copy does, and it starts once its stream's copy is done

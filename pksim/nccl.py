@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
-from hwmodels.topology import Topology
+from hwmodels.topology import Topology, resource
 from pksim.schedule import Schedule
 from pksim.workloads.collectives import busbw_factor
 
@@ -97,7 +97,7 @@ def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict
         rate = CHANNELS * LL128_PER_CHANNEL_GBPS[arch] * 1e9
         if schedule.protocol == "Simple":
             rate /= PROTO_EFFICIENCY["LL128"]
-    return {f"issue[{r}]": rate for r in range(topo.world)}
+    return {resource("issue", r): rate for r in range(topo.world)}
 
 
 def step_latency(system: System, topo: Topology, schedule: Schedule) -> float:

@@ -33,10 +33,6 @@ _NAME = re.compile(r"(.*) step (\d+)$")
 _LOCAL = {"issue", "ce", "hbm", "l2", "sm"}
 
 
-def _physical(name: str) -> str:
-    return name.split("#")[0].split("[")[0]
-
-
 def _sm_group(p: Prediction) -> str:
     s = p.schedule
     if s.impl == "nccl":
@@ -52,7 +48,7 @@ def _step_classes(system: System, p: Prediction) -> dict[tuple[int, int], set[st
     out: dict[tuple[int, int], set[str]] = defaultdict(set)
     for s, (_step, classes, _sync) in enumerate(model.step_classes()):
         for fc in classes:
-            out[(s, fc.issuer)].update(_physical(n) for n, _ in fc.usage)
+            out[(s, fc.issuer)].update(n.cls for n, _ in fc.usage)
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hwmodels.system import System
+from hwmodels.topology import resource
 from pksim.flows import issue_capacity, issue_weight, move_spec
 from pksim.fused.flows import FLOWS
 from pksim.fused.setup import Setup
@@ -57,7 +58,7 @@ def _issue_load(setup: Setup) -> float:
         for c in setup.plan.chunks:
             for m in c.moves:
                 spec = move_spec(topo, comm, m, m.payload, False, link_eff)
-                w = dict(spec.usage).get(f"issue[{m.issuer}]", 0.0)
+                w = dict(spec.usage).get(resource("issue", m.issuer), 0.0)
                 load[m.issuer] = load.get(m.issuer, 0.0) + w * m.payload
         steps = [c.transfers for c in setup.plan.chunks if not c.moves] + list(setup.plan.tail)
         for t in (t for step in steps for t in step):
@@ -109,7 +110,7 @@ def resource_bound(system, plan: Plan, dtype: str, busy: dict, launch: float) ->
                                 system.gpu.tensor.flops(dtype))
     best, resource = tensor, "tensor"
     for name, value in busy.items():
-        cls = name.split("#")[0].split("[")[0]
+        cls = name.cls
         if cls != "tensor" and value > best:
             best, resource = value, cls
     return launch + best, resource

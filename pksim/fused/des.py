@@ -82,7 +82,7 @@ def run_plan(setup, record: bool):
     caps = setup.class_caps(members)
     # The epilogue's stores get epilogue_overlap of the memory path while the main loops
     # run, all of it once the last tile is computed.
-    paths = {name: caps[name] for name, inst in members.items() if inst.startswith("mempath[")}
+    paths = {name: caps[name] for name, inst in members.items() if inst.cls == "mempath"}
     share = setup.system.gpu.tensor.epilogue_overlap
     engine = FluidEngine(env, {**caps, **{name: share * c for name, c in paths.items()}},
                          record=record)

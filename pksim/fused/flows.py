@@ -8,7 +8,7 @@ from __future__ import annotations
 from hwmodels.sm import (attention_efficiency, gemm_efficiency, reduce_memory_weight,
                          sustained_factor, tile_reduce_memory_weight)
 from hwmodels.system import System
-from hwmodels.topology import Topology
+from hwmodels.topology import Topology, resource
 from pksim.cache import BoundedCache
 from pksim.flows import FlowSpec, capacities, flow_spec, move_spec
 from pksim.fused.plans import store_add
@@ -35,8 +35,8 @@ def compute_specs(topo: Topology, works) -> list[FlowSpec]:
         if w.flop <= 0:
             continue
         gpu = topo.locations[rank].gpu
-        out.append(FlowSpec(((f"hbm[{gpu}]", 1.0), (f"tensor[{rank}]", w.flop / w.nbytes)),
-                            0.0, w.nbytes, rank))
+        usage = ((resource("hbm", gpu), 1.0), (resource("tensor", rank), w.flop / w.nbytes))
+        out.append(FlowSpec(usage, 0.0, w.nbytes, rank))
     return out
 
 
@@ -53,11 +53,12 @@ def tensor_caps(system: System, topo: Topology, plan: Plan, dtype: str,
     for rank in range(topo.world):
         works = [c.work[rank] for c in plan.chunks if c.work[rank].flop > 0]
         if not works:
-            caps[f"tensor[{rank}]"] = peak * share
+            caps[resource("tensor", rank)] = peak * share
             continue
         eff = _efficiency(system, works[0], compute_sms)
         estimate = sum(w.flop for w in works) / (peak * share * eff)
-        caps[f"tensor[{rank}]"] = peak * share * eff * sustained_factor(system.gpu, estimate, busy)
+        sustained = sustained_factor(system.gpu, estimate, busy)
+        caps[resource("tensor", rank)] = peak * share * eff * sustained
     return caps
 
 
@@ -110,8 +111,8 @@ def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
     if not from_smem:
         return spec
     gpu = topo.system.gpu
-    src = f"hbm[{topo.locations[t.src].gpu}]"
-    dst = f"hbm[{topo.locations[t.dst].gpu}]"
+    src = resource("hbm", topo.locations[t.src].gpu)
+    dst = resource("hbm", topo.locations[t.dst].gpu)
     usage = dict(spec.usage)
     usage[src] -= 1.0
     write = 1.0
@@ -125,11 +126,11 @@ def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
 
 
 def mempath(topo: Topology, rank: int) -> str:
-    return f"mempath[{topo.locations[rank].gpu}]"
+    return resource("mempath", topo.locations[rank].gpu)
 
 
 def mempath_caps(topo: Topology) -> dict[str, float]:
     """The memory path of every GPU, as fast as its HBM (what the main loops take of it
     while they run is taken in ``run_plan``)."""
-    return {f"mempath[{g}]": topo.resources[f"hbm[{g}]"].capacity_Bps
+    return {resource("mempath", g): topo.resources[resource("hbm", g)].capacity_Bps
             for g in sorted({loc.gpu for loc in topo.locations})}

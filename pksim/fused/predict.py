@@ -49,7 +49,7 @@ def predict_fused(system: System, schedule: Schedule, reduced: bool = True,
     compute_alone = sum(setup.compute_alone()) + launch
     breakdown: dict[str, float] = {"clear": setup.clear_s} if setup.clear_s else {}
     for name, value in busy.items():
-        cls = name.split("#")[0].split("[")[0]
+        cls = name.cls
         breakdown[cls] = max(breakdown.get(cls, 0.0), value)
     bound_s, bound_resource = resource_bound(system, plan, schedule.dtype, busy, launch)
     links = [v for c, v in breakdown.items() if c in ("nvl_out", "nvl_in", "nic_out", "nic_in")]

@@ -15,10 +15,6 @@ from pksim.workloads.fused import Work
 LOCAL_RESOURCES = ("issue", "ce", "hbm", "l2", "sm", "tensor")
 
 
-def _physical(name: str) -> str:
-    return name.split("#")[0].split("[")[0]
-
-
 def _work_label(work: Work, compute_sms: int) -> str:
     if work.kind == "attention":
         return "attention"
@@ -68,7 +64,7 @@ def plan_timeline(setup, records, stalls=()) -> tuple[TimelineEvent, ...]:
         name = f"{coll} chunk {index}" if tags["what"] == "comm" else f"{coll} tail {index}"
         events.append(TimelineEvent(f"rank {rank} / {comm_track(setup)}", name, start, end,
                                     rec.nbytes))
-        for cls in sorted({_physical(n) for n, _ in tags["crosses"]}):
+        for cls in sorted({n.cls for n, _ in tags["crosses"]}):
             if cls not in LOCAL_RESOURCES:
                 events.append(TimelineEvent(f"link {cls}", name, start, end, rec.nbytes))
     return tuple(sorted(events, key=lambda e: (e.start_s, e.track)))

@@ -104,7 +104,7 @@ def test_cold_inputs_come_from_hbm_and_are_never_faster():
     s = load_system("h200-virtual-calibrated")
 
     def used(model):
-        return {name.split("#")[0].split("[")[0] for classes in model.classes.values()
+        return {name.cls for classes in model.classes.values()
                 for flow in classes for name, _ in flow.usage}
 
     for alg, mech in (("direct", "register"), ("two-shot", "tma"), ("ring", "register")):
