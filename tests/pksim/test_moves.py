@@ -5,17 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hwmodels.catalog import load_system
-from pksim.schedule import Schedule
 from pksim.simulate import predict
-
-GiB = 1 << 30
-H100 = load_system("dgx-h100")
-
-
-def sched(op="all-reduce", nbytes=GiB, world=8, **kw):
-    kw.setdefault("mechanism", "tma")
-    kw.setdefault("comm_sms", 132)
-    return Schedule(op=op, shape=(("bytes", nbytes),), world=world, **kw)
+from tests.pksim.cases import H100, sched
 
 
 def test_grid_start_beyond_one_block_per_sm():

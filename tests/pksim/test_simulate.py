@@ -7,20 +7,12 @@ from hypothesis import strategies as st
 
 from hwmodels.catalog import list_systems, load_system
 from hwmodels.errors import InfeasibleError
-from pksim.schedule import Schedule
-from pksim.nccl import nccl_schedule
 from pksim.collective import build, simulate
+from pksim.nccl import nccl_schedule
+from pksim.schedule import Schedule
 from pksim.simulate import predict
 from pksim.workloads.collectives import COLLECTIVES, algorithms_for
-
-GiB = 1 << 30
-H100 = load_system("dgx-h100")
-
-
-def sched(op="all-reduce", nbytes=GiB, world=8, **kw):
-    kw.setdefault("mechanism", "tma")
-    kw.setdefault("comm_sms", 132)
-    return Schedule(op=op, shape=(("bytes", nbytes),), world=world, **kw)
+from tests.pksim.cases import GiB, H100, sched
 
 
 def test_one_nvlink_hop():
