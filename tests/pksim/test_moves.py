@@ -62,7 +62,7 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
     # latency L on h200-virtual, the second transfer.load_round_ns R; the 8 -> 8 move then
     # waits L + R + 14 buffers x move_buffer_latency B (8 + 8 - 2) + the run-time set of
     # destinations D (transfer.dest_set_latency), TMA L + 14 B + D (TMA ignores the rounds)
-    # + its first chunk's loads F (hwmodels.sm.tma_fill_s: w sources x the block's 4096 / 4
+    # + its first chunk's loads F (pksim.moves.tma_fill_s: w sources x the block's 4096 / 4
     # bytes, under a stage slot of 32 KiB / (w + 1), at the per-SM TMA rate); at w = 4, one
     # round.
     from hwmodels.topology import Topology
@@ -112,7 +112,7 @@ def test_a_set_of_destinations_costs_its_latency_one_destination_does_not():
 
 
 def test_a_tma_sum_waits_for_its_first_chunk_of_every_source():
-    # hwmodels.sm.tma_fill_s: S sources x min(the block's payload, 32 KiB / (S + 1)) at the
+    # pksim.moves.tma_fill_s: S sources x min(the block's payload, 32 KiB / (S + 1)) at the
     # per-SM TMA rate r before the first store. 2 sources, 16 KiB a block: the slot of
     # 10922.7 B binds, 2 x 10922.7 / r; 4 KiB a block: 2 x 4096 / r; none for registers.
     from pksim.moves import tma_fill_s

@@ -120,7 +120,7 @@ def test_hbm_copy_between_virtual_ranks():
     # written byte using w = 1 + fanout x log2(2) x (S/2) / (S/2 + reach) of the memory,
     # hwmodels.sm.dest_writes). The 132
     # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / (1 + 2w), knee), tau(1, 2) =
-    # base + 2 x dest per byte (hwmodels.sm.move_time_per_B), the calibrated bend where the
+    # base + 2 x dest per byte (pksim.moves.move_time_per_B), the calibrated bend where the
     # SMs meet the memory; each rank gets half. The first read waits one HBM latency L, the
     # last writes drain into the L2 (one L2 latency, L2) before the kernel ends (its one
     # phase signals nobody); the second destination buffer adds
@@ -191,7 +191,7 @@ def test_ring_all_reduce_on_8_gpus():
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
     # for the second buffer (gpu.transfer.move_buffer_latency, b) and wait for a stage slot
-    # (32 KiB / 3) of both sources, local, before their first store (hwmodels.sm.tma_fill_s:
+    # (32 KiB / 3) of both sources, local, before their first store (pksim.moves.tma_fill_s:
     # f = 2 x 32768 / 3 B at the per-SM TMA rate): + 7 (b + f). Each GPU's kernel starts in
     # transfer.move_start (0.77 us; 132 blocks, one per SM, add nothing).
     from hwmodels.sm import grid_start_s, tma_latency_s
