@@ -14,9 +14,11 @@ import statistics
 import time
 
 from hwmodels.catalog import load_system
+from pksim import collective
 from pksim import simulate as sim
+from pksim.fused import clear_caches as clear_fused_caches
 from pksim.schedule import Schedule
-from pksim.search import search, space
+from pksim.search import fused_space, search, space
 
 GiB = 1 << 30
 
@@ -24,7 +26,7 @@ GiB = 1 << 30
 def timed(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
-        sim._FLOW_CACHE.clear()
+        collective.FLOWS.clear()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -83,8 +85,6 @@ def fused_search() -> dict:
     one run each, cold caches: the best schedule (``top = 1``: what ``pksim predict``
     and ``pksim whatif`` ask) and the ten best (``pksim search``'s default), both by
     branch and bound; on dgx-h100 also every candidate simulated (``top = None``)."""
-    from pksim import overlap
-    from pksim.search import fused_space
     out: dict = {"bench": "fused-search", "python": platform.python_version(),
                  "machine": platform.machine(), "results": []}
     runs = [("dgx-h100", 20.0, (1, 10, None)), ("gb200-nvl576", 60.0, (1, 10))]
@@ -92,8 +92,8 @@ def fused_search() -> dict:
         system = load_system(name)
         candidates = fused_space(system, "gemm-rs", dict(m=32768, n=32768, k=4096))
         for top in tops:
-            overlap.clear_caches()
-            sim._FLOW_CACHE.clear()
+            clear_fused_caches()
+            collective.FLOWS.clear()
             start = time.perf_counter()
             result = search(system, candidates, top=top)
             wall = time.perf_counter() - start

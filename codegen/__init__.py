@@ -19,31 +19,23 @@ dispatch to it.
 """
 from __future__ import annotations
 
-import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codegen import fused
 from codegen.build import BuildOptions, compile_source, write_unit
+from codegen.manifest import Emitted, read_manifest, unit_manifest
 from codegen.plan import Plan, make_plan
 from codegen.render import render
-from hwmodels.errors import ConfigError
 from hwmodels.system import System
 from pksim.schedule import Schedule
 
-__all__ = ["Emitted", "emit", "build", "make_plan", "render", "options_for", "Plan", "BuildOptions"]
-
-
-@dataclass(frozen=True)
-class Emitted:
-    source: Path
-    manifest: Path
-    plan: Plan
+__all__ = ["Emitted", "emit", "build", "make_plan", "render", "options_for", "Plan", "BuildOptions",
+           "read_manifest"]
 
 
 def options_for(plan: Plan) -> BuildOptions:
-    from codegen import fused
     if isinstance(plan, fused.FusedPlan):
         return fused.build_options(plan)
     return BuildOptions(arch=plan.arch, defines=plan.defines)
@@ -52,31 +44,13 @@ def options_for(plan: Plan) -> BuildOptions:
 def emit(system: System, schedule: Schedule, prediction: Any = None, out_dir: str | Path = ".",
          command: str = "") -> Emitted:
     """Write the translation unit and its manifest for ``schedule`` on ``system``."""
-    from codegen import fused
     if schedule.op in fused.OPS:
         return fused.emit(system, schedule, prediction, out_dir, command)
     plan = make_plan(system, schedule)
     source, manifest = write_unit(out_dir, plan.name, render(plan, prediction, command),
-                                  options_for(plan), _manifest(system, schedule, prediction,
-                                                               plan))
+                                  options_for(plan), unit_manifest(system, schedule, prediction,
+                                                                   plan))
     return Emitted(source, manifest, plan)
-
-
-def _manifest(system: System, schedule: Schedule, prediction: Any, plan) -> dict:
-    """What every generated source's manifest records besides its build (codegen.fused too)."""
-    return {"schedule": schedule.to_dict(), "schedule_key": schedule.key(),
-            "system": system.name,
-            "prediction": prediction.to_dict() if prediction is not None else None,
-            "plan": plan.to_dict(), "entry": plan.entry}
-
-
-def read_manifest(path: str | Path) -> dict:
-    """The manifest of a generated ``.cu`` (or the manifest file itself)."""
-    p = Path(path)
-    m = p if p.suffix == ".json" else p.with_suffix(".json")
-    if not m.is_file():
-        raise ConfigError(f"{p}: no manifest {m.name} next to it (write both with codegen.emit)")
-    return json.loads(m.read_text())
 
 
 def build(path: str | Path, cache: Path | None = None, copy_to_dir: bool = False) -> Path:

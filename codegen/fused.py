@@ -42,34 +42,21 @@ from pathlib import Path
 from typing import Any
 
 from codegen.build import BuildOptions, write_unit, KERNELS as KERNELS_DIR
+from codegen.manifest import Emitted, unit_manifest
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from hwmodels.units import format_time
+from pksim.kernel_contract import FUSED_CODEGEN_OPS, FUSED_KERNELS, FUSED_MAX_RANKS, FUSED_THREADS
 from pksim.schedule import Schedule
 
-OPS = ("gemm-rs", "ag-gemm", "gemm-ar")
-# (op, overlap, algorithm) -> (C++ op template, mechanisms it implements)
-KERNELS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
-    ("gemm-rs", "intra-sm", "direct"): ("gemm_rs_intra", ("tma",)),
-    ("gemm-rs", "inter-sm", "direct"): ("gemm_rs_inter", ("register",)),
-    ("gemm-ar", "intra-sm", "direct"): ("gemm_ar_intra", ("tma",)),
-    ("gemm-ar", "inter-sm", "two-shot"): ("gemm_ar_inter", ("register",)),
-    ("gemm-ar", "inter-sm", "in-network"): ("gemm_ar_in_network", ("multimem",)),
-    ("ag-gemm", "inter-sm", "direct"): ("ag_gemm_inter", ("tma", "register")),
-    ("ag-gemm", "intra-sm", "direct"): ("ag_gemm_intra", ("tma",)),
-}
+OPS = FUSED_CODEGEN_OPS
+KERNELS = FUSED_KERNELS
 ARCH = "sm_90a"                 # the GEMM needs wgmma and setmaxnreg
-MAX_RANKS = 8                   # PKF_MAX_RANKS in kernels/fused/abi.h
-THREADS = 384                   # pk::gemm::config::THREADS: producer + two consumer warpgroups
+MAX_RANKS = FUSED_MAX_RANKS
 # (BM, BN, BK) -> (pipeline stages, epilogue buffers): the GEMM configs that fit 227 KiB
 TILES: dict[tuple[int, int, int], tuple[int, int]] = {
     (128, 256, 64): (4, 2), (128, 128, 64): (6, 2), (256, 128, 64): (4, 1)}
-
-
-def implemented(op: str, overlap: str, algorithm: str, mechanism: str) -> bool:
-    entry = KERNELS.get((op, overlap, algorithm))
-    return entry is not None and mechanism in entry[1]
 
 
 def sources_digest() -> str:
@@ -179,7 +166,7 @@ def make_plan(system: System, schedule: Schedule) -> FusedPlan:
                      op_template=template, kernel=kernel, entry=f"pk_{kernel}", bm=tile[0],
                      bn=tile[1], bk=tile[2], stages=stages, epi_bufs=epi, comm_blocks=comm,
                      staggered=s.peer_order != "sequential", copy_tma=s.mechanism == "tma",
-                     threads=THREADS, arch=ARCH, defines=defines, world=s.world,
+                     threads=FUSED_THREADS, arch=ARCH, defines=defines, world=s.world,
                      shape=tuple(s.shape), schedule_key=s.key(), system=system.name)
 
 
@@ -294,20 +281,12 @@ extern "C" const char* pkf_manifest(void) {{
 
 # ---- emit ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Emitted:
-    source: Path
-    manifest: Path
-    plan: FusedPlan
-
-
 def emit(system: System, schedule: Schedule, prediction: Any = None, out_dir: str | Path = ".",
          command: str = "") -> Emitted:
     """Write ``<op>-<key>.cu`` and its manifest (schedule, prediction, plan, build options,
     the nvcc command) for a fused schedule."""
-    from codegen import _manifest
     plan = make_plan(system, schedule)
     source, manifest = write_unit(out_dir, plan.name, render(plan, prediction, command),
-                                  build_options(plan), _manifest(system, schedule, prediction,
-                                                                 plan))
+                                  build_options(plan), unit_manifest(system, schedule, prediction,
+                                                                     plan))
     return Emitted(source, manifest, plan)

@@ -27,9 +27,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import BLOCK_THREADS, TMA_STAGE_BYTES
 from hwmodels.system import System
 from hwmodels.topology import Topology
+from pksim.kernel_contract import (BLOCK_THREADS, MAX_RANKS, RUNNABLE_MECHANISMS, TMA_STAGE_BYTES,
+                                   TMA_STAGES)
 from pksim.schedule import Schedule
 
 # (op, schedule algorithm) -> (header, kernel algorithm name used in C++ identifiers)
@@ -49,14 +50,9 @@ KERNELS: dict[tuple[str, str], tuple[str, str]] = {
     ("broadcast", "in-network"): ("in_network.cuh", "in_network"),
 }
 OPS = tuple(dict.fromkeys(op for op, _ in KERNELS))
-RUNNABLE_MECHANISMS = ("tma", "register", "copy-engine")
 MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", "multimem": "multimem"}
 # nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem).
 ARCHS = ("sm_90a", "sm_100a", "sm_103a")
-MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
-THREADS = BLOCK_THREADS["tma"]     # TMA: one issuing thread, the rest add (reductions)
-REGISTER_THREADS = BLOCK_THREADS["register"]   # registers: 32 KiB of loads in flight per block
-TMA_STAGES = 4
 
 
 def algorithms(op: str) -> tuple[str, ...]:
@@ -171,7 +167,7 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     defines = (("PK_ENABLE_MULTIMEM", "1"),) if s.mechanism == "multimem" else ()
     return Plan(op=s.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=s.mechanism,
                 header=f"collectives/{header}", struct=struct, kernel=kernel, entry=f"pk_{kernel}",
-                threads=REGISTER_THREADS if s.mechanism == "register" else THREADS,
+                threads=BLOCK_THREADS["register" if s.mechanism == "register" else "tma"],
                 blocks_per_rank=blocks, stage_bytes=stage,
                 stages=TMA_STAGES if stage else 1, staggered=s.peer_order != "sequential",
                 arch=arch, defines=defines, dtype=s.dtype, world=s.world, root=s.root,

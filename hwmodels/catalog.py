@@ -15,6 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable
 
+from hwmodels import system as system_module
+from hwmodels.checks import check_system
 from hwmodels.errors import ConfigError
 from hwmodels.system import PROVENANCE_TAGS, Provenance, System
 
@@ -47,8 +49,7 @@ def system_path(name_or_path: str, relative_to: Path | None = None) -> Path:
 
 
 def _schema(cls_name: str):
-    from hwmodels import system as module
-    return getattr(module, cls_name)
+    return getattr(system_module, cls_name)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -282,6 +283,5 @@ def load_system(name_or_path: str, overrides: Iterable[str] = ()) -> System:
                     inherits=top.get("inherits"), provenance=MappingProxyType(prov),
                     calibrated=top.get("calibrated"), calibration=top.get("calibration"),
                     **specs)
-    from hwmodels.checks import check_system
     check_system(system)
     return system

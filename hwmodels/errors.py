@@ -1,7 +1,7 @@
 """The one exception tree of the project.
 
 It lives in the lowest layer (hwmodels) so that every package can raise it
-without importing the packages above; ``pksim.errors`` re-exports it.
+without importing the packages above.
 """
 from __future__ import annotations
 

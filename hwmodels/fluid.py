@@ -54,7 +54,7 @@ class FluidEngine:
                  priority: int = 0, **tags: Any) -> simpy.Event:
         """Start a flow after ``latency_s``; the returned event fires when its last byte lands.
         A flow of higher ``priority`` takes its max-min share before any lower one (a
-        GEMM's main loops before its epilogue's stores: pksim.overlap)."""
+        GEMM's main loops before its epilogue's stores: pksim.fused)."""
         done = self.env.event()
         for name in usage:
             if name not in self.capacity:

@@ -2,8 +2,9 @@
 its tensor cores run a GEMM or an attention of a given shape.
 
 These are the formulas that both the simulator (``pksim.flows``) and the
-microbenchmark predictions (``pksim.primitives``) use; calibration fits their
-parameters, which live in the system file (``gpu.transfer``, ``gpu.tensor``).
+microbenchmarks' model (``pksim.microbench_model``) use, the generated kernels' moves on
+top of them (``pksim.moves``); calibration fits their parameters, which live in the
+system file (``gpu.transfer``, ``gpu.tensor``).
 
 Issue model (all rates are payload bytes per second):
 
@@ -83,44 +84,12 @@ def sm_issue_Bps(per_sm_Bps: float, n_sms: float, knee: float, shared_Bps: float
     return n_sms * per_sm
 
 
-# The generated kernels' TMA stage: a copy's chunk, or all sources of a reduction's chunk.
-TMA_STAGE_BYTES = 32 * 1024
-
-
-def tma_messages_per_B(sources: int, dests: int, reduce: bool) -> float:
-    """Bulk loads and stores per payload byte of a generated collective's TMA move
-    (collective.cuh): a copy moves TMA_STAGE_BYTES chunks, one load and ``dests`` stores
-    each; a sum of S sources cuts the stage into S + 1 slots (the sources and the result),
-    S loads and ``dests`` stores per slot-sized chunk, so its messages per byte grow as
-    (S + D)(S + 1) (block_moves without stacks, 2026-12-03 run 12, one block at 1 GiB:
-    a sum of 2 / 4 / 8 sources into one destination takes 65 / 121 / 254 ns per KiB, not
-    linear in S)."""
-    chunk = TMA_STAGE_BYTES / (sources + 1) if reduce else TMA_STAGE_BYTES
-    return (sources + dests) / chunk
-
-
 def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
     """Round trip of one TMA message: ``tma_message_half_bytes`` is the message size at
     which one SM reaches half its rate, i.e. latency x per-SM rate."""
     t = gpu.transfer
     rate = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
     return t.tma_message_half_B / rate if rate > 0 else 0.0
-
-
-def tma_fill_s(gpu: GpuSpec, block_payload_B: float, sources: int,
-               remote: bool = False) -> float:
-    """What a TMA sum waits before its first bulk store, beyond the first read's latency:
-    its first chunk of every source (a stage slot, or the block's whole payload if smaller)
-    must have arrived at the SM's TMA rate before it adds, where a register sum stores each
-    vector as soon as its loads are back (block_moves, run 46: a sum of 2 shared sources of
-    1 MiB on 66 blocks a group, 16 KiB a block, took 6.80 us by TMA and 6.24 us by registers;
-    at 4 KiB both 5.02 us). TMA copies show no such wait (their chunks are dealt over the
-    blocks and stream through the stages)."""
-    t = gpu.transfer
-    rate = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
-    if rate <= 0 or block_payload_B <= 0:
-        return 0.0
-    return sources * min(block_payload_B, TMA_STAGE_BYTES / (sources + 1)) / rate
 
 
 def shared_reads(gpu: GpuSpec, mechanism: str, readers: int, payload_B: float) -> float:
@@ -167,106 +136,6 @@ def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers
             + dests * dest_writes(gpu, mechanism, dests, payload_B))
 
 
-# A rank's blocks cut an SM move into pieces of whole 128-byte lines, of whole 4 KiB once a
-# piece holds 64 KiB (collective.cuh block_piece; validation/experiments/piece_align.cu
-# measured why): structural constants of the kernels, not fitted figures.
-LINE_BYTES, PIECE_BYTES, PAGED_PIECE_BYTES = 128, 4096, 64 * 1024
-
-
-def piece_blocks(blocks: float, payload_B: float) -> float:
-    """Blocks' worth of work in a move of ``payload_B`` cut over ``blocks`` blocks as
-    collective.cuh block_piece cuts it: payload / the largest piece, which sets the move's
-    time; at least one, at most ``blocks`` (equal to it when every block's share is a whole
-    number of lines, or of 4 KiB from 64 KiB on, as with every power-of-two payload)."""
-    if blocks <= 0 or payload_B <= 0:
-        return blocks
-    share = payload_B / blocks
-    align = PIECE_BYTES if share >= PAGED_PIECE_BYTES else LINE_BYTES
-    step = math.ceil(share / align) * align
-    return min(blocks, max(1.0, payload_B / step))
-
-
-def dealt_blocks(blocks: int, payload_B: float) -> int:
-    """Blocks that work on a TMA copy whose TMA_STAGE_BYTES chunks are dealt round-robin
-    over ``blocks`` (collective.cuh copy_range): at most one per chunk."""
-    return min(blocks, max(1, math.ceil(payload_B / TMA_STAGE_BYTES)))
-
-
-# collective.cuh ce_reduce: a copy-engine schedule's reduction kernel gets a block per
-# 512 threads x 4 vectors of 16 B of its sum, at most the schedule's blocks per rank.
-CE_REDUCE_BLOCK_BYTES = 512 * 4 * 16
-
-
-def ce_reduce_blocks(blocks: int, payload_B: float) -> int:
-    """Blocks of a copy-engine schedule's reduction kernel summing ``payload_B`` with at most
-    ``blocks`` (collective.cuh ce_reduce: one per CE_REDUCE_BLOCK_BYTES): a 64 KiB all-reduce
-    at w2 sums its 32 KiB chunk on one block whatever comm_sms says."""
-    return min(blocks, max(1, math.ceil(payload_B / CE_REDUCE_BLOCK_BYTES)))
-
-
-def working_blocks(blocks: float, payload_B: float, dealt: bool) -> float:
-    """Blocks' worth of work in a move of the generated collectives on ``blocks`` blocks:
-    a TMA copy through copy_range deals its stage chunks (``dealt``, dealt_blocks), every
-    other move cuts the payload into pieces (piece_blocks)."""
-    return dealt_blocks(blocks, payload_B) if dealt else piece_blocks(blocks, payload_B)
-
-
-def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
-                    remote: bool = False, readers: int = 1, routine: str = "") -> float:
-    """SM time per payload byte of one of the generated collectives' moves on one SM:
-    read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``.
-    Linear in S and D (gpu.transfer.*_move_*), as measured by validation/microbench/
-    block_moves.cu from cold memory; over NVLink scaled by the mechanism's local / remote
-    per-SM rate. Sources that ``readers`` moves of one GPU read at the same time come from
-    memory once and from L2 for the other readers, which spend only the calibrated share
-    (gpu.transfer.*_shared_read) of the per-source time on them. ``routine`` "pull": the
-    inter-SM fused kernels' pull-reduce (always a register sum; gpu.transfer.pull_move_*,
-    measured by validation/microbench/fused_pull.cu) instead of the collectives' routines."""
-    t = gpu.transfer
-    if routine == "pull":
-        tau = (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
-               + t.pull_move_dest_s_per_B * dests)
-        far = t.ldst_remote_Bps_per_sm
-        return tau * t.ldst_local_Bps_per_sm / far if remote and far > 0 else tau
-    if mechanism == "tma":
-        base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,
-                                t.tma_move_reduce_s_per_B, t.tma_move_source_s_per_B)
-        local, far = t.tma_local_Bps_per_sm, t.tma_remote_Bps_per_sm
-    else:
-        base, dest, red, src = (t.ldst_move_base_s_per_B, t.ldst_move_dest_s_per_B,
-                                t.ldst_move_reduce_s_per_B, t.ldst_move_source_s_per_B)
-        local, far = t.ldst_local_Bps_per_sm, t.ldst_remote_Bps_per_sm
-    if readers > 1:
-        share = t.tma_shared_read if mechanism == "tma" else t.ldst_shared_read
-        src *= (1 + (readers - 1) * share) / readers
-    tau = base + dest * dests + ((red + src * sources) if reduce else 0.0)
-    if mechanism == "tma":
-        tau += t.tma_message_s * tma_messages_per_B(sources if reduce else 1, dests, reduce)
-    if remote and far > 0:
-        tau *= local / far
-    return tau
-
-
-def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
-             shared_Bps: float | None, remote: bool = False, readers: int = 1,
-             routine: str = "") -> float:
-    """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
-    use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA sums,
-    which stay bound by the blocks closer to the memory's limit, one for the rest."""
-    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote, readers, routine)
-    if tau <= 0:
-        return float("inf") if shared_Bps is None else shared_Bps
-    t = gpu.transfer
-    knee = t.tma_move_reduce_knee if reduce and mechanism == "tma" else t.move_knee
-    return sm_issue_Bps(1.0 / tau, n_sms, knee, shared_Bps)
-
-
-# Threads per block of the generated collectives, by mechanism (codegen/plan.py takes them
-# from here): TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B
-# = 32 KiB of loads in flight per block.
-BLOCK_THREADS = {"tma": 256, "register": 512}
-
-
 def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
     """Latency a move of the generated collectives adds for its buffers, beyond its first
     read: ``transfer.move_buffer_latency_ns`` per buffer beyond one source and one
@@ -277,18 +146,6 @@ def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
     t = gpu.transfer
     return (sources + dests - 2) * t.move_buffer_latency_s + (t.dest_set_latency_s if dests > 1
                                                                else 0.0)
-
-
-def move_latency_s(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
-                   block_payload_B: float, routine: str = "", remote: bool = False) -> float:
-    """What a move of the generated collectives waits beyond its first read, for a block
-    moving ``block_payload_B``: its buffers (move_fixed_latency_s) and, for a TMA sum of the
-    collectives' routines, its first chunk's loads (tma_fill_s; ``remote``: from another
-    GPU). The fused kernels' pull-reduce (``routine`` "pull") sums by registers."""
-    latency = move_fixed_latency_s(gpu, sources, dests)
-    if mechanism == "tma" and reduce and routine != "pull":
-        latency += tma_fill_s(gpu, block_payload_B, sources, remote)
-    return latency
 
 
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:

@@ -139,7 +139,7 @@ class TransferSpec:
     # The generated collectives' own routines (kernels/collectives/collective.cuh), per SM:
     # time per KiB of payload of a move that reads S sources and writes D destinations,
     # base + dest x D for a copy (S = 1), base + reduce + source x S + dest x D for a sum
-    # (hwmodels.sm.move_time_per_B). Measured inside one GPU; over NVLink scaled by the
+    # (pksim.moves.move_time_per_B). Measured inside one GPU; over NVLink scaled by the
     # mechanism's local / remote per-SM rate.
     tma_move_base_s_per_B: float = fig("tma_move_base_ns_per_KiB", 1e-9 / 1024, lo_open=False,
                                        doc="TMA move: fixed SM time per KiB of payload")
@@ -154,7 +154,7 @@ class TransferSpec:
     tma_message_s: float = fig("tma_message_ns", 1e-9, lo_open=False,
                                doc="TMA move: SM time per bulk load or store beyond its "
                                    "bytes; a sum of S sources cuts its stage into S + 1 "
-                                   "slots, so its messages grow as S^2 (hwmodels.sm."
+                                   "slots, so its messages grow as S^2 (pksim.moves."
                                    "move_time_per_B)")
     ldst_move_base_s_per_B: float = fig("ldst_move_base_ns_per_KiB", 1e-9 / 1024,
                                         doc="ld/st move: fixed SM time per KiB of payload")
@@ -220,7 +220,7 @@ class TransferSpec:
                                            "source and one destination adds")
     move_knee: float = fig("move_knee",
                            doc="the same bend for the generated collectives' copies "
-                               "(hwmodels.sm.move_Bps)")
+                               "(pksim.moves.move_Bps)")
     tma_move_reduce_knee: float = fig("tma_move_reduce_knee",
                                   doc="the same bend for their TMA sums, which stay "
                                       "bound by the blocks closer to the memory's limit")

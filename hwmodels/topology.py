@@ -2,8 +2,9 @@
 
 Every capacity is one direction of one physical thing, in bytes per second. A path
 is the list of resources a transfer crosses plus its latency; the simulator turns
-a path into a fluid flow. Resource names are ``class[index]`` so that symmetric
-simulations can reason about classes (``nvl_out``) and instances (``nvl_out[3]``).
+a path into a fluid flow. Resource names are ``class[index]`` (``nvl_out[3]``) and carry
+their class (``ResourceName.cls``: ``nvl_out``), so that symmetric simulations and reports
+can reason about classes without parsing names.
 """
 from __future__ import annotations
 
@@ -11,6 +12,26 @@ from dataclasses import dataclass, field
 
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
+
+
+class ResourceName(str):
+    """A resource's name that carries its class: ``resource("nvl_out", 3)`` is the string
+    ``"nvl_out[3]"`` with ``cls == "nvl_out"``; a symmetry class of such resources
+    (``pksim.symmetry``) is another name of the same class."""
+    cls: str
+
+    def __new__(cls, name: str, resource_class: str) -> "ResourceName":
+        obj = super().__new__(cls, name)
+        obj.cls = resource_class
+        return obj
+
+    def __reduce__(self):
+        return (ResourceName, (str(self), self.cls))
+
+
+def resource(cls: str, index) -> ResourceName:
+    """The name of instance ``index`` of resource class ``cls``: ``cls[index]``."""
+    return ResourceName(f"{cls}[{index}]", cls)
 
 
 @dataclass(frozen=True)
@@ -87,7 +108,7 @@ class Topology:
         return count // self.world if self.virtual else count
 
     def _add(self, cls: str, index, capacity: float, doc: str = "") -> None:
-        name = f"{cls}[{index}]"
+        name = resource(cls, index)
         self.resources[name] = Resource(name, cls, capacity, doc)
 
     def _add_resources(self) -> None:
@@ -140,21 +161,23 @@ class Topology:
         level = self._common_tier(a, b)
         if level == 0:
             so = self.system.scaleout
-            return Path((f"nic_out[{src}]", f"nic_in[{dst}]"), so.latency_s,
+            return Path((resource("nic_out", src), resource("nic_in", dst)), so.latency_s,
                         (f"gpu{src}", f"nic{src}", "scaleout", f"nic{dst}", f"gpu{dst}"))
-        res = [f"nvl_out[{src}]"]
+        res = [resource("nvl_out", src)]
         hops = [f"gpu{src}"]
         latency = self.system.gpu.nvlink.latency_s
         for lvl in range(1, level):
-            res += [f"sw{lvl}[{a.groups[lvl - 1]}]", f"up{lvl}[{a.groups[lvl - 1]}]"]
+            group = a.groups[lvl - 1]
+            res += [resource(f"sw{lvl}", group), resource(f"up{lvl}", group)]
             hops.append(f"sw{lvl}.{a.groups[lvl - 1]}")
-        res.append(f"sw{level}[{a.groups[level - 1]}]")
+        res.append(resource(f"sw{level}", a.groups[level - 1]))
         hops.append(f"sw{level}.{a.groups[level - 1]}")
         for lvl in range(level - 1, 0, -1):
-            res += [f"down{lvl}[{b.groups[lvl - 1]}]", f"sw{lvl}[{b.groups[lvl - 1]}]"]
+            group = b.groups[lvl - 1]
+            res += [resource(f"down{lvl}", group), resource(f"sw{lvl}", group)]
             hops.append(f"sw{lvl}.{b.groups[lvl - 1]}")
             latency += tiers[lvl].latency_s
-        res.append(f"nvl_in[{dst}]")
+        res.append(resource("nvl_in", dst))
         hops.append(f"gpu{dst}")
         return Path(tuple(res), latency, tuple(hops))
 
@@ -184,14 +207,16 @@ class Topology:
         if self.virtual or level == 0 or not tiers[level - 1].in_switch_reduction:
             raise ConfigError(f"{self.system.name}: no in-switch reduction unit spans "
                               f"{self.world} ranks")
-        res = [f"nvl_out[{rank}]"]
+        res = [resource("nvl_out", rank)]
         hops = [f"gpu{rank}"]
         latency = self.system.gpu.nvlink.latency_s / 2
         for lvl in range(1, level):
-            res += [f"sw{lvl}[{loc.groups[lvl - 1]}]", f"up{lvl}[{loc.groups[lvl - 1]}]"]
+            group = loc.groups[lvl - 1]
+            res += [resource(f"sw{lvl}", group), resource(f"up{lvl}", group)]
             hops.append(f"sw{lvl}.{loc.groups[lvl - 1]}")
             latency += tiers[lvl].latency_s / 2
-        res += [f"sw{level}[{loc.groups[level - 1]}]", f"nvls{level}[{loc.groups[level - 1]}]"]
+        group = loc.groups[level - 1]
+        res += [resource(f"sw{level}", group), resource(f"nvls{level}", group)]
         hops.append(f"nvls{level}.{loc.groups[level - 1]}")
         return Path(tuple(res), latency, tuple(hops))
 

@@ -40,7 +40,7 @@ def analyse(model) -> Analysis:
     for name, value in total.items():
         t = value / model.capacity[name]
         if t > bw_time:
-            resource, bw_time = name.split("#")[0].split("[")[0], t
+            resource, bw_time = name.cls, t
     if latency_path >= bw_time:
         resource = "latency"
     return Analysis(model.launch_s + max(latency_path, bw_time), resource, alpha_beta)

@@ -9,37 +9,31 @@ from __future__ import annotations
 from hwmodels.sm import attention_time_s, gemm_time_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
+from pksim.cache import BoundedCache
+from pksim.collective import build, simulate
+from pksim.kernel_contract import BASELINE_COLLECTIVE, VIRTUAL_COLLECTIVE
+from pksim.nccl import nccl_schedule
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
 from pksim.workloads import fused
 
-_CACHE: dict = {}
-_CACHE_SIZE = 256
-# NCCL cannot run virtual ranks (one GPU): there the baseline's collective is the generated
-# pk collective that validation/run_fused.py runs after the GEMMs ("none"), (algorithm,
-# mechanism), on all of a rank's share of the SMs. These are the ones measured fastest on
-# the H200 (docs/VALIDATION.md); tests/pksim/test_overlap.py checks the table against
-# run_fused.BASELINE.
-VIRTUAL_COLLECTIVE = {"reduce-scatter": ("direct", "register"),
-                      "all-gather": ("direct", "tma"),
-                      "all-reduce": ("two-shot", "register"),
-                      "all-to-all": ("direct", "register")}
+# One baseline per (system, op, shape, dtype, world, domains, extra). On virtual ranks (one
+# GPU, where NCCL cannot run) the baseline's collective is the generated pk collective of
+# pksim.kernel_contract.VIRTUAL_COLLECTIVE.
+_BASELINES = BoundedCache(256)
 
 
 def clear() -> None:
-    _CACHE.clear()
+    _BASELINES.clear()
 
 
 def cached(system: System, topo: Topology, schedule: Schedule) -> Prediction:
     """The baseline of ``schedule``'s op (with ``schedule`` as its overlap-none schedule)."""
     key = (id(system), schedule.op, schedule.shape, schedule.dtype, schedule.world,
            schedule.domains, schedule.extra)
-    hit = _CACHE.get(key)
-    if hit is None or hit[0] is not system:
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        hit = _CACHE[key] = (system, _baseline(system, topo, schedule))
-    base = hit[1]
+    base = _BASELINES.lookup(system, key)
+    if base is None:
+        base = _BASELINES.store(system, key, _baseline(system, topo, schedule))
     return base.__class__(**{**base.__dict__, "schedule": schedule.with_(overlap="none")})
 
 
@@ -49,9 +43,6 @@ def _shape(schedule: Schedule) -> dict[str, int]:
 
 def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
     """cuBLAS (or the attention library) on every SM, then NCCL's collective."""
-    from pksim.search import nccl_schedule
-    from pksim.simulate import predict
-
     shape = _shape(schedule)
     n = topo.world
     gpu = system.gpu
@@ -79,7 +70,7 @@ def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
         # virtual ranks share the one GPU: their library GEMMs run one after another
         compute *= n
     p = fused.plan(op, shape, n, elem, fused.ALGORITHMS[op][0], 1, skew)
-    coll = fused.BASELINE_COLLECTIVE[op]
+    coll = BASELINE_COLLECTIVE[op]
     comm = 0.0
     if n > 1:
         nccl = nccl_schedule(system, coll, max(1, p.baseline_bytes), n, topo.domains) \
@@ -89,7 +80,7 @@ def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
             nccl = Schedule(op=coll, shape=(("bytes", max(1, p.baseline_bytes)),), world=n,
                             algorithm=algorithm, mechanism=mechanism,
                             comm_sms=max(1, topo.sms_per_rank()))
-        comm = predict(system, nccl).time_s
+        comm = simulate(build(system, nccl)).time_s
         if op == "ulysses-attention":
             comm *= 4 / 3          # q, k, v in; the output (a third of that) back
     launch = gpu.sync.kernel_launch_s

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
-from hwmodels.sm import (ce_reduce_blocks, dest_writes, move_Bps, move_latency_s, move_traffic,
-                         reduce_memory_weight, shared_reads, sm_issue_Bps, tma_latency_s,
-                         working_blocks)
-from hwmodels.topology import Topology
+from hwmodels.sm import (dest_writes, move_traffic, reduce_memory_weight, shared_reads,
+                         sm_issue_Bps, tma_latency_s)
+from hwmodels.topology import ResourceName, Topology, resource
+from pksim.moves import ce_reduce_blocks, move_Bps, move_latency_s, working_blocks
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
 
@@ -89,7 +89,7 @@ def message_bytes(topo: Topology, sched: Schedule, piece: float) -> float:
 
 def _mem(topo: Topology, rank: int, resident: bool) -> str:
     gpu = topo.locations[rank].gpu
-    return f"l2[{gpu}]" if resident else f"hbm[{gpu}]"
+    return resource("l2" if resident else "hbm", gpu)
 
 
 def issue_weight(topo: Topology, sched: Schedule, t: Transfer, piece: float,
@@ -137,9 +137,9 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
 
     issuer = t.dst if t.kind == "switch-reduce" else t.src
     if sched.mechanism == "copy-engine":
-        add(f"ce[{issuer}]", 1.0)
+        add(resource("ce", issuer), 1.0)
     else:
-        add(f"issue[{issuer}]", issue_weight(topo, sched, t, piece, resident))
+        add(resource("issue", issuer), issue_weight(topo, sched, t, piece, resident))
     link_w = 1.0 / link_efficiency
     latency = 0.0
     everyone = range(topo.world)
@@ -158,7 +158,7 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
             for name in path.resources:
                 add(name, 1.0 if name.startswith(("sw", "nvls")) else link_w)
             latency = max(latency, path.latency_s)
-        add(f"nvl_in[{t.dst}]", link_w)
+        add(resource("nvl_in", t.dst), link_w)
         add(_mem(topo, t.dst, resident), 1.0)
         latency *= 2
     elif t.kind == "multicast":
@@ -168,7 +168,7 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
             if not name.startswith("nvls"):
                 add(name, 1.0 if name.startswith("sw") else link_w)
         for q in everyone:
-            add(f"nvl_in[{q}]", link_w)
+            add(resource("nvl_in", q), link_w)
             add(_mem(topo, q, resident), 1.0)
         latency = 2 * up.latency_s
     if sched.mechanism == "copy-engine":
@@ -191,26 +191,26 @@ def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
     sm_issue = issue_capacity(topo, sched.with_(mechanism="register",
                                                   comm_sms=ce_kernel_sms(topo, sched)))
     for rank in range(topo.world):
-        caps[f"{'ce' if ce else 'issue'}[{rank}]"] = issue
+        caps[resource("ce" if ce else "issue", rank)] = issue
         if ce:
-            caps[f"issue[{rank}]"] = sm_issue
+            caps[resource("issue", rank)] = sm_issue
             caps[ce_commands(topo, rank)] = 1.0      # seconds of copy commands per second
     return caps
 
 
-def ce_commands(topo: Topology, rank: int) -> str:
+def ce_commands(topo: Topology, rank: int) -> ResourceName:
     """The copy-command queue of the GPU ``rank`` runs on (one for all virtual ranks)."""
-    return f"cecmd[{0 if topo.virtual else rank}]"
+    return resource("cecmd", 0 if topo.virtual else rank)
 
 
 def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: bool,
               link_efficiency: float, queued: int = 1) -> FlowSpec:
     """The flow of one move (``piece`` bytes of it) of a generated kernel
-    (pksim.workloads.kernels): its payload
+    (pksim.workloads.phases): its payload
     read from every source's memory, written to every destination's (each once per byte:
     the kernels sum in the SM, no read-modify-write), across the links between the
     issuer and every remote source or destination; the issuer's SMs at the rate of
-    ``hwmodels.sm.move_Bps`` for its shape, or its copy engines."""
+    ``pksim.moves.move_Bps`` for its shape, or its copy engines."""
     usage: dict[str, float] = {}
 
     def add(name: str, weight: float) -> None:
@@ -221,7 +221,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     tma = sched.mechanism == "tma" and m.engine != "sm"
     tma_s = tma_latency_s(gpu, remote=True) if tma and not topo.virtual else 0.0
     # Inside one GPU a move waits for its first read from memory (HBM, or the L2 where the
-    # working set is resident: as pksim.primitives._block_move), with TMA as with registers
+    # working set is resident: as pksim.microbench_model._block_move), with TMA as with registers
     # (block_moves without stacks, 2026-12-03 run 11: 4 KiB on 4-132 blocks, TMA 4.9-6.1 us,
     # registers 4.5-5.8 us); across GPUs for the round trip of a remote read, and a remote
     # TMA message adds its own (hwmodels.sm.tma_latency_s).
@@ -254,15 +254,15 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
                                       m.routine, remote=far)
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
     # complete (pk::tma::complete_writes) before the next starts: inside one GPU until the L2
-    # has them (as a phase's writes, pksim.simulate.phase_sync_s), across GPUs a round trip.
+    # has them (as a phase's writes, pksim.collective.phase_sync_s), across GPUs a round trip.
     complete = (gpu.l2.latency_s if topo.virtual else latency) if tma else 0.0
     latency = m.serial * latency + (m.serial - 1) * complete
     if sched.mechanism == "copy-engine" and m.engine != "sm":
-        add(f"ce[{m.issuer}]", 1.0)
+        add(resource("ce", m.issuer), 1.0)
         # One GPU's copies pass its copy commands one after another, each holding them for
-        # command_s and its bytes at one engine's rate (as pksim.primitives._ce_burst adds
+        # command_s and its bytes at one engine's rate (as pksim.microbench_model._ce_burst adds
         # them). A copy starts once its stream's previous work has finished (a chain; the
-        # engine's setup is the first copy's alone: simulate.build adds the difference to the
+        # engine's setup is the first copy's alone: collective.build adds the difference to the
         # launch); the ``queued`` copies of one rank in one phase share its stream, so the
         # last of them starts after that many chains.
         if m.payload > 0:
@@ -272,7 +272,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     else:
         mech = "register" if m.engine == "sm" else sched.mechanism
         n = ce_kernel_sms(topo, sched) if m.engine == "sm" else sched.comm_sms
-        add(f"issue[{m.issuer}]", move_issue_weight(topo, sched, m, mech, n, resident))
+        add(resource("issue", m.issuer), move_issue_weight(topo, sched, m, mech, n, resident))
         if sched.mechanism == "copy-engine":
             # a reduction kernel between a copy-engine collective's copies: its launch holds
             # the GPU's commands as a copy does, and it starts once its stream's copy is done
@@ -297,7 +297,7 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
                       resident: bool) -> float:
     """Capacity of issue[issuer] (n SMs x the mechanism's per-SM rate) one payload byte of
     the move uses. Inside one GPU every rank's SMs feed the one memory: their combined
-    rate meets it through the knee (hwmodels.sm.move_Bps), as in the calibration."""
+    rate meets it through the knee (pksim.moves.move_Bps), as in the calibration."""
     gpu = topo.system.gpu
     t = gpu.transfer
     remote = not topo.virtual

@@ -1,7 +1,7 @@
 """NCCL as it would run on the modelled hardware: the baseline users compare against.
 
 NCCL picks an (algorithm, protocol) per call with its own alpha-beta cost model;
-we reproduce that choice with NCCL's published tuning constants, then simulate the
+we reproduce that choice (``choose``; ``nccl_schedule`` is the schedule it makes) with NCCL's published tuning constants, then simulate the
 chosen algorithm on our fluid model with NCCL's per-step latencies, protocol
 efficiency and channel count.
 
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
-from hwmodels.topology import Topology
+from hwmodels.topology import Topology, resource
 from pksim.schedule import Schedule
+from pksim.workloads.collectives import busbw_factor
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 BASE_LAT_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0)}
@@ -96,7 +97,7 @@ def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict
         rate = CHANNELS * LL128_PER_CHANNEL_GBPS[arch] * 1e9
         if schedule.protocol == "Simple":
             rate /= PROTO_EFFICIENCY["LL128"]
-    return {f"issue[{r}]": rate for r in range(topo.world)}
+    return {resource("issue", r): rate for r in range(topo.world)}
 
 
 def step_latency(system: System, topo: Topology, schedule: Schedule) -> float:
@@ -121,8 +122,6 @@ def _nsteps(op: str, algorithm: str, n: int) -> int:
 def estimate(system: System, topo: Topology, op: str, nbytes: int, algorithm: str,
              protocol: str) -> float:
     """NCCL's own time estimate (its alpha-beta formula), used only to choose."""
-    from pksim.workloads.collectives import busbw_factor
-
     arch = system.gpu.architecture
     n = topo.world
     links = system.gpu.nvlink.links
@@ -163,3 +162,15 @@ def choose(system: System, topo: Topology, op: str, nbytes: int) -> tuple[str, s
     if best is None:
         raise InfeasibleError(f"NCCL cannot run {op} on {system.name} with {topo.world} ranks")
     return best[1], best[2]
+
+
+def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None,
+                  domains: int = 1) -> Schedule:
+    """The schedule NCCL itself would pick for this call."""
+    topo = Topology.build(system, world, domains)
+    algorithm, protocol = choose(system, topo, op, nbytes)
+    chunk = 512 << 10 if protocol == "Simple" else 0
+    return Schedule(op=op, shape=(("bytes", nbytes),), world=topo.world, domains=domains,
+                    impl="nccl", algorithm=algorithm, mechanism="register", protocol=protocol,
+                    comm_sms=CHANNELS, chunk_bytes=chunk,
+                    pipeline_depth=8 if chunk else 1)

@@ -46,7 +46,7 @@ class Move:
     all-reduce in fp32 loads 4 of 8 at a time); TMA and copy-engine moves ignore it.
     ``routine``: "" for the collectives' routines (kernels/collectives/collective.cuh),
     "pull" for the inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh), which moves
-    at its own rate (hwmodels.sm.move_time_per_B)."""
+    at its own rate (pksim.moves.move_time_per_B)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -91,7 +91,7 @@ class Step:
 @dataclass
 class Program:
     """An algorithm instance: its steps in order (what data ends where) and, for a
-    generated kernel, its ``phases`` (the moves that do it; pksim.workloads.kernels).
+    generated kernel, its ``phases`` (the moves that do it; pksim.workloads.phases).
     The simulator costs the phases where there are any, else the steps."""
     steps: list[Step]
     world: int

@@ -12,7 +12,9 @@ from pksim import plots
 from pksim.plots import OutputDir
 from pksim.prediction import Prediction
 from pksim.runner import Row
+from pksim.schedule import DTYPES
 from pksim.study import Study
+from pksim.trace import tracks
 from pksim.workloads.collectives import REDUCING
 
 NCCL_TYPES = {"fp32": "float", "tf32": "float", "bf16": "bfloat16", "fp16": "half",
@@ -249,7 +251,6 @@ def _sensitivity_cases(gains: list[dict]) -> list[dict]:
 
 
 def gantt_events(timelines: Sequence[tuple[str, Prediction, System]]) -> list[dict]:
-    from pksim.trace import tracks
     events = []
     for label, p, system in timelines:
         for t in tracks(system, p):
@@ -293,7 +294,6 @@ def sweep_columns(impls: Sequence[str]) -> list[str]:
 
 
 def _elem(dtype: str) -> float:
-    from pksim.schedule import DTYPES
     return DTYPES[dtype]
 
 

@@ -25,7 +25,8 @@ from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
-from pksim.search import fused_space, lower_bound, nccl_schedule, search, space
+from pksim.nccl import nccl_schedule
+from pksim.search import fused_space, lower_bound, search, space
 from pksim.simulate import predict
 from pksim.study import PLANNED_OPS, Case, Variant
 from pksim.workloads.collectives import COLLECTIVES
@@ -67,7 +68,7 @@ def best_of(system: System, candidates: list[Schedule], cold: bool = False) -> P
     """The fastest candidate: ``pksim.search.search(..., top=1).ranked[0]``, a branch
     and bound that simulates only candidates whose lower bound could still win (the
     answer is the full search's, with its tie-break: time, comm SMs, label); ``cold``:
-    the collectives' inputs from HBM (``pksim.simulate.build``)."""
+    the collectives' inputs from HBM (``pksim.collective.build``)."""
     return search(system, candidates, top=1, cold=cold).ranked[0]
 
 

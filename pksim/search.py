@@ -7,7 +7,7 @@ kept; the rest are simulated and ranked by predicted time.
 
 With ``top = K`` the search is a branch and bound: every candidate gets a lower bound
 on its time (cheap: no simulation; ``lower_bound`` for collectives,
-``pksim.overlap.lower_bounds`` for fused ops, which refines a cheap bound into a
+``pksim.fused.lower_bounds`` for fused ops, which refines a cheap bound into a
 tighter one only when the candidate comes up), candidates are taken in order of bound,
 and the search stops once the next bound exceeds the K-th best time found. A bound is
 never above the DES time, so the K best (same order, same tie-break) are those of the
@@ -26,11 +26,14 @@ from typing import Callable, Iterator
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
-from pksim import nccl
 from pksim.prediction import Prediction
 from pksim.schedule import MECHANISMS, Schedule
-from pksim.simulate import Model, build, predict, simulate
+from pksim.collective import Model, build, simulate
+from pksim.fused import lower_bounds
+from pksim.nccl import nccl_schedule
+from pksim.simulate import predict
 from pksim.workloads.collectives import COLLECTIVES, algorithms_for
+from pksim.workloads.fused import ALGORITHMS
 
 COMM_SMS = (4, 8, 16, 32, 64)
 FUSED_COMM_SMS = (2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64)
@@ -60,18 +63,6 @@ class SearchResult:
         return len(self.ranked)
 
 
-def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None,
-                  domains: int = 1) -> Schedule:
-    """The schedule NCCL itself would pick for this call."""
-    topo = Topology.build(system, world, domains)
-    algorithm, protocol = nccl.choose(system, topo, op, nbytes)
-    chunk = 512 << 10 if protocol == "Simple" else 0
-    return Schedule(op=op, shape=(("bytes", nbytes),), world=topo.world, domains=domains,
-                    impl="nccl", algorithm=algorithm, mechanism="register", protocol=protocol,
-                    comm_sms=nccl.CHANNELS, chunk_bytes=chunk,
-                    pipeline_depth=8 if chunk else 1)
-
-
 def fused_space(system: System, op: str, shape: dict[str, int], world: int | None = None,
                 domains: int = 1, dtype: str = "bf16", overlaps: tuple[str, ...] = (),
                 algorithms: tuple[str, ...] = (), mechanisms: tuple[str, ...] = (),
@@ -80,7 +71,6 @@ def fused_space(system: System, op: str, shape: dict[str, int], world: int | Non
     """Candidates for a compute + communication op: every overlap strategy x its
     communication algorithm x mechanism x communication SMs (inter-SM only) x chunk
     size (GEMM ops; 0: one chunk per peer, or per wave of tiles intra-SM)."""
-    from pksim.workloads.fused import ALGORITHMS
     topo = Topology.build(system, world, domains)
     sms = topo.sms_per_rank()
     sm_counts = comm_sms or tuple(c for c in FUSED_COMM_SMS if c < sms)
@@ -160,7 +150,7 @@ def search(system: System, candidates: list[Schedule], executor: Executor | None
     candidate (on ``executor`` if given). ``top = K``: branch and bound (see the module
     text), in this process; ``ranked`` then holds the simulated candidates, whose first
     K are the K best of the whole space. ``cold``: the collectives' inputs come from HBM
-    however small (``pksim.simulate.build``)."""
+    however small (``pksim.collective.build``)."""
     if top is not None:
         return _branch_and_bound(system, candidates, max(1, top), cold)
     jobs = [(system, s, cold) for s in candidates]
@@ -195,7 +185,6 @@ def _pending(system: System, schedule: Schedule, cold: bool = False) -> _Pending
             yield lower_bound(model[0])
 
         return _Pending(schedule, bounds(), lambda: simulate(model[0]))
-    from pksim.overlap import lower_bounds
     return _Pending(schedule, lower_bounds(system, schedule),
                     lambda: predict(system, schedule))
 
@@ -295,5 +284,4 @@ def best(system: System, op: str, nbytes: int, world: int | None = None, domains
     return result.ranked[0]
 
 
-__all__ = ["space", "fused_space", "search", "best", "nccl_schedule", "SearchResult",
-           "lower_bound"]
+__all__ = ["space", "fused_space", "search", "best", "SearchResult", "lower_bound"]

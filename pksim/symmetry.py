@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable
 
+from hwmodels.topology import ResourceName
 from pksim.flows import FlowSpec
 
 
@@ -42,7 +43,7 @@ def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, f
     for k, i, s in flows:
         for name, w in s.usage:
             users.setdefault(name, []).append(((k, i), w))
-    rcol = _recolour({name: (name.split("[")[0], capacity[name]) for name in users})
+    rcol = _recolour({name: (name.cls, capacity[name]) for name in users})
     n_f, n_r = len(set(fcol.values())), len(set(rcol.values()))
     while True:
         rcol = _recolour({name: (rcol[name], tuple(sorted((fcol[f], w) for f, w in fl)))
@@ -54,10 +55,11 @@ def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, f
             break
         n_f, n_r = new_f, new_r
     res_count: dict[int, int] = {}
-    res_name: dict[int, str] = {}
+    res_name: dict[int, ResourceName] = {}
     for name, c in rcol.items():
         res_count[c] = res_count.get(c, 0) + 1
-        res_name.setdefault(c, f"{name.split('[')[0]}#{c}")
+        res_name.setdefault(c, ResourceName(f"{name.cls}#{c}", name.cls))
+    colour_of = {r: c for c, r in res_name.items()}
     instances = {res_name[c]: name for name, c in rcol.items()}
     out: dict[Hashable, list[FlowClass]] = {}
     for key, specs in patterns.items():
@@ -72,7 +74,7 @@ def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, f
                 c = rcol[name]
                 per_class[res_name[c]] = per_class.get(res_name[c], 0.0) + w
             count = len(idx)
-            usage = tuple(sorted((r, count * u / res_count[int(r.split("#")[1])])
+            usage = tuple(sorted((r, count * u / res_count[colour_of[r]])
                                  for r, u in per_class.items()))
             classes.append(FlowClass(usage, count, rep.latency_s, rep.nbytes, rep.issuer))
         out[key] = classes

@@ -7,9 +7,9 @@ some transfer crosses it. With the symmetric reduction only one rank per class o
 equivalent ranks is simulated; those are the ranks shown (``--full`` shows all).
 
 Each timeline event of the simulator names its rank, lane, phase and step; the link
-classes a step uses come from the assembled model (``pksim.simulate.build``).
+classes a step uses come from the assembled model (``pksim.collective.build``).
 
-Fused compute + communication ops (``pksim.overlap``) record their own tracks: per
+Fused compute + communication ops (``pksim.fused``) record their own tracks: per
 simulated rank its compute SMs (a span per chunk of GEMM tiles, with the tile and wave
 count, or attention block) and its communication SMs (or the compute SMs'
 communication warps, intra-SM), and per link class the times a transfer crosses it.
@@ -23,7 +23,7 @@ from typing import Any
 
 from hwmodels.system import System
 from pksim.prediction import Prediction
-from pksim.simulate import build
+from pksim.collective import build
 from pksim.workloads.fused import FUSED_OPS
 
 _TRACK = re.compile(r"rank (\d+) / lane (\d+)")
@@ -31,10 +31,6 @@ _RANK = re.compile(r"rank (\d+) / (.*)")
 _NAME = re.compile(r"(.*) step (\d+)$")
 # Resource classes inside a GPU: shown on the SM-group track, not as links.
 _LOCAL = {"issue", "ce", "hbm", "l2", "sm"}
-
-
-def _physical(name: str) -> str:
-    return name.split("#")[0].split("[")[0]
 
 
 def _sm_group(p: Prediction) -> str:
@@ -52,7 +48,7 @@ def _step_classes(system: System, p: Prediction) -> dict[tuple[int, int], set[st
     out: dict[tuple[int, int], set[str]] = defaultdict(set)
     for s, (_step, classes, _sync) in enumerate(model.step_classes()):
         for fc in classes:
-            out[(s, fc.issuer)].update(_physical(n) for n, _ in fc.usage)
+            out[(s, fc.issuer)].update(n.cls for n, _ in fc.usage)
     return out
 
 
@@ -116,7 +112,7 @@ def tracks(system: System, p: Prediction) -> list[dict]:
 
 def _fused_tracks(p: Prediction) -> list[dict]:
     """Rows of a fused op's timeline: its events already name their tracks (see
-    ``pksim.overlap``); chunks that follow each other stay separate spans."""
+    ``pksim.fused``); chunks that follow each other stay separate spans."""
     raw: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
     for e in p.timeline:
         rank_track = _RANK.match(e.track)

@@ -8,28 +8,25 @@ GEMM + communication ops (gemm-rs, ag-gemm, gemm-ar) take --m --n --k instead of
 from __future__ import annotations
 
 import functools
+import json
 import shlex
 import sys
 
 import click
 
+import codegen as cg
+from codegen.fused import OPS as FUSED_CODEGEN_OPS
+from codegen.plan import OPS as CODEGEN_OPS
+from codegen.plan import algorithms as codegen_algorithms
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.system import System
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json
+from pksim.kernel_contract import FUSED_KERNELS, RUNNABLE_MECHANISMS, implemented
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, MECHANISMS, PEER_ORDERS, Schedule
-
-
-def codegen_ops() -> tuple[str, ...]:
-    from codegen.plan import OPS
-    return OPS
-
-
-def fused_ops() -> tuple[str, ...]:
-    from codegen.fused import OPS
-    return OPS
+from pksim.search import fused_space, search, space
 
 
 def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
@@ -37,8 +34,6 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
            peer_order: str | None = None, root: int = 0, runnable_only: bool = False
            ) -> tuple[Schedule, Prediction | None]:
     """The fastest predicted schedule that codegen can emit (narrowed by the options)."""
-    from codegen.plan import RUNNABLE_MECHANISMS, algorithms as codegen_algorithms
-    from pksim.search import search, space
     algs = codegen_algorithms(op)
     if algorithm is not None:
         if algorithm not in algs:
@@ -74,8 +69,6 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
                  mechanism: str | None = None, comm_sms: int | None = None,
                  peer_order: str | None = None) -> tuple[Schedule, Prediction | None]:
     """The fastest predicted fused schedule that codegen can emit (narrowed by the options)."""
-    from codegen.fused import KERNELS, implemented
-    from pksim.search import fused_space, search
     overlaps = (overlap,) if overlap else ("inter-sm", "intra-sm")
     cands = fused_space(system, op, shape, world, 1, "bf16", overlaps=overlaps,
                         algorithms=(algorithm,) if algorithm else (),
@@ -87,7 +80,7 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
         cands = [c.with_(peer_order=peer_order) for c in cands]
     cands = list(dict.fromkeys(cands))
     if not cands:
-        have = ", ".join(f"{ov}/{alg}/{'|'.join(m)}" for (o, ov, alg), (_, m) in KERNELS.items()
+        have = ", ".join(f"{ov}/{alg}/{'|'.join(m)}" for (o, ov, alg), (_, m) in FUSED_KERNELS.items()
                          if o == op)
         raise InfeasibleError(f"no {op} schedule that codegen implements matches these options "
                               f"(implemented: {have})")
@@ -113,7 +106,7 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override a system figure (repeatable)."),
         click.option("--op", required=True,
-                     type=click.Choice(codegen_ops() + (fused_ops() if fused else ())),
+                     type=click.Choice(CODEGEN_OPS + (FUSED_CODEGEN_OPS if fused else ())),
                      help="Collective" + (", or a fused GEMM + communication op." if fused else ".")),
         click.option("--bytes", "size", required=not fused, metavar="SIZE",
                      help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB"
@@ -146,7 +139,7 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
 
 def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Prediction | None]:
     system = load_system(kw["system_name"], kw["overrides"])
-    if kw["op"] in fused_ops():
+    if kw["op"] in FUSED_CODEGEN_OPS:
         return (system, *_choose_fused(system, kw))
     if kw["size"] is None:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
@@ -188,9 +181,6 @@ def _choose_fused(system: System, kw) -> tuple[Schedule, Prediction | None]:
 def codegen(out_dir: str, do_build: bool, as_json: bool, **kw) -> None:
     """Write the CUDA source of a collective's or fused op's best (or given) schedule, and
     its manifest."""
-    import json
-
-    import codegen as cg
     system, sched, pred = _choose_from(kw)
     command = "pksim codegen " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["codegen"] else ""
     emitted = cg.emit(system, sched, pred, out_dir, command=command)
@@ -203,7 +193,7 @@ def codegen(out_dir: str, do_build: bool, as_json: bool, **kw) -> None:
         return
     predicted = (f"predicted {format_time(pred.time_s)}" if pred else
                  "not predicted (the simulator cannot model this schedule)")
-    size = (" ".join(f"{k}={v}" for k, v in sched.shape) if sched.op in fused_ops()
+    size = (" ".join(f"{k}={v}" for k, v in sched.shape) if sched.op in FUSED_CODEGEN_OPS
             else format_bytes(sched.dim("bytes")))
     click.echo(f"{sched.op} {size} on {system.name} "
                f"({sched.world} ranks): {sched.label()}, {predicted}")

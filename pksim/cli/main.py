@@ -7,6 +7,12 @@ import click
 
 from hwmodels.errors import PksimError
 from pksim import __version__
+from pksim.cli import calibrate, codegen, predict, run, systems, validate
+
+try:            # the what-if study, sweep and trace commands need matplotlib
+    from pksim.cli import whatif
+except ImportError:
+    whatif = None
 
 
 class _Group(click.Group):
@@ -28,21 +34,17 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from pksim.cli import calibrate, predict, systems
     cli.add_command(systems.systems)
     cli.add_command(predict.predict)
     cli.add_command(predict.search)
     cli.add_command(calibrate.calibrate)
-    from pksim.cli.codegen import codegen; cli.add_command(codegen)  # noqa: E702
-    from pksim.cli.run import run; cli.add_command(run)  # noqa: E702
-    from pksim.cli.validate import validate; cli.add_command(validate)  # noqa: E702
-    try:
-        from pksim.cli import whatif
+    cli.add_command(codegen.codegen)
+    cli.add_command(run.run)
+    cli.add_command(validate.validate)
+    if whatif is not None:
         cli.add_command(whatif.whatif)
         cli.add_command(whatif.sweep)
         cli.add_command(whatif.trace)
-    except ImportError:
-        pass
 
 
 _register()

@@ -11,7 +11,8 @@ from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
-from pksim.search import SearchResult, fused_space, nccl_schedule, search as run_search, space
+from pksim.nccl import nccl_schedule
+from pksim.search import SearchResult, fused_space, search as run_search, space
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 from pksim.simulate import predict as run_predict
 from pksim.workloads.collectives import COLLECTIVES

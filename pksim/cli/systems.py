@@ -1,6 +1,8 @@
 """``pksim systems list|show|check``: the hardware catalog."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import click
 
 from hwmodels.catalog import list_systems, load_system
@@ -46,7 +48,6 @@ def list_cmd(as_json: bool) -> None:
 
 
 def _detail(system: System) -> dict:
-    from dataclasses import asdict
     topo = Topology.build(system)
     return {"summary": summary(system), "path": system.path, "inherits": system.inherits,
             "description": system.description, "topology": topo.counts(),

@@ -1,21 +1,28 @@
 """``pksim whatif``, ``pksim sweep`` and ``pksim trace``: studies, size sweeps, timelines."""
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn)
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes_range
-from pksim import report
+from pksim import plots, report
+from pksim.cli.predict import _candidates, op_options
 from pksim.cli.output import emit_json, table
 from pksim.plots import OutputDir
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
                           recorded, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
+from pksim.simulate import predict as run_predict
+from pksim.trace import chrome_trace
 from pksim.study import KNOWN_OPS, Case, Variant, default_study, find_study, load_variants
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import SHAPE_KEYS
@@ -47,9 +54,6 @@ class _Progress:
         self.bar = None
         if quiet or not sys.stderr.isatty():
             return
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
         self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=Console(stderr=True), transient=True)
         self.task = self.bar.add_task(label, total=total)
@@ -249,7 +253,6 @@ def _shape_axes(size: str | None, shapes: tuple[str, ...]) -> list[tuple[str, li
 
 
 def _product(axes):
-    import itertools
     keys = [k for k, _ in axes]
     for combo in itertools.product(*(v for _, v in axes)):
         yield tuple(zip(keys, combo))
@@ -286,8 +289,6 @@ def _f(value) -> str:
 
 # ---- trace ----------------------------------------------------------------------------------
 def _trace_command():
-    from pksim.cli.predict import op_options
-
     @click.command()
     @op_options
     @click.option("-o", "--output", metavar="FILE.json", default=None,
@@ -298,11 +299,6 @@ def _trace_command():
         """The timeline of one prediction as a Chrome/Perfetto trace: a track per rank,
         per SM group (fused ops: compute SMs and communication SMs) and per link class
         (without --algorithm etc., the best schedule)."""
-        from pksim import plots
-        from pksim.cli.predict import _candidates
-        from pksim.simulate import predict as run_predict
-        from pksim.trace import chrome_trace
-
         system = load_system(kw["system_name"], kw["overrides"])
         collective = kw["op"] in COLLECTIVES
         size = kw["size"] if collective else "-".join(

@@ -11,7 +11,7 @@ from typing import Callable, Hashable
 
 from hwmodels.errors import InfeasibleError
 from pksim.program import Program, Step, Transfer
-from pksim.workloads.kernels import kernel_phases
+from pksim.workloads.phases import kernel_phases
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                "broadcast", "reduce", "gather", "scatter")
@@ -149,7 +149,7 @@ def build_program(op: str, algorithm: str, n: int, nbytes: float, root: int = 0,
                   mechanism: str | None = None, dtype: str = "bf16") -> Program:
     """The steps of ``algorithm`` for ``op`` on ``n`` ranks (``domains`` equal NVLink
     domains of consecutive ranks); with the ``mechanism`` of a generated kernel, also its
-    phases (pksim.workloads.kernels). Raises InfeasibleError for combinations that do
+    phases (pksim.workloads.phases). Raises InfeasibleError for combinations that do
     not exist, with the reason."""
     program = _semantic_program(op, algorithm, n, nbytes, root, sequential, domains)
     if mechanism is not None and domains == 1:

@@ -40,12 +40,7 @@ ALGORITHMS = {
     "ag-gemm": ("direct",), "ring-attention": ("ring",), "ulysses-attention": ("direct",),
     "moe-dispatch-gemm": ("direct",), "moe-combine": ("direct",),
 }
-# The collective each op's "none" baseline runs with NCCL after (or before) the compute.
-BASELINE_COLLECTIVE = {
-    "gemm-rs": "reduce-scatter", "gemm-ar": "all-reduce", "ag-gemm": "all-gather",
-    "ring-attention": "all-gather", "ulysses-attention": "all-to-all",
-    "moe-dispatch-gemm": "all-to-all", "moe-combine": "all-to-all",
-}
+# The collective of each op's "none" baseline: pksim.kernel_contract.BASELINE_COLLECTIVE.
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import json
 
+from dataclasses import replace
+
 import pytest
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.sm import gemm_time_s
 from pksim.schedule import Schedule
-from pksim.overlap import lower_bounds
-from pksim.search import fused_space, nccl_schedule, search, space
+from pksim.fused import lower_bounds
+from pksim.nccl import nccl_schedule
+from pksim.search import fused_space, search, space
 from pksim.simulate import predict
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, expert_load
 
@@ -161,15 +164,15 @@ def test_candidates_with_the_same_plan_share_their_run():
     # 72 ranks: each peer's part is 4096 / 72 rows x 8192 x 2 B = 0.93 MB, so 4 MiB and
     # 16 MiB chunks cut it like no chunking at all (one chunk per peer), and a chunk past
     # the TMA message cap (half the shared memory) sends the same messages: one simulation
-    from pksim import overlap
+    from pksim.fused import predict as fused_predict
     system = load_system("gb200-nvl72")
     base = fused("gemm-rs", world=72, shape=dict(m=4096, n=8192, k=512), comm_sms=16)
-    overlap._RUNS.clear()
+    fused_predict.RUNS.clear()
     times = {c: predict(system, base.with_(chunk_bytes=c)).time_s
              for c in (0, 4 << 20, 16 << 20)}
-    assert len(set(times.values())) == 1 and len(overlap._RUNS) == 1
+    assert len(set(times.values())) == 1 and len(fused_predict.RUNS) == 1
     predict(system, base.with_(chunk_bytes=1 << 10))      # smaller messages: its own run
-    assert len(overlap._RUNS) == 2
+    assert len(fused_predict.RUNS) == 2
 
 
 def test_skewed_routing_loads_one_rank_more():
@@ -242,16 +245,6 @@ def test_none_on_virtual_ranks_runs_the_gemms_one_after_another():
     assert p.time_s == pytest.approx(2 * v.gpu.sync.kernel_launch_s + 4 * gemm + coll, rel=1e-9)
 
 
-def test_virtual_baseline_collectives_are_the_ones_run_fused_times():
-    # The stand-in for NCCL on virtual ranks is what validation/run_fused.py runs as "none".
-    from pksim.baseline import VIRTUAL_COLLECTIVE
-    from pksim.workloads.fused import BASELINE_COLLECTIVE
-    from validation.suites.fused_kernels import BASELINE
-    for op, (coll, algorithm, mechanism) in BASELINE.items():
-        assert BASELINE_COLLECTIVE[op] == coll
-        assert VIRTUAL_COLLECTIVE[coll] == (algorithm, mechanism)
-
-
 def test_fused_chunks_share_the_whole_gemms_hbm_traffic():
     # gemm-rs, world 8, 8192 x 8192 x 2048 per rank, 16 chunks per peer: 128 chunks of
     # 64 rows. The persistent GEMM reads A and writes C once and reads B once per band of
@@ -275,14 +268,14 @@ def test_intra_sm_store_adds_every_tile_and_read_no_memory_for_their_source():
     # (gemm-rs) and 8 x that (gemm-ar) of store-add payload, whose flows weigh on HBM only
     # the destination's read-modify-write at the tile rate
     # (hwmodels.sm.tile_reduce_memory_weight: 2 x hbm.efficiency / hbm.tile_reduce_efficiency),
-    # and as much on the GPU's memory path, which the main loops share (pksim.overlap._run)
+    # and as much on the GPU's memory path, which the main loops share (pksim.fused.des.run_plan)
     from hwmodels.sm import tile_reduce_memory_weight
-    from pksim.overlap import _Setup
+    from pksim.fused.setup import Setup
     v = load_system("h200-virtual-calibrated")
     w = tile_reduce_memory_weight(v.gpu)
     assert w == pytest.approx(2 * v.gpu.hbm.efficiency / v.gpu.hbm.tile_reduce_efficiency)
     for op, dests in (("gemm-rs", 1), ("gemm-ar", 8)):
-        s = _Setup(v, fused(op, "intra-sm", algorithm="direct", world=8,
+        s = Setup(v, fused(op, "intra-sm", algorithm="direct", world=8,
                             shape=dict(m=8192, n=8192, k=2048)), reduced=False)
         sent = sum(t.nbytes for c in s.plan.chunks for t in c.transfers if t.src == 0)
         assert sent == pytest.approx(dests * 8192 * 8192 * 2)
@@ -297,11 +290,12 @@ def test_intra_sm_epilogue_holds_the_compute_while_the_bulk_engines_read_the_til
     # gemm-ar at w8 store-adds 8 x 8192 x 8192 x 2 B = 1 GiB per rank; the rank's 16 SMs
     # (132 // 8) hand it to their bulk engines at transfer.tma_reduce_per_sm_GBps each:
     # 2^30 B / (16 x 49.78e9 B/s) = 1.348 ms of stalls over the chunks, gemm-rs 1/8 of it
-    from pksim.overlap import _Setup, epilogue_stall_s
+    from pksim.fused.des import epilogue_stall_s
+    from pksim.fused.setup import Setup
     v = load_system("h200-virtual-calibrated")
     rate = v.gpu.transfer.tma_reduce_Bps_per_sm
     for op, dests in (("gemm-rs", 1), ("gemm-ar", 8)):
-        s = _Setup(v, fused(op, "intra-sm", algorithm="direct", world=8,
+        s = Setup(v, fused(op, "intra-sm", algorithm="direct", world=8,
                             shape=dict(m=8192, n=8192, k=2048)))
         assert s.compute_sms == 16
         stall = sum(epilogue_stall_s(v, c, s.compute_sms) for c in s.plan.chunks)
@@ -310,8 +304,15 @@ def test_intra_sm_epilogue_holds_the_compute_while_the_bulk_engines_read_the_til
 
 @pytest.mark.parametrize("op", ["gemm-rs", "gemm-ar"])
 def test_a_larger_share_of_the_memory_path_for_the_epilogue_is_never_slower(op):
-    from validation.calibrate.fit import with_figures
     base = load_system("h200-virtual-calibrated")
+
+    def with_figures(system, values):       # dimensionless figures of gpu.<part>.<name>
+        for dotted, value in values.items():
+            _, part, name = dotted.split(".")
+            gpu = replace(system.gpu, **{part: replace(getattr(system.gpu, part), **{name: value})})
+            system = replace(system, gpu=gpu)
+        return system
+
     s = fused(op, "intra-sm", algorithm="direct", world=8, shape=dict(m=8192, n=8192, k=2048))
     times = [predict(with_figures(base, {"gpu.tensor.epilogue_overlap": h}), s).time_s
              for h in (0.2, 0.5, 0.8, 1.0)]
@@ -323,11 +324,13 @@ def test_a_larger_share_of_the_memory_path_for_the_epilogue_is_never_slower(op):
 def test_the_timeline_shows_each_waves_epilogue_hand_off():
     # gemm-ar w8 intra-SM: the compute track of every simulated rank holds one hand-off per
     # chunk after its tiles, together as long as the chunks' stalls (epilogue_stall_s)
-    from pksim.overlap import _Setup, epilogue_stall_s, predict_fused
+    from pksim.fused.des import epilogue_stall_s
+    from pksim.fused.predict import predict_fused
+    from pksim.fused.setup import Setup
     v = load_system("h200-virtual-calibrated")
     s = fused("gemm-ar", "intra-sm", algorithm="direct", world=8,
               shape=dict(m=8192, n=8192, k=2048))
-    setup = _Setup(v, s)
+    setup = Setup(v, s)
     events = [e for e in predict_fused(v, s, record=True).timeline if "epilogue" in e.name]
     tracks = {e.track for e in events}
     assert tracks and all("compute SMs" in t for t in tracks)
@@ -343,20 +346,22 @@ def test_the_store_add_kernels_clear_their_outputs_first():
     # hbm.efficiency); gemm-rs clears a rank's m / world rows: 2 x 4096 x 8192 x 2 B =
     # 128 MiB. On a real 8-GPU board each GPU clears its own rank's output (gemm-ar: 128 MiB,
     # one memset). Kernels that do not store-add clear nothing.
-    from pksim.overlap import _Setup, output_clear_s, predict_fused
+    from pksim.fused.plans import output_clear_s
+    from pksim.fused.predict import predict_fused
+    from pksim.fused.setup import Setup
     v = load_system("h200-virtual-calibrated")
     g = v.gpu
     shape = dict(m=8192, n=8192, k=2048)
     ar = fused("gemm-ar", "intra-sm", algorithm="direct", world=2, shape=shape)
     rs = fused("gemm-rs", "intra-sm", algorithm="direct", world=2, shape=shape)
-    topo = _Setup(v, ar).topo
+    topo = Setup(v, ar).topo
     assert output_clear_s(v, topo, ar) == pytest.approx(
         2 * g.sync.stream_launch_s + 2 ** 28 / g.hbm.effective_Bps)
     assert output_clear_s(v, topo, rs) == pytest.approx(
         2 * g.sync.stream_launch_s + 2 ** 27 / g.hbm.effective_Bps)
     assert output_clear_s(v, topo, fused("gemm-ar", "inter-sm", world=2, shape=shape)) == 0.0
     h = fused("gemm-ar", "intra-sm", algorithm="direct", world=8, shape=shape)
-    assert output_clear_s(H100, _Setup(H100, h).topo, h) == pytest.approx(
+    assert output_clear_s(H100, Setup(H100, h).topo, h) == pytest.approx(
         H100.gpu.sync.stream_launch_s + 2 ** 27 / H100.gpu.hbm.effective_Bps)
     # the prediction carries it before the launch: in the breakdown and as the timeline's
     # first span on every compute track

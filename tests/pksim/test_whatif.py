@@ -14,7 +14,7 @@ from pksim.cli.main import cli
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_prediction,
                           lower_bound, run_task, run_tasks)
 from pksim.search import best, space
-from pksim.simulate import build, simulate
+from pksim.collective import build, simulate
 from pksim.study import (Case, Variant, default_study, figure, find_study, list_studies,
                          load_study, load_variants)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hwmodels.catalog import load_system
-from pksim.primitives import predict_time_s
+from pksim.microbench_model import predict_time_s
 from pksim.schedule import Schedule
 from pksim.simulate import predict
 from validation.prepare.collectives import make_cases, runnable

@@ -50,7 +50,7 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
         f"command = {_q(command)}",
         f"results = {_q(results_ref)}",
         f"results_date = {_q(results.date)}",
-        f"method = {_q('scipy.optimize.least_squares on log(predicted / measured time) of pksim.primitives, stage by stage, soft-L1 loss (scale 0.05), groups weighted equally')}",
+        f"method = {_q('scipy.optimize.least_squares on log(predicted / measured time) of pksim.microbench_model, stage by stage, soft-L1 loss (scale 0.05), groups weighted equally')}",
         "",
     ]
     for stage in fit_result.stages:

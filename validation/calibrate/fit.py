@@ -2,7 +2,7 @@
 calibrated system file.
 
 ``fit(system, results)`` runs ``scipy.optimize.least_squares`` on the residuals
-log(predicted / measured) of ``pksim.primitives`` (the model the simulator uses),
+log(predicted / measured) of ``pksim.microbench_model`` (the model the simulator uses),
 stage by stage: each stage fits the parameters its microbenchmark groups determine
 and holds those of earlier stages (flags -> ld/st copies -> launches -> copies ->
 TMA copy -> TMA reduce -> collective moves -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
@@ -28,7 +28,7 @@ from scipy.optimize import least_squares
 from hwmodels.errors import ConfigError, ValidationError
 from hwmodels.system import System
 from validation.calibrate.manifest import locate
-from pksim.primitives import (MEASURED_ONLY, REQUIRED, GroupSummary, PointResult, predict,
+from pksim.microbench_model import (MEASURED_ONLY, REQUIRED, GroupSummary, PointResult, predict,
                               predict_time_s,
                               summarise, usable)
 

@@ -22,12 +22,13 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import CompileError, ConfigError
 from hwmodels.system import System
 from pksim.schedule import Schedule
+from pksim.workloads.fused import ALGORITHMS
 from validation.layout import CASES, MEMCHECK_LIBS, SANITIZE_FUSED
 from validation.prepare.collectives import build_libs
 from validation.prepare.estimate import WORKER_START_S, estimate_fused_case_s
 from validation.prepare.predict import PREDICT_SYSTEM, predict_fused_case, predict_variant
 from validation.run import gemm as gemm_runner
-from validation.suites.fused_kernels import (BASELINE, BASELINE_ALG, VARIANTS, fused_case,
+from validation.suites.fused_kernels import (BASELINE, VARIANTS, fused_case,
                                              none_case, short)
 from validation.suites.suite import Suite
 
@@ -122,7 +123,7 @@ def make_cases(libs: dict[str, str], suite: str, with_predictions: bool) -> list
                 if timed:
                     case["idle"] = DEFAULT_IDLE
                 if timed and with_predictions:
-                    p = predict_variant(op, "none", BASELINE_ALG[op], "register", w, m, n, k, 1)
+                    p = predict_variant(op, "none", ALGORITHMS[op][0], "register", w, m, n, k, 1)
                     case["predicted_s"] = p.get("predicted_s")
                     case["predicted_system"] = PREDICT_SYSTEM
                 cases.append(case)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ValidationError
+from pksim.kernel_contract import MAX_RANKS
 
-MAX_RANKS = 8
 STATUS = {0: "ok", 1: "bad argument", 2: "CUDA error", 3: "device timeout", 4: "unsupported"}
 MESSAGE_ARGS = [ctypes.c_char_p, ctypes.c_size_t]
 VoidArr = ctypes.c_void_p * MAX_RANKS

@@ -6,16 +6,12 @@ bundles and the runner read them here).
 """
 from __future__ import annotations
 
-# (op, overlap, algorithm, mechanism) of every runnable fused variant
-VARIANTS = [("gemm-rs", "intra-sm", "direct", "tma"), ("gemm-rs", "inter-sm", "direct", "register"),
-            ("ag-gemm", "inter-sm", "direct", "tma"), ("ag-gemm", "inter-sm", "direct", "register"),
-            ("ag-gemm", "intra-sm", "direct", "tma"), ("gemm-ar", "intra-sm", "direct", "tma"),
-            ("gemm-ar", "inter-sm", "two-shot", "register")]
-# The "none" baseline's collective (the best measured on the H200, docs/VALIDATION.md)
-BASELINE = {"gemm-rs": ("reduce-scatter", "direct", "register"),
-            "ag-gemm": ("all-gather", "direct", "tma"),
-            "gemm-ar": ("all-reduce", "two-shot", "register")}
-BASELINE_ALG = {"gemm-rs": "direct", "ag-gemm": "direct", "gemm-ar": "two-shot"}
+from pksim.kernel_contract import FUSED_VARIANTS, VIRTUAL_BASELINE
+
+# Every runnable fused variant (op, overlap, algorithm, mechanism) and the collective of each
+# op's "none" baseline on virtual ranks: the kernels' contract, written once in pksim.
+VARIANTS = list(FUSED_VARIANTS)
+BASELINE = VIRTUAL_BASELINE
 
 
 def short(op: str, overlap: str, mech: str) -> str:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwmodels.errors import ConfigError
+from pksim.kernel_contract import FUSED_MAX_RANKS
 from validation.suites.fused_kernels import VARIANTS, fused_case, none_case
 
 OPS = ("gemm-rs", "ag-gemm", "gemm-ar")
@@ -42,7 +43,7 @@ SEQUENTIAL = ("no", "fewest", "all")
 KEYS = {"ops", "overlaps", "mechanisms", "shapes", "comm_blocks_total", "sequential", "timing"}
 SHAPE_KEYS = {"mnk", "worlds"}
 TIMING_KEYS = {"iters", "warmup", "interleave", "idle"}
-MAX_WORLD = 8                               # kernels/fused/abi.h PKF_MAX_RANKS
+MAX_WORLD = FUSED_MAX_RANKS
 _MNK = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*$")
 
 

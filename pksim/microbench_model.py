@@ -13,14 +13,14 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
   ``sync.stream_launch_us``; back-to-back operations never go faster than one host
   launch call, ``sync.launch_api_us``;
 * the collectives' own routines (``block_moves``): the same flow, the SMs' rate from
-  ``hwmodels.sm.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
+  ``pksim.moves.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
   the fused kernels' pull-reduce (``fused_pull``) likewise at its own rate;
 * launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
   hand-off between them (``signal_chain``): the copies as block_moves' plus
   ``hwmodels.sm.handoff_s`` per step;
 * GEMM and attention: ``hwmodels.sm`` tensor model + ``sync.stream_launch_us``; our GEMM
   store-adding its tiles into D outputs (``gemm_store_add``): the DES of the intra-SM
-  fused kernels (``pksim.overlap``) on one GPU;
+  fused kernels (``pksim.fused``) on one GPU;
 * atomics: measured only (the model has no parameter for them).
 """
 from __future__ import annotations
@@ -33,14 +33,14 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import (BLOCK_THREADS, GEMM_TILE, attention_time_s, epilogue_handoff_s,
-                         gemm_efficiency, gemm_time_s, grid_start_s, handoff_s, move_Bps,
-                         move_latency_s, move_traffic, reduce_memory_weight, sm_issue_Bps,
-                         sustained_factor, tile_reduce_memory_weight, tma_latency_s,
-                         working_blocks)
+from hwmodels.sm import (GEMM_TILE, attention_time_s, epilogue_handoff_s, gemm_efficiency,
+                         gemm_time_s, grid_start_s, handoff_s, move_traffic, reduce_memory_weight,
+                         sm_issue_Bps, sustained_factor, tile_reduce_memory_weight, tma_latency_s)
 from hwmodels.system import GpuSpec, System
-from pksim.overlap import MAX_CHUNKS_PER_PEER
-from pksim.workloads.kernels import load_rounds
+from pksim.kernel_contract import BLOCK_THREADS
+from pksim.moves import move_Bps, move_latency_s, working_blocks
+from pksim.fused.plans import MAX_CHUNKS_PER_PEER
+from pksim.workloads.phases import load_rounds
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
 LDST_IN_FLIGHT_B_PER_THREAD = 64
@@ -196,9 +196,9 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     sources into their own destination (as virtual ranks do; block_moves_own); the grid's
     start (hwmodels.sm.grid_start_s) adds to the body. ``hot``: launched back to back, a
     working set that fits in L2 stays there; behind a flushing write (not ``hot``) it comes
-    from HBM however small, as a validated collective's (pksim.simulate.build's ``cold``).
+    from HBM however small, as a validated collective's (pksim.collective.build's ``cold``).
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
-    collectives' routines (hwmodels.sm.move_time_per_B)."""
+    collectives' routines (pksim.moves.move_time_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
                             groups, hot, routine, load_rounds)
     start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])
@@ -264,7 +264,7 @@ def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
 
 def _gemm_store_add(gpu: GpuSpec, m: int, n: int, k: int, dests: int) -> float:
     """Our GEMM (C = A @ B, bf16, every SM) whose epilogue store-adds each tile into
-    ``dests`` outputs in HBM, as the intra-SM fused kernels are simulated (pksim.overlap):
+    ``dests`` outputs in HBM, as the intra-SM fused kernels are simulated (pksim.fused):
     the waves of tiles one after another at the tensor rate, each followed by the time the
     SMs take to hand its store-adds to their bulk engines (hwmodels.sm.epilogue_handoff_s);
     each wave's store-adds once it is computed and after the previous wave's, at the tile

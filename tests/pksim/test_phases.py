@@ -1,11 +1,11 @@
-"""pksim.workloads.kernels: the generated kernels' phases, checked against what the
+"""pksim.workloads.phases: the generated kernels' phases, checked against what the
 kernels do (kernels/collectives/*.cuh) and against the least traffic a collective needs
 (validation/reference.py). No simulation."""
 from __future__ import annotations
 
 import pytest
 
-from pksim.workloads.kernels import KERNEL_PHASES, SM, bytes_moved, kernel_phases
+from pksim.workloads.phases import KERNEL_PHASES, SM, bytes_moved, kernel_phases
 
 MiB = 1 << 20
 

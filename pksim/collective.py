@@ -1,0 +1,382 @@
+"""The collectives' model: the one assembly function, ``build``, and the discrete-event run.
+
+``build(system, schedule)`` turns a schedule into a Model: the topology, the
+algorithm's steps, and for each traffic pattern its flows (one per equivalence
+class when ``reduced``). ``simulate`` runs the Model on the fluid engine: each
+pipeline lane walks the steps in order; a step starts its flows after their path
+latency, ends when the last byte lands, then pays the signal to the receiver
+(one path latency plus the flag latency). With ``chunk_bytes`` the data splits
+into lanes, ``pipeline_depth`` of them in flight at once.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Hashable
+
+import simpy
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import InfeasibleError
+from hwmodels.fluid import FluidEngine
+from hwmodels.sm import grid_start_s, handoff_s, tma_latency_s
+from hwmodels.system import System
+from hwmodels.topology import Topology
+from pksim import nccl
+from pksim.analytical import analyse
+from pksim.cache import BoundedCache
+from pksim.kernel_contract import BLOCK_THREADS
+from pksim.flows import (capacities, check_feasible, flow_spec, move_spec, program_kinds,
+                         resident_in_l2)
+from pksim.prediction import Prediction, TimelineEvent
+from pksim.program import Program
+from pksim.schedule import Schedule
+from pksim.symmetry import FlowClass, identity_flows, reduce_flows
+from pksim.workloads.collectives import COLLECTIVES, build_program, busbw_factor
+
+MAX_LANES = 64
+LINK_CLASSES = ("nvl_out", "nvl_in", "up1", "down1", "up2", "down2", "nic_out", "nic_in")
+
+
+@dataclass
+class Model:
+    system: System
+    schedule: Schedule
+    topo: Topology
+    program: Program
+    lanes: int
+    classes: dict[Hashable, list[FlowClass]]
+    capacity: dict[str, float]
+    sync_s: dict[Hashable, float]          # per pattern: signal after the step
+    launch_s: float
+    reduced: bool
+    # Copy-engine collectives: when the host has issued each phase's calls, counted from the
+    # first call, and how much GPU work the caller queued ahead of them (the calls issued
+    # during it cost nothing): a phase cannot start before its calls are issued.
+    host_issue_s: tuple[float, ...] = ()
+    host_lead_s: float = 0.0
+
+    def issued_s(self, step: int) -> float:
+        """Earliest start of costed step ``step`` allowed by the host's calls."""
+        if not self.host_issue_s:
+            return 0.0
+        return max(0.0, self.host_issue_s[min(step, len(self.host_issue_s) - 1)] - self.host_lead_s)
+
+    def step_classes(self):
+        """(step, its flow classes, what it pays after its last byte) in order. A generated
+        kernel's last phase signals nobody: the kernel ends when its writes have landed."""
+        steps = self.program.costed()
+        for i, step in enumerate(steps):
+            sync = self.sync_s[step.key]
+            if self.program.phases is not None and i == len(steps) - 1:
+                sync -= phase_flag_s(self.system, self.topo, self.schedule)
+            yield step, self.classes[step.key], sync
+
+
+def _nbytes(schedule: Schedule) -> int:
+    return schedule.dim("bytes")
+
+
+def build(system: System | str, schedule: Schedule, reduced: bool = True,
+          host_lead_s: float = 0.0, cold: bool = False) -> Model:
+    """Assemble everything a prediction needs; raises InfeasibleError with the reason.
+    ``host_lead_s``: GPU work queued on the caller's stream ahead of the collective, behind
+    which the host issues a copy-engine collective's calls (0: the GPU waits for every call;
+    the validation harness queues an L2-flushing write). ``cold``: the inputs are in HBM, not
+    in L2, however small (the caller has just written something else over the L2, as the
+    validation harness does before every call); by default a working set that fits in L2 is
+    served from it."""
+    if isinstance(system, str):
+        system = load_system(system)
+    if schedule.op not in COLLECTIVES:
+        raise InfeasibleError(f"unknown collective {schedule.op!r}")
+    topo = Topology.build(system, schedule.world, schedule.domains)
+    nbytes = _nbytes(schedule)
+    sequential = schedule.peer_order == "sequential"
+    algorithm = schedule.algorithm
+    if schedule.impl == "nccl":
+        nccl.check(system, topo, schedule)
+        algorithm = nccl.program_algorithm(schedule)
+    program = build_program(schedule.op, algorithm, topo.world, nbytes,
+                            schedule.root, sequential, topo.domains,
+                            schedule.mechanism if schedule.impl == "pk" else None,
+                            schedule.dtype)
+    kinds = program_kinds(program)
+    if schedule.impl == "pk":
+        check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
+    largest = max((t.nbytes for s in program.patterns().values() for t in s.transfers()),
+                  default=0.0)
+    largest = max([largest] + [m.payload for s in program.patterns().values()
+                               for m in (s.moves() or ())])
+    lanes = 1
+    if schedule.chunk_bytes and largest > schedule.chunk_bytes:
+        lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
+    resident = resident_in_l2(topo, nbytes) and not cold
+    caps = capacities(topo, schedule)
+    if schedule.impl == "nccl":
+        caps.update(nccl.issue_capacities(system, topo, schedule))
+    classes, members, sync = _flows(system, schedule, topo, program, lanes, resident, reduced)
+    class_caps = {name: caps[instance] for name, instance in members.items()}
+    # A kernel launched on a stream behind other work, as a caller times it with events.
+    launch = system.gpu.sync.stream_launch_s
+    if schedule.impl == "nccl":
+        launch += nccl.base_latency(schedule)
+    elif program.phases is not None and schedule.mechanism in ("tma", "register"):
+        # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
+        blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
+        launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
+    elif program.phases is not None and schedule.mechanism == "copy-engine":
+        # no kernel at all: the first copy waits for the engine's setup (which ce_burst
+        # measures behind queued work) where later ones pay the chain, and the first copy on
+        # each further stream of a GPU (its virtual ranks' streams) its start
+        ce = system.gpu.copy_engine
+        launch = max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
+        launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
+    return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
+                 reduced, host_issue_s(system, schedule, program), host_lead_s)
+
+
+def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:
+    """When the host has issued the last call of each phase of a generated copy-engine
+    collective (kernels/collectives/entry.cuh, run_copy_engine), from its first call: a
+    cudaMemcpyAsync per copy and a launch per reduction kernel; an event recorded on every
+    rank's stream after each phase that joins the ranks (Step.joins), and before the next
+    phase waits on them (ce_event_waits); one record + a wait per rank to fork from the
+    caller's stream first and a wait per rank to join it last. ``event_api_us`` is a
+    record + wait pair: half of it per call. Empty for kernels (one launch)."""
+    if schedule.mechanism != "copy-engine" or schedule.impl != "pk" or program.phases is None:
+        return ()
+    sync = system.gpu.sync
+    w = program.world
+    waits = ce_event_waits(schedule, w)
+    now = (1 + w) * sync.event_api_s / 2            # fork: a record, a wait per rank
+    issued = []
+    for i, phase in enumerate(program.phases):
+        if i > 0 and program.phases[i - 1].joins:
+            now += waits * sync.event_api_s / 2
+        for m in phase.moves() or ():
+            now += sync.launch_api_s if m.engine == "sm" else sync.copy_api_s
+        if phase.joins:
+            now += w * sync.event_api_s / 2         # a record per rank after the phase
+        issued.append(now)
+    issued[-1] += w * sync.event_api_s / 2          # join: a wait per rank
+    return tuple(issued)
+
+
+FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
+
+
+def _flows(system: System, schedule: Schedule, topo: Topology, program: Program, lanes: int,
+           resident: bool, reduced: bool):
+    """Flows per traffic pattern, reduced to classes, and the signal time after each step.
+
+    Cached per (system, schedule without its SM count, residency): the SM count changes only the
+    issue capacity, not which flows are equivalent, so a search over SM counts
+    prepares the flows once. Inside one GPU (virtual ranks) it also bends the issue
+    weights (pksim.flows.issue_weight), so there the SM count stays in the key.
+    """
+    key = (id(system), (schedule if topo.virtual else schedule.with_(comm_sms=1)).key(), reduced,
+           resident)
+    hit = FLOWS.lookup(system, key)
+    if hit is not None:
+        return hit
+    link_eff = (nccl.link_efficiency(system, schedule) if schedule.impl == "nccl"
+                else system.gpu.nvlink.efficiency(schedule.mechanism))
+    patterns, sync = {}, {}
+    flag = system.gpu.sync.flag_latency_s
+    for pkey, step in program.patterns().items():
+        moves = step.moves()
+        if moves is not None:          # a generated kernel's phase (pksim.workloads.phases)
+            queued = Counter(m.issuer for m in moves if m.engine != "sm")
+            specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff,
+                               queued[m.issuer] if m.engine != "sm" else 1)
+                     for m in moves]
+            sync[pkey] = phase_sync_s(system, topo, schedule, moves, step.joins)
+        else:
+            specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
+                     for t in step.transfers()]
+            if schedule.impl == "nccl":    # NCCL's per-step latency replaces the paths'
+                sync[pkey] = nccl.step_latency(system, topo, schedule)
+                specs = [s.__class__(s.usage, 0.0, s.nbytes, s.issuer) for s in specs]
+            else:
+                sync[pkey] = max((s.latency_s for s in specs), default=0.0) + flag
+        patterns[pkey] = specs
+    if reduced:
+        classes, members = reduce_flows(patterns, _instance_caps(system, topo, schedule))
+    else:
+        classes = identity_flows(patterns)
+        members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
+    return FLOWS.store(system, key, (classes, members, sync))
+
+
+def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves,
+                 joins: bool = True) -> float:
+    """What a generated kernel's phase pays after its last byte: its writes must complete
+    (one L2 latency inside a GPU, as block_moves shows for TMA and registers alike; the path
+    latency across GPUs, plus a remote TMA message's round trip for bulk stores) before the
+    block's release and a system-scope flag (pk/sync.cuh; hwmodels.sm.handoff_s, measured by
+    signal_chain) tell the next phase (the last phase has neither: Model.step_classes).
+    Copy-engine phases wait on events instead: the drain, and the event waits of the ranks'
+    streams where the phase ``joins`` them (ce_waits_s)."""
+    if topo.virtual:
+        # writes are complete once the L2 (the GPU's point of coherence) has them
+        drain = system.gpu.l2.latency_s
+    else:
+        drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
+                     if q != m.issuer), default=0.0)
+        if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
+            drain += tma_latency_s(system.gpu, remote=True)
+    if schedule.mechanism == "copy-engine":
+        return drain + (ce_waits_s(system, topo, schedule) if joins else 0.0)
+    return handoff_s(system.gpu, drain)
+
+
+def ce_waits_s(system: System, topo: Topology, schedule: Schedule) -> float:
+    """GPU time of the event waits between two phases of a copy-engine collective in virtual
+    ranks (kernels/collectives/entry.cuh, run_copy_engine): every rank's stream waits on the
+    events of every other rank (w (w - 1) waits), or of the previous rank in a ring (w), one
+    after another on the GPU's front-end (sync.event_wait_us, measured by ce_burst's rounds).
+    Ranks on separate GPUs wait on their own GPU each, or on a barrier kernel: none here."""
+    if schedule.mechanism != "copy-engine" or not topo.virtual:
+        return 0.0
+    return ce_event_waits(schedule, topo.world) * system.gpu.sync.event_wait_s
+
+
+def ce_event_waits(schedule: Schedule, world: int) -> int:
+    """Event waits between two phases of a copy-engine collective: every rank's stream on
+    every other rank's event (kCeSync all), or on the previous rank's in a ring."""
+    return world if schedule.algorithm == "ring" else world * (world - 1)
+
+
+def phase_flag_s(system: System, topo: Topology, schedule: Schedule) -> float:
+    """The hand-off that tells a generated kernel's next phase, beyond its writes' drain
+    (hwmodels.sm.handoff_s): a release and a system-scope flag; for copy-engine phases the
+    ranks' streams' event waits (ce_waits_s; what a copy pays behind earlier work is its
+    chain: pksim.flows.move_spec)."""
+    if schedule.mechanism == "copy-engine":
+        return ce_waits_s(system, topo, schedule)
+    return handoff_s(system.gpu, 0.0)
+
+
+def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
+    """Capacities used only to tell resources apart in the symmetry reduction; the SM
+    count is fixed so that it does not enter the cache key."""
+    caps = capacities(topo, schedule.with_(comm_sms=1))
+    if schedule.impl == "nccl":
+        caps.update(nccl.issue_capacities(system, topo, schedule))
+    return caps
+
+
+def simulate(model: Model, record: bool = False) -> Prediction:
+    """Run the model on the fluid engine; return the prediction (with the analytical
+    bound and alpha-beta time beside it)."""
+    if model.lanes == 1:
+        time_s, busy_s, records = _run_sequential(model, record)
+    else:
+        time_s, busy_s, records = _run_lanes(model, record)
+    if model.host_issue_s:
+        time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
+    breakdown: dict[str, float] = {}
+    for name, busy in busy_s.items():
+        cls = name.cls
+        breakdown[cls] = max(breakdown.get(cls, 0.0), busy)
+    links = [busy for cls, busy in breakdown.items() if cls in LINK_CLASSES]
+    link_util = max(links) / time_s if links and time_s > 0 else 0.0
+    analysis = analyse(model)
+    nbytes = _nbytes(model.schedule)
+    algbw = nbytes / time_s / 1e9 if time_s > 0 else 0.0
+    timeline = ()
+    if record:
+        timeline = tuple(TimelineEvent(f"rank {r.tags['rank']} / lane {r.tags['lane']}",
+                                       f"{r.tags['pattern']} step {r.tags['step']}",
+                                       r.start_s, r.end_s, r.nbytes) for r in records)
+    return Prediction(
+        schedule=model.schedule, system=model.system.name, time_s=time_s,
+        bound_s=analysis.bound_s, bound_resource=analysis.bound_resource,
+        alpha_beta_s=analysis.alpha_beta_s, breakdown=dict(sorted(breakdown.items())),
+        link_util=link_util, nbytes=nbytes, algbw_GBps=algbw,
+        busbw_GBps=algbw * busbw_factor(model.schedule.op, model.topo.world),
+        exposed_comm_s=time_s, depends_on_assumed=tuple(assumed_inputs(model)),
+        reduced=model.reduced, timeline=timeline)
+
+
+def _run_lanes(model: Model, record: bool):
+    """Pipelined lanes: lane j runs step s after lane j - depth has finished it."""
+    env = simpy.Environment()
+    engine = FluidEngine(env, model.capacity, record=record)
+    steps = list(model.step_classes())
+    depth = max(1, model.schedule.pipeline_depth)
+    done = [[env.event() for _ in steps] for _ in range(model.lanes)]
+
+    def lane(j: int):
+        yield env.timeout(model.launch_s)
+        for s, (step, classes, sync_s) in enumerate(steps):
+            if j >= depth:
+                yield done[j - depth][s]
+            events = [engine.transfer(fc.nbytes, dict(fc.usage), fc.latency_s,
+                                      rank=fc.issuer, step=s, lane=j, pattern=step.key[0])
+                      for fc in classes]
+            yield env.all_of(events)
+            if sync_s > 0:
+                yield env.timeout(sync_s)
+            done[j][s].succeed()
+
+    for j in range(model.lanes):
+        env.process(lane(j))
+    env.run()
+    return env.now, engine.busy_s, engine.records
+
+
+def _run_step(classes: list[FlowClass], capacity, record: bool, step: int, key):
+    """One step on an idle network: (duration, busy seconds, records from time 0)."""
+    env = simpy.Environment()
+    engine = FluidEngine(env, capacity, record=record)
+    for fc in classes:
+        engine.transfer(fc.nbytes, dict(fc.usage), fc.latency_s,
+                        rank=fc.issuer, step=step, lane=0, pattern=key[0])
+    env.run()
+    return env.now, engine.busy_s, engine.records
+
+
+def _run_sequential(model: Model, record: bool):
+    """One lane: every step starts on an idle network, so a step's duration depends
+    only on its traffic pattern. Each distinct pattern runs once on the fluid engine;
+    repeats reuse it (exact, and what makes 576-rank rings cheap)."""
+    memo: dict = {}
+    now = model.launch_s
+    busy: dict[str, float] = {}
+    records = []
+    for s, (step, classes, sync_s) in enumerate(model.step_classes()):
+        now = max(now, model.issued_s(s))
+        if step.key not in memo or record:
+            memo[step.key] = _run_step(classes, model.capacity, record, s, step.key)
+        duration, step_busy, step_records = memo[step.key]
+        for name, value in step_busy.items():
+            busy[name] = busy.get(name, 0.0) + value
+        for r in step_records:
+            records.append(r.__class__(r.tags, r.start_s + now, r.end_s + now, r.nbytes))
+        now += duration + sync_s
+    return now, busy, records
+
+
+def assumed_inputs(model: Model) -> list[str]:
+    """The guessed figures (roadmap, estimate, assumed, override) this prediction used."""
+    used = {n.cls for classes in model.classes.values() for fc in classes
+            for n, _ in fc.usage}
+    prefixes = ["gpu.sync.", "gpu.sm."]
+    if used & {"nvl_out", "nvl_in"}:
+        prefixes.append("gpu.nvlink.")
+    if any(u.startswith(("sw", "up", "down", "nvls")) for u in used):
+        prefixes.append("domain.")
+    if used & {"nic_out", "nic_in"}:
+        prefixes.append("scaleout.")
+    if "hbm" in used:
+        prefixes.append("gpu.hbm.")
+    if "l2" in used:
+        prefixes.append("gpu.l2.")
+    if "ce" in used:
+        prefixes.append("gpu.copy_engine.")
+    if "issue" in used:
+        prefixes.append("gpu.transfer.")
+    return model.system.assumed_keys(tuple(prefixes))

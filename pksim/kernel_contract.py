@@ -1,0 +1,89 @@
+"""The generated kernels' contract: what our CUDA kernels (kernels/collectives, kernels/fused)
+are, written once for the model (pksim), the code generator (codegen) and validation.
+
+Structural constants of the kernels, not fitted figures. Where CUDA has the same number
+(kernels/collectives/abi.h PKC_MAX_RANKS, kernels/fused/abi.h PKF_MAX_RANKS, the GEMM's
+config::THREADS, the fused copy stages), tests/pksim/test_kernel_contract.py parses the
+headers and checks them against these.
+"""
+from __future__ import annotations
+
+# ---- generated collectives (kernels/collectives) -------------------------------------------
+MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
+# Threads per block of the generated collectives, by mechanism (codegen/plan.py emits them):
+# TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B = 32 KiB of
+# loads in flight per block.
+BLOCK_THREADS = {"tma": 256, "register": 512}
+# The generated kernels' TMA stage: a copy's chunk, or all sources of a reduction's chunk.
+TMA_STAGE_BYTES = 32 * 1024
+TMA_STAGES = 4
+# A rank's blocks cut an SM move into pieces of whole 128-byte lines, of whole 4 KiB once a
+# piece holds 64 KiB (collective.cuh block_piece; validation/experiments/piece_align.cu
+# measured why).
+LINE_BYTES, PIECE_BYTES, PAGED_PIECE_BYTES = 128, 4096, 64 * 1024
+# collective.cuh ce_reduce: a copy-engine schedule's reduction kernel gets a block per
+# 512 threads (kCeReduceThreads) x 4 vectors of 16 B of its sum, at most the schedule's
+# blocks per rank.
+CE_REDUCE_THREADS = 512
+CE_REDUCE_BLOCK_BYTES = CE_REDUCE_THREADS * 4 * 16
+
+# ---- generated fused kernels (kernels/fused) -----------------------------------------------
+FUSED_MAX_RANKS = 8                # PKF_MAX_RANKS in kernels/fused/abi.h
+FUSED_THREADS = 384                # pk::gemm::config::THREADS: producer + two consumer warpgroups
+FUSED_COPY_STAGES = 4              # kernels/fused/comm.cuh copy_stages::kStages
+FUSED_COPY_STAGE_BYTES = 32 * 1024  # kernels/fused/comm.cuh copy_stages::kStageBytes
+# (op, overlap, algorithm) -> (C++ op template in kernels/fused/ops.cuh, mechanisms it
+# implements)
+FUSED_KERNELS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
+    ("gemm-rs", "intra-sm", "direct"): ("gemm_rs_intra", ("tma",)),
+    ("gemm-rs", "inter-sm", "direct"): ("gemm_rs_inter", ("register",)),
+    ("ag-gemm", "inter-sm", "direct"): ("ag_gemm_inter", ("tma", "register")),
+    ("ag-gemm", "intra-sm", "direct"): ("ag_gemm_intra", ("tma",)),
+    ("gemm-ar", "intra-sm", "direct"): ("gemm_ar_intra", ("tma",)),
+    ("gemm-ar", "inter-sm", "two-shot"): ("gemm_ar_inter", ("register",)),
+    ("gemm-ar", "inter-sm", "in-network"): ("gemm_ar_in_network", ("multimem",)),
+}
+FUSED_CODEGEN_OPS = tuple(dict.fromkeys(op for op, _, _ in FUSED_KERNELS))
+# Mechanisms that run (NVLink multicast is compiled and simulated, never run here).
+RUNNABLE_MECHANISMS = ("tma", "register", "copy-engine")
+
+
+def implemented(op: str, overlap: str, algorithm: str, mechanism: str) -> bool:
+    """Whether a generated fused kernel implements this variant."""
+    entry = FUSED_KERNELS.get((op, overlap, algorithm))
+    return entry is not None and mechanism in entry[1]
+
+
+# (op, overlap, algorithm, mechanism) of every fused variant that codegen implements and
+# that runs (validation's VARIANTS).
+FUSED_VARIANTS: tuple[tuple[str, str, str, str], ...] = tuple(
+    (op, overlap, algorithm, mechanism)
+    for (op, overlap, algorithm), (_, mechanisms) in FUSED_KERNELS.items()
+    for mechanism in mechanisms if mechanism in RUNNABLE_MECHANISMS)
+
+# ---- the "none" baseline of each fused op ----------------------------------------------------
+# The collective each op's "none" baseline runs with NCCL after (or before) the compute.
+BASELINE_COLLECTIVE = {
+    "gemm-rs": "reduce-scatter", "gemm-ar": "all-reduce", "ag-gemm": "all-gather",
+    "ring-attention": "all-gather", "ulysses-attention": "all-to-all",
+    "moe-dispatch-gemm": "all-to-all", "moe-combine": "all-to-all",
+}
+# NCCL cannot run virtual ranks (one GPU): there the baseline's collective is the generated
+# pk collective that validation runs after the GEMMs ("none"), (algorithm, mechanism), on
+# all of a rank's share of the SMs. These are the ones measured fastest on the H200
+# (docs/VALIDATION.md).
+VIRTUAL_COLLECTIVE = {"reduce-scatter": ("direct", "register"),
+                      "all-gather": ("direct", "tma"),
+                      "all-reduce": ("two-shot", "register"),
+                      "all-to-all": ("direct", "register")}
+
+
+def virtual_baseline(op: str) -> tuple[str, str, str]:
+    """(collective, algorithm, mechanism) of fused op ``op``'s baseline on virtual ranks."""
+    collective = BASELINE_COLLECTIVE[op]
+    return (collective,) + VIRTUAL_COLLECTIVE[collective]
+
+
+# Per fused op that codegen implements: its baseline collective (op, algorithm, mechanism)
+# on virtual ranks (what validation runs for "none").
+VIRTUAL_BASELINE = {op: virtual_baseline(op) for op in FUSED_CODEGEN_OPS}
