@@ -1,0 +1,168 @@
+"""Guards on the shape of the code: no import cycle between project modules, no import from
+a lower layer into a higher one (hwmodels -> pksim -> codegen -> validation -> pksim.cli),
+no project import hidden inside a function, no module over 600 lines, docs/VALIDATION.md at
+most 500 lines, the working tree under 15 MB. Each fails with the offenders listed."""
+from __future__ import annotations
+
+import ast
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("hwmodels", "pksim", "codegen", "validation")
+LAYERS = {"hwmodels": 0, "pksim": 1, "codegen": 2, "validation": 3, "pksim.cli": 4}
+# Optional dependencies imported where they are used, so that the simulator runs without them.
+LAZY_ALLOWED = {"torch", "dask", "distributed", "matplotlib"}
+MAX_MODULE_LINES = 600
+MAX_VALIDATION_MD_LINES = 500
+MAX_TREE_BYTES = 15 * 1024 * 1024
+GENERATED = ("tests/golden/", "tests/codegen/golden/")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+            if ".venv" not in p.parts}
+
+
+def layer(module: str) -> int:
+    return LAYERS["pksim.cli"] if module.startswith("pksim.cli") else LAYERS[module.split(".")[0]]
+
+
+class _Imports(ast.NodeVisitor):
+    """(target module, line, inside a function) of every import and literal importlib call."""
+
+    def __init__(self, module: str, is_package: bool, modules: dict[str, Path]):
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.modules, self.depth, self.found = modules, 0, []
+
+    def _add(self, name: str, line: int) -> None:
+        self.found.append((name, line, self.depth > 0))
+
+    def visit_FunctionDef(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_Lambda = visit_FunctionDef
+
+    def visit_Import(self, node):
+        for a in node.names:
+            self._add(a.name, node.lineno)
+
+    def visit_ImportFrom(self, node):
+        base = node.module or ""
+        if node.level:
+            up = self.package.split(".")[: len(self.package.split(".")) - (node.level - 1)]
+            base = ".".join(up + ([node.module] if node.module else []))
+        for a in node.names:
+            sub = f"{base}.{a.name}"
+            self._add(sub if sub in self.modules else base, node.lineno)
+
+    def visit_Call(self, node):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name in ("import_module", "__import__") and node.args and \
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            self._add(node.args[0].value, node.lineno)
+        self.generic_visit(node)
+
+
+def imports() -> list[tuple[str, str, int, bool]]:
+    """(importer, imported, line, inside a function) over the project's modules."""
+    modules = project_modules()
+    out = []
+    for mod, path in modules.items():
+        v = _Imports(mod, path.name == "__init__.py", modules)
+        v.visit(ast.parse(path.read_text(), str(path)))
+        out += [(mod, name, line, inner) for name, line, inner in v.found]
+    return out
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def test_no_import_cycle_between_project_modules():
+    modules = project_modules()
+    edges: dict[str, set[str]] = {}
+    for src, dst, _, _ in imports():
+        if dst in modules and dst != src:
+            edges.setdefault(src, set()).add(dst)
+    assert _cycles(edges) == []
+
+
+def test_no_upward_import():
+    modules = project_modules()
+    up = [f"{src}:{line} imports {dst}" for src, dst, line, _ in imports()
+          if dst in modules and layer(dst) > layer(src)]
+    assert up == []
+
+
+def test_no_import_inside_a_function_but_optional_dependencies():
+    modules = project_modules()
+    inner = [f"{src}:{line} imports {dst}" for src, dst, line, lazy in imports()
+             if lazy and (dst in modules or dst.split(".")[0] in PACKAGES
+                          or dst.split(".")[0] not in LAZY_ALLOWED)]
+    assert inner == []
+
+
+def _python_files() -> list[Path]:
+    files = [p for p in ROOT.rglob("*.py") if ".venv" not in p.parts and ".git" not in p.parts
+             and "build" not in p.relative_to(ROOT).parts[:1]]
+    return [p for p in files if not str(p.relative_to(ROOT)).startswith(GENERATED)]
+
+
+def test_no_module_over_the_line_budget():
+    long = {str(p.relative_to(ROOT)): n for p in _python_files()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_validation_md_is_short():
+    n = len((ROOT / "docs" / "VALIDATION.md").read_text().splitlines())
+    assert n <= MAX_VALIDATION_MD_LINES, f"docs/VALIDATION.md has {n} lines"
+
+
+def test_working_tree_is_small():
+    try:
+        files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                               check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    total = sum((ROOT / f).stat().st_size for f in files if f and (ROOT / f).is_file())
+    assert total < MAX_TREE_BYTES, f"tracked files hold {total / 2**20:.1f} MiB"
