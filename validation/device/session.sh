@@ -18,9 +18,9 @@
 #
 # Calibration inputs: --steps microbench (OUTDIR/session.tgz holds v/mb/microbench.json; refit
 # with `pksim calibrate --from-json`). A validation session: the default. With any step but
-# microbench the bundle is prepared here first (`pksim validate --prepare --matrix`, the
-# machine's cores building the libraries), then validation/device/validate.sh runs the steps
-# within what is left of the budget.
+# microbench the bundle is prepared here first (`pksim validate --prepare`, with --matrix for
+# the matrix step, the machine's cores building the libraries), then validation/device/validate.sh
+# runs the steps within what is left of the budget.
 set -u
 steps=microbench,suite,fused,memcheck,matrix
 suite=default
@@ -45,7 +45,8 @@ bundle=build/vb
 if [ "$steps" = microbench ]; then
   mkdir -p "$bundle" && echo "[]" > "$bundle/cases.json"
 else
-  python3 -c "from pksim.cli.main import main; main()" validate --prepare --matrix --force \
+  matrix=; case ",$steps," in *,matrix,*) matrix=--matrix;; esac
+  python3 -c "from pksim.cli.main import main; main()" validate --prepare $matrix --force \
     --suite "$suite" -o "$bundle" > "$out/prepare.log" 2>&1
   echo "prepare exit $? in $(( $(date +%s) - t0 )) s" | tee "$out/prep-time.txt"
   tail -n 3 "$out/prepare.log"
