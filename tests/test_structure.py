@@ -166,3 +166,16 @@ def test_working_tree_is_small():
         pytest.skip("not a git checkout")
     total = sum((ROOT / f).stat().st_size for f in files if f and (ROOT / f).is_file())
     assert total < MAX_TREE_BYTES, f"tracked files hold {total / 2**20:.1f} MiB"
+
+
+def test_the_guards_see_what_they_guard():
+    # a two-module cycle and a three-module one, beside an acyclic edge
+    edges = {"a": {"b"}, "b": {"a", "c"}, "c": set(), "x": {"y"}, "y": {"z"}, "z": {"x"}}
+    assert _cycles(edges) == [["a", "b"], ["x", "y", "z"]]
+    # an import inside a function and a literal importlib call are both seen, with their depth
+    tree = ast.parse("import os\ndef f():\n    from pksim import schedule\n"
+                     "    importlib.import_module('hwmodels.sm')\n")
+    v = _Imports("pksim.cli.x", False, {"pksim.schedule": ROOT})
+    v.visit(tree)
+    assert v.found == [("os", 1, False), ("pksim.schedule", 3, True), ("hwmodels.sm", 4, True)]
+    assert layer("pksim.cli.main") > layer("validation.report.data") > layer("codegen.plan")
