@@ -5,8 +5,8 @@ machine (``[system]``), how NCCL was launched (``[launch]``), the environment
 (``[environment]``: NVLS, a forced algorithm or protocol), the nccl-tests conventions
 (``[conventions]``: op, placement, dtype, reduce op, what "size" means) and its numbers:
 ``[[series]]`` of rows (``bytes``, ``time_us``, ``algbw_GBps``, ``busbw_GBps``... as printed;
-a field the source lacks is absent, never invented) or, for a ``tuner-log``, NCCL's logged
-cost table (``[[table]]``) and picks (``[[choice]]``). Roles: ``judge`` (whole collectives:
+a field the source lacks is absent, never invented) and/or NCCL's logged cost table
+(``[[table]]``) and picks (``[[choice]]``): required in a ``tuner-log``, optional in a curve. Roles: ``judge`` (whole collectives:
 they judge the model, never tune it), ``primitive`` (may be fitted), ``tuner-log``.
 Numbers keep their printed digits (``Decimal``) so that tests know their rounding; the
 properties convert to SI (bytes, seconds, bytes/s) once."""
@@ -200,7 +200,8 @@ def parse_entry(raw: dict, path: Path | str) -> Entry:
     kind = top.get("kind")
     parts = {k: raw.pop(k) for k in list(raw) if k in tables}
     series_raw = raw.pop("series", None)
-    tuner = _tuner(path, raw) if kind == "tuner-log" else None
+    has_tuner = kind == "tuner-log" or any(k in raw for k in ("table", "choice", "channels"))
+    tuner = _tuner(path, raw) if has_tuner else None
     if raw:
         raise ConfigError(f"{path}: unknown key {next(iter(raw))!r}")
     top = check_table(path, "", top, TOP)
