@@ -221,7 +221,7 @@ def _add(log: Path | None, tuning: Path | None, out: Path | None, force: bool, a
         values.setdefault(key, value)
     values = {k: v for k, v in values.items() if v is not None}
     values.setdefault("name", out.stem)
-    interactive = click.get_text_stream("stdin").isatty()
+    interactive = sys.stdin is not None and sys.stdin.isatty()
     for key, (prompt, choices) in _ASK.items():
         if key in values:
             continue
