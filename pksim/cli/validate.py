@@ -1,7 +1,8 @@
 """``pksim validate``: build, run, check, time and predict the generated collectives and
 fused GEMM + communication kernels of a suite, and report predicted against measured. The
 work is in ``validation.prepare.bundle`` (prepare, run) and ``validation.report.data``
-(report); this module is the thin CLI."""
+(report), ``validation.published`` (``--published --add``: a user's nccl-tests run
+turned into a corpus entry); this module is the thin CLI."""
 from __future__ import annotations
 
 import shlex
@@ -15,6 +16,9 @@ from pksim.cli.output import emit_json
 from validation.layout import (CASES, FUSED_DIR, FUSED_MEASURED, MEASURED, gpu_missing,
                                split_hint)
 from validation.prepare.bundle import prepare
+from validation.published.nccl_tests import parse_nccl_tests, parse_tuning, read_text
+from validation.published.schema import MODES, NVLS, PROCESSES
+from validation.published.writer import EntryMeta, entry_text, write_entry
 from validation.report.data import build_report
 from validation.report.numbers import fmt_abs_pct, fmt_pct
 from validation.report.write import check_outputs, write_report
@@ -56,9 +60,9 @@ def _say_prepared(p, as_json: bool) -> None:
               help="Shipped suite (default, quick) or a suite .toml file.")
 @click.option("--system", "system_ref", default=None, metavar="NAME|FILE",
               help="System the predictions use [default: the suite's, h200-virtual-calibrated].")
-@click.option("-o", "--out", "out_dir", default=None, type=click.Path(file_okay=False,
-              path_type=Path), help=f"Bundle / report directory [default: {DEFAULT_OUT}; "
-              "with --report: the bundle itself].")
+@click.option("-o", "--out", "out_dir", default=None, type=click.Path(path_type=Path),
+              help=f"Bundle / report directory [default: {DEFAULT_OUT}; with --report: the "
+              "bundle itself]; with --published --add: the entry file to write.")
 @click.option("--prepare", "do_prepare", is_flag=True,
               help="Only emit, build and predict: write DIR/cases.json for the GPU machine.")
 @click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False,
@@ -78,10 +82,37 @@ def _say_prepared(p, as_json: bool) -> None:
               help="Overwrite an existing bundle or report (DIR/measured.jsonl is kept: the "
                    "GPU run resumes from it; delete it to measure again).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--published", is_flag=True,
+              help="Published measurements (validation/published): with --add, write a corpus "
+                   "entry from your own nccl-tests output.")
+@click.option("--add", "add_log", default=None, type=click.Path(dir_okay=False, exists=True,
+              path_type=Path), metavar="LOG", help="With --published: an nccl-tests output file.")
+@click.option("--tuning", "tuning_log", default=None, type=click.Path(dir_okay=False,
+              exists=True, path_type=Path), metavar="LOG",
+              help="With --add: an NCCL_DEBUG_SUBSYS=TUNING log of the same run (its cost "
+                   "table and picks are stored).")
+@click.option("--name", "entry_name", default=None, help="With --add: the entry's name "
+              "[default: the -o file's stem].")
+@click.option("--nccl-version", default=None, help="With --add: NCCL version, if the log "
+              "does not print it.")
+@click.option("--launch", type=click.Choice(MODES[:2]), default=None,
+              help="With --add: CUDA graph or eager, if the log does not say (graph: N).")
+@click.option("--processes", type=click.Choice(PROCESSES[:2]), default=None,
+              help="With --add: one process per GPU or one for all, if the log does not say.")
+@click.option("--nvls", type=click.Choice(NVLS[:3]), default=None,
+              help="With --add: NVLink SHARP on, off (NCCL_NVLS_ENABLE=0) or NCCL's default.")
+@click.option("--op", "op_name", default=None, help="With --add: the collective (all_reduce, "
+              "all_gather, ...), if the log does not name its test.")
+@click.option("--source", "source_text", default=None,
+              help="With --add: where the run comes from (URL, repo + commit, or your words).")
 def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_prepare: bool,
              report_dir: Path | None, measured: tuple[Path, ...], no_build: bool,
              with_matrix: bool, deadline_s: float,
-             force: bool, as_json: bool) -> None:
+             force: bool, as_json: bool, published: bool = False, add_log: Path | None = None,
+             tuning_log: Path | None = None, entry_name: str | None = None,
+             nccl_version: str | None = None, launch: str | None = None,
+             processes: str | None = None, nvls: str | None = None, op_name: str | None = None,
+             source_text: str | None = None) -> None:
     """Judge the model on whole generated kernels: predicted vs measured.
 
     \b
@@ -104,7 +135,25 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
     kernels (the suite's [fused] table: gemm-rs, ag-gemm, gemm-ar; none, intra-SM, inter-SM)
     are judged separately, per (op, m x n x k, world), with their speed-up over none measured
     and predicted. Cases the simulator cannot predict are listed as such. These kernels are
-    never calibration inputs."""
+    never calibration inputs.
+
+    \b
+    Published measurements (validation/published/README.md):
+      pksim validate --published --add all_reduce.log [--tuning tuning.log] -o ENTRY.toml
+    asks for what the log lacks (system, source, launch mode, NVLS...) on a terminal."""
+    if add_log is not None or tuning_log is not None:
+        if not published:
+            raise ConfigError("--add and --tuning only apply with --published")
+        _add(add_log, tuning_log, out_dir, force, as_json,
+             {"name": entry_name, "system": system_ref, "source": source_text,
+              "nccl_version": nccl_version, "launch": launch, "processes": processes,
+              "nvls": nvls, "op": op_name})
+        return
+    if published:
+        raise ConfigError("--published: not yet: the published judge lands with the NCCL "
+                          "model (for now: --published --add LOG -o ENTRY.toml)")
+    if out_dir is not None and out_dir.is_file():
+        raise ConfigError(f"-o {out_dir}: is a file; give a directory")
     if do_prepare and report_dir is not None:
         raise ConfigError("--prepare and --report are two halves of a split run: give one")
     if no_build and not do_prepare:
@@ -141,6 +190,56 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
     run_bundle(out, deadline_s)
     rep = build_report(out, measured)
     _finish(rep, write_report(rep, out, force), as_json)
+
+
+_ASK = {  # option: (prompt, choices)
+    "system": ("System (e.g. '8x H100 SXM, one NVSwitch node')", None),
+    "source": ("Source (URL, repo + commit, or who ran it and when)", None),
+    "nccl_version": ("NCCL version", None),
+    "launch": ("Launch mode", MODES[:2]),
+    "processes": ("Processes", PROCESSES[:2]),
+    "nvls": ("NVLS", NVLS[:3]),
+    "op": ("Collective", None),
+}
+
+
+def _add(log: Path | None, tuning: Path | None, out: Path | None, force: bool, as_json: bool,
+         given: dict) -> None:
+    """``--published --add``: a corpus entry from the user's nccl-tests output."""
+    if log is None:
+        raise ConfigError("--tuning needs --add LOG (the nccl-tests output of the same run)")
+    if out is None:
+        raise ConfigError("--published --add needs -o FILE.toml (the entry to write)")
+    if out.exists() and not force:
+        raise ConfigError(f"{out} exists (give --force to overwrite it)")
+    run = parse_nccl_tests(read_text(log), str(log))
+    tuning_log = parse_tuning(read_text(tuning), str(tuning)) if tuning else None
+    known = {"nccl_version": run.nccl_version, "launch": run.launch_mode,
+             "processes": run.processes, "op": run.op}
+    values = {k: v for k, v in given.items() if v is not None}
+    for key, value in known.items():
+        values.setdefault(key, value)
+    values = {k: v for k, v in values.items() if v is not None}
+    values.setdefault("name", out.stem)
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    for key, (prompt, choices) in _ASK.items():
+        if key in values:
+            continue
+        option = "--" + key.replace("_", "-")
+        if not interactive:
+            raise ConfigError(f"{log}: the log does not give {key.replace('_', ' ')}: "
+                              f"give {option}")
+        values[key] = click.prompt(prompt, type=click.Choice(choices) if choices else str,
+                                   err=True)
+    meta = EntryMeta(**{k: values[k] for k in ("name", "system", "source", "nccl_version",
+                                              "launch", "processes", "nvls", "op")})
+    entry = write_entry(entry_text(run, meta, tuning_log, log.name), out, force)
+    if as_json:
+        emit_json({"file": str(out), "name": entry.name, "rows": len(run.rows),
+                   "tuning_choices": len(tuning_log.choices) if tuning_log else 0})
+        return
+    click.echo(f"wrote {out}: {entry.name}, {meta.op}, {len(run.rows)} sizes"
+               f"{f', {len(tuning_log.choices)} tuner picks' if tuning_log else ''}")
 
 
 def _finish(rep: dict, files: list[Path], as_json: bool) -> None:
