@@ -494,7 +494,7 @@ PK_DEV void stage_sum(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec) 
 // dst[d] = sum of the NS sources, through shared memory: per chunk, thread 0 bulk-loads the chunk of every source into one
 // stage, every thread sums (fp32) into the stage's output slot, thread 0 bulk-stores it to every
 // destination. The source count is a template argument because the chunk's critical path
-// (thread 0's issue, the sum) runs 1.3-1.7x faster per block with it known than with a loop
+// (thread 0's issue, the sum) is 1.3-1.7x faster per block with it known than with a loop
 // over a run-time count (validation/experiments/tma_align.cu at commit 7cc519e;
 // docs/decisions.md D6). The caller checks alignment.
 template <class C, int NS, typename T>
