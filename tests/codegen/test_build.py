@@ -1,5 +1,5 @@
 """codegen stage 3: the generated sources compile, and the libraries' C interface matches
-validation/runtime.py. Needs nvcc (skipped cleanly without it), not a GPU.
+validation/runtime/collectives.py. Needs nvcc (skipped cleanly without it), not a GPU.
 
 CI builds one translation unit per (op x mechanism) for sm_90a, and the register two-shot
 all-reduce (CI_EXTRA), in parallel, through the content-hash cache (PKSIM_CACHE, else a
