@@ -233,7 +233,7 @@ def _signal_chain(gpu: GpuSpec, nbytes: float, mechanism: str, groups: int, bloc
     ``blocks`` blocks, one launch alone behind a write: the first copy from HBM, each further
     one, of what the previous step left in L2, after the hand-off a generated kernel's ring
     phase pays (hwmodels.sm.handoff_s: the writes' drain to L2, the release, the flag), as
-    pksim.simulate costs a ring's phases."""
+    pksim.collective costs a ring's phases."""
     first = _block_move(gpu, nbytes, mechanism, "copy", 1, 1, blocks, groups=groups, hot=False)
     again = _block_move_body(gpu, nbytes, mechanism, "copy", 1, 1, blocks, groups=groups,
                              hot=True)
