@@ -27,7 +27,7 @@ ag-gemm    intra-sm  direct      tma        ag_gemm_intra: the GEMM producer loa
                                             map per rank), own shard first, then the peers
 =========  ========  ==========  =========  ===============================================
 
-``overlap = none`` is a library GEMM followed by the collective (validation/run_fused.py runs
+``overlap = none`` is a library GEMM followed by the collective (validation/run/fused.py runs
 it from kernels/gemm and a generated collective); it raises InfeasibleError, as do systems
 without the sm_90a GEMM (wgmma, setmaxnreg), dtypes other than bf16, pipelined chunks and
 tiles without a GEMM config.
@@ -128,7 +128,7 @@ def make_plan(system: System, schedule: Schedule) -> FusedPlan:
                               f"{arch or 'without an nvcc target'}")
     if s.overlap == "none":
         raise InfeasibleError(f"overlap none is a library GEMM and then the collective, two "
-                              f"launches: validation/run_fused.py times it from kernels/gemm "
+                              f"launches: validation/run/fused.py times it from kernels/gemm "
                               f"and the generated {s.op} collective; codegen emits fused kernels")
     key = (s.op, s.overlap, s.algorithm)
     if key not in KERNELS:

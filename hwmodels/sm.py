@@ -127,9 +127,9 @@ def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers
     shared source once over its readers and each destination byte once, which is what the
     SMs' requests queue behind and so what the knee of move_Bps sees. The TMA readers'
     misses and the register fan-out lower the memory's ceiling, not the bend below it:
-    block_moves (2026-12-03 run 12) moves at its blocks' rate where they are few, a copy to
-    4 destinations on 16-33 blocks at 256 MiB and 1 GiB alike, and 8 TMA readers of one
-    source on 8 blocks each at 1 GiB as at 64 MiB (3.1 ms per GiB)."""
+    block_moves moves at its blocks' rate where they are few, a copy to 4 destinations on
+    16-33 blocks at 256 MiB and 1 GiB alike, and 8 TMA readers of one source on 8 blocks
+    each at 1 GiB as at 64 MiB (3.1 ms per GiB; docs/decisions.md D19, D20)."""
     if not ceiling:
         return sources / max(1, readers) + dests
     return (sources * shared_reads(gpu, mechanism, readers, payload_B)
@@ -140,9 +140,9 @@ def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
     """Latency a move of the generated collectives adds for its buffers, beyond its first
     read: ``transfer.move_buffer_latency_ns`` per buffer beyond one source and one
     destination, and ``transfer.dest_set_latency_ns`` when it writes several destinations
-    through a set whose count the compiler does not know (block_moves, run 45 on one H200:
-    a move to one destination compiled knowing it took 0.1-0.4 us less at 4 KiB - 1 MiB than
-    the same move through a set of one)."""
+    through a set whose count the compiler does not know (block_moves on one H200: a move
+    to one destination compiled knowing it took 0.1-0.4 us less at 4 KiB - 1 MiB than the
+    same move through a set of one; docs/decisions.md D13)."""
     t = gpu.transfer
     return (sources + dests - 2) * t.move_buffer_latency_s + (t.dest_set_latency_s if dests > 1
                                                                else 0.0)
@@ -151,8 +151,8 @@ def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
     """What starting a grid of ``blocks`` of ``threads`` adds to a generated kernel launched
     alone: ``transfer.move_start_ns``, and ``transfer.thread_start_ps`` per thread of every
-    block beyond one per SM (block_moves' kernels without a stack, 2026-12-03 run 11: flat
-    from 4 to 132 blocks, 0.6-3 us more on 264)."""
+    block beyond one per SM (block_moves' kernels without a stack: flat from 4 to 132
+    blocks, 0.6-3 us more on 264; docs/decisions.md D16)."""
     beyond = max(0, blocks - gpu.sm.count)
     return gpu.transfer.move_start_s + beyond * threads * gpu.transfer.thread_start_s
 

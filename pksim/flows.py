@@ -222,8 +222,8 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     tma_s = tma_latency_s(gpu, remote=True) if tma and not topo.virtual else 0.0
     # Inside one GPU a move waits for its first read from memory (HBM, or the L2 where the
     # working set is resident: as pksim.microbench_model._block_move), with TMA as with registers
-    # (block_moves without stacks, 2026-12-03 run 11: 4 KiB on 4-132 blocks, TMA 4.9-6.1 us,
-    # registers 4.5-5.8 us); across GPUs for the round trip of a remote read, and a remote
+    # (block_moves without stacks: 4 KiB on 4-132 blocks, TMA 4.9-6.1 us, registers
+    # 4.5-5.8 us; docs/decisions.md D5); across GPUs for the round trip of a remote read, and a remote
     # TMA message adds its own (hwmodels.sm.tma_latency_s).
     latency = ((gpu.l2.latency_s if resident else gpu.hbm.latency_s) if topo.virtual
                else 0.0)

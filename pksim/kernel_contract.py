@@ -18,8 +18,8 @@ BLOCK_THREADS = {"tma": 256, "register": 512}
 TMA_STAGE_BYTES = 32 * 1024
 TMA_STAGES = 4
 # A rank's blocks cut an SM move into pieces of whole 128-byte lines, of whole 4 KiB once a
-# piece holds 64 KiB (collective.cuh block_piece; validation/experiments/piece_align.cu
-# measured why).
+# piece holds 64 KiB (collective.cuh block_piece; validation/experiments/piece_align.cu at
+# commit 7cc519e measured why: docs/decisions.md D23).
 LINE_BYTES, PIECE_BYTES, PAGED_PIECE_BYTES = 128, 4096, 64 * 1024
 # collective.cuh ce_reduce: a copy-engine schedule's reduction kernel gets a block per
 # 512 threads (kCeReduceThreads) x 4 vectors of 16 B of its sum, at most the schedule's

@@ -74,7 +74,7 @@ PARTLY_MEASURED_ONLY = {
                    "write (an L2 of clean lines), to see what the write's dirty lines cost; "
                    "the collectives are validated behind a write; and where \"order\" is "
                    "\"staggered\": shared reads in the one-shot's peer order, which the "
-                   "model does not tell apart (0-0.2 us from the same order, run 44)",
+                   "model does not tell apart (0-0.2 us from the same order; docs/decisions.md D13)",
     "gemm_store_add": "measured only where \"epilogue\" is \"store_many\": plain tile stores "
                       "into several outputs, to tell the store-adds' reduction apart from their "
                       "bytes (no generated kernel stores a tile more than once)",
@@ -233,7 +233,7 @@ def _signal_chain(gpu: GpuSpec, nbytes: float, mechanism: str, groups: int, bloc
     ``blocks`` blocks, one launch alone behind a write: the first copy from HBM, each further
     one, of what the previous step left in L2, after the hand-off a generated kernel's ring
     phase pays (hwmodels.sm.handoff_s: the writes' drain to L2, the release, the flag), as
-    pksim.simulate costs a ring's phases."""
+    pksim.collective costs a ring's phases."""
     first = _block_move(gpu, nbytes, mechanism, "copy", 1, 1, blocks, groups=groups, hot=False)
     again = _block_move_body(gpu, nbytes, mechanism, "copy", 1, 1, blocks, groups=groups,
                              hot=True)

@@ -21,9 +21,9 @@ def tma_messages_per_B(sources: int, dests: int, reduce: bool) -> float:
     (collective.cuh): a copy moves TMA_STAGE_BYTES chunks, one load and ``dests`` stores
     each; a sum of S sources cuts the stage into S + 1 slots (the sources and the result),
     S loads and ``dests`` stores per slot-sized chunk, so its messages per byte grow as
-    (S + D)(S + 1) (block_moves without stacks, 2026-12-03 run 12, one block at 1 GiB:
-    a sum of 2 / 4 / 8 sources into one destination takes 65 / 121 / 254 ns per KiB, not
-    linear in S)."""
+    (S + D)(S + 1) (block_moves without stacks, one block at 1 GiB: a sum of 2 / 4 / 8
+    sources into one destination takes 65 / 121 / 254 ns per KiB, not linear in S;
+    docs/decisions.md D21)."""
     chunk = TMA_STAGE_BYTES / (sources + 1) if reduce else TMA_STAGE_BYTES
     return (sources + dests) / chunk
 
@@ -33,9 +33,9 @@ def tma_fill_s(gpu: GpuSpec, block_payload_B: float, sources: int,
     """What a TMA sum waits before its first bulk store, beyond the first read's latency:
     its first chunk of every source (a stage slot, or the block's whole payload if smaller)
     must have arrived at the SM's TMA rate before it adds, where a register sum stores each
-    vector as soon as its loads are back (block_moves, run 46: a sum of 2 shared sources of
-    1 MiB on 66 blocks a group, 16 KiB a block, took 6.80 us by TMA and 6.24 us by registers;
-    at 4 KiB both 5.02 us). TMA copies show no such wait (their chunks are dealt over the
+    vector as soon as its loads are back (block_moves: a sum of 2 shared sources of 1 MiB
+    on 66 blocks a group, 16 KiB a block, took 6.80 us by TMA and 6.24 us by registers; at
+    4 KiB both 5.02 us; docs/decisions.md D14). TMA copies show no such wait (their chunks are dealt over the
     blocks and stream through the stages)."""
     t = gpu.transfer
     rate = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm

@@ -103,8 +103,8 @@ struct all_reduce_two_shot {
     fill_peers<C>(src, g.in, c, at);
     fill_peers<C>(dst, g.out, c, at);
     // bf16 by registers loads all 8 sources at once (no stack: ptxas -v, sm_90a, CUDA 13.0;
-    // 4 a round had cost 1.5 us a call at 8 ranks, block_moves_cross run 22); fp32 4 a round
-    // (as the model's load_rounds has it; 8 at once in fp32 has not been timed)
+    // 4 a round had cost 1.5 us a call at 8 ranks in block_moves_cross: docs/decisions.md D24);
+    // fp32 4 a round (as the model's load_rounds has it; 8 at once in fp32 has not been timed)
     constexpr int kLoads = C::kMech == mech::reg && sizeof(T) == 2 ? PKC_MAX_RANKS : 4;
     return reduce_to<C, kLoads>(g, c, dst, src, s.size(), sm);
   }

@@ -71,9 +71,10 @@ PK_HD span piece(size_t n, int parts, int k, size_t align) {
 // Pieces of whole 16-byte vectors start off the lines on 33, 66 or 132 blocks, and there a
 // register copy of 256 MiB ran 8-10 % slower, a register sum 5-7 %, a TMA copy 2x; at 4 KiB
 // a 33-block register copy ran 6 % faster than at 128 bytes (validation/experiments/
-// piece_align.cu, H200, 2026-12-03). Below 64 KiB a piece stays small, so that small ranges
-// still spread over the blocks (4 KiB pieces put a 4 KiB TMA sum of 8 sources on one block:
-// 0.4-0.8 us slower, run 17). hwmodels.sm.piece_blocks models the cut.
+// piece_align.cu at commit 7cc519e, H200, 2026-12-03). Below 64 KiB a piece stays small, so
+// that small ranges still spread over the blocks (4 KiB pieces put a 4 KiB TMA sum of 8
+// sources on one block: 0.4-0.8 us slower). pksim.moves.piece_blocks models the cut
+// (docs/decisions.md D23).
 constexpr size_t kLineBytes = 128, kPieceBytes = 4096, kPagedPieceBytes = 64 * 1024;
 
 // Block k's piece of [0, n) elements of `elem` bytes among `parts` blocks.
@@ -116,7 +117,7 @@ PK_HD span block_piece(size_t n, const ctx& c) {
 // The k-th peer a rank visits (0 <= rank, k < world): staggered (rank, rank+1, ...) or
 // sequential (0, 1, ...). A subtraction, not `%`: a modulo by a run-time world is a few
 // dozen instructions a peer in every thread (0.3 us of the TMA two-shot's phase at w8:
-// validation/experiments/two_shot_gap.cu, run 25). For the slots fill_peers writes past the
+// validation/experiments/two_shot_gap.cu at commit 7cc519e; docs/decisions.md D17). For the slots fill_peers writes past the
 // world (world <= k < PKC_MAX_RANKS) it stays below PKC_MAX_RANKS. k is tested against
 // world - rank: with `rank + k >= world` (the same result) ptxas gave the fp32 two-shot by
 // registers 56 B of stack (ptxas -v, sm_90a, CUDA 13.0).
@@ -145,9 +146,9 @@ struct ptr_set {
   // p[k] = f(k) in every slot, each at its own compile-time index, and n = count: f must be
   // defined for every k < PKC_MAX_RANKS (an index in range), though only the first count
   // slots are read. No chain of selects on a run-time n as count add()s leave in the code
-  // (0.35 us of the TMA two-shot's phase at w8: two_shot_gap.cu, run 25), and no branch per
-  // slot as writing only the slots k < count left (the register two-shot's phase at w8,
-  // peers in order, ran 0.35 us over a crossed sum writing every slot: run 30).
+  // (0.35 us of the TMA two-shot's phase at w8), and no branch per slot as writing only the
+  // slots k < count left (the register two-shot's phase at w8, peers in order, ran 0.35 us
+  // over a crossed sum writing every slot): docs/decisions.md D17.
   template <class F>
   PK_HD void fill(int count, F f) {
 #ifdef __CUDA_ARCH__
@@ -358,8 +359,8 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   // sets in registers (88 -> 16 B of stack; none since fill writes every slot) but waits two
   // memory latencies a vector; in bf16, its pointer sets filled at compile-time indices, it
   // loads all 8 with no stack. Loading 4 at a time everywhere made the 8-rank one-shot
-  // all-reduce and direct reduce-scatter by registers 1.5-1.8x slower at 16 MiB and up (H200
-  // run 13, 2026-12-03), so they keep all 8 in flight.
+  // all-reduce and direct reduce-scatter by registers 1.5-1.8x slower at 16 MiB and up (H200,
+  // 2026-12-03), so they keep all 8 in flight (docs/decisions.md D24).
   if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
   else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
   else reg_reduce_body<1, PKC_MAX_RANKS, QB>(dst, src, head, nv, g);
@@ -493,8 +494,9 @@ PK_DEV void stage_sum(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec) 
 // dst[d] = sum of the NS sources, through shared memory: per chunk, thread 0 bulk-loads the chunk of every source into one
 // stage, every thread sums (fp32) into the stage's output slot, thread 0 bulk-stores it to every
 // destination. The source count is a template argument because the chunk's critical path
-// (thread 0's issue, the sum) runs 1.3-1.7x faster per block with it known than with a loop
-// over a run-time count (validation/experiments/tma_align.cu). The caller checks alignment.
+// (thread 0's issue, the sum) is 1.3-1.7x faster per block with it known than with a loop
+// over a run-time count (validation/experiments/tma_align.cu at commit 7cc519e;
+// docs/decisions.md D6). The caller checks alignment.
 template <class C, int NS, typename T>
 PK_DEV bool tma_reduce_n(const ptr_table& tab, int ndst, size_t body, block_smem& sm,
                          const pk::spin_ctx& spin, int rank) {

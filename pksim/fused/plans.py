@@ -34,7 +34,7 @@ def plan_key(schedule: Schedule, chunks_per_peer: int) -> tuple:
 
 def store_add(schedule: Schedule) -> bool:
     """The intra-SM kernels of gemm-rs / gemm-ar store-add each tile from the epilogue's
-    shared-memory staging buffer (kernels/fused/fused_workload.cuh, store_add_owners / _all)."""
+    shared-memory staging buffer (kernels/fused/fused.cuh, store_add_owners / _all)."""
     return schedule.overlap == "intra-sm" and schedule.op in ("gemm-rs", "gemm-ar")
 
 

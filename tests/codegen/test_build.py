@@ -1,5 +1,5 @@
 """codegen stage 3: the generated sources compile, and the libraries' C interface matches
-validation/runtime.py. Needs nvcc (skipped cleanly without it), not a GPU.
+validation/runtime/collectives.py. Needs nvcc (skipped cleanly without it), not a GPU.
 
 CI builds one translation unit per (op x mechanism) for sm_90a, and the register two-shot
 all-reduce (CI_EXTRA), in parallel, through the content-hash cache (PKSIM_CACHE, else a
@@ -106,10 +106,11 @@ SM_KEYS = [k for k in matrix() if k[2] in ("tma", "register")]
 
 @pytest.mark.parametrize("key", SM_KEYS, ids=[f"{op}-{alg}-{mech}-{arch}" for op, alg, mech, arch in SM_KEYS])
 def test_generated_sm_kernels_have_no_stack(builds, tmp_path, key):
-    """A grid whose threads have a stack starts slower the more blocks it has (block_moves,
-    run 11: a 4 KiB register copy on 132 blocks 5.1 us without, 6.4 us with a 72 B stack);
-    ptxas held some generated kernels to 64-80 registers and spilled 8-24 B until they were
-    declared one block an SM (run 25). Both dtypes, from the build's ptxas -v report."""
+    """A grid whose threads have a stack starts slower the more blocks it has (block_moves:
+    a 4 KiB register copy on 132 blocks 5.1 us without, 6.4 us with a 72 B stack); ptxas
+    held some generated kernels to 64-80 registers and spilled 8-24 B until they were
+    declared one block an SM (docs/decisions.md D17). Both dtypes, from the build's ptxas -v
+    report."""
     res = builds[key]
     if isinstance(res, CompileError):
         pytest.skip(f"{key} did not build")

@@ -1,5 +1,5 @@
 """The fused GEMM + communication kernels (kernels/fused) compile for sm_90a, one generated
-source per (op, overlap), and their C ABI matches validation/fused_runtime.py.
+source per (op, overlap), and their C ABI matches validation/runtime/fused.py.
 
 Runs in CI without a GPU: it needs nvcc only (skipped, with the reason, when nvcc is not found).
 Every source comes from codegen.fused (the path `pksim codegen --op gemm-rs ...` takes) and is
@@ -8,7 +8,7 @@ directory), with -Xptxas -v. Checked: no compiler warnings, no register spills, 
 symbols, the struct sizes against ctypes, and that bad arguments come back as PKC_BAD_ARGUMENT
 with a message from ctypes calls that never reach CUDA (the checks precede every CUDA call and
 the library links the CUDA runtime statically, so it loads without a driver). The kernels run
-on a GPU through validation/run_fused.py.
+on a GPU through validation/run/fused.py.
 """
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 
 Runs in CI without a GPU: it needs nvcc only (skipped, with the reason, when nvcc is not
 found). The library is built once through codegen.build (content-hash cache in a temporary
-directory, with -Xptxas -v) exactly as validation/gemm_bench.py builds it, plus the ptxas
+directory, with -Xptxas -v) exactly as validation/run/gemm.py builds it, plus the ptxas
 report. Checked: no warnings, no register spills or stack frame in any kernel, the exported
 symbols, and that every bad-argument status comes back from ctypes calls that never reach
 CUDA (the checks precede any CUDA call, and the library links the CUDA runtime statically,
-so it loads without a driver). The GEMM itself runs on a GPU through validation/gemm_bench.py.
+so it loads without a driver). The GEMM itself runs on a GPU through validation/run/gemm.py.
 """
 import ctypes
 import json

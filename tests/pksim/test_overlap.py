@@ -232,8 +232,8 @@ def test_search_command_says_what_it_simulated_and_pruned():
 
 def test_none_on_virtual_ranks_runs_the_gemms_one_after_another():
     # Virtual ranks share one H200: the baseline's library GEMMs of the 4 ranks run one after
-    # another on the whole GPU (as validation/run_fused.py times "none"), then the pk
-    # collective that run_fused runs (reduce-scatter direct/register, 132 / 4 = 33 blocks per
+    # another on the whole GPU (as validation/run/fused.py times "none"), then the pk
+    # collective that it runs (reduce-scatter direct/register, 132 / 4 = 33 blocks per
     # rank) stands in for NCCL (which cannot run several ranks on one GPU):
     # 2 launches + 4 x GEMM(8192 x 8192 x 2048) + that collective's predicted time.
     from pksim.simulate import predict as run

@@ -1,6 +1,6 @@
 """pksim.workloads.phases: the generated kernels' phases, checked against what the
 kernels do (kernels/collectives/*.cuh) and against the least traffic a collective needs
-(validation/reference.py). No simulation."""
+(validation/runtime/reference.py). No simulation."""
 from __future__ import annotations
 
 import pytest

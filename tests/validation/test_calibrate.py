@@ -30,57 +30,57 @@ SUITE3 = CAL / "h200-microbench-2026-12-03.json"
 # launch_latency again: ce_burst with 2 MiB copies and rounds chained across streams by
 # events, with and without a kernel after each copy
 LAUNCH3 = CAL / "h200-launch-2026-12-03-run2.json"
-# block_moves, launch_latency, hbm_copy and ce_burst again (run 14, 2026-12-03 05:57 UTC):
+# block_moves, launch_latency, hbm_copy and ce_burst again (2026-12-03 05:57 UTC):
 # the collectives' routines without stacks; they replace the same measurements of SUITE3 and
 # LAUNCH3 (validation.calibrate.fit.merge_results)
 RUN14 = CAL / "h200-microbench-2026-12-03-run14.json"
-# block_moves with 1 GiB payloads (run 17, 2026-12-03 09:51 UTC): shared reads by TMA and
+# block_moves with 1 GiB payloads (2026-12-03 09:51 UTC): shared reads by TMA and
 # register stores to several destinations at that size, the blocks' pieces of whole 4 KiB
 BIG = CAL / "h200-block-moves-1gib-2026-12-03-run17.json"
-# block_moves, launch_latency, hbm_copy and ce_burst again (run 18, 10:41 UTC) with the
+# block_moves, launch_latency, hbm_copy and ce_burst again (10:41 UTC) with the
 # kernels' pieces of whole lines, of whole 4 KiB from 64 KiB a piece: they replace the same
 # measurements of the files before (the 1 GiB run's small payloads behind a write among them)
 RUN18 = CAL / "h200-microbench-2026-12-03-run18.json"
 # block_moves, launch_latency (ce_burst's rounds also waiting on every other stream), hbm_copy
-# again (runs 19 and 20, 12:36 and 13:04 UTC, the kernels as committed) and block_moves at
-# 256 MiB (run 19): the last of each measurement replaces the ones before, so that the fit
-# and the suite measured in the same call share a machine
+# again (12:36 and 13:04 UTC, the kernels as committed) and block_moves at 256 MiB (with
+# the first): the last of each measurement replaces the ones before, so that the fit and
+# the suite measured in the same call share a machine (docs/decisions.md D37)
 RUN19 = CAL / "h200-microbench-2026-12-03-run19.json"
 BM256 = CAL / "h200-block-moves-256mib-2026-12-03-run19.json"
 RUN20 = CAL / "h200-microbench-2026-12-03-run20.json"
-# block_moves, launch_latency, hbm_copy again and two new primitives (run 21, 14:00 UTC):
+# block_moves, launch_latency, hbm_copy again and two new primitives (14:00 UTC):
 # signal_chain (peer copies with the generated kernels' ring hand-off between them) and
 # fused_pull (the inter-SM fused kernels' pull-reduce alone)
 RUN21 = CAL / "h200-microbench-2026-12-03-run21.json"
-# block_moves again (run 22, 14:36 UTC), with block_moves_cross at the two-shot's own parts
+# block_moves again (14:36 UTC), with block_moves_cross at the two-shot's own parts
 # (512 B, 8 KiB), behind a kernel's write too, and by registers 4 sources a round; it comes
-# before run 21 so that run 21's measurements (taken with the suite they are judged beside)
+# before the 14:00 file so that its measurements (taken with the suite they are judged beside)
 # replace its repeats, and only its new points count
 RUN22 = CAL / "h200-block-moves-2026-12-03-run22.json"
-# block_moves again with its cold moves alone behind a write also at 1 and 4 MiB (run 27,
-# 16:36 UTC), the whole microbenchmark step of the session with the ring change (run 28, 17:08:
-# block_moves also behind a read, measured only; launch_latency, hbm_copy, signal_chain,
-# fused_pull again) and block_moves with crossed reads into one destination (run 29, 17:20):
+# block_moves again with its cold moves alone behind a write also at 1 and 4 MiB (16:36
+# UTC), the whole microbenchmark step of the session with the ring change (17:08: block_moves
+# also behind a read, measured only; launch_latency, hbm_copy, signal_chain, fused_pull
+# again) and block_moves with crossed reads into one destination (17:20):
 # the moves of 1-16 MiB the suite's TMA and register sums part at; each replaces the repeats
 # of the files before it
 RUN27 = CAL / "h200-block-moves-2026-12-03-run27.json.gz"
 RUN28 = CAL / "h200-microbench-2026-12-03-run28.json.gz"
 RUN29 = CAL / "h200-block-moves-2026-12-03-run29.json.gz"
 # the pk GEMM on grids of 100-132 SMs (validation/run/gemm.py --from-jsonl of the two GEMM
-# runs) and of 64-132 SMs at K = 1024, 2048, 8192 (gemm_bench.py --sm-sweep)
+# runs) and of 64-132 SMs at K = 1024, 2048, 8192 (validation/run/gemm.py --sm-sweep)
 GEMM_SMS = CAL / "h200-gemm-sms-2026-12-02.json"
 GEMM_SWEEP = CAL / "h200-gemm-sms-sweep-2026-12-02.json"
 # our GEMM with the intra-SM fused kernels' epilogue, store-adding every tile into 1-8
-# outputs, beside plain stores (run 32, 2026-12-03 20:09 UTC)
+# outputs, beside plain stores (2026-12-03 20:09 UTC; docs/decisions.md D34)
 STORE_ADD = CAL / "h200-gemm-store-add-2026-12-03-run32.json"
-# block_moves again with its shared reads also at 4 and 64 KiB alone behind a write (run 36,
-# 21:19 UTC): the one-shot's and the broadcast's small cold moves; its repeats replace the
-# files' before
+# block_moves again with its shared reads also at 4 and 64 KiB alone behind a write (21:19
+# UTC): the one-shot's and the broadcast's small cold moves; its repeats replace the files'
+# before
 RUN36 = CAL / "h200-block-moves-2026-12-03-run36.json.gz"
 # block_moves with its moves to one destination compiled knowing it (pkc::one, as the generated
 # one-shot, reduce-scatter and broadcast phases) and its kernels declared one block an SM
-# (run 45, 2026-12-04 00:45 UTC), and its 256 MiB and 1 GiB sweeps (run 46): they replace every
-# block_moves point of the files before
+# (2026-12-04 00:45 UTC), and its 256 MiB and 1 GiB sweeps measured again with them: they
+# replace every block_moves point of the files before (docs/decisions.md D13, D37)
 RUN45 = CAL / "h200-block-moves-2026-12-04-run45.json.gz"
 BM256_46 = CAL / "h200-block-moves-256mib-2026-12-04-run46.json.gz"
 BIG_46 = CAL / "h200-block-moves-1gib-2026-12-04-run46.json.gz"
@@ -163,10 +163,10 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     assert len(sms) == 25 and max(abs(p.error) for p in sms) < 0.09
     # the collectives' routines at 64 MiB and 1 GiB, back to back, and timed alone behind a
     # write (4 KiB - 4 MiB on 4-264 blocks, their buffers in HBM), and at 256 MiB: 1368
-    # points (the 32 behind a read measured only; since run 36 also the shared reads of 4 and
-    # 64 KiB alone behind a write: 1440; since run 45 (moves to one destination compiled
-    # knowing it) 1530, the 54 shared sums in the one-shot's staggered order measured only
-    # too), 6.2 % median, and 36 x 2 with every group
+    # points (the 32 behind a read measured only; from 21:19 UTC also the shared reads of 4 and
+    # 64 KiB alone behind a write: 1440; from 2026-12-04 (moves to one destination compiled
+    # knowing it: docs/decisions.md D13) 1530, the 54 shared sums in the one-shot's staggered
+    # order measured only too), 6.2 % median, and 36 x 2 with every group
     # of blocks on its own buffers (as virtual ranks), 2.9 %; copies queued on 1-8 streams
     # (ce_burst: forked, or in rounds chained by events from the previous stream or from
     # every other one, with and without a kernel, each wait on an event costing
@@ -178,17 +178,18 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     assert summary["ce_burst"].points == 96
     assert summary["ce_burst"].median_abs_error == pytest.approx(0.050, abs=0.002)
     # peer copies around a ring of 2-8 groups with the generated kernels' hand-off between
-    # them, 1-8 steps of 512 B - 1 MiB (run 28): the 192 ring points predicted, 2.8 %; the
-    # 192 grid-barrier ones measured only. The fused kernels' pull-reduce alone (rs and ar,
+    # them, 1-8 steps of 512 B - 1 MiB (h200-microbench-2026-12-03-run28.json.gz;
+    # docs/decisions.md D18): the 192 ring points predicted, 2.8 %; the 192 grid-barrier ones
+    # measured only. The fused kernels' pull-reduce alone (rs and ar,
     # 2-8 ranks, 2-16 blocks each): 48 points, 3.7 %
     assert summary["signal_chain"].points == 384 and summary["signal_chain"].predicted == 192
     assert summary["signal_chain"].median_abs_error == pytest.approx(0.028, abs=0.002)
     assert summary["fused_pull"].points == 48 and summary["fused_pull"].predicted == 48
     assert summary["fused_pull"].median_abs_error == pytest.approx(0.037, abs=0.002)
     # the crossed sums (parts of 512 B - 64 KiB behind a write, 32 MiB back to back; 8 sources
-    # by registers also 4 a round) and, since run 29, crossed reads into one destination
-    # (4 KiB - 4 MiB parts behind a write), fitted with the other moves: 192 points since run
-    # 45, 3.5 %
+    # by registers also 4 a round) and, from 17:20 UTC, crossed reads into one destination
+    # (4 KiB - 4 MiB parts behind a write), fitted with the other moves (docs/decisions.md
+    # D6): 192 points from 2026-12-04, 3.5 %
     assert summary["block_moves_cross"].points == 192
     assert summary["block_moves_cross"].median_abs_error == pytest.approx(0.035, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
@@ -364,7 +365,8 @@ def test_crossed_block_moves_wait_a_further_round_of_loads(shipped):
     four = {**rec, "params": {**rec["params"], "sources": 4, "dests": 4, "groups": 4}}
     assert predict_time_s(shipped, {**four, "params": {**four["params"], "load_batch": 4}}) == \
         predict_time_s(shipped, four)
-    # run 22 measured 5.44 us (8 at once) and 6.98 us (4 a round) behind a kernel's write
+    # h200-block-moves-2026-12-03-run22.json measured 5.44 us (8 at once) and 6.98 us (4 a
+    # round) behind a kernel's write (docs/decisions.md D24)
     assert 0.8e-6 < twice - once < 2.0e-6
 
 
@@ -385,8 +387,9 @@ def test_a_ring_hand_off_costs_the_drain_the_release_and_a_system_flag(shipped):
     step = handoff_s(g, g.l2.latency_s) + _block_move_body(g, 4096.0, "register", "copy", 1, 1,
                                                            16, groups=8, hot=True)
     assert t[2] - t[1] == pytest.approx(step) and t[8] - t[1] == pytest.approx(7 * step)
-    # run 21 measured 1.74-1.77 us a step for 4 KiB at 8 x 16 blocks (17.44 - 5.12 us over 7);
-    # the model, refitted on run 28's signal_chain and runs 45-46's moves, 1.73 us
+    # h200-microbench-2026-12-03-run21.json measured 1.74-1.77 us a step for 4 KiB at 8 x 16
+    # blocks (17.44 - 5.12 us over 7); the model, refitted on the 17:08 signal_chain and the
+    # 2026-12-04 moves, 1.73 us (docs/decisions.md D18, D37)
     assert 1.5e-6 < step < 1.9e-6
     # grid barriers: measured only (the generated kernels in virtual ranks never meet in one)
     barrier = {**rec, "params": {**rec["params"], "sync": "barrier", "steps": 2}}

@@ -50,7 +50,8 @@ def test_default_fused_part_is_run2s_shapes_and_every_variant():
 
 
 def test_default_fused_cases_have_run2s_ids():
-    """Every timed case of run 2 is a case of the default suite, with the same fields."""
+    """Every timed case of validation/data/cited/h200-fused-2026-12-02-run2.jsonl is a case
+    of the default suite, with the same fields."""
     class Libs(dict):
         def __missing__(self, key):
             return f"lib/{key}.so"
@@ -232,7 +233,8 @@ def test_report_refuses_fused_rows_of_another_case(tmp_path):
 
 
 def test_report_of_run2_with_the_default_suite(tmp_path):
-    """The committed fused run 2 reports against a default-suite bundle (no GPU)."""
+    """The committed validation/data/cited/h200-fused-2026-12-02-run2.jsonl reports against
+    a default-suite bundle (no GPU)."""
     out = tmp_path / "b"
     result = run(["validate", "--prepare", "--no-build", "-o", str(out), "--suite", "default"])
     assert result.exit_code == 0, result.output

@@ -2,7 +2,7 @@
 // `pksim validate --prepare` bundle's lib/*.so) without Python: its entry point, requirements
 // and error-record functions, found by dlopen / dlsym through its manifest, and the arguments
 // of a call in virtual ranks. Used by validation/device/sanitize_collectives.cpp and
-// validation/experiments/harness_gap.cu, two_shot_gap.cu.
+// validation/experiments/harness_gap.cu and two_shot_gap.cu (at commit 7cc519e).
 #pragma once
 
 #include <dlfcn.h>

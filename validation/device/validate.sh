@@ -27,7 +27,7 @@
 # cap (timeout -s KILL) and never past what is left of the budget less PK_RESERVE_S (25, for
 # the archive); a step with less than its minimum left is skipped, and times.txt says so.
 # Caps / minimums (s): microbench 110 / 40, collective suite 180 / 30, fused suite 100 / 20,
-# fused memcheck 60 / 20, matrix 190 / 60. Seen on an H200 (run 41, 2026-12-03): microbench
+# fused memcheck 60 / 20, matrix 190 / 60. Seen on an H200 (2026-12-03): microbench
 # 47, collective suite 106, fused suite 50 (each call timed from an idle GPU), fused memcheck
 # under 1, matrix 47 (memcheck and IPC included): 257 s.
 set -u

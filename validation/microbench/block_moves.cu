@@ -18,8 +18,8 @@
 // 60 MiB L2), and blocks {4, 16, 132} at 256 KiB (latency-bound). Shared reads: R in {2, 4,
 // 8} groups of 132 / R or 64 / R blocks each move the same S in {1, R} sources into their own
 // destination ("readers" = R, "blocks" = blocks per group), as the virtual ranks of a
-// one-shot all-reduce (S = R) or a broadcast (S = 1) read the same buffers; since run 36 also
-// 4 and 64 KiB alone behind a write on the suite's blocks per group.
+// one-shot all-reduce (S = R) or a broadcast (S = 1) read the same buffers; also 4 and 64 KiB
+// alone behind a write on the suite's blocks per group (docs/decisions.md D19).
 // Own buffers ("block_moves_own" records, measured only): G in {2, 4, 8} groups of 132 / G or
 // 64 / G blocks, group g moving its own S in {1, 2, 4} sources into its own destination, as
 // virtual ranks do (G x S <= 8).
@@ -30,7 +30,8 @@
 // destinations, as the G virtual ranks of a two-shot all-reduce do ("bytes" = one part; G
 // parts of 4 KiB and 64 KiB each launch timed alone behind a 256 MiB write, 64 MiB back to
 // back).
-// Crossed reads into one destination ("block_moves_cross" with "dests" = 1, since run 29): G
+// Crossed reads into one destination ("block_moves_cross" with "dests" = 1; docs/decisions.md
+// D6): G
 // groups, group g summing part g of all G sources into its own destination (a direct
 // reduce-scatter's ranks), parts of 4 KiB - 4 MiB alone behind a 256 MiB write.
 // Keys: "bytes" = payload (bytes written to one destination), "traffic_bytes" = (S + D) x
@@ -40,7 +41,8 @@
 // (fp32 sum of the sources in source order, rounded once to bf16), so a copy must be exact
 // and a reduction bit-identical.
 // Behind a write ("timing": "behind_write"): payloads of 4 KiB, 64 KiB, 256 KiB, 1 MiB and
-// 4 MiB (the last two since run 27: the suite's TMA and register sums part at 1-16 MiB) of
+// 4 MiB (the last two because the suite's TMA and register sums part at 1-16 MiB:
+// docs/decisions.md D25) of
 // every shape on 4, 16, 33, 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
 // `pksim validate` times a collective; the other points are back-to-back launches); at 4 KiB
 // also behind a kernel's write instead of cudaMemsetAsync ("flush": "kernel") and launched
@@ -106,7 +108,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
     d.p[k] = mine.p[k] + (one_dest ? 0 : at) + s.lo;
     // own == 5: shared reads in the staggered order of the generated one-shot (group g
     // reads source g first, then g + 1, ...), by a subtraction as pkc::peer (a `%` costs
-    // 0.3 us at 4 KiB: two_shot_gap, run 25); sums only: copies read one source
+    // 0.3 us at 4 KiB: docs/decisions.md D17); sums only: copies read one source
     int j = first + k < PKC_MAX_RANKS ? first + k : PKC_MAX_RANKS - 1;
     if constexpr (reduce) {
       if (own == 5 && groups > 1 && k < src.n) j = k < src.n - grp ? grp + k : grp + k - src.n;
@@ -354,8 +356,9 @@ int main(int argc, char** argv) {
   // Behind a read ("flush": "read", measured only): 1 and 4 MiB of a copy and the sums into
   // one destination on 33 and 132 blocks, each launch alone behind a kernel reading the
   // 256 MiB: inputs as cold as behind the memset, but an L2 of clean lines. Against the
-  // memset points, what writing back the flush's dirty lines costs a cold move (runs 25-27:
-  // the model, which has no such term, is 7-21 % fast at these sizes behind the memset).
+  // memset points, what writing back the flush's dirty lines costs a cold move (the model,
+  // which has no such term, is 7-21 % fast at these sizes behind the memset;
+  // docs/decisions.md D26).
   for (size_t alone : {(size_t)1 * MiB, (size_t)4 * MiB}) {
     if (alone > big) continue;
     const size_t n = alone / sizeof(bf16);
@@ -403,13 +406,13 @@ int main(int argc, char** argv) {
           emit_point("block_moves", params, (double)big, (double)big * (sources + readers),
                      (double)big, t, check);
         }
-        // Alone behind a write (since run 36): the one-shot's and the broadcast's cold small
-        // moves as the suite runs them, 4 and 64 KiB per destination on the suite's blocks per
-        // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8); 1 MiB since run 42
-        // Since run 43 the sums also in the generated one-shot's staggered order ("order":
+        // Alone behind a write: the one-shot's and the broadcast's cold small moves as the
+        // suite runs them, 4 KiB, 64 KiB and 1 MiB per destination on the suite's blocks per
+        // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8; docs/decisions.md
+        // D19). The sums also in the generated one-shot's staggered order ("order":
         // "staggered", own == 5; measured only): its phase ran 0.3-0.6 us faster than these
-        // shared reads at 4-64 KiB (two_shot_gap, run 32); not by the order (run 44: 0-0.2 us
-        // slower staggered) but by its one destination known at compile time (run 45)
+        // shared reads at 4-64 KiB, not by the order (0-0.2 us slower staggered) but by its one
+        // destination known at compile time (docs/decisions.md D13)
         for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)MiB}) {
           const size_t n = alone / sizeof(bf16);
           for (int per : {132 / readers / 4, 132 / readers / 2, 132 / readers})
@@ -477,8 +480,8 @@ int main(int argc, char** argv) {
   };
   // Crossed reads into one destination (own == 4; "dests" = 1): G groups, group g summing part
   // g of all G sources into its own destination, as a direct reduce-scatter's ranks do; parts
-  // of 4 KiB - 4 MiB alone behind the memset (since run 29: the suite's direct reduce-scatter
-  // by TMA at 16 MiB w4 ran 21 % over the model, by registers 11 %).
+  // of 4 KiB - 4 MiB alone behind the memset (the suite's direct reduce-scatter by TMA at
+  // 16 MiB w4 was 21 % over the model, by registers 11 %; docs/decisions.md D6).
   each_crossed([&](bool tma, int groups, const auto& d, const auto& s, int total, int per) {
     for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)1 * MiB, (size_t)4 * MiB}) {
       if (part * groups > big || (quick && total != 64)) continue;

@@ -3,8 +3,9 @@
 ``fused-measured.jsonl``, or the files given), and judge the model, separately for the
 collectives and for the fused GEMM + communication kernels.
 
-* error of a case = (predicted - measured) / measured, measured = run_collectives' median_s
-  (the mean of the medians of two halves of the calls since run 16) or run_fused's median;
+* error of a case = (predicted - measured) / measured, measured = validation/run/collectives.py's
+  median_s (the mean of the medians of two halves of the calls: docs/decisions.md D27) or
+  validation/run/fused.py's median;
 * ranking: for each group (collectives: op, size, world; fused: op, m x n x k, world, whose
   candidates include "none", the unfused baseline), the candidate the simulator ranks first
   (fastest predicted among the measured ones, ties broken as the search breaks them: fewer
@@ -322,8 +323,9 @@ def order_effect(rows: list[dict], order: list[str], largest: int = 64 << 10) ->
     """How much longer the SM cases of at most ``largest`` bytes took at odd places of the run
     (``order``: the measured ids as the worker ran them) than at even ones: the median of
     measured / predicted at odd places over the same at even places, minus 1; None with fewer
-    than 10 of either. Until run 15 every run showed 2-8 % (every other timing ran slower,
-    validation/experiments/parity.py); a case timed in two halves sees both."""
+    than 10 of either. Before the suite timed in halves every run showed 2-8 % (every other
+    timing ran slower, validation/experiments/parity.py at commit 7cc519e; docs/decisions.md
+    D27); a case timed in two halves sees both."""
     place = {i: k for k, i in enumerate(order)}
     ratios: tuple[list[float], list[float]] = ([], [])
     for r in rows:

@@ -26,7 +26,8 @@ re-timed while disturbed (validation/runtime/collectives.time_settled, ``timed``
 Every case runs on a stream of its own (a torch stream, non-blocking, as the microbenchmarks
 run), not on torch's default stream; ``PKC_STREAM=default`` runs them there (rows say which:
 "stream"). On the default stream the suite's SM cases of 4 KiB - 1 MiB at world 4 and 8 took
-0.10 us more (median of 324 cases; run 20, validation/experiments/run20.sh at commit 7cc519e).
+0.10 us more (median of 324 cases; validation/experiments/run20.sh and
+validation/data/h200-stream-2026-12-03-run20.jsonl.gz at commit 7cc519e).
 """
 from __future__ import annotations
 

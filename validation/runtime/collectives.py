@@ -304,8 +304,9 @@ class Collective:
 
 
 # A timing whose median is over DISTURBED x its fastest call was disturbed (another process,
-# a clock change): most of its calls ran slow. Run 14 (2026-12-03) had three such cases, with
-# medians 1.6-5.8x their fastest call, where no case of runs 9, 11 and 13 had one over 1.5x.
+# a clock change): most of its calls ran slow. One session of 2026-12-03 had three such cases,
+# with medians 1.6-5.8x their fastest call, where no case of three sessions before had one over
+# 1.5x (docs/decisions.md D27).
 DISTURBED = 1.5
 
 

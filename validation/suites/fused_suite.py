@@ -19,13 +19,15 @@ The ``[fused]`` table of a suite file (``validation/suites/suite.py``)::
                                     # previous call's time (0: back to back)
 
 A group is one (op, m, n, k, world); its candidates are "none" (the unfused baseline of
-validation/run/fused.py) and every runnable fused variant (``validation/suites/fused_kernels.VARIANTS``: op, overlap,
-algorithm, mechanism) of the listed ops, overlaps and mechanisms: intra-SM once, inter-SM once
-per communication block count in the staggered tile order, and in the sequential order for
-the fewest blocks (``sequential = "fewest"``, as run 2 of 2026-12-02 ran them) or for every
-count. Case ids are those of ``validation/suites/fused_kernels.fused_case`` / ``none_case``, so measurements of
-the fused runner's own case list (validation/prepare/fused.py) join with a suite's cases. Shapes follow kernels/fused/abi.h: N and
-K multiples of 8, M at least the world.
+validation/run/fused.py) and every runnable fused variant
+(``validation/suites/fused_kernels.VARIANTS``: op, overlap, algorithm, mechanism) of the
+listed ops, overlaps and mechanisms: intra-SM once, inter-SM once per communication block
+count in the staggered tile order, and in the sequential order for the fewest blocks
+(``sequential = "fewest"``, as validation/data/cited/h200-fused-2026-12-02-run2.jsonl ran
+them) or for every count. Case ids are those of
+``validation/suites/fused_kernels.fused_case`` / ``none_case``, so measurements of the fused
+runner's own case list (validation/prepare/fused.py) join with a suite's cases. Shapes
+follow kernels/fused/abi.h: N and K multiples of 8, M at least the world.
 """
 from __future__ import annotations
 
