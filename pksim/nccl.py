@@ -96,11 +96,13 @@ def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict
 
 
 def step_sync_s(system: System, schedule: Schedule, specs) -> float:
-    """After a step's last byte: the path latency it took to land, plus for Simple the flag
-    the sender posts behind its data (LL/LL128 lines carry their flag)."""
+    """After a step's last byte: LL and LL128 lines carry their own flag, so the data's
+    landing (its path latency is the flows' start delay) is the signal: nothing more. Simple
+    posts a flag behind its data: one more path latency and a system-scope flag."""
+    if schedule.protocol != "Simple":
+        return 0.0
     latency = max((s.latency_s for s in specs), default=0.0)
-    return latency + (system.gpu.sync.flag_latency_sys_s if schedule.protocol == "Simple"
-                      else 0.0)
+    return latency + system.gpu.sync.flag_latency_sys_s
 
 
 def launch_costs(system: System, topo: Topology, mode: str) -> tuple[float, float, dict]:
