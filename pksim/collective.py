@@ -56,6 +56,8 @@ class Model:
     # during it cost nothing): a phase cannot start before its calls are issued.
     host_issue_s: tuple[float, ...] = ()
     host_lead_s: float = 0.0
+    # NCCL's back-to-back calls cannot go faster than the host issues them (nccl.launch_costs)
+    host_floor_s: float = 0.0
 
     def issued_s(self, step: int) -> float:
         """Earliest start of costed step ``step`` allowed by the host's calls."""
@@ -120,8 +122,10 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     class_caps = {name: caps[instance] for name, instance in members.items()}
     # A kernel launched on a stream behind other work, as a caller times it with events.
     launch = system.gpu.sync.stream_launch_s
+    floor = 0.0
     if schedule.impl == "nccl":
-        launch += nccl.base_latency(schedule)
+        launch, floor, _ = nccl.launch_costs(system, topo, dict(schedule.extra).get(
+            "launch", nccl.DEFAULT_LAUNCH))
     elif program.phases is not None and schedule.mechanism in ("tma", "register"):
         # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
@@ -134,7 +138,7 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         launch = max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
         launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
-                 reduced, host_issue_s(system, schedule, program), host_lead_s)
+                 reduced, host_issue_s(system, schedule, program), host_lead_s, floor)
 
 
 def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:
@@ -196,9 +200,8 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         else:
             specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
                      for t in step.transfers()]
-            if schedule.impl == "nccl":    # NCCL's per-step latency replaces the paths'
-                sync[pkey] = nccl.step_latency(system, topo, schedule)
-                specs = [s.__class__(s.usage, 0.0, s.nbytes, s.issuer) for s in specs]
+            if schedule.impl == "nccl":    # the paths' latency, and Simple's flag
+                sync[pkey] = nccl.step_sync_s(system, schedule, specs)
             else:
                 sync[pkey] = max((s.latency_s for s in specs), default=0.0) + flag
         patterns[pkey] = specs
@@ -277,6 +280,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         time_s, busy_s, records = _run_lanes(model, record)
     if model.host_issue_s:
         time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
+    time_s = max(time_s, model.host_floor_s)
     breakdown: dict[str, float] = {}
     for name, busy in busy_s.items():
         cls = name.cls

@@ -1,48 +1,36 @@
 """NCCL as it would run on the modelled hardware: the baseline users compare against.
 
-NCCL picks an (algorithm, protocol) per call with its own alpha-beta cost model;
-we reproduce that choice (``choose``; ``nccl_schedule`` is the schedule it makes) with NCCL's published tuning constants, then simulate the
-chosen algorithm on our fluid model with NCCL's per-step latencies, protocol
-efficiency and channel count.
-
-Sources (NVIDIA/nccl, src/graph/tuning.cc, ncclTunerConstantsDefaults, and
-src/graph/topo.h), as read in 2026-06:
-- baseLatencies (us) [LL, LL128, Simple]: Tree 6.8/14.0/8.4, Ring 6.6/14.0/8.4, NVLS 0/0/0.
-- hwLatencies NVLINK (us): Tree 0.6/1.25/4.0, Ring 0.6/1.9/3.4, NVLS Simple 25.
-- hwLatencies NET (us): Tree 5.0/8.5/14, Ring 2.7/4.0/14.0, NVLS 18.
-- nvlsEfficiency: Hopper 0.85, Blackwell 0.74. llMaxBws Hopper 141 GB/s.
-- perChMaxRingLL128Bws: Hopper 36.7, Blackwell 40.0 GB/s per channel.
-- NVLink bandwidth NCCL assumes per link: SM80 20.0, SM90 20.6, SM100 40.1 GB/s.
-Protocol payload efficiency: LL carries 8 data bytes per 16 (0.5); LL128 120 of
-every 128 bytes (0.9375); Simple 1.
+NCCL's own tuner picks algorithm, protocol, channels and chunk (pksim.nccl_tuner, with the
+graph inputs of pksim.nccl_graph and the constants of the declared NCCL version,
+pksim.nccl_constants): its cost table RANKS, it is not a time. The time is the DES of the
+picked algorithm on the topology (pksim.collective) with:
+- the protocol's wire efficiency: LL carries 8 data bytes in 16 (1/2), LL128 120 of every
+  128 (15/16), Simple 1 (nccl-model.md section 2), times the register path's efficiency;
+- per step, the topology's path latency, plus for Simple the flag the sender posts after
+  its data (LL and LL128 carry their flags inside the data lines);
+- per rank, the issue capacity of the picked channels: LL at llMaxBw, LL128 at channels x
+  perChMaxRingLL128Bw, Simple at that over 15/16 (NCCL's tables: reported as such);
+- the launch cost of the launch mode (``launch_costs``).
 """
 from __future__ import annotations
 
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology, resource
+from pksim import nccl_graph
+from pksim.nccl_constants import constants
 from pksim.schedule import Schedule
-from pksim.workloads.collectives import busbw_factor
 
 PROTOCOLS = ("LL", "LL128", "Simple")
-BASE_LAT_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0)}
-HW_LAT_NVLINK_US = {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "nvls": (0.0, 0.0, 25.0)}
-HW_LAT_NET_US = {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "nvls": (0.0, 0.0, 18.0)}
 PROTO_EFFICIENCY = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
-LINK_BW_GBPS = {"ampere": 20.0, "hopper": 20.6, "blackwell": 40.1, "rubin": 40.1}
-NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74, "rubin": 0.74}
-LL_MAX_GBPS = {"ampere": 141.0, "hopper": 141.0, "blackwell": 282.0, "rubin": 282.0}
-LL128_PER_CHANNEL_GBPS = {"ampere": 20.0, "hopper": 36.7, "blackwell": 40.0, "rubin": 40.0}
-# NCCL opens up to 32 channels (MAXCHANNELS); on an NVSwitch node it typically runs
-# 16 for NVLS on SM90 and a similar count for rings. Assumed, not read off a log.
-CHANNELS = 16
-# The Simple protocol's per-channel rate is assumed to be the LL128 cap scaled by the
-# ratio of their payload efficiencies (see issue_capacities).
-NCCL_ALGORITHMS = ("ring", "tree", "nvls", "collnet")
-
-
-def _proto_index(protocol: str) -> int:
-    return PROTOCOLS.index(protocol)
+LAUNCH_MODES = ("graph", "eager", "one-thread")
+# The launch mode where the caller does not say: one process per GPU launching on its stream
+# (how frameworks call NCCL), the launch pk's own kernels are predicted with (stream_launch_us):
+# NCCL and pk compare like for like. nccl-tests curves A/B are "graph", C-E "one-thread".
+DEFAULT_LAUNCH = "eager"
+# "hierarchical" is NCCL's NVLSTree (NVLS inside each domain, a tree across): pksim's
+# hierarchical program runs it.
+NCCL_ALGORITHMS = ("ring", "tree", "nvls", "hierarchical", "collnet")
 
 
 def program_algorithm(schedule: Schedule) -> str:
@@ -51,8 +39,8 @@ def program_algorithm(schedule: Schedule) -> str:
         return "in-network"
     if schedule.op in ("all-to-all", "gather", "scatter"):
         return "direct"
-    if schedule.algorithm == "tree":
-        return "tree"
+    if schedule.algorithm in ("tree", "hierarchical"):
+        return schedule.algorithm
     return "ring"
 
 
@@ -88,89 +76,126 @@ def link_efficiency(system: System, schedule: Schedule) -> float:
     return system.gpu.nvlink.efficiency_register * PROTO_EFFICIENCY[schedule.protocol]
 
 
+def _extra(schedule: Schedule, key: str, default=None):
+    return dict(schedule.extra).get(key, default)
+
+
 def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
-    """NCCL's channels replace pk's communication SMs: per rank, channels x per-channel rate."""
-    arch = system.gpu.architecture
+    """NCCL's channels replace pk's communication SMs: per rank, channels x per-channel rate
+    (llMaxBws for LL, perChMaxRingLL128Bws per channel otherwise; nccl-model.md 1.1)."""
+    c = constants(_extra(schedule, "nccl_version"))
+    arch = nccl_graph.arch_row(system)
+    col = min(len({loc.domain for loc in topo.locations}) - 1, 2)
     if schedule.protocol == "LL":
-        rate = LL_MAX_GBPS[arch] * 1e9
+        rate = c.ll_max_bw[arch][col] * 1e9
     else:
-        rate = CHANNELS * LL128_PER_CHANNEL_GBPS[arch] * 1e9
+        rate = schedule.comm_sms * c.ring_ll128_bw[arch][col] * 1e9
         if schedule.protocol == "Simple":
             rate /= PROTO_EFFICIENCY["LL128"]
     return {resource("issue", r): rate for r in range(topo.world)}
 
 
-def step_latency(system: System, topo: Topology, schedule: Schedule) -> float:
-    table = HW_LAT_NET_US if topo.domains > 1 else HW_LAT_NVLINK_US
-    alg = schedule.algorithm if schedule.algorithm in table else "ring"
-    return table[alg][_proto_index(schedule.protocol)] * 1e-6
+def step_sync_s(system: System, schedule: Schedule, specs) -> float:
+    """After a step's last byte: LL and LL128 lines carry their own flag, so the data's
+    landing (its path latency is the flows' start delay) is the signal: nothing more. Simple
+    posts a flag behind its data: one more path latency and a system-scope flag."""
+    if schedule.protocol != "Simple":
+        return 0.0
+    latency = max((s.latency_s for s in specs), default=0.0)
+    return latency + system.gpu.sync.flag_latency_sys_s
 
 
-def base_latency(schedule: Schedule) -> float:
-    alg = schedule.algorithm if schedule.algorithm in BASE_LAT_US else "ring"
-    return BASE_LAT_US[alg][_proto_index(schedule.protocol)] * 1e-6
+def launch_costs(system: System, topo: Topology, mode: str) -> tuple[float, float, dict]:
+    """(GPU time of the launch, host floor of back-to-back calls, where each came from).
+
+    nccl-tests times back-to-back calls, so the host's issue overlaps the previous call's
+    GPU work: it is a floor on the time per call, not an addition.
+    - graph: a kernel node of a CUDA graph (gpu.sync.kernel_launch_us, the graph_100 point of
+      validation/microbench/launch_latency.cu); the graph launch's host cost is shared by
+      its nodes: no floor.
+    - eager: one process per GPU launching on its stream: gpu.sync.stream_launch_us on the
+      GPU, one launch call (gpu.sync.launch_api_us) on the host.
+    - one-thread: one thread drives the domain's N GPUs (nccl-tests -g N): it issues N launch
+      calls one after another, N x launch_api_us. NCCL's own host work per call beyond the
+      launch (its enqueue, the group's per-device switch) is not measured: taken as 0
+      (estimate; the floor is low by that much).
+    """
+    sync = system.gpu.sync
+    n = topo.world // max(1, len({loc.domain for loc in topo.locations}))
+    if mode == "graph":
+        return sync.kernel_launch_s, 0.0, {"gpu": "gpu.sync.kernel_launch_us"}
+    if mode == "eager":
+        return sync.stream_launch_s, sync.launch_api_s, {
+            "gpu": "gpu.sync.stream_launch_us", "host": "gpu.sync.launch_api_us"}
+    if mode == "one-thread":
+        return sync.stream_launch_s, n * sync.launch_api_s, {
+            "gpu": "gpu.sync.stream_launch_us", "host": f"{n} x gpu.sync.launch_api_us"}
+    raise InfeasibleError(f"NCCL launch mode must be one of {', '.join(LAUNCH_MODES)}")
 
 
-def _nsteps(op: str, algorithm: str, n: int) -> int:
-    if algorithm == "nvls":
-        return 2 if op == "all-reduce" else 1
-    if algorithm == "tree":
-        return 2 * max(1, (n - 1).bit_length())
-    return 2 * (n - 1) if op == "all-reduce" else n - 1
+ALGORITHM = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "hierarchical"}
 
 
-def estimate(system: System, topo: Topology, op: str, nbytes: int, algorithm: str,
-             protocol: str) -> float:
-    """NCCL's own time estimate (its alpha-beta formula), used only to choose."""
-    arch = system.gpu.architecture
-    n = topo.world
-    links = system.gpu.nvlink.links
-    bus = links * LINK_BW_GBPS[arch]
-    if topo.domains > 1:
-        bus = min(bus, system.scaleout.nic_bandwidth_Bps / 1e9)
-    if protocol == "LL":
-        bus = min(bus * 0.5, LL_MAX_GBPS[arch])
-    elif protocol == "LL128":
-        bus = min(bus * 0.92, CHANNELS * LL128_PER_CHANNEL_GBPS[arch])
-    if algorithm == "nvls":
-        bus *= NVLS_EFFICIENCY.get(arch, 0.74) * (2 if op == "all-reduce" else 1)
-    if algorithm == "tree":
-        bus *= 0.8
-    factor = busbw_factor(op, n) or 1.0
-    algbw = bus / factor
-    hw = (HW_LAT_NET_US if topo.domains > 1 else HW_LAT_NVLINK_US)[algorithm]
-    lat = BASE_LAT_US[algorithm][_proto_index(protocol)] \
-        + _nsteps(op, algorithm, n) * hw[_proto_index(protocol)]
-    return lat * 1e-6 + nbytes / (algbw * 1e9)
-
-
-def choose(system: System, topo: Topology, op: str, nbytes: int) -> tuple[str, str]:
-    """NCCL's own pick of (algorithm, protocol) for this call."""
-    best = None
-    for algorithm in ("ring", "tree", "nvls"):
-        for protocol in PROTOCOLS:
-            probe = Schedule(op=op, shape=(("bytes", nbytes),), world=topo.world,
-                             domains=topo.domains, impl="nccl", algorithm=algorithm,
-                             mechanism="register", protocol=protocol, comm_sms=CHANNELS)
-            try:
-                check(system, topo, probe)
-            except InfeasibleError:
-                continue
-            t = estimate(system, topo, op, nbytes, algorithm, protocol)
-            if best is None or t < best[0]:
-                best = (t, algorithm, protocol)
-    if best is None:
-        raise InfeasibleError(f"NCCL cannot run {op} on {system.name} with {topo.world} ranks")
-    return best[1], best[2]
+def choose(system: System, topo: Topology, op: str, nbytes: int, version: str | None = None,
+           nvls: bool = True) -> nccl_graph.Pick | None:
+    """NCCL's own pick for this call (None: a point-to-point op, which NCCL runs as sends
+    outside its tuner)."""
+    if topo.virtual:
+        raise InfeasibleError("NCCL does not run several ranks on one GPU (virtual ranks)")
+    return nccl_graph.pick(system, topo, constants(version), op, nbytes, nvls)
 
 
 def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None,
-                  domains: int = 1) -> Schedule:
-    """The schedule NCCL itself would pick for this call."""
+                  domains: int = 1, version: str | None = None,
+                  launch: str = DEFAULT_LAUNCH, nvls: bool = True) -> Schedule:
+    """The schedule NCCL itself would pick for this call: the tuner's pick, with its channels
+    as the issuing units and channels x chunk as the DES's pipeline lane."""
+    if launch not in LAUNCH_MODES:
+        raise InfeasibleError(f"NCCL launch mode must be one of {', '.join(LAUNCH_MODES)}")
     topo = Topology.build(system, world, domains)
-    algorithm, protocol = choose(system, topo, op, nbytes)
-    chunk = 512 << 10 if protocol == "Simple" else 0
+    p = choose(system, topo, op, nbytes, version, nvls)
+    extra = {"launch": launch, "nccl_version": constants(version).version}
+    if not nvls:
+        extra["nvls"] = "off"
+    if p is None:            # point-to-point: Simple over the execution channels
+        g = nccl_graph.derive(system, topo, constants(version))
+        return Schedule(op=op, shape=(("bytes", nbytes),), world=topo.world, domains=domains,
+                        impl="nccl", algorithm="ring", mechanism="register", protocol="Simple",
+                        comm_sms=max(1, g.coll_channels), extra=tuple(sorted(extra.items())))
+    extra["nccl_chunk"] = p.chunk_bytes
     return Schedule(op=op, shape=(("bytes", nbytes),), world=topo.world, domains=domains,
-                    impl="nccl", algorithm=algorithm, mechanism="register", protocol=protocol,
-                    comm_sms=CHANNELS, chunk_bytes=chunk,
-                    pipeline_depth=8 if chunk else 1)
+                    impl="nccl", algorithm=ALGORITHM[p.algorithm], mechanism="register",
+                    protocol=p.protocol, comm_sms=p.channels,
+                    chunk_bytes=p.channels * p.chunk_bytes, pipeline_depth=p.pipeline_depth(),
+                    extra=tuple(sorted(extra.items())))
+
+
+def report(system: System, schedule: Schedule, top: int = 8) -> dict:
+    """What --json says about NCCL's pick: the pick, the tuner's ranked table, the graph it
+    derived, the launch, and which figures came from NCCL's tables."""
+    topo = Topology.build(system, schedule.world, schedule.domains)
+    version = _extra(schedule, "nccl_version")
+    p = choose(system, topo, schedule.op, schedule.dim("bytes"), version,
+               _extra(schedule, "nvls") != "off")
+    mode = _extra(schedule, "launch", DEFAULT_LAUNCH)
+    gpu_s, host_s, launch_src = launch_costs(system, topo, mode)
+    out = {"nccl_version": version, "launch": {"mode": mode, "gpu_s": gpu_s,
+                                                "host_floor_s": host_s, "from": launch_src}}
+    if p is None:
+        out["pick"] = {"algorithm": "p2p", "protocol": "Simple", "channels": schedule.comm_sms}
+        out["from_nccl_tables"] = ["channels: 2 x ring graph channels (connect.cc:460)"]
+        return out
+    out["pick"] = {"algorithm": p.algorithm, "protocol": p.protocol, "channels": p.channels,
+                   "threads": p.threads, "chunk_bytes": p.chunk_bytes}
+    out["tuner_ranked"] = [{"algorithm": a, "protocol": pr, "cost_us": round(t, 3),
+                            "latency_us": round(lat, 3), "algbw_GBps": round(bw, 3)}
+                           for t, a, pr, lat, bw in p.table[:top]]
+    out["graph"] = {k: v for k, v in p.graph.__dict__.items() if k != "notes"}
+    out["from_nccl_tables"] = [
+        f"pick: argmin of the tuner's cost table (tuning.cc constants of NCCL {p.version})",
+        "graph inputs: NVLink per-link bw (topo.h), search speed arrays (search.cc)",
+        "channels: per-call reduction of 2 x ring graph channels, or nvlsChannels (enqueue.cc)",
+        "chunk_bytes: NCCL buffer steps (init.cc:810-828) / NVLS chunk rule (enqueue.cc)",
+        "issue rate per rank: llMaxBws (LL) or channels x perChMaxRingLL128Bws (tuning.cc)",
+        "wire efficiency: LL 1/2, LL128 15/16 (NCCL's line formats)"]
+    return out

@@ -11,7 +11,7 @@ from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
-from pksim.nccl import nccl_schedule
+from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nccl_report
 from pksim.search import SearchResult, fused_space, search as run_search, space
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 from pksim.simulate import predict as run_predict
@@ -72,6 +72,13 @@ def op_options(fn):
         click.option("--full", is_flag=True,
                      help="With a fixed schedule: simulate every rank instead of one per "
                           "symmetry class."),
+        click.option("--nccl-version", default=None, metavar="X.Y.Z",
+                     help="--impl nccl: the NCCL release whose tuner constants pick "
+                          "(default: the newest in pksim.nccl_constants)."),
+        click.option("--launch", type=click.Choice(LAUNCH_MODES), default=DEFAULT_LAUNCH,
+                     show_default=True,
+                     help="--impl nccl: CUDA graph, one process per GPU (eager), or one "
+                          "thread driving the domain's GPUs (nccl-tests -g N)."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
@@ -109,7 +116,8 @@ def _candidates(system, kw) -> list[Schedule]:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
     nbytes = parse_bytes(kw["size"])
     if kw["impl"] == "nccl":
-        sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"])
+        sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"],
+                              kw.get("nccl_version"), kw.get("launch", DEFAULT_LAUNCH))
         return [sched.with_(root=kw["root"])]
     chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
     cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
@@ -171,10 +179,13 @@ def predict(**kw) -> None:
     (each rank's own GEMM); ring-attention and ulysses-attention take --batch --heads
     --seq --head-dim; moe-dispatch-gemm and moe-combine take --tokens --hidden
     --experts --topk --expert-hidden [--skew]."""
-    _system, ranked, _ = _search(kw, top=1)
+    system, ranked, _ = _search(kw, top=1)
     best = ranked[0]
     if kw["as_json"]:
-        emit_json(best.to_dict())
+        out = best.to_dict()
+        if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
+            out["nccl"] = nccl_report(system, best.schedule)
+        emit_json(out)
     else:
         _print_prediction(best)
 

@@ -1,0 +1,155 @@
+"""NCCL's tuner (pksim.nccl_tuner / nccl_graph / nccl_constants) against NCCL's own logs
+(shared/reference/nccl-model.md section 1.7: 8x H200, NCCL 2.30.4, NCCL_DEBUG_SUBSYS=TUNING),
+and the NCCL baseline built on it (pksim.nccl)."""
+from __future__ import annotations
+
+import pytest
+
+from hwmodels.catalog import load_system
+from hwmodels.topology import Topology
+from pksim.nccl import nccl_schedule
+from pksim.nccl_constants import constants
+from pksim.nccl_graph import derive, pick
+from pksim.nccl_tuner import table
+from pksim.simulate import predict
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+# Section 1.7's logged table: latency us / algBw GB/s as NCCL printed them.
+LOGGED = {
+    "AllReduce": {("tree", "LL"): (15.2, 43.6), ("tree", "LL128"): (31.5, 128.8),
+                  ("tree", "Simple"): (64.4, 165.6), ("ring", "LL"): (15.0, 80.6),
+                  ("ring", "LL128"): (40.6, 189.3), ("ring", "Simple"): (56.0, 205.7),
+                  ("nvls", "Simple"): (25.0, 272.0), ("nvls_tree", "Simple"): (25.0, 0.0),
+                  ("collnet_direct", "Simple"): (None, 0.0),
+                  ("collnet_chain", "Simple"): (None, 0.0)},
+    "AllGather": {("ring", "LL"): (10.8, 161.1), ("ring", "LL128"): (27.3, 378.5),
+                  ("ring", "Simple"): (32.2, 411.4), ("nvls", "Simple"): (25.0, 208.2)},
+    "ReduceScatter": {("ring", "LL"): (10.8, 161.1), ("ring", "LL128"): (27.3, 378.5),
+                      ("ring", "Simple"): (32.2, 411.4), ("nvls", "Simple"): (25.0, 208.2)},
+}
+
+
+@pytest.fixture(scope="module")
+def h200():
+    system = load_system("hgx-h200")
+    return system, Topology.build(system)
+
+
+def test_graph_inputs_match_the_logged_graphs(h200):
+    # NCCL 2.19.4 GRAPH lines on 8x H100 (section 1.6): ring/tree 12 channels x 30/30,
+    # NVLS 8 channels x 40/60; init: 24 coll channels, 16 nvls channels (section 2)
+    g = derive(*h200, constants("2.30.4"))
+    assert (g.ring_channels, g.bw_intra, g.bw_inter) == (12, 30.0, 30.0)
+    assert (g.nvls_graph_channels, g.nvls_bw_intra, g.nvls_bw_inter) == (8, 40.0, 60.0)
+    assert (g.coll_channels, g.nvls_channels, g.n_nodes) == (24, 16, 1)
+
+
+@pytest.mark.parametrize("coll", sorted(LOGGED))
+def test_every_logged_cell_within_0_1(h200, coll):
+    c = constants("2.30.4")
+    got = table(c, derive(*h200, c), coll)
+    for key, (lat, bw) in LOGGED[coll].items():
+        glat, gbw = got[key]
+        assert gbw == pytest.approx(bw, abs=0.1), (coll, key)
+        if lat is not None:
+            assert glat == pytest.approx(lat, abs=0.1), (coll, key)
+
+
+@pytest.mark.parametrize("nbytes, algo, proto, channels", [
+    (1 * KiB, "ring", "LL", 1), (4 * KiB, "ring", "LL", 1), (128 * KiB, "ring", "LL", 4),
+    (1 * MiB, "ring", "LL", 24), (2 * MiB, "nvls", "Simple", 16),
+    (4 * MiB, "nvls", "Simple", 16)])
+def test_logged_picks(h200, nbytes, algo, proto, channels):
+    # section 1.7's per-call lines: "<bytes> Bytes -> Algo <A> proto <P> channel{0..N-1}"
+    p = pick(*h200, constants("2.30.4"), "all-reduce", nbytes)
+    assert (p.algorithm, p.protocol, p.channels) == (algo, proto, channels)
+
+
+def test_nvls_off_32mib_picks_ring_ll128(h200):
+    p = pick(*h200, constants("2.30.4"), "all-reduce", 32 * MiB, nvls=False)
+    assert (p.algorithm, p.protocol) == ("ring", "LL128")
+    # and section 1.7's derived NVLS-off picks: LL up to 3 MiB, Simple at 1 GiB
+    assert pick(*h200, constants(), "all-reduce", 3 * MiB, nvls=False).protocol == "LL"
+    assert pick(*h200, constants(), "all-reduce", GiB, nvls=False).protocol == "Simple"
+
+
+def test_dgx_h100_all_reduce_never_tree():
+    system = load_system("dgx-h100")
+    for nbytes in (64 * KiB, 1 * MiB):
+        s = nccl_schedule(system, "all-reduce", nbytes)
+        assert (s.algorithm, s.protocol) == ("ring", "LL")
+    for nbytes in (8 * MiB, 32 * MiB, GiB):
+        assert nccl_schedule(system, "all-reduce", nbytes).algorithm == "nvls"
+    topo = Topology.build(system)
+    assert all(pick(system, topo, constants(), "all-reduce", 1 << k).algorithm != "tree"
+               for k in range(10, 31))
+
+
+def test_versions_change_the_nvls_figures(h200):
+    # section 1.8: NVLS 23 us and 8 x 40 x 5/6 = 266.7 GB/s up to 2.20; 25 us from 2.21
+    c = constants("2.20.5")
+    g = derive(*h200, c)
+    lat, bw = table(c, g, "AllReduce")[("nvls", "Simple")]
+    assert lat == pytest.approx(23.0)
+    assert bw == pytest.approx(8 * 40 * 5 / 6, abs=0.1)
+    assert table(constants("2.21.5"), g, "AllReduce")[("nvls", "Simple")][0] == 25.0
+    assert table(constants("2.19.3"), g, "AllReduce")[("tree", "Simple")][0] == \
+        pytest.approx(0 + 2 * 7 * 28.0)
+
+
+# Known failure, left visible: on dgx-h100 NCCL's tuner keeps ring/LL up to 1 MiB (its cost
+# 28.0 us against NVLS 28.9), but the DES prices that ring at 28 us (14 steps x the 1 us
+# NVLink latency estimate + LL at llMaxBw) while NVLS at 2 MiB simulates in 19 us: the
+# time is not monotonic at the crossover in graph mode (one-thread's host floor hides it).
+# Measured (curve A) 1 MiB ring/LL takes 11 us: the ring/LL DES is too slow, not the pick.
+NON_MONOTONIC = pytest.mark.xfail(strict=True, reason="ring/LL DES too slow at the NVLS "
+                                  "crossover on dgx-h100 (see comment)")
+
+
+@pytest.mark.parametrize("name, launch", [
+    pytest.param("dgx-h100", "graph", marks=NON_MONOTONIC), ("dgx-h100", "one-thread"),
+    ("gb200-nvl72", "graph"), ("gb200-nvl72", "one-thread")])
+def test_larger_message_never_faster(name, launch):
+    system = load_system(name)
+    times = [predict(system, nccl_schedule(system, "all-reduce", 4 * KiB << k,
+                                           launch=launch)).time_s
+             for k in range(0, 19)]                                  # 4 KiB .. 1 GiB
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(times, times[1:])), times
+
+
+@pytest.mark.parametrize("name", ["gb200-nvl72", "gb200-nvl576", "rubin-ultra-nvl576"])
+def test_large_domain_rules(name):
+    system = load_system(name)
+    ranks = system.domain.gpus_per_domain                 # 72, 576, 144 (4-die packages)
+    topo = Topology.build(system)
+    c = constants()
+    g = derive(system, topo, c)
+    assert g.n_nodes == 1 and g.n_ranks == ranks          # one NVLink domain is one node
+    ar = table(c, g, "AllReduce")
+    # ring latency counts 2(n-1) steps: 6.6 + 2(n-1) x 0.6 for Ring/LL
+    assert ar[("ring", "LL")][0] == pytest.approx(6.6 + 2 * (ranks - 1) * 0.6)
+    assert ar[("nvls_tree", "Simple")][1] == 0.0          # NVLSTree only across domains
+    assert all(ar[(a, "Simple")][1] == 0.0 for a in ("collnet_direct", "collnet_chain"))
+    for coll in ("AllGather", "ReduceScatter"):           # no NVLS above 32 local ranks
+        assert table(c, g, coll)[("nvls", "Simple")][1] == 0.0
+    assert ar[("nvls", "Simple")][1] > 0                  # all-reduce keeps NVLS
+    assert ar[("nvls", "Simple")][0] == 25.0
+
+
+def test_nvls_tree_across_domains():
+    system = load_system("dgx-h100")
+    c = constants()
+    one = table(c, derive(system, Topology.build(system), c), "AllReduce")
+    two = table(c, derive(system, Topology.build(system, None, 2), c), "AllReduce")
+    assert one[("nvls_tree", "Simple")][1] == 0.0
+    assert two[("nvls_tree", "Simple")][1] > 0.0
+    assert two[("nvls", "Simple")][1] == 0.0              # NVLS across nodes needs CollNet
+
+
+def test_launch_modes_order_small_messages():
+    system = load_system("hgx-h200")
+    t = {m: predict(system, nccl_schedule(system, "all-reduce", 4 * KiB, launch=m)).time_s
+         for m in ("graph", "eager", "one-thread")}
+    # one thread issuing 8 launches cannot beat 8 x launch_api_us
+    assert t["one-thread"] >= 8 * system.gpu.sync.launch_api_s
+    assert t["graph"] <= t["eager"] <= t["one-thread"]
