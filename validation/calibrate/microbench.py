@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Callable
 
 from hwmodels.errors import ValidationError
+from hwmodels.resources import kernels_dir, microbench_dir
 
 
 # ---- running the microbenchmarks ---------------------------------------------------------
-RUN_PY = Path(__file__).resolve().parent / "microbench" / "run.py"
+def run_py() -> Path:
+    """The microbenchmark driver, validation/microbench/run.py, where pksim is installed."""
+    return microbench_dir() / "run.py"
 
 
 def find_gpu(device: int) -> str:
@@ -45,7 +48,8 @@ def run_microbenchmarks(out_dir: Path, device: int, python: str, quick: bool,
     """Run validation/microbench/run.py on ``device``, echoing its progress; it writes
     out_dir/microbench.json as results come. Returns (exit status, results file)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(RUN_PY), "--out", str(out_dir), "--python", python]
+    cmd = [sys.executable, str(run_py()), "--out", str(out_dir), "--python", python,
+           "--kernels", str(kernels_dir())]
     if quick:
         cmd.append("--quick")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(device), PYTHONUNBUFFERED="1")
