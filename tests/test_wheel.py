@@ -142,3 +142,9 @@ def test_a_kernel_microbenchmark_builds_from_the_wheel(venv):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     builds = json.loads((out / "microbench.json").read_text())["builds"]
     assert [b["ok"] for b in builds] == [True]
+
+
+def test_the_device_wheel_check_script_parses():
+    script = ROOT / "validation" / "device" / "wheel_check.sh"
+    assert os.access(script, os.X_OK)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
