@@ -1,8 +1,9 @@
 """Stage 3 of codegen: source -> binary (a shared library), cached by content.
 
 The cache key is the SHA-256 of the source text, the frozen ``BuildOptions``, the nvcc
-version line and the text of every header under ``kernels/include/pk`` and
-``kernels/collectives`` (a header edit must not reuse a stale binary). Binaries live in
+version line and the text of every header under ``kernels/include/pk``, ``kernels/collectives``,
+``kernels/fused`` and ``kernels/gemm`` (a header edit must not reuse a stale binary). The
+kernels folder comes from ``hwmodels.resources`` (a wheel's ``pksim_kernels``). Binaries live in
 ``$PKSIM_CACHE`` (default ``~/.cache/pksim/kernels``) as ``<key>/lib<stem>.so`` with a
 ``build.json`` beside them (command, seconds, nvcc version, and per kernel the registers,
 stack and spills ptxas reported: ``-Xptxas -v`` is part of every build, see
@@ -25,10 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from hwmodels.errors import CompileError
-
-ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ROOT / "kernels"
-INCLUDE_DIRS = (KERNELS / "include", KERNELS)
+from hwmodels.resources import kernel_include_dirs, kernels_dir
 
 
 @dataclass(frozen=True)
@@ -77,8 +75,9 @@ def nvcc_version(nvcc: str) -> str:
 
 def headers_digest() -> str:
     h = hashlib.sha256()
-    for d in (KERNELS / "include" / "pk", KERNELS / "collectives", KERNELS / "fused",
-              KERNELS / "gemm"):
+    kernels = kernels_dir()
+    for d in (kernels / "include" / "pk", kernels / "collectives", kernels / "fused",
+              kernels / "gemm"):
         for p in sorted(d.glob("*")):
             if p.suffix in (".cuh", ".h"):
                 h.update(p.name.encode())
@@ -90,7 +89,7 @@ def nvcc_command(source: Path, output: Path, options: BuildOptions, nvcc: str = 
     cmd = [nvcc, f"-O{options.opt_level}", "-std=c++17", options.gencode()]
     if options.lineinfo:
         cmd.append("-lineinfo")
-    for d in INCLUDE_DIRS:
+    for d in kernel_include_dirs():
         cmd += ["-I", str(d)]
     cmd += [f"-D{k}={v}" for k, v in options.defines]
     cmd += ["-Xptxas", "-v", "-Xcompiler", "-fPIC,-Wall,-Wextra", "-shared", *options.extra,

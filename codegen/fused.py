@@ -41,9 +41,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from codegen.build import BuildOptions, write_unit, KERNELS as KERNELS_DIR
+from codegen.build import BuildOptions, write_unit
 from codegen.manifest import Emitted, unit_manifest
 from hwmodels.errors import InfeasibleError
+from hwmodels.resources import kernels_dir
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from hwmodels.units import format_time
@@ -64,7 +65,7 @@ def sources_digest() -> str:
     codegen.build hashes itself): kernels/fused and kernels/gemm. Folded into the build
     options, so a header edit never reuses a stale binary."""
     h = hashlib.sha256()
-    for d in (KERNELS_DIR / "fused", KERNELS_DIR / "gemm"):
+    for d in (kernels_dir() / "fused", kernels_dir() / "gemm"):
         for p in sorted(d.glob("*")):
             if p.suffix in (".cuh", ".h"):
                 h.update(p.name.encode())

@@ -18,9 +18,10 @@ from typing import Any, Iterable
 from hwmodels import system as system_module
 from hwmodels.checks import check_system
 from hwmodels.errors import ConfigError
+from hwmodels.resources import systems_dir
 from hwmodels.system import PROVENANCE_TAGS, Provenance, System
 
-SYSTEMS_DIR = Path(__file__).resolve().parent / "systems"
+SYSTEMS_DIR = systems_dir()
 _TABLE_META = ("source", "provenance", "note")
 _TOP_KEYS = ("name", "description", "inherits", "calibrated", "calibration")
 # Top-level tables and the dataclass each is loaded into.

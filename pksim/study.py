@@ -41,13 +41,14 @@ from typing import Any
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
+from hwmodels.resources import studies_dir
 from hwmodels.system import System
 from hwmodels.units import UNIT_SUFFIXES, format_bytes, parse_bytes
 from pksim.schedule import DTYPES, IMPLS
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 
-STUDIES_DIR = Path(__file__).resolve().parent / "studies"
+STUDIES_DIR = studies_dir()
 # Ops a study may name that the simulator does not model yet (name -> what it is): they
 # load and expand like any other and give "not supported yet" rows. When one lands in
 # the simulator, it moves out of here and into ``pksim.runner.best_prediction``.

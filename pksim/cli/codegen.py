@@ -27,6 +27,7 @@ from pksim.kernel_contract import FUSED_KERNELS, RUNNABLE_MECHANISMS, implemente
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, MECHANISMS, PEER_ORDERS, Schedule
 from pksim.search import fused_space, search, space
+from validation.environment import require
 
 
 def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
@@ -181,6 +182,7 @@ def _choose_fused(system: System, kw) -> tuple[Schedule, Prediction | None]:
 def codegen(out_dir: str, do_build: bool, as_json: bool, **kw) -> None:
     """Write the CUDA source of a collective's or fused op's best (or given) schedule, and
     its manifest."""
+    require("codegen --build" if do_build else "codegen")   # before anything is built
     system, sched, pred = _choose_from(kw)
     command = "pksim codegen " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["codegen"] else ""
     emitted = cg.emit(system, sched, pred, out_dir, command=command)

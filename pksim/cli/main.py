@@ -7,7 +7,7 @@ import click
 
 from hwmodels.errors import PksimError
 from pksim import __version__
-from pksim.cli import calibrate, codegen, predict, run, systems, validate
+from pksim.cli import calibrate, codegen, env, predict, run, systems, validate
 
 try:            # the what-if study, sweep and trace commands need matplotlib
     from pksim.cli import whatif
@@ -41,6 +41,7 @@ def _register() -> None:
     cli.add_command(codegen.codegen)
     cli.add_command(run.run)
     cli.add_command(validate.validate)
+    cli.add_command(env.env)
     if whatif is not None:
         cli.add_command(whatif.whatif)
         cli.add_command(whatif.sweep)

@@ -13,6 +13,7 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time
 from pksim.cli.codegen import _choose_from, schedule_options
 from pksim.cli.output import emit_json
+from validation.environment import require
 from validation.runtime import reference
 from validation.runtime.collectives import Collective, Library, VirtualRanks, time_calls
 from validation.runtime.library import ensure_eager_loading
@@ -39,6 +40,7 @@ def run(virtual: bool, iters: int, warmup: int, blocks_per_rank: int, seed: int,
                           "--ipc --cases CASES.json --out RESULTS.jsonl")
     if iters < 1:
         raise ConfigError(f"--iters must be at least 1, got {iters}")
+    require("run --virtual")  # before anything is built
     ensure_eager_loading()  # before anything initialises CUDA
 
     system, sched, pred = _choose_from(kw, runnable_only=True)

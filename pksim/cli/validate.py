@@ -13,6 +13,7 @@ import click
 
 from hwmodels.errors import ConfigError
 from pksim.cli.output import emit_json
+from validation.environment import require
 from validation.layout import (CASES, FUSED_DIR, FUSED_MEASURED, MEASURED, gpu_missing,
                                split_hint)
 from validation.prepare.bundle import prepare
@@ -169,8 +170,12 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
     if not do_prepare:
         missing = gpu_missing()
         if missing:
-            raise ConfigError(f"{missing}; {split_hint(out)}")
+            raise ConfigError(f"{missing}; {split_hint(out)} (`pksim env` shows what this "
+                              f"machine offers)")
+        require("validate")                     # nvcc and the kernel sources, before a build
         check_outputs(out, force)
+    elif not no_build:
+        require("validate --prepare", "or give --no-build")
     if with_matrix and not do_prepare:
         raise ConfigError("--matrix only applies with --prepare")
     p = prepare(suite, out, system_ref, build=not no_build, force=force, command=_command(),

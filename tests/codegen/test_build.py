@@ -22,13 +22,13 @@ from codegen.build import BuildOptions, cache_key, compile_many, compile_source,
 from codegen.plan import ARCHS, KERNELS, mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.errors import CompileError
+from hwmodels.resources import device_dir, kernels_dir
 from pksim.schedule import Schedule
 
 NVCC = find_nvcc()
 pytestmark = [pytest.mark.nvcc,
               pytest.mark.skipif(NVCC is None, reason="nvcc not found: generated kernels cannot be built")]
 FULL = os.environ.get("PKSIM_KERNEL_MATRIX") == "full"
-ROOT = Path(__file__).resolve().parents[2]
 
 # One algorithm per (op, mechanism) in CI, chosen so that every algorithm is built once.
 CI_MATRIX = {
@@ -195,7 +195,7 @@ def test_library_abi_matches_runtime_and_checks_arguments(builds):
 
 def test_sanitizer_driver_builds(tmp_path):
     exe = tmp_path / "sanitize_collectives"
-    proc = subprocess.run([NVCC, "-O2", "-std=c++17", "-I", str(ROOT / "kernels"), "-o", str(exe),
-                           str(ROOT / "validation" / "device" / "sanitize_collectives.cpp"), "-ldl"],
+    proc = subprocess.run([NVCC, "-O2", "-std=c++17", "-I", str(kernels_dir()), "-o", str(exe),
+                           str(device_dir() / "sanitize_collectives.cpp"), "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -36,13 +36,13 @@ def built(tmp_path_factory):
     cache = tmp_path_factory.mktemp("gemm-build")
     opts = BuildOptions(defines=(("PK_GEMM_SOURCES", gemm_bench.sources_digest()),),
                         extra=("-Xptxas", "-v"))
-    lib = compile_source(gemm_bench.SOURCE, opts, cache)
+    lib = compile_source(gemm_bench.source(), opts, cache)
     log = json.loads((lib.parent / "build.json").read_text())["log"]
     return lib, log
 
 
 def test_headers_documented():
-    for p in sorted(gemm_bench.GEMM_DIR.glob("*.cu*")):
+    for p in sorted(gemm_bench.gemm_dir().glob("*.cu*")):
         text = p.read_text()
         assert text.startswith(f"// gemm/{p.name}:"), f"{p.name} must open with its header comment"
         if p.suffix == ".cuh":

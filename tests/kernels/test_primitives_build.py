@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-INCLUDE = ROOT / "kernels" / "include"
-TESTS = ROOT / "kernels" / "tests"
+from hwmodels.resources import kernels_dir
+
+INCLUDE = kernels_dir() / "include"
+TESTS = kernels_dir() / "tests"
 SOURCES = sorted(p.stem for p in TESTS.glob("*.cu"))
 EXPECTED = {"test_pgl_ldst", "test_tma_store", "test_tma_reduce", "test_sync", "test_ce", "test_tensor_map"}
 HEADERS = ["pk.cuh", "common.cuh", "pgl.cuh", "sync.cuh", "tma.cuh", "ldst.cuh", "multimem.cuh",

@@ -3,11 +3,11 @@ the two cannot drift), and its derived tables."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+from hwmodels.resources import kernels_dir
 from pksim import kernel_contract as kc
 
-KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+KERNELS = kernels_dir()
 
 
 def _define(header: str, name: str) -> int:

@@ -304,7 +304,8 @@ def test_without_a_gpu_it_fails_with_one_line(tmp_path, monkeypatch):
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
         "pksim: error: no NVIDIA GPU on this machine (nvidia-smi not found); "
-        "refit saved results with --from-json RESULTS.json"]
+        "refit saved results with --from-json RESULTS.json (`pksim env` shows what this "
+        "machine offers)"]
 
 
 def test_help():

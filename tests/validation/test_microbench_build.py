@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-MB = ROOT / "validation" / "microbench"
+from hwmodels.resources import microbench_dir
+
+MB = microbench_dir()
 RUN_PY = MB / "run.py"
 SOURCES = sorted(p.stem for p in MB.glob("*.cu"))
 EXPECTED = {"hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency", "flag_latency", "atomics",

@@ -33,8 +33,9 @@ def _pct(x: float | None) -> str:
 
 
 def render_toml(fit_result: FitResult, results: Results, inherits: str, name: str,
-                command: str, results_ref: str) -> str:
-    """The text of a calibrated system file."""
+                command: str, results_ref: str, missing: dict[str, str] | None = None) -> str:
+    """The text of a calibrated system file; ``missing`` (``calibrate --partial``): the
+    microbenchmark groups that failed, recorded under ``[calibration.missing]``."""
     dev, drv, day = results.device_name, results.driver, results.day
     lines = [
         f"# Calibrated on {dev} (driver {drv}) on {day}, written by:",
@@ -63,6 +64,10 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
                       f"rms_log_error = {_num(round(s.rms_log_error, 4))}",
                       f"stage = {_q(stage.name)}",
                       f"fitted = [{', '.join(_q(k) for k in stage.params)}]", ""]
+    if missing:
+        lines.append("[calibration.missing]   # failed microbenchmarks: fitted without them")
+        lines += [f"{b} = {_q(why)}" for b, why in sorted(missing.items())]
+        lines.append("")
     measured_only = [s for s in fit_result.summary.values() if s.predicted == 0]
     if measured_only:
         lines.append("[calibration.measured_only]")

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwmodels.errors import ConfigError
+from hwmodels.resources import data_dir, import_root
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = data_dir()
 CALIBRATION_DIR = DATA_DIR / "calibration"
 MANIFEST = CALIBRATION_DIR / "MANIFEST.toml"
-ROOT = DATA_DIR.parents[1]
+ROOT = import_root()                # where a path such as validation/data/NAME resolves
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ validation/microbench/run.py on it with its progress shown (it rewrites
 microbench.json as results come)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,16 +13,20 @@ from pathlib import Path
 from typing import Callable
 
 from hwmodels.errors import ValidationError
+from hwmodels.resources import kernels_dir, microbench_dir
 
 
 # ---- running the microbenchmarks ---------------------------------------------------------
-RUN_PY = Path(__file__).resolve().parent / "microbench" / "run.py"
+def run_py() -> Path:
+    """The microbenchmark driver, validation/microbench/run.py, where pksim is installed."""
+    return microbench_dir() / "run.py"
 
 
 def find_gpu(device: int) -> str:
     """The ``nvidia-smi -L`` line of CUDA device ``device``; a one-line ValidationError
     when this machine has no NVIDIA GPU (or not that many)."""
-    hint = "refit saved results with --from-json RESULTS.json"
+    hint = ("refit saved results with --from-json RESULTS.json (`pksim env` shows what this "
+            "machine offers)")
     smi = shutil.which("nvidia-smi")
     if smi is None:
         raise ValidationError(f"no NVIDIA GPU on this machine (nvidia-smi not found); {hint}")
@@ -45,7 +50,8 @@ def run_microbenchmarks(out_dir: Path, device: int, python: str, quick: bool,
     """Run validation/microbench/run.py on ``device``, echoing its progress; it writes
     out_dir/microbench.json as results come. Returns (exit status, results file)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(RUN_PY), "--out", str(out_dir), "--python", python]
+    cmd = [sys.executable, str(run_py()), "--out", str(out_dir), "--python", python,
+           "--kernels", str(kernels_dir())]
     if quick:
         cmd.append("--quick")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(device), PYTHONUNBUFFERED="1")
@@ -66,3 +72,24 @@ def run_microbenchmarks(out_dir: Path, device: int, python: str, quick: bool,
         raise ValidationError(f"the microbenchmarks wrote no results ({results}); "
                               f"run.py exit status {status}")
     return status, results
+
+
+def failures(results: Path) -> dict[str, str]:
+    """The microbenchmarks of a run that did not build, run or pass their checks: {name:
+    why, in one line}, from the run's microbench.json (its "builds" and "runs")."""
+    try:
+        doc = json.loads(Path(results).read_text())
+    except (OSError, ValueError) as exc:
+        return {"microbench.json": f"unreadable ({exc})"}
+    out: dict[str, str] = {}
+    for b in doc.get("builds", []):
+        if not b.get("ok"):
+            tail = [ln for ln in str(b.get("log_tail", "")).splitlines() if "error" in ln.lower()]
+            out[b["name"]] = "build failed" + (f": {tail[0].strip()[:200]}" if tail else "")
+    for r in doc.get("runs", []):
+        if r.get("status") != "ok" and r.get("bench") not in out:
+            out[r["bench"]] = str(r.get("status"))
+    if not doc.get("complete") and not out:
+        out["run.py"] = "the run did not complete"
+    return out
+

@@ -3,7 +3,7 @@
 
     python3 validation/microbench/run.py --out DIR [--only NAME,...]
                                          [--build-only] [--quick] [--bin-dir BIN]
-                                         [--bench-args "ARGS"]
+                                         [--bench-args "ARGS"] [--kernels KERNELS]
 
 * Builds every *.cu next to this file into DIR/bin with
   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a, in parallel,
@@ -29,6 +29,7 @@ import ctypes
 import datetime
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
@@ -42,19 +43,48 @@ HERE = Path(__file__).resolve().parent
 NVCC_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"]
 EXTRA_LIBS = {}  # name -> extra link flags (e.g. ["-lcuda"]); none needed now
 HEADERS = ["common.cuh"]
-KERNELS = HERE.parents[1] / "kernels"
-# Benchmarks of the generated collectives' own routines compile against kernels/, with ptxas'
-# report of each kernel's registers and stack in their build log (a timed kernel must have no
-# stack where the generated kernels have none: tests/validation/test_microbench_build.py).
-_KERNEL_FLAGS = ["-I", str(KERNELS / "include"), "-I", str(KERNELS), "-Xptxas", "-v"]
-_KERNEL_HEADERS = sorted([*(KERNELS / "include" / "pk").glob("*.cuh"),
-                          *(KERNELS / "collectives").glob("*.[ch]*")])
-_FUSED_HEADERS = sorted(_KERNEL_HEADERS + [*(KERNELS / "fused").glob("*.[ch]*"),
-                                           *(KERNELS / "gemm").glob("*.cuh")])
-EXTRA_FLAGS = {"block_moves": _KERNEL_FLAGS, "signal_chain": _KERNEL_FLAGS,
-               "fused_pull": _KERNEL_FLAGS, "gemm_store_add": _KERNEL_FLAGS}
-EXTRA_HEADERS = {"block_moves": _KERNEL_HEADERS, "signal_chain": _KERNEL_HEADERS,
-                 "fused_pull": _FUSED_HEADERS, "gemm_store_add": _FUSED_HEADERS}
+# Benchmarks of the generated collectives' own routines compile against the kernel sources
+# (kernels/ of a checkout, pksim_kernels/ of a wheel: --kernels, else $PKSIM_KERNELS, else the
+# installed package pksim_kernels; as hwmodels.resources finds them, which this stdlib-only
+# script cannot import), with ptxas' report of each kernel's registers and stack in their
+# build log (a timed kernel must have no stack where the generated kernels have none:
+# tests/validation/test_microbench_build.py).
+KERNEL_BENCHES = {"block_moves": "collectives", "signal_chain": "collectives",
+                  "fused_pull": "fused", "gemm_store_add": "fused"}
+KERNELS = None
+EXTRA_FLAGS, EXTRA_HEADERS = {}, {}
+
+
+def default_kernels():
+    env = os.environ.get("PKSIM_KERNELS")
+    if env:
+        return Path(env)
+    spec = importlib.util.find_spec("pksim_kernels")
+    for cand in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(cand) / "include" / "pk" / "pk.cuh").is_file():
+            return Path(cand)
+    return None
+
+
+def set_kernels(kernels):
+    """Point the kernel benchmarks' flags and hashed headers at ``kernels`` (None: not found;
+    those benchmarks then fail to build with a message that says so)."""
+    global KERNELS
+    KERNELS = Path(kernels).resolve() if kernels else None
+    EXTRA_FLAGS.clear()
+    EXTRA_HEADERS.clear()
+    if KERNELS is None:
+        return
+    flags = ["-I", str(KERNELS / "include"), "-I", str(KERNELS), "-Xptxas", "-v"]
+    common = sorted([*(KERNELS / "include" / "pk").glob("*.cuh"),
+                     *(KERNELS / "collectives").glob("*.[ch]*")])
+    fused = sorted(common + [*(KERNELS / "fused").glob("*.[ch]*"), *(KERNELS / "gemm").glob("*.cuh")])
+    for name, kind in KERNEL_BENCHES.items():
+        EXTRA_FLAGS[name] = flags
+        EXTRA_HEADERS[name] = fused if kind == "fused" else common
+
+
+set_kernels(default_kernels())
 # Run order: bandwidth first, the benchmark most able to hang (spinning
 # kernels on two streams) last.
 ORDER = ["hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "block_moves", "atomics", "launch_latency", "torch_bench", "signal_chain",
@@ -99,6 +129,9 @@ def build_one(name, src: Path, bindir: Path, logdir: Path, nvcc):
         return {**rec, "ok": True, "cached": True, "log_tail": ""}
     if nvcc is None:
         return {**rec, "ok": False, "log_tail": "nvcc not found (set NVCC or put nvcc on PATH)"}
+    if name in KERNEL_BENCHES and KERNELS is None:
+        return {**rec, "ok": False, "log_tail": "the kernel sources are not found (pass --kernels "
+                                                "DIR, set PKSIM_KERNELS or install pksim)"}
     tmp = bindir / f".{binary.name}.{os.getpid()}.tmp"
     t0 = time.time()
     try:
@@ -326,7 +359,12 @@ def main(argv=None):
                     help="where binaries are built / reused (default OUT/bin); lets prebuilt binaries be shared")
     ap.add_argument("--bench-args", default="",
                     help="arguments for every selected CUDA program (e.g. \"--payload-mib 256\" for block_moves)")
+    ap.add_argument("--kernels", type=Path, default=None,
+                    help="the kernel sources (kernels/ of a checkout) [default: $PKSIM_KERNELS, "
+                         "else the installed pksim's]")
     args = ap.parse_args(argv)
+    if args.kernels:
+        set_kernels(args.kernels)
 
     known = [n for n in ORDER if n in cuda_sources() or n in PYTHON_BENCHES]
     known += [n for n in cuda_sources() if n not in known]

@@ -29,6 +29,7 @@ from pathlib import Path
 from codegen.build import find_nvcc
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
+from hwmodels.resources import import_root
 from hwmodels.system import System
 from hwmodels.units import format_bytes
 from validation.layout import CASES, FUSED_DIR, PREPARE
@@ -54,7 +55,7 @@ def calibration_inputs(system: System) -> dict:
 def source_state() -> dict:
     """The commit the bundle is prepared from, and whether model or kernel files differ from
     it (a prediction or library from an uncommitted tree cannot be reproduced)."""
-    root = Path(__file__).resolve().parents[2]
+    root = import_root()             # a checkout's root; site-packages (no git) for a wheel
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=30).stdout.strip()

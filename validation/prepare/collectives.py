@@ -22,11 +22,11 @@ import codegen
 from codegen.build import compile_many, find_nvcc
 from codegen.plan import KERNELS, RUNNABLE_MECHANISMS
 from hwmodels.catalog import load_system
+from hwmodels.resources import device_dir, kernels_dir
 from pksim.schedule import Schedule
 from validation.prepare.predict import predict_case
 from validation.runtime.reference import ELEM, count_for_bytes
 
-ROOT = Path(__file__).resolve().parents[2]
 SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
          "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
          "tma": "tma", "register": "reg", "copy-engine": "ce"}
@@ -170,8 +170,8 @@ def build_sanitizer(out: Path) -> Path | None:
     if nvcc is None:
         return None
     exe = out / "sanitize_collectives"
-    subprocess.run([nvcc, "-O2", "-std=c++17", "-I", str(ROOT / "kernels"), "-o", str(exe),
-                    str(ROOT / "validation" / "device" / "sanitize_collectives.cpp"), "-ldl"], check=True)
+    subprocess.run([nvcc, "-O2", "-std=c++17", "-I", str(kernels_dir()), "-o", str(exe),
+                    str(device_dir() / "sanitize_collectives.cpp"), "-ldl"], check=True)
     return exe
 
 

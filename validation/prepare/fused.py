@@ -20,6 +20,7 @@ from codegen import fused
 from codegen.build import compile_many, find_nvcc
 from hwmodels.catalog import load_system
 from hwmodels.errors import CompileError, ConfigError
+from hwmodels.resources import device_dir, kernels_dir
 from hwmodels.system import System
 from pksim.schedule import Schedule
 from pksim.workloads.fused import ALGORITHMS
@@ -32,7 +33,6 @@ from validation.suites.fused_kernels import (BASELINE, VARIANTS, fused_case,
                                              none_case, short)
 from validation.suites.suite import Suite
 
-ROOT = Path(__file__).resolve().parents[2]
 SYSTEM = "h200-virtual"                       # what the libraries are generated for
 # the fused runner's own timed cases are timed from an idle GPU, as the default validation
 # suite's ([fused.timing] idle): 4 x the previous call's time before each call
@@ -63,7 +63,7 @@ def build_bundle(bundle: Path, build: bool = True) -> dict[str, str]:
         names.append(short(op, ov, mech))
     if not build:
         (bundle / "src").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(gemm_runner.SOURCE, bundle / "src" / "pk_gemm.cu")
+        shutil.copy2(gemm_runner.source(), bundle / "src" / "pk_gemm.cu")
         libs = {name: f"lib/lib{src.stem}.so" for name, (src, _) in zip(names, jobs)}
         libs["gemm"] = "lib/libpk_gemm.so"
         colls = sorted(set(BASELINE.values()) | {("all-reduce", "two-shot", "tma")})
@@ -78,7 +78,7 @@ def build_bundle(bundle: Path, build: bool = True) -> dict[str, str]:
         libs[name] = f"lib/{res.name}"
     gemm = gemm_runner.build_library()
     shutil.copy2(gemm, bundle / "lib" / "libpk_gemm.so")
-    shutil.copy2(gemm_runner.SOURCE, bundle / "src" / "pk_gemm.cu")  # fallback build: libpk_gemm.so
+    shutil.copy2(gemm_runner.source(), bundle / "src" / "pk_gemm.cu")  # fallback build: libpk_gemm.so
     libs["gemm"] = "lib/libpk_gemm.so"
     colls = sorted(set(BASELINE.values()) | {("all-reduce", "two-shot", "tma")})
     for key, path in build_libs(bundle, SYSTEM, colls).items():
@@ -161,10 +161,9 @@ def make_fused_cases(suite: Suite, system: System, libs: dict[str, str]) -> list
 def build_sanitizer(out: Path) -> Path:
     """The compute-sanitizer driver of the fused libraries (host code + the CUDA runtime,
     linked statically), built here so that the GPU machine needs no nvcc."""
-    root = ROOT
     exe = out / SANITIZE_FUSED
-    cmd = [find_nvcc() or "nvcc", "-O2", "-std=c++17", "-I", str(root / "kernels"), "-o",
-           str(exe), str(root / "validation" / "device" / "sanitize_fused.cpp"), "-ldl"]
+    cmd = [find_nvcc() or "nvcc", "-O2", "-std=c++17", "-I", str(kernels_dir()), "-o",
+           str(exe), str(device_dir() / "sanitize_fused.cpp"), "-ldl"]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -20,12 +20,13 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from hwmodels.errors import ConfigError
+from hwmodels.resources import corpus_dir
 from validation.published.schema import (CONVENTIONS, ENVIRONMENT, KINDS, LAUNCH, ROW, SERIES,
                                          SIZE_KEYS, SOURCE, SOURCE_ANY, SYSTEM, TOP,
                                          TUNER_CHANNELS, TUNER_CHOICE, TUNER_TABLE, UNKNOWN,
                                          VALUE_KEYS, check_table)
 
-CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
+CORPUS_DIR = corpus_dir()
 DTYPE_BYTES = {"float": 4, "float32": 4, "fp32": 4, "half": 2, "float16": 2, "fp16": 2,
                "bfloat16": 2, "bf16": 2, "double": 8, "float64": 8, "int8": 1, "uint8": 1,
                "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "fp8": 1}

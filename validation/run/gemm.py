@@ -45,13 +45,12 @@ from datetime import date
 from pathlib import Path
 
 from codegen.build import BuildOptions, compile_source
+from hwmodels.resources import kernels_dir
 from validation.runtime.gemm import Runner, load_library, variant_names
 from validation.runtime.library import torch_module
 from validation.runtime.timer import FLUSH_BYTES, time_calls
 
-ROOT = Path(__file__).resolve().parents[2]
-GEMM_DIR = ROOT / "kernels" / "gemm"
-SOURCE = GEMM_DIR / "gemm_bf16.cu"
+SOURCE_NAME = "gemm_bf16.cu"                  # in kernels/gemm (hwmodels.resources)
 
 CHECK_SHAPES = [(128, 256, 64), (64, 64, 8), (1, 8, 8), (129, 264, 72), (300, 520, 136),
                 (1000, 1000, 1000), (4096, 4104, 520), (2048, 2048, 2048), (8192, 8192, 8192)]
@@ -68,9 +67,17 @@ RTOL = 2.0 ** -7
 ATOL_PER_SQRT_K = 1e-3
 
 
+def gemm_dir() -> Path:
+    return kernels_dir() / "gemm"
+
+
+def source() -> Path:
+    return gemm_dir() / SOURCE_NAME
+
+
 def sources_digest() -> str:
     h = hashlib.sha256()
-    for p in sorted(GEMM_DIR.glob("*")):
+    for p in sorted(gemm_dir().glob("*")):
         if p.suffix in (".cu", ".cuh"):
             h.update(p.name.encode())
             h.update(p.read_bytes())
@@ -80,7 +87,7 @@ def sources_digest() -> str:
 def build_library(cache: Path | None = None) -> Path:
     """Build (or reuse) libgemm_bf16.so; raises hwmodels.errors.CompileError."""
     opts = BuildOptions(defines=(("PK_GEMM_SOURCES", sources_digest()),))
-    return compile_source(SOURCE, opts, cache)
+    return compile_source(source(), opts, cache)
 
 
 RECORDS: list[dict] = []

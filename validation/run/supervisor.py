@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from hwmodels.errors import ValidationError
+from hwmodels.resources import import_root
 from validation.layout import CASES, FUSED_DIR, FUSED_MEASURED, MEASURED
 from validation.runtime.library import torch_module
 
@@ -125,7 +126,7 @@ def run_bundle(out: Path, deadline_s: float, case_timeout_s: float = 120.0) -> i
     restart their worker after a crash or hang and resume from what their results file
     already holds; cases left when the time is up are reported as not measured."""
     t0 = time.monotonic()
-    root = Path(__file__).resolve().parents[2]
+    root = import_root()
     env = dict(os.environ, CUDA_MODULE_LOADING="EAGER",
                PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     runs = []

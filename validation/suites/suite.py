@@ -42,10 +42,11 @@ from typing import Any
 
 from codegen.plan import KERNELS, MAX_RANKS, OPS, RUNNABLE_MECHANISMS, algorithms
 from hwmodels.errors import ConfigError
+from hwmodels.resources import suites_dir
 from hwmodels.units import format_bytes, parse_bytes
 from validation.suites.fused_suite import FusedPart, parse_fused, reject_unknown_keys
 
-SUITES_DIR = Path(__file__).resolve().parent
+SUITES_DIR = suites_dir()
 COPY_OPS = ("all-gather", "all-to-all", "broadcast")   # no reduction: blocks do not matter on CE
 DTYPES = ("bf16", "fp32")
 _TOP = {"name", "description", "system", "dtype", "ops", "algorithms", "mechanisms", "worlds",
