@@ -8,8 +8,8 @@
 #   validation/device/wheel_check.sh OUTDIR
 #
 # Steps: wheel (pip wheel . --no-build-isolation --no-index, else the carried .whl/pksim-*.whl),
-# install (a venv with --system-site-packages for torch; the wheel and simpy with --no-deps),
-# import (pksim.__file__ under the venv, from a temp dir: the checkout is off sys.path), env,
+# install (the wheel and simpy with --no-deps --target a clean prefix on python3's path),
+# import (pksim.__file__ under that prefix, from a temp dir: the checkout is off sys.path), env,
 # calibrate (--quick -o cal.toml), run (all-reduce 64MiB, 8 virtual ranks), validate (--suite
 # quick). Every step runs even when one before it failed, unless it needs what failed.
 set -u
@@ -41,17 +41,19 @@ else
 fi
 [ -n "${wheel:-}" ] || { echo "no wheel; stopping" | tee -a "$codes"; exit 1; }
 
-# 2. a clean prefix: a venv that sees the system's torch, the wheel and simpy installed in it
-python3 -m venv --system-site-packages "$tmp/venv"
-py="$tmp/venv/bin/python"
-step install 300 "$py" -m pip install --no-deps --no-index --no-cache-dir "$wheel" \
-  $(ls "$repo"/.whl/simpy-*.whl 2>/dev/null) || exit 1
-export PATH="$tmp/venv/bin:$PATH"
+# 2. a clean prefix: the wheel and simpy installed into an empty folder with --target, on
+# python3's path beside its own packages (torch, numpy, ...); a venv made from python3 would
+# not see them where python3 is itself a venv (as on the GPU machine)
+prefix="$tmp/prefix"
+py=python3
+step install 300 "$py" -m pip install --no-deps --no-index --no-cache-dir --target "$prefix" \
+  "$wheel" $(ls "$repo"/.whl/simpy-*.whl 2>/dev/null) || exit 1
+export PYTHONPATH="$prefix" PATH="$prefix/bin:$PATH"
 
 # 3. from a temporary directory: nothing of the checkout on sys.path
 mkdir -p "$tmp/work" && cd "$tmp/work"
-step import 60 "$py" -c "import pksim, sys, sysconfig; f = pksim.__file__; print(f); \
-sys.exit(0 if f.startswith(sysconfig.get_paths()['purelib']) else 1)"
+step import 60 "$py" -c "import pksim, sys; f = pksim.__file__; print(f); \
+sys.exit(0 if f.startswith('$prefix/') else 1)"
 step env 120 pksim env
 pksim env --json > "$out/env.json" 2>/dev/null
 step calibrate 540 pksim calibrate --quick -o cal.toml --results-out mb --force
