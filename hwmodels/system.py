@@ -137,8 +137,8 @@ class TransferSpec:
     # The generated collectives' own routines (kernels/collectives/collective.cuh), per SM:
     # time per KiB of payload of a move that reads S sources and writes D destinations,
     # base + dest x D for a copy (S = 1), base + reduce + source x S + dest x D for a sum
-    # (pksim.moves.move_time_per_B). Measured inside one GPU; over NVLink scaled by the
-    # mechanism's local / remote per-SM rate.
+    # (pksim.moves.move_time_per_B). Measured inside one GPU; they govern moves inside one
+    # GPU only (moves over NVLink: gpu.transfer_remote, docs/decisions.md D38).
     tma_move_base_s_per_B: float = fig("tma_move_base_ns_per_KiB", 1e-9 / 1024, lo_open=False,
                                        doc="TMA move: fixed SM time per KiB of payload")
     tma_move_dest_s_per_B: float = fig("tma_move_dest_ns_per_KiB", 1e-9 / 1024, lo_open=False,

@@ -93,17 +93,18 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     register sum; gpu.transfer.pull_move_*, measured by validation/microbench/fused_pull.cu)
     instead of the collectives' routines.
 
-    With buffers on other GPUs (docs/decisions.md D38): each far buffer costs a payload byte
-    at the mechanism's NVLink per-SM rate (gpu.transfer_remote: read for a source, write for
-    a destination; the pull-reduce loads by registers), and the SM keeps its near and far
-    accesses in flight together, so the move takes the larger of the far time and the
-    routine's time for its near buffers alone."""
+    A move with a buffer on another GPU is an NVLink move (docs/decisions.md D38): each far
+    buffer costs a payload byte at the mechanism's NVLink per-SM rate (gpu.transfer_remote,
+    the mechanism study: read for a source, write for a destination; the pull-reduce loads
+    by registers); its near buffers and its sum ride in the shadow of the far round trips
+    and none of the one-GPU fit's figures applies."""
     t = gpu.transfer
+    if far_sources > 0 or far_dests > 0:
+        mech = "register" if routine == "pull" else mechanism
+        return far_time_per_B(gpu, mech, far_sources, far_dests)
     if routine == "pull":
-        near_s, near_d = sources - far_sources, dests - far_dests
-        tau = (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * near_s
-               + t.pull_move_dest_s_per_B * near_d)
-        return max(tau, far_time_per_B(gpu, "register", far_sources, far_dests))
+        return (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
+                + t.pull_move_dest_s_per_B * dests)
     if mechanism == "tma":
         base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,
                                 t.tma_move_reduce_s_per_B, t.tma_move_source_s_per_B)
@@ -113,12 +114,10 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     if readers > 1:
         share = t.tma_shared_read if mechanism == "tma" else t.ldst_shared_read
         src *= (1 + (readers - 1) * share) / readers
-    near_s, near_d = sources - far_sources, dests - far_dests
-    tau = base + dest * near_d + ((red + src * near_s) if reduce else 0.0)
+    tau = base + dest * dests + ((red + src * sources) if reduce else 0.0)
     if mechanism == "tma":
-        tau += t.tma_message_s * tma_messages_per_B(near_s if reduce else min(1, near_s),
-                                                    near_d, reduce)
-    return max(tau, far_time_per_B(gpu, mechanism, far_sources, far_dests))
+        tau += t.tma_message_s * tma_messages_per_B(sources if reduce else 1, dests, reduce)
+    return tau
 
 
 def far_time_per_B(gpu: GpuSpec, mechanism: str, far_sources: int, far_dests: int) -> float:
