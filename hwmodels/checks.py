@@ -11,12 +11,15 @@ def check_system(system: System) -> None:
     if gpu.transfer.tma and gpu.architecture == "ampere":
         raise ConfigError(f"{where}: gpu.transfer.tma = true, but TMA arrived with Hopper "
                           f"(architecture = {gpu.architecture!r})")
-    if gpu.transfer.tma and (gpu.transfer.tma_remote_Bps_per_sm <= 0
+    remote = gpu.transfer_remote
+    if gpu.transfer.tma and (min(remote.tma_write_Bps_per_sm, remote.tma_read_Bps_per_sm,
+                                 remote.tma_reduce_Bps_per_sm) <= 0
                              or gpu.transfer.tma_local_Bps_per_sm <= 0
                              or gpu.transfer.tma_reduce_Bps_per_sm <= 0):
         raise ConfigError(f"{where}: gpu.transfer.tma = true needs positive "
-                          f"tma_local_per_sm_GBps, tma_remote_per_sm_GBps and "
-                          f"tma_reduce_per_sm_GBps")
+                          f"gpu.transfer.tma_local_per_sm_GBps and tma_reduce_per_sm_GBps and "
+                          f"gpu.transfer_remote.tma_write_per_sm_GBps, tma_read_per_sm_GBps "
+                          f"and tma_reduce_per_sm_GBps")
     if gpu.tensor.flops_bf16 <= 0:
         raise ConfigError(f"{where}: gpu.tensor.tflops_bf16 must be above 0")
     tiers = domain.switch_tiers

@@ -86,9 +86,14 @@ def sm_issue_Bps(per_sm_Bps: float, n_sms: float, knee: float, shared_Bps: float
 
 def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
     """Round trip of one TMA message: ``tma_message_half_bytes`` is the message size at
-    which one SM reaches half its rate, i.e. latency x per-SM rate."""
+    which one SM reaches half its rate, i.e. latency x per-SM rate; ``remote``: a message
+    to another GPU (gpu.transfer_remote: the mechanism study's message-size curve), else
+    inside the GPU (gpu.transfer, fitted on one GPU)."""
+    if remote:
+        r = gpu.transfer_remote
+        return r.tma_message_half_B / r.tma_write_Bps_per_sm if r.tma_write_Bps_per_sm > 0 else 0.0
     t = gpu.transfer
-    rate = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
+    rate = t.tma_local_Bps_per_sm
     return t.tma_message_half_B / rate if rate > 0 else 0.0
 
 

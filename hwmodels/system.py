@@ -125,12 +125,10 @@ class TransferSpec:
     tma: bool = flag("tma", doc="Tensor Memory Accelerator (bulk async copies) present")
     ldst_local_Bps_per_sm: float = fig("ldst_local_per_sm_GBps", 1e9,
                                        doc="payload one SM copies inside its GPU with 16-B ld/st")
-    ldst_remote_Bps_per_sm: float = fig("ldst_remote_per_sm_GBps", 1e9,
-                                        doc="payload one SM stores to a peer over NVLink")
     tma_local_Bps_per_sm: float = fig("tma_local_per_sm_GBps", 1e9, lo_open=False)
-    tma_remote_Bps_per_sm: float = fig("tma_remote_per_sm_GBps", 1e9, lo_open=False)
     tma_message_half_B: float = fig("tma_message_half_bytes",
-                                    doc="message size at which TMA reaches half its rate")
+                                    doc="message size at which a TMA copy inside the GPU "
+                                        "reaches half its rate")
     tma_reduce_Bps_per_sm: float = fig("tma_reduce_per_sm_GBps", 1e9, lo_open=False,
                                        doc="payload one SM reduces into its GPU's memory with "
                                            "bulk reducing stores; 0 = no TMA")
@@ -139,8 +137,8 @@ class TransferSpec:
     # The generated collectives' own routines (kernels/collectives/collective.cuh), per SM:
     # time per KiB of payload of a move that reads S sources and writes D destinations,
     # base + dest x D for a copy (S = 1), base + reduce + source x S + dest x D for a sum
-    # (pksim.moves.move_time_per_B). Measured inside one GPU; over NVLink scaled by the
-    # mechanism's local / remote per-SM rate.
+    # (pksim.moves.move_time_per_B). Measured inside one GPU; they govern moves inside one
+    # GPU only (moves over NVLink: gpu.transfer_remote, docs/decisions.md D38).
     tma_move_base_s_per_B: float = fig("tma_move_base_ns_per_KiB", 1e-9 / 1024, lo_open=False,
                                        doc="TMA move: fixed SM time per KiB of payload")
     tma_move_dest_s_per_B: float = fig("tma_move_dest_ns_per_KiB", 1e-9 / 1024, lo_open=False,
@@ -227,6 +225,49 @@ class TransferSpec:
     issue_knee: float = fig("issue_knee",
                             doc="sharpness of the bend where the SMs' combined issue rate meets "
                                 "the memory's: soft-min exponent (large = hard min)")
+
+
+@dataclass(frozen=True)
+class RemoteTransferSpec:
+    """Transfers between two GPUs over NVLink, per mechanism (docs/design.md, "Which
+    parameter governs which path"): a move whose source or destination is another GPU
+    takes its per-SM rates and message-size behaviour from here, never from
+    ``gpu.transfer`` (fitted on one GPU, where a "peer" is the same HBM). Figures of the
+    mechanism study (ParallelKittens sec. 3.1.2, Table 1, Figs. 2-3), or estimates."""
+    tma_write_Bps_per_sm: float = fig("tma_write_per_sm_GBps", 1e9, lo_open=False,
+                                      doc="payload one SM stores to a peer with TMA bulk "
+                                          "stores; 0 = no TMA")
+    tma_read_Bps_per_sm: float = fig("tma_read_per_sm_GBps", 1e9, lo_open=False,
+                                     doc="payload one SM loads from a peer with TMA bulk "
+                                         "loads; 0 = no TMA")
+    tma_reduce_Bps_per_sm: float = fig("tma_reduce_per_sm_GBps", 1e9, lo_open=False,
+                                       doc="payload one SM store-adds into a peer with TMA "
+                                           "bulk reducing stores; 0 = no TMA")
+    tma_message_half_B: float = fig("tma_message_half_bytes",
+                                    doc="message size at which one SM's TMA transfer to a "
+                                        "peer reaches half its rate (latency x per-SM rate)")
+    ldst_write_Bps_per_sm: float = fig("ldst_write_per_sm_GBps", 1e9,
+                                       doc="payload one SM stores to a peer with 16-B "
+                                           "register stores")
+    ldst_read_Bps_per_sm: float = fig("ldst_read_per_sm_GBps", 1e9,
+                                      doc="payload one SM loads from a peer with 16-B "
+                                          "register loads")
+    multimem_Bps_per_sm: float = fig("multimem_per_sm_GBps", 1e9, lo_open=False,
+                                     doc="payload one SM moves with multimem.ld_reduce / "
+                                         "multimem.st through a multicast address; 0 = none")
+    copy_engine_setup_s: float = fig("copy_engine_setup_us", 1e-6, lo_open=False,
+                                     doc="what a copy-engine transfer to a peer waits before "
+                                         "its bytes flow (its message-size behaviour)")
+
+    def per_sm_Bps(self, mechanism: str, direction: str = "write") -> float:
+        """One SM's payload rate to or from a peer: ``direction`` "read", "write" or
+        "reduce" (a store-add into the peer; register sums reduce in the SM and write)."""
+        if mechanism == "tma":
+            return {"read": self.tma_read_Bps_per_sm, "write": self.tma_write_Bps_per_sm,
+                    "reduce": self.tma_reduce_Bps_per_sm}[direction]
+        if mechanism == "multimem":
+            return self.multimem_Bps_per_sm
+        return self.ldst_read_Bps_per_sm if direction == "read" else self.ldst_write_Bps_per_sm
 
 
 @dataclass(frozen=True)
@@ -317,6 +358,7 @@ class GpuSpec:
     l2: L2Spec = table("l2")
     hbm: HbmSpec = table("hbm")
     transfer: TransferSpec = table("transfer")
+    transfer_remote: RemoteTransferSpec = table("transfer_remote")
     copy_engine: CopyEngineSpec = table("copy_engine")
     nvlink: NvlinkSpec = table("nvlink")
     pcie: PcieSpec = table("pcie")

@@ -27,8 +27,8 @@ from pksim import nccl
 from pksim.analytical import analyse
 from pksim.cache import BoundedCache
 from pksim.kernel_contract import BLOCK_THREADS
-from pksim.flows import (capacities, check_feasible, flow_spec, move_spec, program_kinds,
-                         resident_in_l2)
+from pksim.flows import (capacities, ce_setup_s, check_feasible, flow_spec, move_spec,
+                         program_kinds, resident_in_l2)
 from pksim.prediction import Prediction, TimelineEvent
 from pksim.program import Program
 from pksim.schedule import Schedule
@@ -135,7 +135,7 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         # measures behind queued work) where later ones pay the chain, and the first copy on
         # each further stream of a GPU (its virtual ranks' streams) its start
         ce = system.gpu.copy_engine
-        launch = max(0.0, ce.setup_s - system.gpu.sync.stream_chain_s)
+        launch = max(0.0, ce_setup_s(topo) - system.gpu.sync.stream_chain_s)
         launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s, floor)

@@ -6,8 +6,9 @@ writes back (derated to ``hbm.reduce_efficiency`` in HBM), and on the issue reso
 the ratio of its capacity to the rate ``hwmodels.sm.sm_issue_Bps`` gives the
 communication SMs for this transfer (TMA message round trips; for transfers inside
 one GPU also the knee where the SMs meet the memory). Issue capacities: communication
-SMs x the per-SM rate of the mechanism (remote over NVLink, local within one GPU);
-the copy engines' own rate; all from the system file.
+SMs x the per-SM rate of the mechanism (``gpu.transfer_remote`` on a multi-GPU topology,
+``gpu.transfer``'s fitted local rate on virtual ranks); the copy engines' own rate; all
+from the system file. Which figure governs which path: docs/design.md, decision D38.
 """
 from __future__ import annotations
 
@@ -68,17 +69,23 @@ def check_feasible(topo: Topology, sched: Schedule, kinds: set[str],
 
 
 def issue_capacity(topo: Topology, sched: Schedule) -> float:
-    """Bytes per second one rank's communication engine (SMs or copy engines) can issue."""
+    """Bytes per second one rank's communication engine (SMs or copy engines) can issue:
+    on a multi-GPU topology the SMs' NVLink write rate (gpu.transfer_remote), on virtual
+    ranks their fitted local rate; each transfer's issue weight scales it to its own."""
     gpu = topo.system.gpu
-    t = gpu.transfer
-    remote = not topo.virtual
     if sched.mechanism == "copy-engine":
         return gpu.copy_engine.count * gpu.copy_engine.bandwidth_Bps
-    if sched.mechanism == "tma":
-        per_sm = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
-    else:
-        per_sm = t.ldst_remote_Bps_per_sm if remote else t.ldst_local_Bps_per_sm
-    return sched.comm_sms * per_sm
+    return sched.comm_sms * per_sm_Bps(gpu, sched.mechanism, remote=not topo.virtual)
+
+
+def per_sm_Bps(gpu, mechanism: str, remote: bool, direction: str = "write") -> float:
+    """One SM's payload rate by ``mechanism``: to or from another GPU over NVLink
+    (``remote``: gpu.transfer_remote, the mechanism study), or inside its GPU
+    (gpu.transfer, fitted on one GPU; multimem, never inside one GPU, as registers)."""
+    if remote:
+        return gpu.transfer_remote.per_sm_Bps(mechanism, direction)
+    t = gpu.transfer
+    return t.tma_local_Bps_per_sm if mechanism == "tma" else t.ldst_local_Bps_per_sm
 
 
 def message_bytes(topo: Topology, sched: Schedule, piece: float) -> float:
@@ -109,12 +116,18 @@ def issue_weight(topo: Topology, sched: Schedule, t: Transfer, piece: float,
         return 1.0
     tma = sched.mechanism == "tma"
     message = message_bytes(topo, sched, piece) if tma else None
-    if not topo.virtual:
-        per_sm = capacity / n
+    if not topo.virtual and (t.src != t.dst or t.kind in ("switch-reduce", "multicast")):
+        # over NVLink: the mechanism's per-SM rate in the transfer's direction (a TMA
+        # store-add into the peer at its own), a TMA message's round trip, no knee (the
+        # fluid engine's hard minimum with the links)
+        direction = "reduce" if t.kind == "reduce" else "write"
+        per_sm = per_sm_Bps(gpu, sched.mechanism, True, direction)
         rate = sm_issue_Bps(per_sm, n, tr.issue_knee, None, message,
                             tma_latency_s(gpu, remote=True) if tma else 0.0)
-        return capacity / rate
-    ranks = topo.world
+        return capacity / rate if rate > 0 else float("inf")
+    # inside one GPU: the fitted local rates; every rank on it feeds the one memory
+    ranks = topo.world if topo.virtual else 1
+    local = per_sm_Bps(gpu, sched.mechanism, remote=False)
     if tma and t.kind == "reduce":      # fire-and-forget: no knee, the memory's hard limit
         rate = sm_issue_Bps(tr.tma_reduce_Bps_per_sm, n * ranks, tr.issue_knee, None,
                             message, issue_s=tr.tma_reduce_issue_s)
@@ -122,7 +135,7 @@ def issue_weight(topo: Topology, sched: Schedule, t: Transfer, piece: float,
         mem = _mem(topo, t.src, resident)
         per_byte = 1.0 + (reduce_memory_weight(gpu, resident) if t.kind == "reduce" else 1.0)
         shared = topo.resources[mem].capacity_Bps / per_byte
-        rate = sm_issue_Bps(capacity / n, n * ranks, tr.issue_knee, shared, message,
+        rate = sm_issue_Bps(local, n * ranks, tr.issue_knee, shared, message,
                             tma_latency_s(gpu) if tma else 0.0)
     return capacity / (rate / ranks) if rate > 0 else float("inf")
 
@@ -172,8 +185,16 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
             add(_mem(topo, q, resident), 1.0)
         latency = 2 * up.latency_s
     if sched.mechanism == "copy-engine":
-        latency += topo.system.gpu.copy_engine.setup_s
+        latency += ce_setup_s(topo)
     return FlowSpec(tuple(sorted(usage.items())), latency, piece, issuer)
+
+
+def ce_setup_s(topo: Topology) -> float:
+    """What a copy-engine transfer waits before its bytes flow: between GPUs the NVLink
+    figure (gpu.transfer_remote.copy_engine_setup_us, the study's message-size curve),
+    inside one GPU (virtual ranks) the fitted local one (gpu.copy_engine.setup_latency_us)."""
+    gpu = topo.system.gpu
+    return gpu.copy_engine.setup_s if topo.virtual else gpu.transfer_remote.copy_engine_setup_s
 
 
 def ce_kernel_sms(topo: Topology, sched: Schedule) -> int:
@@ -299,13 +320,7 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     the move uses. Inside one GPU every rank's SMs feed the one memory: their combined
     rate meets it through the knee (pksim.moves.move_Bps), as in the calibration."""
     gpu = topo.system.gpu
-    t = gpu.transfer
-    remote = not topo.virtual
-    if mech == "tma":
-        per_sm = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
-    else:
-        per_sm = t.ldst_remote_Bps_per_sm if remote else t.ldst_local_Bps_per_sm
-    capacity = n * per_sm
+    capacity = n * per_sm_Bps(gpu, mech, remote=not topo.virtual)
     if n <= 0 or capacity <= 0:
         return 1.0
     if m.engine != "sm":
@@ -313,15 +328,17 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     else:                     # the copy-engine schedules' reduction kernels cut their own way
         n = ce_reduce_blocks(n, m.payload)
     s, d = len(m.sources), len(m.dests)
-    if topo.virtual:
-        ranks = topo.world
+    far_s = 0 if topo.virtual else sum(q != m.issuer for q in m.sources)
+    far_d = 0 if topo.virtual else sum(q != m.issuer for q in m.dests)
+    if far_s or far_d:        # over NVLink: the study's per-SM rates, no knee with a memory
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, far_s, far_d, routine=m.routine)
+    else:                     # inside one GPU: every rank on it feeds the one memory
+        ranks = topo.world if topo.virtual else 1
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
         cold = s - warm_sources(topo, m, resident)    # what queues at the memory
         traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, ceiling=False)
         rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / traffic,
                         readers=m.readers, routine=m.routine) / ranks
-    else:
-        rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, remote=True, routine=m.routine)
     return capacity / rate if rate > 0 else float("inf")
 
 

@@ -35,10 +35,11 @@ def tma_fill_s(gpu: GpuSpec, block_payload_B: float, sources: int,
     must have arrived at the SM's TMA rate before it adds, where a register sum stores each
     vector as soon as its loads are back (block_moves: a sum of 2 shared sources of 1 MiB
     on 66 blocks a group, 16 KiB a block, took 6.80 us by TMA and 6.24 us by registers; at
-    4 KiB both 5.02 us; docs/decisions.md D14). TMA copies show no such wait (their chunks are dealt over the
-    blocks and stream through the stages)."""
-    t = gpu.transfer
-    rate = t.tma_remote_Bps_per_sm if remote else t.tma_local_Bps_per_sm
+    4 KiB both 5.02 us; docs/decisions.md D14). TMA copies show no such wait (their chunks are
+    dealt over the blocks and stream through the stages). ``remote``: the sources are on other
+    GPUs, loaded at ``gpu.transfer_remote.tma_read_per_sm_GBps``."""
+    rate = (gpu.transfer_remote.tma_read_Bps_per_sm if remote
+            else gpu.transfer.tma_local_Bps_per_sm)
     if rate <= 0 or block_payload_B <= 0:
         return 0.0
     return sources * min(block_payload_B, TMA_STAGE_BYTES / (sources + 1)) / rate
@@ -78,48 +79,68 @@ def working_blocks(blocks: float, payload_B: float, dealt: bool) -> float:
 
 
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
-                    remote: bool = False, readers: int = 1, routine: str = "") -> float:
+                    far_sources: int = 0, far_dests: int = 0, readers: int = 1,
+                    routine: str = "") -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:
-    read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``.
-    Linear in S and D (gpu.transfer.*_move_*), as measured by validation/microbench/
-    block_moves.cu from cold memory; over NVLink scaled by the mechanism's local / remote
-    per-SM rate. Sources that ``readers`` moves of one GPU read at the same time come from
-    memory once and from L2 for the other readers, which spend only the calibrated share
-    (gpu.transfer.*_shared_read) of the per-source time on them. ``routine`` "pull": the
-    inter-SM fused kernels' pull-reduce (always a register sum; gpu.transfer.pull_move_*,
-    measured by validation/microbench/fused_pull.cu) instead of the collectives' routines."""
+    read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``, of
+    which ``far_sources`` and ``far_dests`` lie on other GPUs (over NVLink).
+
+    Inside the GPU: linear in S and D (gpu.transfer.*_move_*), as measured by
+    validation/microbench/block_moves.cu from cold memory. Sources that ``readers`` moves of
+    one GPU read at the same time come from memory once and from L2 for the other readers,
+    which spend only the calibrated share (gpu.transfer.*_shared_read) of the per-source
+    time on them. ``routine`` "pull": the inter-SM fused kernels' pull-reduce (always a
+    register sum; gpu.transfer.pull_move_*, measured by validation/microbench/fused_pull.cu)
+    instead of the collectives' routines.
+
+    A move with a buffer on another GPU is an NVLink move (docs/decisions.md D38): each far
+    buffer costs a payload byte at the mechanism's NVLink per-SM rate (gpu.transfer_remote,
+    the mechanism study: read for a source, write for a destination; the pull-reduce loads
+    by registers); its near buffers and its sum ride in the shadow of the far round trips
+    and none of the one-GPU fit's figures applies."""
     t = gpu.transfer
+    if far_sources > 0 or far_dests > 0:
+        mech = "register" if routine == "pull" else mechanism
+        return far_time_per_B(gpu, mech, far_sources, far_dests)
     if routine == "pull":
-        tau = (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
-               + t.pull_move_dest_s_per_B * dests)
-        far = t.ldst_remote_Bps_per_sm
-        return tau * t.ldst_local_Bps_per_sm / far if remote and far > 0 else tau
+        return (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
+                + t.pull_move_dest_s_per_B * dests)
     if mechanism == "tma":
         base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,
                                 t.tma_move_reduce_s_per_B, t.tma_move_source_s_per_B)
-        local, far = t.tma_local_Bps_per_sm, t.tma_remote_Bps_per_sm
     else:
         base, dest, red, src = (t.ldst_move_base_s_per_B, t.ldst_move_dest_s_per_B,
                                 t.ldst_move_reduce_s_per_B, t.ldst_move_source_s_per_B)
-        local, far = t.ldst_local_Bps_per_sm, t.ldst_remote_Bps_per_sm
     if readers > 1:
         share = t.tma_shared_read if mechanism == "tma" else t.ldst_shared_read
         src *= (1 + (readers - 1) * share) / readers
     tau = base + dest * dests + ((red + src * sources) if reduce else 0.0)
     if mechanism == "tma":
         tau += t.tma_message_s * tma_messages_per_B(sources if reduce else 1, dests, reduce)
-    if remote and far > 0:
-        tau *= local / far
     return tau
 
 
+def far_time_per_B(gpu: GpuSpec, mechanism: str, far_sources: int, far_dests: int) -> float:
+    """SM time per payload byte of a move's buffers on other GPUs: each far source at the
+    mechanism's NVLink read rate per SM, each far destination at its write rate
+    (gpu.transfer_remote, the mechanism study); 0 without far buffers."""
+    if far_sources <= 0 and far_dests <= 0:
+        return 0.0
+    r = gpu.transfer_remote
+    read, write = r.per_sm_Bps(mechanism, "read"), r.per_sm_Bps(mechanism, "write")
+    if (far_sources and read <= 0) or (far_dests and write <= 0):
+        return float("inf")
+    return (far_sources / read if far_sources else 0.0) + (far_dests / write if far_dests else 0.0)
+
+
 def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
-             shared_Bps: float | None, remote: bool = False, readers: int = 1,
-             routine: str = "") -> float:
+             shared_Bps: float | None, far_sources: int = 0, far_dests: int = 0,
+             readers: int = 1, routine: str = "") -> float:
     """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
     use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA sums,
     which stay bound by the blocks closer to the memory's limit, one for the rest."""
-    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, remote, readers, routine)
+    tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, far_sources, far_dests,
+                          readers, routine)
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
     t = gpu.transfer

@@ -19,7 +19,7 @@ def test_one_nvlink_hop():
     # broadcast from rank 0 to rank 1 on dgx-h100 with TMA and every SM (issue not binding).
     # The generated broadcast pulls: rank 1 reads the root's buffer (a read is a round trip,
     # 2 x 1 us path latency, plus a TMA message's round trip t = tma_message_half_bytes /
-    # tma_remote_per_sm = 21000 B / 23.3 GB/s = 0.90 us), the root copies its own locally
+    # gpu.transfer_remote: tma_message_half_bytes / tma_write_per_sm), the root copies its own locally
     # (HBM, far from binding); the writes are local, so the kernel ends a bulk-store round
     # trip t after the data (its one phase signals nobody):
     # launch (a kernel on a stream, 2.16 us, and a moving kernel's start, 0.77 us; its grid
@@ -31,7 +31,8 @@ def test_one_nvlink_hop():
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
     lat = 2 * s.gpu.nvlink.latency_s
     t = tma_latency_s(s.gpu, remote=True)
-    assert t == pytest.approx(s.gpu.transfer.tma_message_half_B / s.gpu.transfer.tma_remote_Bps_per_sm)
+    r = s.gpu.transfer_remote
+    assert t == pytest.approx(r.tma_message_half_B / r.tma_write_Bps_per_sm)
     assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
     expected = s.gpu.sync.stream_launch_s + 0.77e-6 + lat + 2 * t + GiB / link
     assert p.time_s == pytest.approx(expected, rel=1e-9)
