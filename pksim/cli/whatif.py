@@ -17,6 +17,7 @@ from hwmodels.units import format_bytes, format_time, parse_bytes_range
 from pksim import plots, report
 from pksim.cli.predict import _candidates, op_options
 from pksim.cli.output import emit_json, table
+from pksim.inputs import check_bytes, check_positive, check_world
 from pksim.plots import OutputDir
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
                           recorded, run_tasks, tasks_for)
@@ -205,19 +206,19 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     for impl in impl_list:
         if impl not in IMPLS:
             raise ConfigError(f"--impl: {impl!r} is not one of {', '.join(IMPLS)}")
-    shape_axes = _shape_axes(size, shapes)
+    shape_axes = _shape_axes(op, size, shapes)
     refs = _split(systems)
     variants = [(Variant(ref, tuple(overrides)), load_system(ref, overrides)) for ref in refs]
-    if world is not None and world < 1:
-        raise ConfigError(f"--world must be at least 1, got {world}")
     tasks = []
     for variant, system in variants:
-        n = world or system.domain.gpus_per_domain * domains
-        if n > system.domain.gpus_per_domain * domains:
-            raise ConfigError(f"--world {n} is larger than the cluster: {system.name} has "
-                              f"{system.domain.gpus_per_domain} GPUs per domain x {domains}")
+        n = check_world(system, world, domains)
+        check_positive(root, "--root", 0)
+        if root >= n:
+            raise ConfigError(f"--root {root} is not a rank of {n}")
         for shape in _product(shape_axes):
             case = Case(op, op, shape, dtype, n, domains, root)
+            if op in COLLECTIVES:
+                check_bytes(system, op, case.nbytes, dtype, n)
             tasks.extend(Task(variant, case, impl) for impl in impl_list)
     out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force)
     out.check(report.sweep_files())
@@ -236,19 +237,36 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     _interrupted(result, out)
 
 
-def _shape_axes(size: str | None, shapes: tuple[str, ...]) -> list[tuple[str, list[int]]]:
+def _shape_axes(op: str, size: str | None, shapes: tuple[str, ...]
+                ) -> list[tuple[str, list[int]]]:
     if size and shapes:
         raise ConfigError("give --bytes or --shape, not both")
     if size:
+        if op in SHAPE_KEYS:
+            raise ConfigError(f"--op {op} takes --shape KEY=RANGE for each of "
+                              f"{', '.join(SHAPE_KEYS[op])}, not --bytes")
         return [("bytes", parse_bytes_range(size))]
     if not shapes:
         raise ConfigError("give --bytes RANGE (e.g. 1KiB:8GiB) or --shape KEY=RANGE")
     axes = []
     for text in shapes:
         key, sep, values = text.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ConfigError(f"--shape: expected KEY=RANGE, got {text!r}")
-        axes.append((key.strip(), parse_bytes_range(values, f"--shape {key.strip()}")))
+        allowed = ("count", "m", "n") if op in COLLECTIVES else SHAPE_KEYS.get(op, (key,))
+        if key not in allowed:
+            raise ConfigError(f"--shape {key}: {op} takes {', '.join(allowed)}")
+        if key in dict(axes):
+            raise ConfigError(f"--shape {key}: given twice")
+        axes.append((key, parse_bytes_range(values, f"--shape {key}")))
+    keys = set(dict(axes))
+    if op in COLLECTIVES and keys not in ({"count"}, {"m", "n"}):
+        raise ConfigError(f"--op {op} takes --bytes, --shape count=RANGE, or --shape m=... "
+                          f"with --shape n=... (got {', '.join(sorted(keys))})")
+    missing = [k for k in SHAPE_KEYS.get(op, ()) if k not in keys]
+    if missing:
+        raise ConfigError(f"--op {op} needs --shape for {', '.join(missing)}")
     return axes
 
 
