@@ -1,0 +1,167 @@
+"""Every command's edges: impossible values, outputs that cannot be written or would be
+overwritten, options out of range. Each ends in one line on stderr and exit code 2."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pksim.cli.main import cli
+from pksim.plots import OutputDir
+
+SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
+NVLINK = "gpu.nvlink.link_bandwidth_GBps"
+
+
+def run(args):
+    return CliRunner().invoke(cli, args)
+
+
+def one_line_error(result, *needles):
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# ---- values: from --set, a file, --vary ------------------------------------------------
+@pytest.mark.parametrize("value, needle", [
+    ("0", "must be above 0"), ("nan", "finite"), ("inf", "finite"), ("1e400", "finite"),
+    ("-50", "at least 0")])
+def test_set_impossible_nvlink_bandwidth(value, needle):
+    line = one_line_error(run(["predict", *SMALL, "--set", f"{NVLINK}={value}"]), needle)
+    assert line.startswith(f"pksim: error: --set {NVLINK}={value}:")   # the --set, not the file
+
+
+def test_set_nan_latency():
+    one_line_error(run(["predict", *SMALL, "--set", "gpu.nvlink.latency_ns=nan"]),
+                   "--set gpu.nvlink.latency_ns=nan", "finite")
+
+
+def test_nan_in_a_system_file_fails_check_and_names_the_file(shipped_copy):
+    path = shipped_copy("dgx-h100")
+    text = path.read_text().replace("link_bandwidth_GBps = 25", "link_bandwidth_GBps = nan")
+    path.write_text(text)
+    one_line_error(run(["systems", "check", str(path)]), str(path), NVLINK, "finite")
+    one_line_error(run(["predict", "--system", str(path), "--op", "all-reduce",
+                        "--bytes", "1MiB"]), "finite")
+
+
+def test_inherited_figure_blames_the_file_that_gave_it(write_system, shipped_copy):
+    parent = shipped_copy("dgx-h100")
+    parent.write_text(parent.read_text().replace("latency_ns = { value = ",
+                                                 "latency_ns = { value = -", 1))
+    child = write_system(f'name = "c"\ndescription = "d"\ninherits = "{parent}"\n')
+    line = one_line_error(run(["systems", "check", str(child)]))
+    assert str(parent) in line and str(child) not in line
+
+
+@pytest.mark.parametrize("choice, needle", [("0x", "must be above 0"), ("nanx", "finite"),
+                                            ("infx", "finite"), ("-1x", "at least 0"),
+                                            ("nan", "finite")])
+def test_vary_impossible_values(tmp_path, choice, needle):
+    one_line_error(run(["whatif", "--systems", "dgx-h100", "--vary", f"{NVLINK}={choice}",
+                        "-o", str(tmp_path / "w"), "--no-plots"]), "--vary", needle)
+    assert not (tmp_path / "w").exists()
+
+
+# ---- sizes and options -------------------------------------------------------------------
+@pytest.mark.parametrize("args, needle", [
+    (["--bytes", "3"], "whole number of bf16 elements"),
+    (["--bytes", "1152921504606846976"], "more than the 80 GB"),
+    (["--bytes", "2^60"], "cannot read size"),
+    (["--bytes", "1MiB", "--world", "1"], "at least 2 ranks"),
+    (["--bytes", "1MiB", "--comm-sms", "0"], "--comm-sms 0"),
+    (["--bytes", "1MiB", "--comm-sms", "1000"], "--comm-sms 1000"),
+])
+@pytest.mark.parametrize("command", ["predict", "search"])
+def test_collective_options_out_of_range(command, args, needle):
+    one_line_error(run([command, "--system", "dgx-h100", "--op", "all-reduce", *args]), needle)
+
+
+def test_moe_topk_above_experts():
+    one_line_error(run(["predict", "--system", "dgx-h100", "--op", "moe-dispatch-gemm",
+                        "--tokens", "1024", "--hidden", "1024", "--experts", "8",
+                        "--topk", "16", "--expert-hidden", "1024"]), "--topk 16")
+
+
+def test_predict_takes_every_dtype_and_uses_it():
+    from pksim.schedule import DTYPES
+    import json
+    for dtype in DTYPES:
+        result = run(["predict", *SMALL, "--dtype", dtype, "--json"])
+        assert result.exit_code == 0, (dtype, result.output)
+        assert json.loads(result.output)["schedule"]["dtype"] == dtype
+
+
+def test_sweep_unknown_shape_key_is_an_error_not_a_traceback(tmp_path):
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--shape",
+                        "q=1:4", "-o", str(tmp_path / "s")]), "--shape q")
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "gemm-rs", "--shape",
+                        "m=1024", "-o", str(tmp_path / "s")]), "n, k")
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes",
+                        "3", "-o", str(tmp_path / "s")]), "whole number")
+
+
+# ---- outputs -----------------------------------------------------------------------------
+def test_whatif_output_is_an_existing_file(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("mine")
+    one_line_error(run(["whatif", "-o", str(target), "--no-plots"]), "is a file")
+    one_line_error(run(["whatif", "-o", str(target / "sub"), "--no-plots"]), "is a file")
+    assert target.read_text() == "mine"
+
+
+def _unwritable(monkeypatch):
+    """A folder that refuses files (chmod does not stop root, so the probe fails)."""
+    import tempfile
+
+    def refuse(*_a, **_k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+
+
+@pytest.mark.parametrize("args", [
+    ["whatif", "--no-plots"],
+    ["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB", "--impl", "pk"],
+    ["trace", *SMALL],
+    ["codegen", *SMALL],
+])
+def test_read_only_output_fails_before_any_work(tmp_path, monkeypatch, args):
+    import pksim.runner
+    import pksim.search
+
+    def no_work(*_a, **_k):
+        raise AssertionError("work started before the output was checked")
+    monkeypatch.setattr(pksim.runner, "run_tasks", no_work)
+    monkeypatch.setattr(pksim.search, "_branch_and_bound", no_work)
+    _unwritable(monkeypatch)
+    out = tmp_path / "ro" / ("t.json" if args[0] == "trace" else "d")
+    one_line_error(run(args + ["-o", str(out)]), "cannot write", "Permission denied")
+
+
+def test_write_error_is_one_line(tmp_path, monkeypatch):
+    from pathlib import Path
+    from hwmodels.errors import ConfigError
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(ConfigError, match="No space left"):
+        OutputDir(tmp_path).write_json("x.json", {})
+
+
+def test_codegen_never_overwrites_without_force(tmp_path):
+    out = tmp_path / "cg"
+    first = run(["codegen", *SMALL, "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    source = next(out.glob("*.cu"))
+    source.write_text("// edited by hand\n")
+    one_line_error(run(["codegen", *SMALL, "-o", str(out)]), "exists", "--force")
+    assert source.read_text() == "// edited by hand\n"
+    alias = run(["codegen", *SMALL, "--out", str(out), "--force"])      # the hidden alias
+    assert alias.exit_code == 0, alias.output
+    assert source.read_text() != "// edited by hand\n"
+    assert "--out" not in run(["codegen", "--help"]).output.replace("--output", "")
