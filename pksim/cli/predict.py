@@ -66,6 +66,9 @@ def op_options(fn):
                      help="Order of peers for direct algorithms."),
         click.option("--root", type=int, default=0, show_default=True,
                      help="Root rank of broadcast/reduce/gather/scatter."),
+        click.option("--schedule", "label", default=None, metavar="LABEL",
+                     help="The schedule of that label in search's table, e.g. "
+                          "two-shot/tma/32sm/sequential."),
         click.option("--cold-l2", "cold", is_flag=True,
                      help="Collectives: the inputs come from HBM however small (as after "
                           "other work has filled the L2; pksim validate measures so); by "
@@ -102,6 +105,19 @@ def _chunk(kw) -> int:
 
 
 def _candidates(system, kw) -> list[Schedule]:
+    cands = _space(system, kw)
+    if kw.get("label") is None:
+        return cands
+    chosen = list(dict.fromkeys(c for c in cands if c.label() == kw["label"]))
+    if not chosen:
+        labels = sorted({c.label() for c in cands})
+        raise ConfigError(f"--schedule {kw['label']!r} is not a candidate here "
+                          f"({len(labels)} are, e.g. {', '.join(labels[:3])}; "
+                          f"pksim search lists them)")
+    return chosen
+
+
+def _space(system, kw) -> list[Schedule]:
     world = check_world(system, kw["world"], kw["domains"])
     check_comm_sms(system, kw["comm_sms"], world, kw["domains"])
     check_positive(kw["root"], "--root", 0)
