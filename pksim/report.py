@@ -45,7 +45,8 @@ def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
                     "bound_resource": r.bound_resource, "busbw_GBps": _num(r.busbw_GBps),
                     "baseline_schedule": r.baseline_schedule,
                     "baseline_us": _us(r.baseline_s), "speedup": _num(r.speedup),
-                    "gain": _num(r.gain), "message": r.message})
+                    "gain": _num(r.gain), "binding_figure": r.binding_figure,
+                    "binding_provenance": r.binding_provenance, "message": r.message})
     return out
 
 
@@ -76,7 +77,8 @@ def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]
                        + [""] * (width - len(head) - 1))
         elif what_if:
             out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
-                               e["bound_resource"], _fmt_x(e["gain"]), _fmt_x(e["speedup"])])
+                               e["bound_resource"], _rests_on(e), _fmt_x(e["gain"]),
+                               _fmt_x(e["speedup"])])
         else:
             out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
                                e["bound_resource"], _label(e["baseline_schedule"] or "-"),
@@ -94,7 +96,16 @@ def _label(schedule: str) -> str:
 TABLE_HEADERS = ["workload", "shape", "ranks", "best schedule", "time", "binds",
                  "baseline", "baseline time", "speed-up"]
 WHATIF_HEADERS = ["what-if", "workload", "shape", "ranks", "best schedule", "time", "binds",
-                  "vs unchanged", "speed-up"]
+                  "rests on", "vs unchanged", "speed-up"]
+
+
+def _rests_on(entry: dict) -> str:
+    """The figure behind the binding resource and its provenance: 'link_bandwidth_GBps
+    (assumed)'; '-' when no single figure binds (the NCCL baseline)."""
+    key = entry.get("binding_figure") or ""
+    if not key:
+        return "-"
+    return f"{key.rsplit('.', 1)[-1]} ({entry.get('binding_provenance') or '?'})"
 
 
 def _fmt_us(us: float | None) -> str:

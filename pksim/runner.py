@@ -24,6 +24,7 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
 from pksim.prediction import Prediction
+from pksim.provenance import binding_figure, provenance_of
 from pksim.schedule import Schedule
 from pksim.nccl import nccl_schedule
 from pksim.search import fused_space, lower_bound, search, space
@@ -108,6 +109,8 @@ class Row:
     system_ref: str = ""
     overrides: tuple[str, ...] = ()
     seconds: float = 0.0             # wall time of the task
+    binding_figure: str = ""         # the system figure behind bound_resource
+    binding_provenance: str = ""     # its provenance tag (datasheet, estimate, ...)
 
     @property
     def ok(self) -> bool:
@@ -124,7 +127,8 @@ class Row:
                "message": self.message}
         for name in ("time_s", "schedule", "bound_s", "bound_resource", "alpha_beta_s",
                      "nbytes", "algbw_GBps", "busbw_GBps", "link_util", "breakdown",
-                     "baseline_s", "baseline_schedule", "speedup", "gain", "seconds"):
+                     "baseline_s", "baseline_schedule", "speedup", "gain", "seconds",
+                     "binding_figure", "binding_provenance"):
             value = getattr(self, name)
             out[name] = None if isinstance(value, float) and math.isnan(value) else value
         out["assumed"] = list(self.assumed)
@@ -169,6 +173,9 @@ def run_task(task: Task) -> Row:
         row.status, row.message = "error", str(exc)
     else:
         fill(row, p)
+        row.binding_figure = binding_figure(system, p.bound_resource, p.schedule.mechanism,
+                                            p.schedule.dtype)
+        row.binding_provenance = provenance_of(system, row.binding_figure)
     row.seconds = time.perf_counter() - start
     return row
 

@@ -16,7 +16,7 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes_range
 from pksim import plots, report
 from pksim.cli.predict import _candidates, op_options
-from pksim.cli.output import emit_json, table
+from pksim.cli.output import emit_json, json_entry, table
 from pksim.inputs import check_bytes, check_positive, check_world
 from pksim.plots import OutputDir
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
@@ -127,7 +127,7 @@ def whatif(study_file, systems, overrides, vary, output, force, workers, schedul
     entries = report.summary(rows)
     if as_json:
         emit_json({"study": study.name, "wall_s": wall, "interrupted": result.interrupted,
-                   "skipped": skipped, "rows": entries,
+                   "skipped": skipped, "rows": [json_entry(e) for e in entries],
                    "files": [str(p) for p in out.written]})
     else:
         _print_study(study, entries, skipped)
@@ -229,7 +229,8 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
                                  {s.name: s for _, s in variants})
     if as_json:
-        emit_json({"op": op, "rows": entries, "files": [str(p) for p in out.written]})
+        emit_json({"op": op, "rows": [json_entry(e) for e in entries],
+                   "files": [str(p) for p in out.written]})
     else:
         _print_sweep(op, entries, impl_list, [s.name for _, s in variants])
         click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), {len(out.written)} "
