@@ -175,6 +175,18 @@ def roofs(systems: dict[str, System]) -> dict[str, dict[str, float]]:
             for name, s in systems.items()}
 
 
+# The columns of results.csv and summary.csv (what an empty or partial file still has).
+RESULT_COLUMNS = ["system", "variant", "workload", "op", "shape", "dtype", "world", "domains",
+                  "impl", "status", "message", "schedule", "bound_resource", "nbytes",
+                  "algbw_GBps", "busbw_GBps", "link_util", "baseline_schedule", "speedup",
+                  "gain", "seconds", "binding_figure", "binding_provenance", "assumed",
+                  "time_us", "bound_us", "alpha_beta_us", "baseline_us"]
+SUMMARY_COLUMNS = ["system", "variant", "workload", "op", "shape", "world", "status",
+                   "schedule", "time_us", "bound_resource", "busbw_GBps", "baseline_schedule",
+                   "baseline_us", "speedup", "gain", "binding_figure", "binding_provenance",
+                   "message"]
+
+
 def study_files(study: Study) -> list[str]:
     names = ["results.csv", "results.json", "summary.csv"]
     stems = [k for k in study.plots if k != "sensitivity" or study.vary]
@@ -196,9 +208,14 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
         for key in ("time_s", "bound_s", "alpha_beta_s", "baseline_s"):
             value = d.pop(key)
             d[key[:-2] + "_us"] = None if value is None else value * 1e6
-    out.write_csv("results.csv", flat)
-    out.write_csv("summary.csv", summary(rows))
-    if not with_plots:
+    meta = meta or {}
+    comment = ""
+    if meta.get("interrupted"):
+        comment = (f"partial: {meta.get('finished')} of {meta.get('tasks')} rows (interrupted); "
+                   f"pksim whatif --resume -o {out.path} completes it")
+    out.write_csv("results.csv", flat, None if flat else RESULT_COLUMNS, comment)
+    out.write_csv("summary.csv", summary(rows), None if rows else SUMMARY_COLUMNS, comment)
+    if not with_plots or comment:          # plots are drawn from complete studies only
         return
     title = study.title or study.name
     points = _points(rows, study)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from pksim.cli.output import emit_json, json_entry, table
 from pksim.inputs import check_bytes, check_positive, check_world
 from pksim.plots import OutputDir
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
-                          recorded, run_tasks, tasks_for)
+                          recorded, resume_rows, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
 from pksim.simulate import predict as run_predict
 from pksim.trace import chrome_trace
@@ -101,9 +102,12 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Override a figure of every system (repeatable).")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...",
               help="What-if: one change at a time; a value like 2x scales the system's figure.")
+@click.option("--resume", is_flag=True,
+              help="Complete an interrupted study in the output folder: keep the rows it "
+                   "wrote, compute the rest.")
 @run_options
-def whatif(study_file, systems, overrides, vary, output, force, workers, scheduler, no_plots,
-           as_json) -> None:
+def whatif(study_file, systems, overrides, vary, resume, output, force, workers, scheduler,
+           no_plots, as_json) -> None:
     """Run a study: the best schedule, its time, the baseline and the speed-up for each
     workload on each system (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
@@ -111,9 +115,14 @@ def whatif(study_file, systems, overrides, vary, output, force, workers, schedul
     study = study.with_options(_split(systems), overrides, vary)
     pairs = load_variants(study)
     tasks, skipped = tasks_for(pairs, study.workloads, study.impls)
-    out = OutputDir(output or OUT_ROOT / study.name, force)
+    out = OutputDir(output or OUT_ROOT / study.name, force or resume)
     out.check(report.study_files(study))
+    kept: list = []
+    if resume:
+        kept, tasks = _resumed(out, study, tasks, pairs)
     result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json)
+    result.rows[:0] = kept
+    result.total += len(kept)
     rows = attach_baselines(result.rows, study.baseline)
     rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
                              [w.name for w in study.workloads].index(r.case.workload),
@@ -135,6 +144,21 @@ def whatif(study_file, systems, overrides, vary, output, force, workers, schedul
                    f"{len(out.written)} files in {out.path}/ "
                    f"({time.perf_counter() - start:.1f} s in all)")
     _interrupted(result, out)
+
+
+def _resumed(out: OutputDir, study, tasks, pairs):
+    """The rows an interrupted run of this study left in ``out``, and the tasks left."""
+    path = out.path / "results.json"
+    try:
+        previous = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: cannot read {path} ({exc})") from None
+    if previous.get("study") != study.name or not isinstance(previous.get("rows"), list):
+        raise ConfigError(f"--resume: {path} is not a result of study {study.name!r}")
+    name_of = {variant: system.name for variant, system in pairs}
+    return resume_rows(tasks, {t: name_of[t.variant] for t in tasks}, previous["rows"])
 
 
 def _variant_order(row, pairs) -> int:

@@ -165,3 +165,95 @@ def test_codegen_never_overwrites_without_force(tmp_path):
     assert alias.exit_code == 0, alias.output
     assert source.read_text() != "// edited by hand\n"
     assert "--out" not in run(["codegen", "--help"]).output.replace("--output", "")
+
+
+# ---- interrupted studies and --resume --------------------------------------------------------
+STUDY = """
+name = "small"
+systems = ["dgx-h100"]
+impls = ["pk", "nccl"]
+[[workload]]
+name = "ar"
+op = "all-reduce"
+bytes = ["1MiB", "4MiB", "16MiB"]
+world = [4, 8]
+[plots]
+kinds = ["time"]
+"""
+
+
+def _stable(path):
+    """A study file without what differs between runs (wall times)."""
+    import csv
+    import json
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())
+        if isinstance(data, dict):
+            data.pop("wall_s", None)
+            for row in data.get("rows", []):
+                row.pop("seconds", None)
+        return data
+    with path.open() as handle:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(handle)]
+
+
+def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, monkeypatch):
+    import json
+    import pksim.runner
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    base = ["whatif", "--study", str(study), "--workers", "1"]
+    full = tmp_path / "full"
+    assert run(base + ["-o", str(full)]).exit_code == 0
+    total = len(json.loads((full / "results.json").read_text())["rows"])
+    assert total == 12
+
+    real = pksim.runner.run_task
+    calls = []
+
+    def interrupt_after(k):
+        def task(t):
+            if len(calls) == k:
+                raise KeyboardInterrupt
+            calls.append(t)
+            return real(t)
+        return task
+
+    k = 5
+    part = tmp_path / "part"
+    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(k))
+    stopped = run(base + ["-o", str(part)])
+    assert stopped.exit_code == 130
+    data = json.loads((part / "results.json").read_text())
+    assert data["interrupted"] is True and len(data["rows"]) == k and data["tasks"] == total
+    for name in ("results.csv", "summary.csv"):
+        text = (part / name).read_text()
+        assert text.startswith(f"# partial: {k} of {total} rows") and "system," in text
+    assert not (part / "time.png").exists()                  # no plot from part of a study
+
+    calls.clear()
+    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(10 ** 6))
+    resumed = run(base + ["-o", str(part), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(calls) == total - k                           # only the missing rows ran
+    for name in ("results.json", "results.csv", "summary.csv", "time.csv", "time.json"):
+        assert _stable(part / name) == _stable(full / name), name
+
+
+def test_interrupted_before_any_row_leaves_csv_headers(tmp_path, monkeypatch):
+    import pksim.runner
+
+    def stop(_task):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(pksim.runner, "run_task", stop)
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    result = run(["whatif", "--study", str(study), "--workers", "1", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 130
+    lines = (tmp_path / "o" / "results.csv").read_text().splitlines()
+    assert lines[0].startswith("# partial: 0 of 12") and lines[1].startswith("system,variant")
+
+
+def test_resume_without_a_previous_run_is_one_line(tmp_path):
+    one_line_error(run(["whatif", "--systems", "dgx-h100", "--resume", "--no-plots",
+                        "-o", str(tmp_path / "none")]), "nothing to resume")
