@@ -257,3 +257,73 @@ def test_interrupted_before_any_row_leaves_csv_headers(tmp_path, monkeypatch):
 def test_resume_without_a_previous_run_is_one_line(tmp_path):
     one_line_error(run(["whatif", "--systems", "dgx-h100", "--resume", "--no-plots",
                         "-o", str(tmp_path / "none")]), "nothing to resume")
+
+
+# ---- one interface: --json conventions, systems show, what an answer rests on ----------------
+def test_predict_json_nulls_what_does_not_apply():
+    import json
+    coll = json.loads(run(["predict", *SMALL, "--json"]).output)
+    assert coll["baseline_s"] is None and coll["speedup"] is None
+    assert coll["compute_s"] is None and coll["time_s"] > 0 and coll["label"]
+    fused = json.loads(run(["predict", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "4096",
+                            "--n", "4096", "--k", "4096", "--json"]).output)
+    assert fused["busbw_GBps"] is None and fused["baseline_s"] > 0 and fused["speedup"] > 0
+
+
+def test_sweep_and_whatif_json_in_seconds_with_labels(tmp_path):
+    import json
+    sweep = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB",
+                 "--workers", "1", "--no-plots", "--json", "-o", str(tmp_path / "s")])
+    assert sweep.exit_code == 0, sweep.output
+    row = json.loads(sweep.output)["rows"][0]
+    assert "pk_time_s" in row and "pk_time_us" not in row and 0 < row["pk_time_s"] < 1
+    assert isinstance(row["pk_label"], str) and "pk_schedule" not in row
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    what = run(["whatif", "--study", str(study), "--workers", "1", "--no-plots", "--json",
+                "-o", str(tmp_path / "w")])
+    assert what.exit_code == 0, what.output
+    entry = json.loads(what.output)["rows"][0]
+    assert 0 < entry["time_s"] < 1 and "time_us" not in entry and isinstance(entry["label"], str)
+
+
+def test_every_command_takes_output_and_the_same_dtypes():
+    from pksim.schedule import DTYPES
+    for command in (["whatif"], ["sweep"], ["trace"], ["codegen"], ["run"]):
+        text = run(command + ["--help"]).output
+        assert "-o, --output" in text, command
+    for command in (["predict"], ["search"], ["sweep"], ["codegen"], ["trace"]):
+        text = run(command + ["--help"]).output.replace("\n", " ").replace(" ", "")
+        assert "|".join(DTYPES) in text, command
+
+
+def test_systems_show_prints_values():
+    import json
+    text = run(["systems", "show", "dgx-h100"]).output
+    assert "value" in text
+    line = next(l for l in text.splitlines() if "gpu.nvlink.link_bandwidth_GBps" in l)
+    assert " 25 " in line
+    shown = json.loads(run(["systems", "show", "dgx-h100", "--json"]).output)
+    assert shown["provenance"]["gpu.nvlink.link_bandwidth_GBps"]["value"] == 25
+    assert shown["provenance"]["gpu.hbm.capacity_GB"]["value"] == 80
+
+
+def test_whatif_rows_name_the_figure_they_rest_on_and_its_provenance(tmp_path):
+    import json
+    out = tmp_path / "w"
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    result = run(["whatif", "--study", str(study), "--systems", "rubin-ultra-nvl576,dgx-h100",
+                  "--no-plots",
+                  "--workers", "1", "--vary", f"{NVLINK}=2x", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "rests on" in result.output
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    links = [r for r in rows if r["status"] == "ok" and r["bound_resource"] == "nvl_in"]
+    assert links and all(r["binding_figure"] == NVLINK for r in links)
+    tags = {(r["system"], r["variant"]): r["binding_provenance"] for r in links}
+    assert any(tag == "assumed" for (s, v), tag in tags.items() if s == "rubin-ultra-nvl576")
+    assert any(tag == "override" for (s, v), tag in tags.items() if v != "base")
+    tensor = [r for r in rows if r["status"] == "ok" and r["bound_resource"] == "tensor"]
+    assert all(r["binding_figure"] == "gpu.tensor.tflops_bf16" and r["binding_provenance"]
+               for r in tensor)
