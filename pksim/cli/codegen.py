@@ -34,8 +34,8 @@ from pksim.search import fused_space, search, space
 
 def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
            algorithm: str | None = None, mechanism: str | None = None, comm_sms: int | None = None,
-           peer_order: str | None = None, root: int = 0, runnable_only: bool = False
-           ) -> tuple[Schedule, Prediction | None]:
+           peer_order: str | None = None, root: int = 0, runnable_only: bool = False,
+           label: str | None = None) -> tuple[Schedule, Prediction | None]:
     """The fastest predicted schedule that codegen can emit (narrowed by the options)."""
     algs = codegen_algorithms(op)
     if algorithm is not None:
@@ -52,7 +52,7 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
                   comm_sms=(comm_sms,) if comm_sms else (), chunks=(0,))
     cands = [c.with_(dtype=dtype, root=root, **({"peer_order": peer_order} if peer_order else {}))
              for c in cands]
-    cands = list(dict.fromkeys(cands))
+    cands = _labelled(list(dict.fromkeys(cands)), label)
     if not cands:
         raise InfeasibleError(f"no {op} schedule that codegen implements matches these options")
     try:
@@ -70,7 +70,8 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
 def choose_fused(system: System, op: str, shape: dict[str, int], world: int | None,
                  overlap: str | None = None, algorithm: str | None = None,
                  mechanism: str | None = None, comm_sms: int | None = None,
-                 peer_order: str | None = None) -> tuple[Schedule, Prediction | None]:
+                 peer_order: str | None = None, label: str | None = None
+                 ) -> tuple[Schedule, Prediction | None]:
     """The fastest predicted fused schedule that codegen can emit (narrowed by the options)."""
     overlaps = (overlap,) if overlap else ("inter-sm", "intra-sm")
     cands = fused_space(system, op, shape, world, 1, "bf16", overlaps=overlaps,
@@ -81,7 +82,7 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
              if c.chunk_bytes == 0 and implemented(c.op, c.overlap, c.algorithm, c.mechanism)]
     if peer_order:
         cands = [c.with_(peer_order=peer_order) for c in cands]
-    cands = list(dict.fromkeys(cands))
+    cands = _labelled(list(dict.fromkeys(cands)), label)
     if not cands:
         have = ", ".join(f"{ov}/{alg}/{'|'.join(m)}" for (o, ov, alg), (_, m) in FUSED_KERNELS.items()
                          if o == op)
@@ -94,6 +95,18 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
             raise
         return cands[0], None
     return best.schedule, best
+
+
+def _labelled(cands: list[Schedule], label: str | None) -> list[Schedule]:
+    """The candidates of ``--schedule LABEL`` (all of them without it)."""
+    if label is None:
+        return cands
+    chosen = [c for c in cands if c.label() == label]
+    if cands and not chosen:
+        labels = sorted({c.label() for c in cands})
+        raise ConfigError(f"--schedule {label!r} is not a schedule codegen implements here "
+                          f"({len(labels)} are, e.g. {', '.join(labels[:3])})")
+    return chosen
 
 
 def schedule_options(fn=None, *, default_system: str | None = None, fused: bool = False):
@@ -125,6 +138,8 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
         click.option("--peer-order", type=click.Choice(PEER_ORDERS), default=None,
                      help="Order of peers for direct algorithms."),
         click.option("--root", type=int, default=0, show_default=True, help="Broadcast root."),
+        click.option("--schedule", "label", default=None, metavar="LABEL",
+                     help="The schedule of that label (as pksim search prints it)."),
     ]
     if fused:
         options += [
@@ -154,7 +169,7 @@ def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Pre
         raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {kw['dtype']}")
     sched, pred = choose(system, kw["op"], nbytes, kw["world"], kw["dtype"], kw["algorithm"],
                          kw["mechanism"], kw["comm_sms"], kw["peer_order"], kw["root"],
-                         runnable_only=runnable_only)
+                         runnable_only=runnable_only, label=kw.get("label"))
     return system, sched, pred
 
 
@@ -171,7 +186,7 @@ def _choose_fused(system: System, kw) -> tuple[Schedule, Prediction | None]:
     if kw["dtype"] != "bf16":
         raise InfeasibleError(f"the fused kernels are bf16 (the Hopper GEMM), not {kw['dtype']}")
     return choose_fused(system, kw["op"], shape, kw["world"], kw["overlap"], kw["algorithm"],
-                        kw["mechanism"], kw["comm_sms"], kw["peer_order"])
+                        kw["mechanism"], kw["comm_sms"], kw["peer_order"], kw.get("label"))
 
 
 def output_options(fn):

@@ -213,8 +213,8 @@ def search(top: int, **kw) -> None:
     if kw["as_json"]:
         emit_json({"ranked": [p.to_dict() for p in ranked[:top]],
                    "candidates": result.candidates, "simulated": result.simulated,
-                   "pruned": [{"schedule": s, "bound_s": b} for s, b in result.pruned],
-                   "infeasible": [{"schedule": s, "reason": r} for s, r in infeasible]})
+                   "pruned": [{"label": s, "bound_s": b} for s, b in result.pruned],
+                   "infeasible": [{"label": s, "reason": r} for s, r in infeasible]})
         return
     counts = (f"{result.candidates} candidates: {result.simulated} simulated, "
               f"{len(result.pruned)} pruned by their lower bound, {len(infeasible)} infeasible")

@@ -66,3 +66,13 @@ def test_unknown_schedule_label_is_one_line():
     assert result.exit_code == 2
     assert result.output.startswith("pksim: error: --schedule 'nonsense/tma/3sm'")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_codegen_schedule_label_emits_that_schedule(tmp_path):
+    label = "two-shot/tma/32sm/sequential"
+    result = run(["codegen", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "64MiB",
+                  "--schedule", label, "-o", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads(result.output)
+    assert manifest["schedule"]["peer_order"] == "sequential"
+    assert manifest["schedule"]["comm_sms"] == 32 and manifest["schedule"]["algorithm"] == "two-shot"
