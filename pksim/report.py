@@ -330,18 +330,21 @@ def sweep_files() -> list[str]:
 
 
 def write_sweep(out: OutputDir, rows: Sequence[Row], impls: Sequence[str], op: str,
-                with_plots: bool = True, systems: dict[str, System] | None = None
-                ) -> list[dict]:
+                with_plots: bool = True, systems: dict[str, System] | None = None,
+                partial: str = "") -> list[dict]:
+    """sweep.csv/json and the plots; ``partial`` (an interrupted sweep: what it has)
+    heads the CSV as a comment, is kept in the JSON, and no plot is drawn."""
     table = sweep_rows(rows, impls)
-    out.write_csv("sweep.csv", table, sweep_columns(impls))
-    out.write_json("sweep.json", {"op": op, "columns": sweep_columns(impls), "rows": table,
+    out.write_csv("sweep.csv", table, sweep_columns(impls), partial)
+    out.write_json("sweep.json", {"op": op, "partial": partial or None,
+                                  "columns": sweep_columns(impls), "rows": table,
                                   "units": {"size_B": "bytes", "time_us": "microseconds",
                                             "algbw_GBps": "1e9 bytes/s",
                                             "busbw_GBps": "1e9 bytes/s"}})
     points = [{"system": r.system, "impl": r.impl, "size_B": r.nbytes, "schedule": r.schedule,
                "time_us": r.time_s * 1e6, "algbw_GBps": r.algbw_GBps,
                "busbw_GBps": r.busbw_GBps} for r in rows if r.ok]
-    if with_plots and points:
+    if with_plots and points and not partial:
         out.save(plots.against_size(points, "busbw_GBps", f"{op}: bus bandwidth",
                                     "busbw (GB/s)"), "busbw", points)
         out.save(plots.against_size(points, "time_us", f"{op}: time", "time (us)", logy=True),

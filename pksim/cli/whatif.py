@@ -250,8 +250,10 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     rows = attach_baselines(result.rows, "nccl")
     if rows and all(r.status == report.NOT_SUPPORTED for r in rows):
         raise NotSupportedYet(rows[0].message)
+    partial = (f"partial: {len(rows)} of {result.total} rows (interrupted)"
+               if result.interrupted else "")
     entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
-                                 {s.name: s for _, s in variants})
+                                 {s.name: s for _, s in variants}, partial)
     if as_json:
         emit_json({"op": op, "rows": [json_entry(e) for e in entries],
                    "files": [str(p) for p in out.written]})

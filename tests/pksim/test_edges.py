@@ -327,3 +327,23 @@ def test_whatif_rows_name_the_figure_they_rest_on_and_its_provenance(tmp_path):
     tensor = [r for r in rows if r["status"] == "ok" and r["bound_resource"] == "tensor"]
     assert all(r["binding_figure"] == "gpu.tensor.tflops_bf16" and r["binding_provenance"]
                for r in tensor)
+
+
+def test_interrupted_sweep_says_it_is_partial(tmp_path, monkeypatch):
+    import json
+    import pksim.runner
+    real, calls = pksim.runner.run_task, []
+
+    def task(t):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(t)
+        return real(t)
+    monkeypatch.setattr(pksim.runner, "run_task", task)
+    out = tmp_path / "s"
+    result = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB:8MiB",
+                  "--workers", "1", "-o", str(out)])
+    assert result.exit_code == 130
+    assert (out / "sweep.csv").read_text().startswith("# partial: 2 of 8 rows")
+    assert json.loads((out / "sweep.json").read_text())["partial"].startswith("partial: 2 of 8")
+    assert not (out / "busbw.png").exists()
