@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import tomllib
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from hwmodels import system as system_module
 from hwmodels.checks import check_system
@@ -221,22 +222,23 @@ def apply_override(values: dict, prov: dict, setting: str, what: str = "--set") 
         prov[key] = Provenance(f"{what} {setting}", "override")
 
 
-def _build(cls: type, raw: dict, prefix: str, where: str) -> Any:
+def _build(cls: type, raw: dict, prefix: str, where_of: Callable[[str], str]) -> Any:
     kwargs = {}
     for f in dataclasses.fields(cls):
         meta = f.metadata
         key = meta["key"]
         dotted = prefix + key
+        where = where_of(dotted)
         if key not in raw:
             raise ConfigError(f"{where}: missing key {dotted!r}")
         item = raw[key]
         if meta.get("table"):
             if meta.get("many"):
                 sub_cls = _schema(f.type.split("[")[1].split(",")[0])
-                kwargs[f.name] = tuple(_build(sub_cls, entry, f"{dotted}.{i}.", where)
+                kwargs[f.name] = tuple(_build(sub_cls, entry, f"{dotted}.{i}.", where_of)
                                        for i, entry in enumerate(item))
             else:
-                kwargs[f.name] = _build(_schema(f.type), item, dotted + ".", where)
+                kwargs[f.name] = _build(_schema(f.type), item, dotted + ".", where_of)
             continue
         kind = meta["kind"]
         if kind is str:
@@ -254,6 +256,8 @@ def _build(cls: type, raw: dict, prefix: str, where: str) -> Any:
             continue
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             raise ConfigError(f"{where}: {dotted} must be a number, got {item!r}")
+        if not math.isfinite(item):
+            raise ConfigError(f"{where}: {dotted} = {item!r} must be a finite number")
         if kind is int and item != int(item):
             raise ConfigError(f"{where}: {dotted} must be a whole number, got {item!r}")
         lo, hi = meta["lo"], meta["hi"]
@@ -278,7 +282,15 @@ def load_system(name_or_path: str, overrides: Iterable[str] = ()) -> System:
     for key in ("calibrated", "calibration"):
         if key in top and not isinstance(top[key], dict):
             raise ConfigError(f"{path}: {key} must be a table, got {top[key]!r}")
-    specs = {name: _build(_schema(cls), values.get(name, {}), name + ".", str(path))
+    def where_of(dotted: str) -> str:
+        """Where a figure came from: the ``--set`` that gave it, or the file (a parent's
+        for an inherited figure)."""
+        given = prov.get(dotted)
+        if given is not None and given.tag == "override":
+            return given.source
+        return str(origin.get(dotted, path))
+
+    specs = {name: _build(_schema(cls), values.get(name, {}), name + ".", where_of)
              for name, cls in _TOP_TABLES.items()}
     system = System(name=top["name"], description=top["description"], path=str(path),
                     inherits=top.get("inherits"), provenance=MappingProxyType(prov),

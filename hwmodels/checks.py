@@ -5,6 +5,12 @@ from hwmodels.errors import ConfigError
 from hwmodels.system import System
 
 
+def _where(system: System, key: str) -> str:
+    """The ``--set`` that gave ``key``, or the system file."""
+    prov = system.provenance.get(key)
+    return prov.source if prov is not None and prov.tag == "override" else system.path
+
+
 def check_system(system: System) -> None:
     where = system.path
     gpu, domain = system.gpu, system.domain
@@ -28,7 +34,12 @@ def check_system(system: System) -> None:
             raise ConfigError(f"{where}: domain.fabric = 'nvswitch' with "
                               f"{domain.gpus_per_domain} GPUs needs a [[domain.switch_tier]]")
         if gpu.nvlink.links <= 0 and domain.gpus_per_domain > 1:
-            raise ConfigError(f"{where}: gpu.nvlink.links must be above 0 for an NVLink domain")
+            raise ConfigError(f"{_where(system, 'gpu.nvlink.links')}: gpu.nvlink.links must "
+                              f"be above 0 for an NVLink domain")
+        if gpu.nvlink.link_bandwidth_Bps <= 0 and domain.gpus_per_domain > 1:
+            key = "gpu.nvlink.link_bandwidth_GBps"
+            raise ConfigError(f"{_where(system, key)}: {key} = 0 must be above 0 for an "
+                              f"NVLink domain of {domain.gpus_per_domain} GPUs")
     elif domain.fabric == "none" and domain.gpus_per_domain != 1:
         raise ConfigError(f"{where}: domain.fabric = 'none' needs domain.gpus_per_domain = 1, "
                           f"got {domain.gpus_per_domain}")

@@ -10,7 +10,10 @@ import csv
 import itertools
 import json
 import math
+import os
+import tempfile
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -42,7 +45,9 @@ class OutputDir:
         self.written: list[Path] = []
 
     def check(self, names: Iterable[str]) -> None:
-        """Fail before any work if a file to be written exists (and not ``force``)."""
+        """Fail before any work if the folder cannot be written, or if a file to be
+        written exists (and not ``force``)."""
+        check_writable(self.path)
         if self.force:
             return
         clash = sorted(n for n in names if (self.path / n).exists())
@@ -54,20 +59,28 @@ class OutputDir:
         path = self.path / name
         if path.exists() and not self.force:
             raise ConfigError(f"{path} exists: use --force to overwrite")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{path.parent}: cannot create the folder ({exc.strerror})") from None
         self.written.append(path)
         return path
 
     def write_json(self, name: str, obj: Any) -> Path:
         path = self.target(name)
-        path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
+        with _writing(path):
+            path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
         return path
 
     def write_csv(self, name: str, rows: Sequence[dict[str, Any]],
-                  columns: Sequence[str] | None = None) -> Path:
+                  columns: Sequence[str] | None = None, comment: str = "") -> Path:
+        """A CSV with a header; ``comment`` (e.g. that the file is partial) goes first,
+        as ``# ...`` lines."""
         path = self.target(name)
         columns = list(columns or _columns(rows))
-        with path.open("w", newline="") as handle:
+        with _writing(path), path.open("w", newline="") as handle:
+            for line in comment.splitlines():
+                handle.write(f"# {line}\n")
             writer = csv.DictWriter(handle, columns, extrasaction="ignore")
             writer.writeheader()
             for row in rows:
@@ -78,10 +91,42 @@ class OutputDir:
         """``stem``.png, with the plotted data as ``stem``.csv and ``stem``.json."""
         png = self.target(stem + ".png")
         FigureCanvasAgg(fig)
-        fig.savefig(png, dpi=110)
+        with _writing(png):
+            fig.savefig(png, dpi=110)
         self.write_csv(stem + ".csv", data)
         self.write_json(stem + ".json", list(data))
         return png
+
+
+@contextmanager
+def _writing(path: Path):
+    """An OSError while writing ``path`` becomes a one-line ConfigError."""
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def check_writable(folder: str | Path) -> None:
+    """Fail (ConfigError) unless files can be created in ``folder``: it is a folder, or
+    can be made one under its nearest existing parent, and a probe file can be written
+    there (the probe is removed; no folder is left behind)."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        which = "is a file" if existing == folder else f"cannot be made: {existing} is a file"
+        raise ConfigError(f"-o {folder}: {which}, not a folder")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".pksim-probe-", dir=existing)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"-o {folder}: cannot write in {existing} "
+                          f"({exc.strerror or exc})") from None
 
 
 def plot_files(stems: Iterable[str]) -> list[str]:

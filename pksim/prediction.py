@@ -46,6 +46,14 @@ class Prediction:
         out["label"] = self.schedule.label()
         out["depends_on_assumed"] = list(self.depends_on_assumed)
         out["notes"] = list(self.notes)
+        collective = any(k == "bytes" for k, _ in self.schedule.shape)
+        # null for what does not apply: a collective has no baseline or compute of its
+        # own; a fused op has no nccl-tests size or bus bandwidth
+        idle = (("baseline_s", "speedup", "compute_s", "exposed_comm_s") if collective
+                else ("nbytes", "algbw_GBps", "busbw_GBps"))
+        for key in idle:
+            if not out[key]:
+                out[key] = None
         if not timeline:
             out.pop("timeline")
         else:

@@ -45,7 +45,8 @@ def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
                     "bound_resource": r.bound_resource, "busbw_GBps": _num(r.busbw_GBps),
                     "baseline_schedule": r.baseline_schedule,
                     "baseline_us": _us(r.baseline_s), "speedup": _num(r.speedup),
-                    "gain": _num(r.gain), "message": r.message})
+                    "gain": _num(r.gain), "binding_figure": r.binding_figure,
+                    "binding_provenance": r.binding_provenance, "message": r.message})
     return out
 
 
@@ -76,7 +77,8 @@ def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]
                        + [""] * (width - len(head) - 1))
         elif what_if:
             out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
-                               e["bound_resource"], _fmt_x(e["gain"]), _fmt_x(e["speedup"])])
+                               e["bound_resource"], _rests_on(e), _fmt_x(e["gain"]),
+                               _fmt_x(e["speedup"])])
         else:
             out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
                                e["bound_resource"], _label(e["baseline_schedule"] or "-"),
@@ -94,7 +96,16 @@ def _label(schedule: str) -> str:
 TABLE_HEADERS = ["workload", "shape", "ranks", "best schedule", "time", "binds",
                  "baseline", "baseline time", "speed-up"]
 WHATIF_HEADERS = ["what-if", "workload", "shape", "ranks", "best schedule", "time", "binds",
-                  "vs unchanged", "speed-up"]
+                  "rests on", "vs unchanged", "speed-up"]
+
+
+def _rests_on(entry: dict) -> str:
+    """The figure behind the binding resource and its provenance: 'link_bandwidth_GBps
+    (assumed)'; '-' when no single figure binds (the NCCL baseline)."""
+    key = entry.get("binding_figure") or ""
+    if not key:
+        return "-"
+    return f"{key.rsplit('.', 1)[-1]} ({entry.get('binding_provenance') or '?'})"
 
 
 def _fmt_us(us: float | None) -> str:
@@ -164,6 +175,18 @@ def roofs(systems: dict[str, System]) -> dict[str, dict[str, float]]:
             for name, s in systems.items()}
 
 
+# The columns of results.csv and summary.csv (what an empty or partial file still has).
+RESULT_COLUMNS = ["system", "variant", "workload", "op", "shape", "dtype", "world", "domains",
+                  "impl", "status", "message", "schedule", "bound_resource", "nbytes",
+                  "algbw_GBps", "busbw_GBps", "link_util", "baseline_schedule", "speedup",
+                  "gain", "seconds", "binding_figure", "binding_provenance", "assumed",
+                  "time_us", "bound_us", "alpha_beta_us", "baseline_us"]
+SUMMARY_COLUMNS = ["system", "variant", "workload", "op", "shape", "world", "status",
+                   "schedule", "time_us", "bound_resource", "busbw_GBps", "baseline_schedule",
+                   "baseline_us", "speedup", "gain", "binding_figure", "binding_provenance",
+                   "message"]
+
+
 def study_files(study: Study) -> list[str]:
     names = ["results.csv", "results.json", "summary.csv"]
     stems = [k for k in study.plots if k != "sensitivity" or study.vary]
@@ -185,9 +208,14 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
         for key in ("time_s", "bound_s", "alpha_beta_s", "baseline_s"):
             value = d.pop(key)
             d[key[:-2] + "_us"] = None if value is None else value * 1e6
-    out.write_csv("results.csv", flat)
-    out.write_csv("summary.csv", summary(rows))
-    if not with_plots:
+    meta = meta or {}
+    comment = ""
+    if meta.get("interrupted"):
+        comment = (f"partial: {meta.get('finished')} of {meta.get('tasks')} rows (interrupted); "
+                   f"pksim whatif --resume -o {out.path} completes it")
+    out.write_csv("results.csv", flat, None if flat else RESULT_COLUMNS, comment)
+    out.write_csv("summary.csv", summary(rows), None if rows else SUMMARY_COLUMNS, comment)
+    if not with_plots or comment:          # plots are drawn from complete studies only
         return
     title = study.title or study.name
     points = _points(rows, study)
@@ -302,18 +330,21 @@ def sweep_files() -> list[str]:
 
 
 def write_sweep(out: OutputDir, rows: Sequence[Row], impls: Sequence[str], op: str,
-                with_plots: bool = True, systems: dict[str, System] | None = None
-                ) -> list[dict]:
+                with_plots: bool = True, systems: dict[str, System] | None = None,
+                partial: str = "") -> list[dict]:
+    """sweep.csv/json and the plots; ``partial`` (an interrupted sweep: what it has)
+    heads the CSV as a comment, is kept in the JSON, and no plot is drawn."""
     table = sweep_rows(rows, impls)
-    out.write_csv("sweep.csv", table, sweep_columns(impls))
-    out.write_json("sweep.json", {"op": op, "columns": sweep_columns(impls), "rows": table,
+    out.write_csv("sweep.csv", table, sweep_columns(impls), partial)
+    out.write_json("sweep.json", {"op": op, "partial": partial or None,
+                                  "columns": sweep_columns(impls), "rows": table,
                                   "units": {"size_B": "bytes", "time_us": "microseconds",
                                             "algbw_GBps": "1e9 bytes/s",
                                             "busbw_GBps": "1e9 bytes/s"}})
     points = [{"system": r.system, "impl": r.impl, "size_B": r.nbytes, "schedule": r.schedule,
                "time_us": r.time_s * 1e6, "algbw_GBps": r.algbw_GBps,
                "busbw_GBps": r.busbw_GBps} for r in rows if r.ok]
-    if with_plots and points:
+    if with_plots and points and not partial:
         out.save(plots.against_size(points, "busbw_GBps", f"{op}: bus bandwidth",
                                     "busbw (GB/s)"), "busbw", points)
         out.save(plots.against_size(points, "time_us", f"{op}: time", "time (us)", logy=True),

@@ -24,6 +24,7 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
 from pksim.prediction import Prediction
+from pksim.provenance import binding_figure, provenance_of
 from pksim.schedule import Schedule
 from pksim.nccl import nccl_schedule
 from pksim.search import fused_space, lower_bound, search, space
@@ -108,6 +109,8 @@ class Row:
     system_ref: str = ""
     overrides: tuple[str, ...] = ()
     seconds: float = 0.0             # wall time of the task
+    binding_figure: str = ""         # the system figure behind bound_resource
+    binding_provenance: str = ""     # its provenance tag (datasheet, estimate, ...)
 
     @property
     def ok(self) -> bool:
@@ -124,7 +127,8 @@ class Row:
                "message": self.message}
         for name in ("time_s", "schedule", "bound_s", "bound_resource", "alpha_beta_s",
                      "nbytes", "algbw_GBps", "busbw_GBps", "link_util", "breakdown",
-                     "baseline_s", "baseline_schedule", "speedup", "gain", "seconds"):
+                     "baseline_s", "baseline_schedule", "speedup", "gain", "seconds",
+                     "binding_figure", "binding_provenance"):
             value = getattr(self, name)
             out[name] = None if isinstance(value, float) and math.isnan(value) else value
         out["assumed"] = list(self.assumed)
@@ -169,6 +173,9 @@ def run_task(task: Task) -> Row:
         row.status, row.message = "error", str(exc)
     else:
         fill(row, p)
+        row.binding_figure = binding_figure(system, p.bound_resource, p.schedule.mechanism,
+                                            p.schedule.dtype)
+        row.binding_provenance = provenance_of(system, row.binding_figure)
     row.seconds = time.perf_counter() - start
     return row
 
@@ -295,6 +302,46 @@ def tasks_for(variants: list[tuple[Variant, System]], workloads, impls) -> tuple
     return tasks, skipped
 
 
+def _task_key(system_name: str, variant: str, workload: str, shape: dict, world: int,
+              impl: str) -> tuple:
+    return (system_name, variant, workload, tuple(sorted(shape.items())), world, impl)
+
+
+def resume_rows(tasks: list[Task], names: dict[Task, str], records: list[dict]
+                ) -> tuple[list[Row], list[Task]]:
+    """Split ``tasks`` into the rows an interrupted run already wrote (``records``, its
+    results.json rows) and the tasks still to run. ``names``: each task's system name."""
+    done = {_task_key(r["system"], r["variant"], r["workload"], r["shape"], r["world"],
+                      r["impl"]): r for r in records}
+    rows, todo = [], []
+    for task in tasks:
+        c = task.case
+        record = done.get(_task_key(names[task], task.variant.label, c.workload,
+                                    dict(c.shape), c.world, task.impl))
+        if record is None:
+            todo.append(task)
+        else:
+            rows.append(_row_from_record(task, names[task], record))
+    return rows, todo
+
+
+def _row_from_record(task: Task, system_name: str, record: dict) -> Row:
+    row = Row(system_name, task.variant.label, task.case, task.impl, record["status"],
+              record.get("message", ""), system_ref=task.variant.ref,
+              overrides=task.variant.overrides)
+    for name in ("time_s", "bound_s", "alpha_beta_s", "algbw_GBps", "busbw_GBps", "link_util"):
+        value = record.get(name)
+        setattr(row, name, math.nan if value is None else float(value))
+    for name in ("schedule", "bound_resource", "binding_figure", "binding_provenance"):
+        setattr(row, name, record.get(name) or "")
+    row.nbytes = int(record.get("nbytes") or 0)
+    row.seconds = float(record.get("seconds") or 0.0)
+    row.breakdown = dict(record.get("breakdown") or {})
+    row.assumed = tuple(record.get("assumed") or ())
+    row.schedule_dict = record.get("schedule_json")
+    return row
+
+
 def recorded(row: Row) -> Prediction:
     """Re-run a finished row's schedule with the timeline recorded."""
     if not row.ok or row.schedule_dict is None:
@@ -305,4 +352,4 @@ def recorded(row: Row) -> Prediction:
 
 __all__ = ["best_prediction", "best_of", "lower_bound", "NotSupportedYet", "Task", "Row", "run_task",
            "run_tasks", "tasks_for", "attach_baselines", "executor", "default_workers",
-           "RunResult", "recorded"]
+           "RunResult", "recorded", "resume_rows"]

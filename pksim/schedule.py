@@ -109,19 +109,23 @@ class Schedule:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
 
     def label(self) -> str:
-        """Short human label: 'ring/tma/16sm'."""
+        """The schedule's name in tables: '[overlap/]algorithm/mechanism/<SMs>sm', then
+        '/chunk<bytes>' when pipelined and '/<peer order>' when not the ring order, e.g.
+        'two-shot/tma/32sm/sequential', 'intra-sm/direct/tma/chunk1048576' (intra-SM
+        kernels communicate from the compute SMs: no SM count). Within one search the
+        label names one schedule; ``--schedule LABEL`` picks it again."""
         parts = [self.algorithm, self.mechanism]
         fused = not any(k == "bytes" for k, _ in self.shape)
         if fused and self.overlap == "none":
             return "none (library GEMM, then NCCL)"
-        if fused and self.overlap == "intra-sm":
-            return f"intra-sm/{self.algorithm}/{self.mechanism}"
         if self.impl == "nccl":
-            parts = ["nccl", self.algorithm, self.protocol or "auto"]
-        else:
+            return "/".join(["nccl", self.algorithm, self.protocol or "auto"])
+        if not (fused and self.overlap == "intra-sm"):
             parts.append(f"{self.comm_sms}sm")
-            if self.chunk_bytes:
-                parts.append(f"chunk{self.chunk_bytes}")
+        if self.chunk_bytes:
+            parts.append(f"chunk{self.chunk_bytes}")
+        if self.peer_order != "ring":
+            parts.append(self.peer_order)
         if self.overlap != "none":
             parts.insert(0, self.overlap)
         return "/".join(parts)

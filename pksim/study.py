@@ -503,6 +503,9 @@ def variants(study: Study, systems: dict[str, System]) -> list[tuple[str, Varian
                                           f"or a factor like 2x)") from None
                     if isinstance(base, (bool, str)):
                         raise ConfigError(f"--vary {key}: {choice!r}: a factor needs a number")
+                    if not math.isfinite(factor) or factor < 0:
+                        raise ConfigError(f"--vary {key}={choice}: a factor must be a finite "
+                                          f"number at least 0")
                     value = base * factor
                     value = int(round(value)) if isinstance(base, int) else round(value, 9)
                     label = f"{_short(key)} x{factor:g}"
@@ -519,8 +522,19 @@ def load_variants(study: Study) -> list[tuple[Variant, System]]:
         raise ConfigError(f"{study.path or 'study'}: no systems (give systems = [...] "
                           f"or --systems)")
     bases = {ref: load_system(ref, study.overrides) for ref in study.systems}
-    return [(v, v.load() if v.overrides != study.overrides else bases[ref])
+    return [(v, _load_variant(v) if v.overrides != study.overrides else bases[ref])
             for ref, v in variants(study, bases)]
+
+
+def _load_variant(variant: Variant) -> System:
+    """A what-if system; an impossible value names the --vary that made it."""
+    try:
+        return variant.load()
+    except ConfigError as exc:
+        change = variant.overrides[-1]
+        message = str(exc).replace(f"--set {change}: ", "")
+        raise ConfigError(f"--vary {variant.label} ({change}) on {variant.ref}: "
+                          f"{message}") from None
 
 
 __all__ = ["Case", "Workload", "Study", "Variant", "load_study", "default_study",

@@ -11,6 +11,7 @@ import functools
 import json
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
@@ -23,17 +24,19 @@ from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.system import System
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json
+from pksim.inputs import check_bytes, check_comm_sms, check_world
+from pksim.plots import check_writable
 from pksim.kernel_contract import FUSED_KERNELS, RUNNABLE_MECHANISMS, implemented
 from pksim.prediction import Prediction
-from pksim.schedule import ALGORITHMS, MECHANISMS, PEER_ORDERS, Schedule
+from pksim.schedule import ALGORITHMS, DTYPES, MECHANISMS, PEER_ORDERS, Schedule
 from pksim.search import fused_space, search, space
 from validation.environment import require
 
 
 def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
            algorithm: str | None = None, mechanism: str | None = None, comm_sms: int | None = None,
-           peer_order: str | None = None, root: int = 0, runnable_only: bool = False
-           ) -> tuple[Schedule, Prediction | None]:
+           peer_order: str | None = None, root: int = 0, runnable_only: bool = False,
+           label: str | None = None) -> tuple[Schedule, Prediction | None]:
     """The fastest predicted schedule that codegen can emit (narrowed by the options)."""
     algs = codegen_algorithms(op)
     if algorithm is not None:
@@ -50,7 +53,7 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
                   comm_sms=(comm_sms,) if comm_sms else (), chunks=(0,))
     cands = [c.with_(dtype=dtype, root=root, **({"peer_order": peer_order} if peer_order else {}))
              for c in cands]
-    cands = list(dict.fromkeys(cands))
+    cands = _labelled(list(dict.fromkeys(cands)), label)
     if not cands:
         raise InfeasibleError(f"no {op} schedule that codegen implements matches these options")
     try:
@@ -68,7 +71,8 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
 def choose_fused(system: System, op: str, shape: dict[str, int], world: int | None,
                  overlap: str | None = None, algorithm: str | None = None,
                  mechanism: str | None = None, comm_sms: int | None = None,
-                 peer_order: str | None = None) -> tuple[Schedule, Prediction | None]:
+                 peer_order: str | None = None, label: str | None = None
+                 ) -> tuple[Schedule, Prediction | None]:
     """The fastest predicted fused schedule that codegen can emit (narrowed by the options)."""
     overlaps = (overlap,) if overlap else ("inter-sm", "intra-sm")
     cands = fused_space(system, op, shape, world, 1, "bf16", overlaps=overlaps,
@@ -79,7 +83,7 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
              if c.chunk_bytes == 0 and implemented(c.op, c.overlap, c.algorithm, c.mechanism)]
     if peer_order:
         cands = [c.with_(peer_order=peer_order) for c in cands]
-    cands = list(dict.fromkeys(cands))
+    cands = _labelled(list(dict.fromkeys(cands)), label)
     if not cands:
         have = ", ".join(f"{ov}/{alg}/{'|'.join(m)}" for (o, ov, alg), (_, m) in FUSED_KERNELS.items()
                          if o == op)
@@ -92,6 +96,18 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
             raise
         return cands[0], None
     return best.schedule, best
+
+
+def _labelled(cands: list[Schedule], label: str | None) -> list[Schedule]:
+    """The candidates of ``--schedule LABEL`` (all of them without it)."""
+    if label is None:
+        return cands
+    chosen = [c for c in cands if c.label() == label]
+    if cands and not chosen:
+        labels = sorted({c.label() for c in cands})
+        raise ConfigError(f"--schedule {label!r} is not a schedule codegen implements here "
+                          f"({len(labels)} are, e.g. {', '.join(labels[:3])})")
+    return chosen
 
 
 def schedule_options(fn=None, *, default_system: str | None = None, fused: bool = False):
@@ -113,8 +129,8 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
                      help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB"
                           + (" (collectives)." if fused else ".")),
         click.option("--world", type=int, default=None, help="Ranks (default: the domain's GPUs)."),
-        click.option("--dtype", type=click.Choice(["bf16", "fp32"]), default="bf16",
-                     show_default=True, help="Element type the schedule is predicted for."),
+        click.option("--dtype", type=click.Choice(tuple(DTYPES)), default="bf16",
+                     show_default=True, help="Element type (generated kernels: bf16, fp32)."),
         click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None,
                      help="Fix the algorithm (default: search)."),
         click.option("--mechanism", type=click.Choice(MECHANISMS), default=None,
@@ -123,6 +139,8 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
         click.option("--peer-order", type=click.Choice(PEER_ORDERS), default=None,
                      help="Order of peers for direct algorithms."),
         click.option("--root", type=int, default=0, show_default=True, help="Broadcast root."),
+        click.option("--schedule", "label", default=None, metavar="LABEL",
+                     help="The schedule of that label (as pksim search prints it)."),
     ]
     if fused:
         options += [
@@ -145,13 +163,14 @@ def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Pre
     if kw["size"] is None:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
     nbytes = parse_bytes(kw["size"])
-    if kw["world"] is not None and kw["world"] < 1:
-        raise ConfigError(f"--world must be at least 1, got {kw['world']}")
-    if kw["comm_sms"] is not None and kw["comm_sms"] < 1:
-        raise ConfigError(f"--comm-sms must be at least 1, got {kw['comm_sms']}")
+    world = check_world(system, kw["world"])
+    check_comm_sms(system, kw["comm_sms"], world)
+    check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
+    if kw["dtype"] not in ("bf16", "fp32"):
+        raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {kw['dtype']}")
     sched, pred = choose(system, kw["op"], nbytes, kw["world"], kw["dtype"], kw["algorithm"],
                          kw["mechanism"], kw["comm_sms"], kw["peer_order"], kw["root"],
-                         runnable_only=runnable_only)
+                         runnable_only=runnable_only, label=kw.get("label"))
     return system, sched, pred
 
 
@@ -163,27 +182,51 @@ def _choose_fused(system: System, kw) -> tuple[Schedule, Prediction | None]:
         if kw[opt] < 1:
             raise ConfigError(f"--{key} must be at least 1, got {kw[opt]}")
         shape[key] = kw[opt]
-    if kw["world"] is not None and kw["world"] < 1:
-        raise ConfigError(f"--world must be at least 1, got {kw['world']}")
-    if kw["comm_sms"] is not None and kw["comm_sms"] < 1:
-        raise ConfigError(f"--comm-sms must be at least 1, got {kw['comm_sms']}")
+    world = check_world(system, kw["world"])
+    check_comm_sms(system, kw["comm_sms"], world)
     if kw["dtype"] != "bf16":
         raise InfeasibleError(f"the fused kernels are bf16 (the Hopper GEMM), not {kw['dtype']}")
     return choose_fused(system, kw["op"], shape, kw["world"], kw["overlap"], kw["algorithm"],
-                        kw["mechanism"], kw["comm_sms"], kw["peer_order"])
+                        kw["mechanism"], kw["comm_sms"], kw["peer_order"], kw.get("label"))
+
+
+def output_options(fn):
+    """``-o/--output DIR`` (``--out``: a hidden alias kept for old scripts) and ``--force``."""
+    for option in reversed([
+        click.option("-o", "--output", "out_dir", default=None, metavar="DIR",
+                     help="Directory for <op>-<hash>.cu and <op>-<hash>.json."),
+        click.option("--out", "out_alias", default=None, hidden=True),
+        click.option("--force", is_flag=True, help="Overwrite files already there."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def unit_files(system: System, sched: Schedule) -> list[str]:
+    """The files ``codegen.emit`` writes for ``sched`` (and ``--build`` adds)."""
+    plan = (cg.fused.make_plan if sched.op in FUSED_CODEGEN_OPS else cg.make_plan)(system, sched)
+    return [f"{plan.name}.cu", f"{plan.name}.json", f"lib{plan.name}.so"]
 
 
 @click.command()
 @schedule_options(fused=True)
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory for <op>-<hash>.cu and <op>-<hash>.json.")
+@output_options
 @click.option("--build", "do_build", is_flag=True, help="Also compile it (cached by content).")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
-def codegen(out_dir: str, do_build: bool, as_json: bool, **kw) -> None:
+def codegen(out_dir: str | None, out_alias: str | None, force: bool, do_build: bool,
+            as_json: bool, **kw) -> None:
     """Write the CUDA source of a collective's or fused op's best (or given) schedule, and
-    its manifest."""
+    its manifest (never over an existing file without --force)."""
+    out_dir = out_dir or out_alias
+    if out_dir is None:
+        raise ConfigError("pksim codegen needs -o/--output DIR")
+    check_writable(out_dir)
     require("codegen --build" if do_build else "codegen")   # before anything is built
     system, sched, pred = _choose_from(kw)
+    clash = [name for name in unit_files(system, sched) if (Path(out_dir) / name).exists()]
+    if clash and not force:
+        raise ConfigError(f"{Path(out_dir) / clash[0]} exists: use --force to overwrite, "
+                          f"or -o another folder")
     command = "pksim codegen " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["codegen"] else ""
     emitted = cg.emit(system, sched, pred, out_dir, command=command)
     lib = cg.build(emitted.source, copy_to_dir=True) if do_build else None

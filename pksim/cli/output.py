@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Sequence
 
 import click
@@ -23,3 +24,22 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     console = Console()
     console.width = max(console.width, 150)
     console.print(t)
+
+
+def json_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A table entry as every command's --json gives it: times in seconds (``*_us`` keys
+    become ``*_s``), the schedule's label under ``label`` (``*_schedule`` under
+    ``*_label``; predict and search give the schedule itself under ``schedule``), and
+    ``null`` for what does not apply."""
+    out: dict[str, Any] = {}
+    for key, value in entry.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            value = None
+        if key.endswith("_us"):
+            key, value = key[:-3] + "_s", None if value is None else value / 1e6
+        elif key == "schedule" and isinstance(value, str):
+            key = "label"
+        elif key.endswith("_schedule") and isinstance(value, str):
+            key = key[: -len("schedule")] + "label"
+        out[key] = None if value == "" else value
+    return out

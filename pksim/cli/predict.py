@@ -10,7 +10,8 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
 from pksim.prediction import Prediction
-from pksim.schedule import ALGORITHMS, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
+from pksim.inputs import check_bytes, check_comm_sms, check_positive, check_world
+from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
 from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nccl_report
 from pksim.search import SearchResult, fused_space, search as run_search, space
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
@@ -43,8 +44,8 @@ def op_options(fn):
         click.option("--expert-hidden", type=int, default=None, help="MoE: expert FFN size."),
         click.option("--skew", type=float, default=0.0, show_default=True,
                      help="MoE: Zipf exponent of the routing (0 = uniform)."),
-        click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8", "fp4"]),
-                     default="bf16", show_default=True, help="Fused ops: element type."),
+        click.option("--dtype", type=click.Choice(tuple(DTYPES)), default="bf16",
+                     show_default=True, help="Element type."),
         click.option("--overlap", type=click.Choice(OVERLAPS), default=None,
                      help="Fused ops: fix the overlap strategy (default: search)."),
         click.option("--world", type=int, default=None,
@@ -65,6 +66,9 @@ def op_options(fn):
                      help="Order of peers for direct algorithms."),
         click.option("--root", type=int, default=0, show_default=True,
                      help="Root rank of broadcast/reduce/gather/scatter."),
+        click.option("--schedule", "label", default=None, metavar="LABEL",
+                     help="The schedule of that label in search's table, e.g. "
+                          "two-shot/tma/32sm/sequential."),
         click.option("--cold-l2", "cold", is_flag=True,
                      help="Collectives: the inputs come from HBM however small (as after "
                           "other work has filled the L2; pksim validate measures so); by "
@@ -108,17 +112,32 @@ def _chunk(kw) -> int:
 
 
 def _candidates(system, kw) -> list[Schedule]:
-    if kw["world"] is not None and kw["world"] < 1:
-        raise ConfigError(f"--world must be at least 1, got {kw['world']}")
+    cands = _space(system, kw)
+    if kw.get("label") is None:
+        return cands
+    chosen = list(dict.fromkeys(c for c in cands if c.label() == kw["label"]))
+    if not chosen:
+        labels = sorted({c.label() for c in cands})
+        raise ConfigError(f"--schedule {kw['label']!r} is not a candidate here "
+                          f"({len(labels)} are, e.g. {', '.join(labels[:3])}; "
+                          f"pksim search lists them)")
+    return chosen
+
+
+def _space(system, kw) -> list[Schedule]:
+    world = check_world(system, kw["world"], kw["domains"])
+    check_comm_sms(system, kw["comm_sms"], world, kw["domains"])
+    check_positive(kw["root"], "--root", 0)
     if kw["op"] in FUSED_OPS:
         return _fused_candidates(system, kw)
     if kw["size"] is None:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
     nbytes = parse_bytes(kw["size"])
+    check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
     if kw["impl"] == "nccl":
         sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"],
                               kw.get("nccl_version"), kw.get("launch", DEFAULT_LAUNCH))
-        return [sched.with_(root=kw["root"])]
+        return [sched.with_(root=kw["root"], dtype=kw["dtype"])]
     chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
     cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
                   algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
@@ -129,7 +148,7 @@ def _candidates(system, kw) -> list[Schedule]:
         cands = list({c.with_(peer_order=kw["peer_order"]) for c in cands})
     if kw["algorithm"] and kw["mechanism"] is None and kw["algorithm"] == "in-network":
         cands = [c for c in cands if c.mechanism == "multimem"]
-    return [c.with_(root=kw["root"]) for c in cands]
+    return [c.with_(root=kw["root"], dtype=kw["dtype"]) for c in cands]
 
 
 def _print_prediction(p: Prediction) -> None:
@@ -205,8 +224,8 @@ def search(top: int, **kw) -> None:
     if kw["as_json"]:
         emit_json({"ranked": [p.to_dict() for p in ranked[:top]],
                    "candidates": result.candidates, "simulated": result.simulated,
-                   "pruned": [{"schedule": s, "bound_s": b} for s, b in result.pruned],
-                   "infeasible": [{"schedule": s, "reason": r} for s, r in infeasible]})
+                   "pruned": [{"label": s, "bound_s": b} for s, b in result.pruned],
+                   "infeasible": [{"label": s, "reason": r} for s, r in infeasible]})
         return
     counts = (f"{result.candidates} candidates: {result.simulated} simulated, "
               f"{len(result.pruned)} pruned by their lower bound, {len(infeasible)} infeasible")

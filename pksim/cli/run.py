@@ -13,6 +13,7 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time
 from pksim.cli.codegen import _choose_from, schedule_options
 from pksim.cli.output import emit_json
+from pksim.plots import check_writable
 from validation.environment import require
 from validation.runtime import reference
 from validation.runtime.collectives import Collective, Library, VirtualRanks, time_calls
@@ -28,11 +29,12 @@ from validation.runtime.library import ensure_eager_loading
 @click.option("--blocks-per-rank", type=int, default=0,
               help="Override the generated blocks per rank (0: the schedule's).")
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("-o", "--out", "out_dir", default=None, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Keep the generated source here (default: a temporary directory).")
+@click.option("--out", "out_alias", default=None, hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def run(virtual: bool, iters: int, warmup: int, blocks_per_rank: int, seed: int,
-        out_dir: str | None, as_json: bool, **kw) -> None:
+        out_dir: str | None, out_alias: str | None, as_json: bool, **kw) -> None:
     """Build, check and time one collective on the GPU (predicted on --system)."""
     if not virtual:
         raise ConfigError("pksim run needs --virtual; ranks in separate processes run under "
@@ -41,6 +43,9 @@ def run(virtual: bool, iters: int, warmup: int, blocks_per_rank: int, seed: int,
     if iters < 1:
         raise ConfigError(f"--iters must be at least 1, got {iters}")
     require("run --virtual")  # before anything is built
+    out_dir = out_dir or out_alias
+    if out_dir:
+        check_writable(out_dir)
     ensure_eager_loading()  # before anything initialises CUDA
 
     system, sched, pred = _choose_from(kw, runnable_only=True)

@@ -6,9 +6,11 @@ from dataclasses import asdict
 import click
 
 from hwmodels.catalog import list_systems, load_system
+from hwmodels.errors import ConfigError
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.cli.output import emit_json, table
+from pksim.study import figure
 
 
 def summary(system: System) -> dict:
@@ -53,9 +55,18 @@ def _detail(system: System) -> dict:
             "description": system.description, "topology": topo.counts(),
             "gpu": asdict(system.gpu), "domain": asdict(system.domain),
             "scaleout": asdict(system.scaleout),
-            "provenance": {k: {"source": v.source, "tag": v.tag}
+            "provenance": {k: {"value": _value(system, k), "source": v.source, "tag": v.tag}
                            for k, v in sorted(system.provenance.items())},
             "assumed": system.assumed_keys(), "calibrated": system.calibrated}
+
+
+def _value(system: System, key: str):
+    """A figure in its file's units (the unit is in the key's name); None if the key
+    names no figure."""
+    try:
+        return figure(system, key, "systems show")
+    except ConfigError:
+        return None
 
 
 @systems.command("show")
@@ -73,8 +84,13 @@ def show(name: str, overrides: tuple[str, ...], as_json: bool) -> None:
     click.echo(f"{system.name}: {system.description}")
     click.echo(f"file: {system.path}" + (f" (inherits {system.inherits})" if system.inherits else ""))
     click.echo("topology: " + ", ".join(f"{k} {v}" for k, v in detail["topology"].items()))
-    table("figures", ["key", "provenance", "source"],
-          [[k, v["tag"], v["source"]] for k, v in detail["provenance"].items()])
+    table("figures", ["key", "value", "provenance", "source"],
+          [[k, _text(v["value"]), v["tag"], v["source"]]
+           for k, v in detail["provenance"].items()])
+
+
+def _text(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @systems.command("check")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 import time
 from pathlib import Path
@@ -16,10 +17,11 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes_range
 from pksim import plots, report
 from pksim.cli.predict import _candidates, op_options
-from pksim.cli.output import emit_json, table
+from pksim.cli.output import emit_json, json_entry, table
+from pksim.inputs import check_bytes, check_positive, check_world
 from pksim.plots import OutputDir
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
-                          recorded, run_tasks, tasks_for)
+                          recorded, resume_rows, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
 from pksim.simulate import predict as run_predict
 from pksim.trace import chrome_trace
@@ -100,9 +102,12 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Override a figure of every system (repeatable).")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...",
               help="What-if: one change at a time; a value like 2x scales the system's figure.")
+@click.option("--resume", is_flag=True,
+              help="Complete an interrupted study in the output folder: keep the rows it "
+                   "wrote, compute the rest.")
 @run_options
-def whatif(study_file, systems, overrides, vary, output, force, workers, scheduler, no_plots,
-           as_json) -> None:
+def whatif(study_file, systems, overrides, vary, resume, output, force, workers, scheduler,
+           no_plots, as_json) -> None:
     """Run a study: the best schedule, its time, the baseline and the speed-up for each
     workload on each system (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
@@ -110,9 +115,14 @@ def whatif(study_file, systems, overrides, vary, output, force, workers, schedul
     study = study.with_options(_split(systems), overrides, vary)
     pairs = load_variants(study)
     tasks, skipped = tasks_for(pairs, study.workloads, study.impls)
-    out = OutputDir(output or OUT_ROOT / study.name, force)
+    out = OutputDir(output or OUT_ROOT / study.name, force or resume)
     out.check(report.study_files(study))
+    kept: list = []
+    if resume:
+        kept, tasks = _resumed(out, study, tasks, pairs)
     result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json)
+    result.rows[:0] = kept
+    result.total += len(kept)
     rows = attach_baselines(result.rows, study.baseline)
     rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
                              [w.name for w in study.workloads].index(r.case.workload),
@@ -126,7 +136,7 @@ def whatif(study_file, systems, overrides, vary, output, force, workers, schedul
     entries = report.summary(rows)
     if as_json:
         emit_json({"study": study.name, "wall_s": wall, "interrupted": result.interrupted,
-                   "skipped": skipped, "rows": entries,
+                   "skipped": skipped, "rows": [json_entry(e) for e in entries],
                    "files": [str(p) for p in out.written]})
     else:
         _print_study(study, entries, skipped)
@@ -134,6 +144,21 @@ def whatif(study_file, systems, overrides, vary, output, force, workers, schedul
                    f"{len(out.written)} files in {out.path}/ "
                    f"({time.perf_counter() - start:.1f} s in all)")
     _interrupted(result, out)
+
+
+def _resumed(out: OutputDir, study, tasks, pairs):
+    """The rows an interrupted run of this study left in ``out``, and the tasks left."""
+    path = out.path / "results.json"
+    try:
+        previous = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: cannot read {path} ({exc})") from None
+    if previous.get("study") != study.name or not isinstance(previous.get("rows"), list):
+        raise ConfigError(f"--resume: {path} is not a result of study {study.name!r}")
+    name_of = {variant: system.name for variant, system in pairs}
+    return resume_rows(tasks, {t: name_of[t.variant] for t in tasks}, previous["rows"])
 
 
 def _variant_order(row, pairs) -> int:
@@ -205,19 +230,19 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     for impl in impl_list:
         if impl not in IMPLS:
             raise ConfigError(f"--impl: {impl!r} is not one of {', '.join(IMPLS)}")
-    shape_axes = _shape_axes(size, shapes)
+    shape_axes = _shape_axes(op, size, shapes)
     refs = _split(systems)
     variants = [(Variant(ref, tuple(overrides)), load_system(ref, overrides)) for ref in refs]
-    if world is not None and world < 1:
-        raise ConfigError(f"--world must be at least 1, got {world}")
     tasks = []
     for variant, system in variants:
-        n = world or system.domain.gpus_per_domain * domains
-        if n > system.domain.gpus_per_domain * domains:
-            raise ConfigError(f"--world {n} is larger than the cluster: {system.name} has "
-                              f"{system.domain.gpus_per_domain} GPUs per domain x {domains}")
+        n = check_world(system, world, domains)
+        check_positive(root, "--root", 0)
+        if root >= n:
+            raise ConfigError(f"--root {root} is not a rank of {n}")
         for shape in _product(shape_axes):
             case = Case(op, op, shape, dtype, n, domains, root)
+            if op in COLLECTIVES:
+                check_bytes(system, op, case.nbytes, dtype, n)
             tasks.extend(Task(variant, case, impl) for impl in impl_list)
     out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force)
     out.check(report.sweep_files())
@@ -225,10 +250,13 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     rows = attach_baselines(result.rows, "nccl")
     if rows and all(r.status == report.NOT_SUPPORTED for r in rows):
         raise NotSupportedYet(rows[0].message)
+    partial = (f"partial: {len(rows)} of {result.total} rows (interrupted)"
+               if result.interrupted else "")
     entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
-                                 {s.name: s for _, s in variants})
+                                 {s.name: s for _, s in variants}, partial)
     if as_json:
-        emit_json({"op": op, "rows": entries, "files": [str(p) for p in out.written]})
+        emit_json({"op": op, "rows": [json_entry(e) for e in entries],
+                   "files": [str(p) for p in out.written]})
     else:
         _print_sweep(op, entries, impl_list, [s.name for _, s in variants])
         click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), {len(out.written)} "
@@ -236,19 +264,36 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     _interrupted(result, out)
 
 
-def _shape_axes(size: str | None, shapes: tuple[str, ...]) -> list[tuple[str, list[int]]]:
+def _shape_axes(op: str, size: str | None, shapes: tuple[str, ...]
+                ) -> list[tuple[str, list[int]]]:
     if size and shapes:
         raise ConfigError("give --bytes or --shape, not both")
     if size:
+        if op in SHAPE_KEYS:
+            raise ConfigError(f"--op {op} takes --shape KEY=RANGE for each of "
+                              f"{', '.join(SHAPE_KEYS[op])}, not --bytes")
         return [("bytes", parse_bytes_range(size))]
     if not shapes:
         raise ConfigError("give --bytes RANGE (e.g. 1KiB:8GiB) or --shape KEY=RANGE")
     axes = []
     for text in shapes:
         key, sep, values = text.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ConfigError(f"--shape: expected KEY=RANGE, got {text!r}")
-        axes.append((key.strip(), parse_bytes_range(values, f"--shape {key.strip()}")))
+        allowed = ("count", "m", "n") if op in COLLECTIVES else SHAPE_KEYS.get(op, (key,))
+        if key not in allowed:
+            raise ConfigError(f"--shape {key}: {op} takes {', '.join(allowed)}")
+        if key in dict(axes):
+            raise ConfigError(f"--shape {key}: given twice")
+        axes.append((key, parse_bytes_range(values, f"--shape {key}")))
+    keys = set(dict(axes))
+    if op in COLLECTIVES and keys not in ({"count"}, {"m", "n"}):
+        raise ConfigError(f"--op {op} takes --bytes, --shape count=RANGE, or --shape m=... "
+                          f"with --shape n=... (got {', '.join(sorted(keys))})")
+    missing = [k for k in SHAPE_KEYS.get(op, ()) if k not in keys]
+    if missing:
+        raise ConfigError(f"--op {op} needs --shape for {', '.join(missing)}")
     return axes
 
 

@@ -81,6 +81,9 @@ def check_shape(op: str, shape: dict[str, int], world: int) -> None:
     if op == "ulysses-attention" and shape["heads"] % world:
         raise InfeasibleError(f"ulysses needs heads ({shape['heads']}) divisible by the world "
                               f"({world})")
+    if op.startswith("moe") and shape["topk"] > shape["experts"]:
+        raise ConfigError(f"--topk {shape['topk']} is more than the {shape['experts']} "
+                          f"experts")
     if op.startswith("moe") and shape["experts"] % world:
         raise InfeasibleError(f"experts ({shape['experts']}) must divide evenly over the "
                               f"world ({world})")

@@ -331,7 +331,7 @@ def test_user_system_file_with_inherits(tmp_path):
                   "--no-plots", "--json"])
     assert result.exit_code == 0, result.output
     rows = [r for r in json.loads(result.output)["rows"] if r["status"] == "ok"]
-    times = {(r["system"], r["shape"]): r["time_us"] for r in rows}
+    times = {(r["system"], r["shape"]): r["time_s"] for r in rows}
     bound = {(r["system"], r["shape"]): r["bound_resource"] for r in rows}
     for (system, shape), t in times.items():
         if system != "h100-fast":

@@ -1,0 +1,349 @@
+"""Every command's edges: impossible values, outputs that cannot be written or would be
+overwritten, options out of range. Each ends in one line on stderr and exit code 2."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pksim.cli.main import cli
+from pksim.plots import OutputDir
+
+SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
+NVLINK = "gpu.nvlink.link_bandwidth_GBps"
+
+
+def run(args):
+    return CliRunner().invoke(cli, args)
+
+
+def one_line_error(result, *needles):
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# ---- values: from --set, a file, --vary ------------------------------------------------
+@pytest.mark.parametrize("value, needle", [
+    ("0", "must be above 0"), ("nan", "finite"), ("inf", "finite"), ("1e400", "finite"),
+    ("-50", "at least 0")])
+def test_set_impossible_nvlink_bandwidth(value, needle):
+    line = one_line_error(run(["predict", *SMALL, "--set", f"{NVLINK}={value}"]), needle)
+    assert line.startswith(f"pksim: error: --set {NVLINK}={value}:")   # the --set, not the file
+
+
+def test_set_nan_latency():
+    one_line_error(run(["predict", *SMALL, "--set", "gpu.nvlink.latency_ns=nan"]),
+                   "--set gpu.nvlink.latency_ns=nan", "finite")
+
+
+def test_nan_in_a_system_file_fails_check_and_names_the_file(shipped_copy):
+    path = shipped_copy("dgx-h100")
+    text = path.read_text().replace("link_bandwidth_GBps = 25", "link_bandwidth_GBps = nan")
+    path.write_text(text)
+    one_line_error(run(["systems", "check", str(path)]), str(path), NVLINK, "finite")
+    one_line_error(run(["predict", "--system", str(path), "--op", "all-reduce",
+                        "--bytes", "1MiB"]), "finite")
+
+
+def test_inherited_figure_blames_the_file_that_gave_it(write_system, shipped_copy):
+    parent = shipped_copy("dgx-h100")
+    parent.write_text(parent.read_text().replace("latency_ns = { value = ",
+                                                 "latency_ns = { value = -", 1))
+    child = write_system(f'name = "c"\ndescription = "d"\ninherits = "{parent}"\n')
+    line = one_line_error(run(["systems", "check", str(child)]))
+    assert str(parent) in line and str(child) not in line
+
+
+@pytest.mark.parametrize("choice, needle", [("0x", "must be above 0"), ("nanx", "finite"),
+                                            ("infx", "finite"), ("-1x", "at least 0"),
+                                            ("nan", "finite")])
+def test_vary_impossible_values(tmp_path, choice, needle):
+    one_line_error(run(["whatif", "--systems", "dgx-h100", "--vary", f"{NVLINK}={choice}",
+                        "-o", str(tmp_path / "w"), "--no-plots"]), "--vary", needle)
+    assert not (tmp_path / "w").exists()
+
+
+# ---- sizes and options -------------------------------------------------------------------
+@pytest.mark.parametrize("args, needle", [
+    (["--bytes", "3"], "whole number of bf16 elements"),
+    (["--bytes", "1152921504606846976"], "more than the 80 GB"),
+    (["--bytes", "2^60"], "cannot read size"),
+    (["--bytes", "1MiB", "--world", "1"], "at least 2 ranks"),
+    (["--bytes", "1MiB", "--comm-sms", "0"], "--comm-sms 0"),
+    (["--bytes", "1MiB", "--comm-sms", "1000"], "--comm-sms 1000"),
+])
+@pytest.mark.parametrize("command", ["predict", "search"])
+def test_collective_options_out_of_range(command, args, needle):
+    one_line_error(run([command, "--system", "dgx-h100", "--op", "all-reduce", *args]), needle)
+
+
+def test_moe_topk_above_experts():
+    one_line_error(run(["predict", "--system", "dgx-h100", "--op", "moe-dispatch-gemm",
+                        "--tokens", "1024", "--hidden", "1024", "--experts", "8",
+                        "--topk", "16", "--expert-hidden", "1024"]), "--topk 16")
+
+
+def test_predict_takes_every_dtype_and_uses_it():
+    from pksim.schedule import DTYPES
+    import json
+    for dtype in DTYPES:
+        result = run(["predict", *SMALL, "--dtype", dtype, "--json"])
+        assert result.exit_code == 0, (dtype, result.output)
+        assert json.loads(result.output)["schedule"]["dtype"] == dtype
+
+
+def test_sweep_unknown_shape_key_is_an_error_not_a_traceback(tmp_path):
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--shape",
+                        "q=1:4", "-o", str(tmp_path / "s")]), "--shape q")
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "gemm-rs", "--shape",
+                        "m=1024", "-o", str(tmp_path / "s")]), "n, k")
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes",
+                        "3", "-o", str(tmp_path / "s")]), "whole number")
+
+
+# ---- outputs -----------------------------------------------------------------------------
+def test_whatif_output_is_an_existing_file(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("mine")
+    one_line_error(run(["whatif", "-o", str(target), "--no-plots"]), "is a file")
+    one_line_error(run(["whatif", "-o", str(target / "sub"), "--no-plots"]), "is a file")
+    assert target.read_text() == "mine"
+
+
+def _unwritable(monkeypatch):
+    """A folder that refuses files (chmod does not stop root, so the probe fails)."""
+    import tempfile
+
+    def refuse(*_a, **_k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+
+
+@pytest.mark.parametrize("args", [
+    ["whatif", "--no-plots"],
+    ["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB", "--impl", "pk"],
+    ["trace", *SMALL],
+    ["codegen", *SMALL],
+])
+def test_read_only_output_fails_before_any_work(tmp_path, monkeypatch, args):
+    import pksim.runner
+    import pksim.search
+
+    def no_work(*_a, **_k):
+        raise AssertionError("work started before the output was checked")
+    monkeypatch.setattr(pksim.runner, "run_tasks", no_work)
+    monkeypatch.setattr(pksim.search, "_branch_and_bound", no_work)
+    _unwritable(monkeypatch)
+    out = tmp_path / "ro" / ("t.json" if args[0] == "trace" else "d")
+    one_line_error(run(args + ["-o", str(out)]), "cannot write", "Permission denied")
+
+
+def test_write_error_is_one_line(tmp_path, monkeypatch):
+    from pathlib import Path
+    from hwmodels.errors import ConfigError
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(ConfigError, match="No space left"):
+        OutputDir(tmp_path).write_json("x.json", {})
+
+
+def test_codegen_never_overwrites_without_force(tmp_path):
+    out = tmp_path / "cg"
+    first = run(["codegen", *SMALL, "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    source = next(out.glob("*.cu"))
+    source.write_text("// edited by hand\n")
+    one_line_error(run(["codegen", *SMALL, "-o", str(out)]), "exists", "--force")
+    assert source.read_text() == "// edited by hand\n"
+    alias = run(["codegen", *SMALL, "--out", str(out), "--force"])      # the hidden alias
+    assert alias.exit_code == 0, alias.output
+    assert source.read_text() != "// edited by hand\n"
+    assert "--out" not in run(["codegen", "--help"]).output.replace("--output", "")
+
+
+# ---- interrupted studies and --resume --------------------------------------------------------
+STUDY = """
+name = "small"
+systems = ["dgx-h100"]
+impls = ["pk", "nccl"]
+[[workload]]
+name = "ar"
+op = "all-reduce"
+bytes = ["1MiB", "4MiB", "16MiB"]
+world = [4, 8]
+[plots]
+kinds = ["time"]
+"""
+
+
+def _stable(path):
+    """A study file without what differs between runs (wall times)."""
+    import csv
+    import json
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())
+        if isinstance(data, dict):
+            data.pop("wall_s", None)
+            for row in data.get("rows", []):
+                row.pop("seconds", None)
+        return data
+    with path.open() as handle:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(handle)]
+
+
+def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, monkeypatch):
+    import json
+    import pksim.runner
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    base = ["whatif", "--study", str(study), "--workers", "1"]
+    full = tmp_path / "full"
+    assert run(base + ["-o", str(full)]).exit_code == 0
+    total = len(json.loads((full / "results.json").read_text())["rows"])
+    assert total == 12
+
+    real = pksim.runner.run_task
+    calls = []
+
+    def interrupt_after(k):
+        def task(t):
+            if len(calls) == k:
+                raise KeyboardInterrupt
+            calls.append(t)
+            return real(t)
+        return task
+
+    k = 5
+    part = tmp_path / "part"
+    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(k))
+    stopped = run(base + ["-o", str(part)])
+    assert stopped.exit_code == 130
+    data = json.loads((part / "results.json").read_text())
+    assert data["interrupted"] is True and len(data["rows"]) == k and data["tasks"] == total
+    for name in ("results.csv", "summary.csv"):
+        text = (part / name).read_text()
+        assert text.startswith(f"# partial: {k} of {total} rows") and "system," in text
+    assert not (part / "time.png").exists()                  # no plot from part of a study
+
+    calls.clear()
+    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(10 ** 6))
+    resumed = run(base + ["-o", str(part), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(calls) == total - k                           # only the missing rows ran
+    for name in ("results.json", "results.csv", "summary.csv", "time.csv", "time.json"):
+        assert _stable(part / name) == _stable(full / name), name
+
+
+def test_interrupted_before_any_row_leaves_csv_headers(tmp_path, monkeypatch):
+    import pksim.runner
+
+    def stop(_task):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(pksim.runner, "run_task", stop)
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    result = run(["whatif", "--study", str(study), "--workers", "1", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 130
+    lines = (tmp_path / "o" / "results.csv").read_text().splitlines()
+    assert lines[0].startswith("# partial: 0 of 12") and lines[1].startswith("system,variant")
+
+
+def test_resume_without_a_previous_run_is_one_line(tmp_path):
+    one_line_error(run(["whatif", "--systems", "dgx-h100", "--resume", "--no-plots",
+                        "-o", str(tmp_path / "none")]), "nothing to resume")
+
+
+# ---- one interface: --json conventions, systems show, what an answer rests on ----------------
+def test_predict_json_nulls_what_does_not_apply():
+    import json
+    coll = json.loads(run(["predict", *SMALL, "--json"]).output)
+    assert coll["baseline_s"] is None and coll["speedup"] is None
+    assert coll["compute_s"] is None and coll["time_s"] > 0 and coll["label"]
+    fused = json.loads(run(["predict", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "4096",
+                            "--n", "4096", "--k", "4096", "--json"]).output)
+    assert fused["busbw_GBps"] is None and fused["baseline_s"] > 0 and fused["speedup"] > 0
+
+
+def test_sweep_and_whatif_json_in_seconds_with_labels(tmp_path):
+    import json
+    sweep = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB",
+                 "--workers", "1", "--no-plots", "--json", "-o", str(tmp_path / "s")])
+    assert sweep.exit_code == 0, sweep.output
+    row = json.loads(sweep.output)["rows"][0]
+    assert "pk_time_s" in row and "pk_time_us" not in row and 0 < row["pk_time_s"] < 1
+    assert isinstance(row["pk_label"], str) and "pk_schedule" not in row
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    what = run(["whatif", "--study", str(study), "--workers", "1", "--no-plots", "--json",
+                "-o", str(tmp_path / "w")])
+    assert what.exit_code == 0, what.output
+    entry = json.loads(what.output)["rows"][0]
+    assert 0 < entry["time_s"] < 1 and "time_us" not in entry and isinstance(entry["label"], str)
+
+
+def test_every_command_takes_output_and_the_same_dtypes():
+    from pksim.schedule import DTYPES
+    for command in (["whatif"], ["sweep"], ["trace"], ["codegen"], ["run"]):
+        text = run(command + ["--help"]).output
+        assert "-o, --output" in text, command
+    for command in (["predict"], ["search"], ["sweep"], ["codegen"], ["trace"]):
+        text = run(command + ["--help"]).output.replace("\n", " ").replace(" ", "")
+        assert "|".join(DTYPES) in text, command
+
+
+def test_systems_show_prints_values():
+    import json
+    text = run(["systems", "show", "dgx-h100"]).output
+    assert "value" in text
+    line = next(l for l in text.splitlines() if "gpu.nvlink.link_bandwidth_GBps" in l)
+    assert " 25 " in line
+    shown = json.loads(run(["systems", "show", "dgx-h100", "--json"]).output)
+    assert shown["provenance"]["gpu.nvlink.link_bandwidth_GBps"]["value"] == 25
+    assert shown["provenance"]["gpu.hbm.capacity_GB"]["value"] == 80
+
+
+def test_whatif_rows_name_the_figure_they_rest_on_and_its_provenance(tmp_path):
+    import json
+    out = tmp_path / "w"
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY)
+    result = run(["whatif", "--study", str(study), "--systems", "rubin-ultra-nvl576,dgx-h100",
+                  "--no-plots",
+                  "--workers", "1", "--vary", f"{NVLINK}=2x", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "rests on" in result.output
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    links = [r for r in rows if r["status"] == "ok" and r["bound_resource"] == "nvl_in"]
+    assert links and all(r["binding_figure"] == NVLINK for r in links)
+    tags = {(r["system"], r["variant"]): r["binding_provenance"] for r in links}
+    assert any(tag == "assumed" for (s, v), tag in tags.items() if s == "rubin-ultra-nvl576")
+    assert any(tag == "override" for (s, v), tag in tags.items() if v != "base")
+    tensor = [r for r in rows if r["status"] == "ok" and r["bound_resource"] == "tensor"]
+    assert all(r["binding_figure"] == "gpu.tensor.tflops_bf16" and r["binding_provenance"]
+               for r in tensor)
+
+
+def test_interrupted_sweep_says_it_is_partial(tmp_path, monkeypatch):
+    import json
+    import pksim.runner
+    real, calls = pksim.runner.run_task, []
+
+    def task(t):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(t)
+        return real(t)
+    monkeypatch.setattr(pksim.runner, "run_task", task)
+    out = tmp_path / "s"
+    result = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB:8MiB",
+                  "--workers", "1", "-o", str(out)])
+    assert result.exit_code == 130
+    assert (out / "sweep.csv").read_text().startswith("# partial: 2 of 8 rows")
+    assert json.loads((out / "sweep.json").read_text())["partial"].startswith("partial: 2 of 8")
+    assert not (out / "busbw.png").exists()
