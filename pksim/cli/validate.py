@@ -17,7 +17,9 @@ from validation.environment import require
 from validation.layout import (CASES, FUSED_DIR, FUSED_MEASURED, MEASURED, gpu_missing,
                                split_hint)
 from validation.prepare.bundle import prepare
+from validation.published.judge import judge, miss_reason
 from validation.published.nccl_tests import parse_nccl_tests, parse_tuning, read_text
+from validation.published.pages import DOCS_DIR, HEADER, as_dict, summary_rows, write_pages
 from validation.published.schema import MODES, NVLS, PROCESSES
 from validation.published.writer import EntryMeta, entry_text, write_entry
 from validation.report.data import build_report
@@ -86,6 +88,8 @@ def _say_prepared(p, as_json: bool) -> None:
 @click.option("--published", is_flag=True,
               help="Published measurements (validation/published): with --add, write a corpus "
                    "entry from your own nccl-tests output.")
+@click.option("--write-docs", is_flag=True, help="With --published: (re)write the shipped "
+              "pages docs/validation/published.md and docs/validation/published/*.png.")
 @click.option("--add", "add_log", default=None, type=click.Path(dir_okay=False, exists=True,
               path_type=Path), metavar="LOG", help="With --published: an nccl-tests output file.")
 @click.option("--tuning", "tuning_log", default=None, type=click.Path(dir_okay=False,
@@ -113,7 +117,7 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
              tuning_log: Path | None = None, entry_name: str | None = None,
              nccl_version: str | None = None, launch: str | None = None,
              processes: str | None = None, nvls: str | None = None, op_name: str | None = None,
-             source_text: str | None = None) -> None:
+             source_text: str | None = None, write_docs: bool = False) -> None:
     """Judge the model on whole generated kernels: predicted vs measured.
 
     \b
@@ -139,7 +143,11 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
     never calibration inputs.
 
     \b
-    Published measurements (validation/published/README.md):
+    Published measurements (validation/published/README.md), no GPU:
+      pksim validate --published [--json] [-o DIR] [--force] [--write-docs]
+    predicts every corpus entry: |error| per curve and size band, NCCL's logged picks
+    against the model's; pages (published.md, one plot per curve) in DIR [default:
+    pksim-out/published; --write-docs: the shipped docs/validation].
       pksim validate --published --add all_reduce.log [--tuning tuning.log] -o ENTRY.toml
     asks for what the log lacks (system, source, launch mode, NVLS...) on a terminal."""
     if add_log is not None or tuning_log is not None:
@@ -150,9 +158,11 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
               "nccl_version": nccl_version, "launch": launch, "processes": processes,
               "nvls": nvls, "op": op_name})
         return
+    if write_docs and not published:
+        raise ConfigError("--write-docs only applies with --published")
     if published:
-        raise ConfigError("--published: not yet: the published judge lands with the NCCL "
-                          "model (for now: --published --add LOG -o ENTRY.toml)")
+        _published(out_dir, force, write_docs, as_json)
+        return
     if out_dir is not None and out_dir.is_file():
         raise ConfigError(f"-o {out_dir}: is a file; give a directory")
     if do_prepare and report_dir is not None:
@@ -195,6 +205,32 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
     run_bundle(out, deadline_s)
     rep = build_report(out, measured)
     _finish(rep, write_report(rep, out, force), as_json)
+
+
+def _published(out: Path | None, force: bool, write_docs: bool, as_json: bool) -> None:
+    """``--published``: the corpus judged, a summary, the pages written."""
+    if write_docs and out is not None:
+        raise ConfigError("--write-docs writes docs/validation: give it or -o DIR, not both")
+    target = DOCS_DIR if write_docs else (out or Path("pksim-out/published"))
+    reports = judge()
+    files = write_pages(reports, target, force or write_docs)
+    if as_json:
+        emit_json(as_dict(reports) | {"files": [str(f) for f in files]})
+        return
+    rows = [HEADER] + summary_rows(reports)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    for row in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    for r in reports:
+        for c in r.curves:
+            miss = miss_reason(c)
+            if miss:
+                click.echo(f"  miss: {r.name} / {c.label}: {miss}")
+        bad = [p for p in r.picks if not p.match]
+        for p in bad:
+            click.echo(f"  pick: {r.name}: {p.coll} {p.bytes} B logged {p.logged}, "
+                       f"model {p.model}")
+    click.echo(f"  wrote {files[0]} and {len(files) - 1} plots")
 
 
 _ASK = {  # option: (prompt, choices)

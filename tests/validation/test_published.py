@@ -258,10 +258,8 @@ def test_add_old_log_needs_version_and_launch_mode(tmp_path):
     assert entry_problems(e) == []
 
 
-def test_published_without_add_is_not_yet_and_add_needs_published(tmp_path):
-    res = run_cli([])
-    assert res.exit_code == 2 and "not yet: the published judge lands with the NCCL model" \
-        in res.output
+def test_add_needs_published(tmp_path):
+    # --published without --add is the judge: tests/validation/test_published_judge.py
     res = CliRunner().invoke(cli, ["validate", "--add", str(AR_LOG), "-o", str(tmp_path / "x.toml")])
     assert res.exit_code == 2 and "only apply with --published" in res.output
     res = CliRunner().invoke(cli, ["validate", "--help"])
