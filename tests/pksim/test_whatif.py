@@ -340,7 +340,7 @@ def test_user_system_file_with_inherits(tmp_path):
         # bound by the links, and so is gemm-rs, whose best schedule is the intra-SM store-add
         # (its 16 communication SMs pulling the partials at the fused pull-reduce's measured
         # rate, validation/microbench/fused_pull.cu, would take longer)
-        best = {r["system"]: r["schedule"] for r in rows if r["shape"] == shape}
+        best = {r["system"]: r["label"] for r in rows if r["shape"] == shape}
         if all("none" in str(b) for b in best.values()):
             # the library GEMM then NCCL's reduce-scatter wins on both: NCCL's ring/LL issues
             # at its llMaxBw, not at the links' rate, so faster links may tie
