@@ -6,7 +6,7 @@ command's output. A fence marked ``slow`` (```` ```text slow ````) is an example
 skips unless PKSIM_DOCS_SLOW=1 (``make docs`` runs them all).
 
 Each command runs in-process (click's CliRunner, COLUMNS=100) in a temporary folder, so
-a relative ``-o`` writes there. Images: a PNG the command writes at ``a/b.png`` (relative
+a relative ``-o`` writes there (``docs/`` is linked into it, for study files). Images: a PNG the command writes at ``a/b.png`` (relative
 to that folder) becomes ``docs/images/a-b.png`` (``-o default`` -> ``default-time.png``;
 ``-o trace-ring.json --gantt`` -> ``trace-ring-gantt.png``); only images the markdown
 references are copied.
@@ -80,6 +80,7 @@ def run(example: Example, images_to: Path | None = None) -> str:
     args = shlex.split(example.command, comments=True)[1:]
     old = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="pksim-docs-") as tmp:
+        os.symlink(ROOT / "docs", Path(tmp) / "docs")     # study files named as docs/...
         os.chdir(tmp)
         try:
             result = CliRunner().invoke(cli, args, env={"COLUMNS": "100"})
@@ -93,6 +94,8 @@ def run(example: Example, images_to: Path | None = None) -> str:
         if images_to is not None:
             wanted = set(re.findall(r"images/([\w.-]+\.png)", example.path.read_text()))
             for png in Path(tmp).rglob("*.png"):
+                if png.relative_to(tmp).parts[0] == "docs":
+                    continue
                 name = "-".join(png.relative_to(tmp).parts)
                 if name in wanted:
                     shutil.copyfile(png, images_to / name)
