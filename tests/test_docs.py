@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from pksim.cli.main import cli
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("run_examples", ROOT / "docs" / "run_examples.py")
 run_examples = importlib.util.module_from_spec(_spec)
+sys.modules["run_examples"] = run_examples
 _spec.loader.exec_module(run_examples)
 
 EXAMPLES = [ex for path in run_examples.FILES for ex in run_examples.examples(path)]
