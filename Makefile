@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test test-kernels bench install clean
+.PHONY: run test test-kernels bench install clean docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,3 +28,7 @@ bench: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# Re-run every example of README.md and docs/guide.md; rewrite their outputs and images.
+docs: install
+	$(BIN)/python docs/run_examples.py

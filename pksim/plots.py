@@ -19,20 +19,20 @@ from typing import Any, Iterable, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullLocator
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
-           "#17becf", "#7f7f7f", "#bcbd22")
-RESOURCE_COLOURS = {"nvl_out": "#1f77b4", "nvl_in": "#aec7e8", "issue": "#ff7f0e",
-                    "ce": "#ffbb78", "hbm": "#2ca02c", "l2": "#98df8a", "nvls1": "#d62728",
-                    "nvls2": "#ff9896",
-                    "up1": "#9467bd", "down1": "#c5b0d5", "up2": "#8c564b", "down2": "#c49c94",
-                    "nic_out": "#e377c2", "nic_in": "#f7b6d2", "sw1": "#7f7f7f", "sw2": "#c7c7c7",
-                    "tensor": "#bcbd22", "nccl": "#17becf"}
+# Legends: at most MAX_LEGEND entries, each a distinct colour of one qualitative palette
+# (Okabe-Ito, told apart also by colour-blind readers); what does not fit is summed (bars)
+# or drawn (spans) as "other", in grey.
+MAX_LEGEND = 8
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#f0e442",
+           "#000000")
+OTHER, OTHER_COLOUR = "other", "#b0b0b0"
 IMPL_STYLE = {"pk": {"linestyle": "-", "marker": "o"}, "nccl": {"linestyle": "--", "marker": "s"}}
 
 
@@ -169,6 +169,33 @@ def _colours(names: Iterable[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(names))}
 
 
+def legend_groups(weights: dict[str, float]) -> tuple[dict[str, str], dict[str, str]]:
+    """(name -> legend entry, legend entry -> colour) for named parts weighted by
+    ``weights``: all of them when at most MAX_LEGEND, else the MAX_LEGEND - 1 heaviest
+    and "other" for the rest. Entries keep the order of the heaviest first; each gets its
+    own palette colour ("other": grey)."""
+    ranked = sorted(weights, key=lambda k: -weights[k])
+    keep = ranked if len(ranked) <= MAX_LEGEND else ranked[:MAX_LEGEND - 1]
+    entry = {name: name if name in keep else OTHER for name in ranked}
+    colours = {name: PALETTE[i] for i, name in enumerate(keep)}
+    if len(keep) < len(ranked):
+        colours[OTHER] = OTHER_COLOUR
+    return entry, colours
+
+
+def _system_impl_legend(fig, colours: dict[str, str], impls: Iterable[str]) -> None:
+    """One legend entry per system (its colour) and per impl (its line style), so that
+    systems x impls never crowd the legend."""
+    handles = [Line2D([], [], color=c, linewidth=2) for c in colours.values()]
+    labels = list(colours)
+    for impl in dict.fromkeys(impls):
+        handles.append(Line2D([], [], color="black", **IMPL_STYLE.get(impl, {}),
+                              markersize=4))
+        labels.append(impl)
+    fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
+               fontsize=8)
+
+
 def _bytes_axis(ax, sizes: Sequence[float]) -> None:
     """Log-2 axis over ``sizes`` with at most ~10 power-of-two ticks named in bytes."""
     lo, hi = min(sizes), max(sizes)
@@ -194,7 +221,7 @@ def against_size(points: Sequence[dict], y: str, title: str, ylabel: str,
             series[(p["system"], p["impl"])].append((p["size_B"], p[y]))
     for (system, impl), values in series.items():
         values.sort()
-        ax.plot(*zip(*values), color=colours[system], label=f"{system} {impl}",
+        ax.plot(*zip(*values), color=colours[system],
                 **IMPL_STYLE.get(impl, {}), markersize=3.5, linewidth=1.4)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
@@ -204,7 +231,8 @@ def against_size(points: Sequence[dict], y: str, title: str, ylabel: str,
     ax.grid(True, which="major", alpha=0.3)
     if series:
         _bytes_axis(ax, [x for values in series.values() for x, _ in values])
-        ax.legend(fontsize=8, ncol=2 if len(series) > 6 else 1)
+        _system_impl_legend(fig, {s: colours[s] for s, _ in series},
+                            [i for _, i in series])
     return fig
 
 
@@ -231,7 +259,7 @@ def by_group(points: Sequence[dict], y: str, ylabel: str, title: str,
             for (system, impl) in dict.fromkeys((p["system"], p["impl"]) for p in mine):
                 line = sorted((p["x"], p[y]) for p in mine
                               if (p["system"], p["impl"]) == (system, impl))
-                ax.plot(*zip(*line), color=colours[system], label=f"{system} {impl}",
+                ax.plot(*zip(*line), color=colours[system],
                         linestyle=IMPL_STYLE.get(impl, {}).get("linestyle", "-"),
                         marker=markers[system], markersize=4.5, linewidth=widths[system],
                         alpha=0.85)
@@ -254,12 +282,10 @@ def by_group(points: Sequence[dict], y: str, ylabel: str, title: str,
         ax.set_title(panel, fontsize=10)
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-    handles = {}
-    for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    if handles:
-        fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8)
+    drawn = [p for p in points if p.get(y) is not None and p["impl"] in impls]
+    if drawn:
+        _system_impl_legend(fig, {p["system"]: colours[p["system"]] for p in drawn},
+                            [p["impl"] for p in drawn])
     fig.suptitle(title)
     return fig
 
@@ -283,28 +309,33 @@ def breakdown(items: Sequence[dict], title: str) -> Figure:
     busy_us (dict). Resources overlap in time, so a stack can exceed the total time
     (the black tick)."""
     groups = list(dict.fromkeys(i["group"] for i in items))
+    weights: dict[str, float] = defaultdict(float)
+    for item in items:
+        for cls, busy in item["busy_us"].items():
+            weights[cls] += busy
+    entry, colours = legend_groups(weights)
     fig, axes = _figure(len(groups), 5.6, 3.8)
     for ax, group in zip(axes, groups):
         mine = [i for i in items if i["group"] == group]
         for x, item in enumerate(mine):
+            summed: dict[str, float] = defaultdict(float)
+            for cls, busy in item["busy_us"].items():
+                summed[entry[cls]] += busy
             bottom = 0.0
-            for cls, busy in sorted(item["busy_us"].items(), key=lambda kv: -kv[1]):
-                ax.bar(x, busy, bottom=bottom, color=RESOURCE_COLOURS.get(cls, "#dddddd"),
-                       label=cls, edgecolor="white", linewidth=0.4)
-                bottom += busy
+            for name in colours:
+                if summed.get(name):
+                    ax.bar(x, summed[name], bottom=bottom, color=colours[name],
+                           edgecolor="white", linewidth=0.4)
+                    bottom += summed[name]
             ax.plot([x - 0.4, x + 0.4], [item["time_us"]] * 2, color="black", linewidth=2)
         ax.set_xticks(range(len(mine)))
         ax.set_xticklabels([i["label"] for i in mine], fontsize=7, rotation=35, ha="right")
         ax.set_ylabel("busy time (us)")
         ax.set_title(group, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    handles = {}
-    for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    if handles:
-        fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8,
-                   title="resource")
+    if colours:
+        fig.legend([Patch(color=c) for c in colours.values()], list(colours),
+                   loc="outside right upper", fontsize=8, title="resource")
     fig.suptitle(title + "  (black tick: predicted time)")
     return fig
 
@@ -357,12 +388,16 @@ def gantt(events: Sequence[dict], title: str, max_tracks: int = 40) -> Figure:
     tracks = list(dict.fromkeys(e["track"] for e in events))[:max_tracks]
     fig = Figure(figsize=(11, 0.32 * len(tracks) + 1.6), layout="constrained")
     ax = fig.add_subplot()
-    groups = _colours(e["group"] for e in events)
+    weights: dict[str, float] = defaultdict(float)
+    for e in events:
+        weights[e["group"]] += e["end_us"] - e["start_us"]
+    entry, groups = legend_groups(weights)
     row = {t: i for i, t in enumerate(tracks)}
     for e in events:
         if e["track"] in row:
             ax.barh(row[e["track"]], e["end_us"] - e["start_us"], left=e["start_us"],
-                    height=0.7, color=groups[e["group"]], edgecolor="white", linewidth=0.3)
+                    height=0.7, color=groups[entry[e["group"]]], edgecolor="white",
+                    linewidth=0.3)
     ax.set_yticks(range(len(tracks)))
     ax.set_yticklabels(tracks, fontsize=7)
     ax.invert_yaxis()
@@ -383,15 +418,14 @@ def sensitivity(points: Sequence[dict], title: str) -> Figure:
         mine = [p for p in points if p["system"] == system]
         variants = list(dict.fromkeys(p["variant"] for p in mine))
         cases = list(dict.fromkeys(p["case"] for p in mine))
-        colours = _colours(cases)
+        entry, colours = legend_groups({c: -i for i, c in enumerate(cases)})
         width = 0.8 / max(1, len(cases))
         for j, case in enumerate(cases):
             for i, variant in enumerate(variants):
                 hit = [p for p in mine if p["case"] == case and p["variant"] == variant]
                 if hit and hit[0]["gain"] is not None:
                     x = i + (j - (len(cases) - 1) / 2) * width
-                    ax.bar(x, hit[0]["gain"], width, color=colours[case],
-                           label=case if i == 0 else None)
+                    ax.bar(x, hit[0]["gain"], width, color=colours[entry[case]])
                     note = hit[0]["bound_resource"] + (" *" if hit[0]["changed"] else "")
                     ax.text(x, hit[0]["gain"], " " + note, rotation=90, ha="center",
                             va="bottom", fontsize=6)
@@ -402,6 +436,7 @@ def sensitivity(points: Sequence[dict], title: str) -> Figure:
         ax.set_ylabel("speed-up vs unchanged")
         ax.set_title(system, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=6, loc="best")
+        ax.legend([Patch(color=c) for c in colours.values()], list(colours), fontsize=6,
+                  loc="best")
     fig.suptitle(title + "  (on each bar: the binding resource; * the best schedule changed)")
     return fig

@@ -107,7 +107,20 @@ def tracks(system: System, p: Prediction) -> list[dict]:
         track, kind, rank, _lane = key
         for m in _merge(raw[key]):
             out.append({"track": track, "kind": kind, "rank": rank, **m})
-    return out
+    return out + _tail(p, out)
+
+
+def _tail(p: Prediction, rows: list[dict]) -> list[dict]:
+    """The trace spans the prediction: when the predicted time ends after the last
+    transfer (the host's launch floor of back-to-back calls, or the last host-issued
+    launch: ``pksim.collective.simulate``), a span on its own track covers the rest."""
+    end_us = max((r["end_us"] for r in rows), default=0.0)
+    time_us = p.time_s * 1e6
+    if time_us - end_us <= 1e-6 * max(time_us, 1.0):
+        return []
+    return [{"track": "host / launch floor", "kind": "other", "rank": -1,
+             "name": "launch and host floor (no transfer in flight)", "group": "launch floor",
+             "start_us": end_us, "end_us": time_us, "bytes": 0}]
 
 
 def _fused_tracks(p: Prediction) -> list[dict]:

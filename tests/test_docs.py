@@ -1,0 +1,82 @@
+"""Docs that cannot drift: every example of README.md and docs/guide.md agrees with what
+the program prints (numbers within 2 %, words exactly; docs/run_examples.py), the NCCL
+trace spans its prediction, and plots keep at most eight legend entries with distinct
+colours. Examples marked ``slow`` (the what-if studies, the sweep) run only with
+PKSIM_DOCS_SLOW=1; ``make docs`` runs them all."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pksim import plots
+from pksim.cli.main import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("run_examples", ROOT / "docs" / "run_examples.py")
+run_examples = importlib.util.module_from_spec(_spec)
+sys.modules["run_examples"] = run_examples
+_spec.loader.exec_module(run_examples)
+
+EXAMPLES = [ex for path in run_examples.FILES for ex in run_examples.examples(path)]
+SLOW = os.environ.get("PKSIM_DOCS_SLOW") == "1"
+
+
+def test_every_doc_has_examples():
+    assert {ex.path.name for ex in EXAMPLES} == {"README.md", "guide.md"}
+    assert sum(not ex.slow for ex in EXAMPLES) >= 5
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda ex: f"{ex.path.name}:{ex.command[:60]}")
+def test_example_output_matches_the_program(example):
+    if example.slow and not SLOW:
+        pytest.skip("slow example: PKSIM_DOCS_SLOW=1 (or make docs) runs it")
+    problem = run_examples.check(example)
+    assert problem is None, problem + "  (run `make docs` and commit the docs)"
+
+
+def test_comparison_tolerates_two_percent_not_more():
+    diff = run_examples.first_difference
+    assert diff("time 5.36 ms (31.6 s)", "time 5.40 ms (2.0 s)") is None
+    assert "5.36" in diff("time 5.36 ms", "time 5.6 ms")
+    assert "'ms'" in diff("time 5.36 ms", "time 5.36 us")
+    assert "tokens" in diff("a b", "a b c")
+
+
+def test_nccl_trace_spans_its_prediction(tmp_path):
+    path = tmp_path / "t.json"
+    result = CliRunner().invoke(cli, ["trace", "--system", "dgx-h100", "--op", "all-reduce",
+                                      "--bytes", "16MiB", "--impl", "nccl", "-o", str(path)])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(path.read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    end = max(e["ts"] + e["dur"] for e in spans)
+    assert end == pytest.approx(trace["otherData"]["time_us"], rel=1e-6)
+
+
+def test_legend_keeps_eight_distinct_colours_and_sums_the_rest():
+    weights = {f"r{i}": float(20 - i) for i in range(12)}
+    entry, colours = plots.legend_groups(weights)
+    assert len(colours) == plots.MAX_LEGEND and plots.OTHER in colours
+    assert len(set(colours.values())) == len(colours)
+    assert [k for k in entry if entry[k] == plots.OTHER] == [f"r{i}" for i in range(7, 12)]
+    few = plots.legend_groups({"a": 1.0, "b": 2.0})[1]
+    assert list(few) == ["b", "a"] and plots.OTHER not in few
+
+
+def test_breakdown_and_gantt_legends_are_capped():
+    items = [{"group": "g", "label": f"x{j}", "time_us": 10.0,
+              "busy_us": {f"res{i}": float(i + 1) for i in range(11)}} for j in range(2)]
+    events = [{"track": "t", "name": f"p{i}", "group": f"p{i}", "start_us": float(i),
+               "end_us": float(i) + 1} for i in range(10)]
+    for fig in (plots.breakdown(items, "b"), plots.gantt(events, "g")):
+        legend = fig.legends[0]
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert len(labels) <= plots.MAX_LEGEND and labels[-1] == plots.OTHER
+        colours = {tuple(h.get_facecolor()) for h in legend.legend_handles}
+        assert len(colours) == len(labels)
