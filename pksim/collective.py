@@ -26,7 +26,8 @@ from hwmodels.topology import Topology
 from pksim import nccl
 from pksim.analytical import analyse
 from pksim.cache import BoundedCache
-from pksim.kernel_contract import BLOCK_THREADS, IN_NETWORK_CHUNKS_IN_FLIGHT, in_network_chunk_bytes
+from pksim.kernel_contract import (BLOCK_THREADS, IN_NETWORK_CHUNKS_IN_FLIGHT,
+                                   IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim.flows import (capacities, ce_setup_s, check_feasible, flow_spec, move_spec,
                          program_kinds, resident_in_l2)
 from pksim.prediction import Prediction, TimelineEvent
@@ -161,7 +162,7 @@ def streamed_in_network(schedule: Schedule) -> bool:
     beside chunk i's multimem.st."""
     return (schedule.impl == "pk" and schedule.algorithm == "in-network"
             and schedule.mechanism == "multimem"
-            and schedule.op in ("all-reduce", "reduce-scatter", "all-gather"))
+            and schedule.op in IN_NETWORK_STREAMED_OPS)
 
 
 def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:

@@ -32,6 +32,7 @@ CE_REDUCE_BLOCK_BYTES = CE_REDUCE_THREADS * 4 * 16
 # schedule's chunk_bytes is the whole rank's chunk (0: blocks x this; pksim.collective and
 # codegen.plan fill it in, so that the schedule names the chunk the kernel runs).
 IN_NETWORK_BLOCK_CHUNK_BYTES = 256 * 4 * 16
+IN_NETWORK_STREAMED_OPS = ("all-reduce", "reduce-scatter", "all-gather")
 # Chunks a thread of the streamed kernel has in flight: chunk i + 1's loads (ld_reduce, or the
 # source reads of a multicast store) are issued before chunk i's stores, so two chunks of a
 # phase overlap (the model's pipeline_depth); a flow's latency is then paid once per pair,
