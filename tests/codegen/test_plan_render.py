@@ -165,3 +165,20 @@ def test_streamed_in_network_plan_takes_chunk_and_sms_from_the_schedule():
                               extra=(("multimem", "emulated"),)))
     with pytest.raises(InfeasibleError, match="chunk"):
         make_plan(H200V, sched(chunk_bytes=1 << 20))
+
+
+def test_prepare_builds_and_checks_the_emulated_in_network_kernels(tmp_path):
+    from validation.prepare.collectives import build_libs, emulated_cases, emulated_in_network
+    from validation.runtime.reference import ELEM
+    libs = build_libs(tmp_path, "h200-virtual", emulated_in_network(), build=False)
+    sources = sorted((tmp_path / "src").glob("*.cu"))
+    assert len(libs) == len(sources) == 3
+    for src in sources:
+        manifest = json.loads(src.with_suffix(".json").read_text())
+        assert "-DPKC_EMULATE_MULTIMEM=1" in manifest["nvcc_command"]
+        assert "PK_ENABLE_MULTIMEM" not in manifest["nvcc_command"]
+    cases = emulated_cases(libs)
+    assert {c["world"] for c in cases} == {2, 4, 8}
+    assert {c["op"] for c in cases} == {"all-reduce", "reduce-scatter", "all-gather"}
+    for c in cases:   # multimem moves whole 16-byte vectors
+        assert c["count"] * ELEM[c["dtype"]] % 16 == 0 and c["mechanism"] == "multimem-emulated"
