@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
-from pksim.kernel_contract import (BLOCK_THREADS, MAX_RANKS, RUNNABLE_MECHANISMS, TMA_STAGE_BYTES,
-                                   TMA_STAGES)
+from pksim.kernel_contract import (BLOCK_THREADS, IN_NETWORK_STREAMED_OPS as STREAMED_OPS,
+                                   MAX_RANKS, RUNNABLE_MECHANISMS, TMA_STAGE_BYTES, TMA_STAGES,
+                                   in_network_chunk_bytes)
 from pksim.schedule import Schedule
 
 # (op, schedule algorithm) -> (header, kernel algorithm name used in C++ identifiers)
@@ -87,6 +88,12 @@ class Plan:
     root: int
     schedule_key: str
     system: str
+    # Streamed in-network kernels (all-reduce, reduce-scatter, all-gather): a rank's chunk
+    # (the schedule's chunk_bytes, else pksim.kernel_contract.in_network_chunk_bytes); 0 else.
+    chunk_bytes: int = 0
+    # In-network kernels built with -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores in place of
+    # multimem; runnable as virtual ranks): schedule.extra "multimem" = "emulated".
+    emulated: bool = False
 
     @property
     def smem_bytes(self) -> int:
@@ -96,6 +103,11 @@ class Plan:
     def name(self) -> str:
         """File stem: <op>-<schedule key>."""
         return f"{self.op}-{self.schedule_key}"
+
+    @property
+    def mechanism_label(self) -> str:
+        """The mechanism as the manifest names it: multimem-emulated for the emulated build."""
+        return "multimem-emulated" if self.emulated else self.mechanism
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -145,9 +157,14 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     if s.overlap != "none":
         raise InfeasibleError(f"overlap {s.overlap!r} needs a fused kernel; codegen emits "
                               f"collectives only")
-    if s.chunk_bytes:
-        raise InfeasibleError("pipelined chunks (chunk_bytes > 0) are not implemented by the "
-                              "kernel skeletons; use chunk_bytes = 0")
+    streamed = s.algorithm == "in-network" and s.op in STREAMED_OPS
+    if s.chunk_bytes and not streamed:
+        raise InfeasibleError("pipelined chunks (chunk_bytes > 0) are implemented by the "
+                              "streamed in-network kernels only; use chunk_bytes = 0")
+    emulated = dict(s.extra).get("multimem") == "emulated"
+    if emulated and not streamed:
+        raise InfeasibleError(f"the multimem emulation (schedule.extra multimem = emulated) "
+                              f"exists for the in-network {', '.join(STREAMED_OPS)} only")
     if s.dtype not in ("bf16", "fp32"):
         raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {s.dtype}")
     header, kalg = KERNELS[key]
@@ -165,10 +182,13 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     struct = f"pkc::{_c_name(s.op)}_{kalg}"
     kernel = f"{_c_name(s.op)}_{kalg}_{_c_name(s.mechanism) if s.mechanism != 'register' else 'reg'}"
     defines = (("PK_ENABLE_MULTIMEM", "1"),) if s.mechanism == "multimem" else ()
+    if emulated:
+        defines = (("PKC_EMULATE_MULTIMEM", "1"),)
+    chunk = in_network_chunk_bytes(blocks, s.chunk_bytes) if streamed else 0
     return Plan(op=s.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=s.mechanism,
                 header=f"collectives/{header}", struct=struct, kernel=kernel, entry=f"pk_{kernel}",
                 threads=BLOCK_THREADS["register" if s.mechanism == "register" else "tma"],
                 blocks_per_rank=blocks, stage_bytes=stage,
                 stages=TMA_STAGES if stage else 1, staggered=s.peer_order != "sequential",
                 arch=arch, defines=defines, dtype=s.dtype, world=s.world, root=s.root,
-                schedule_key=s.key(), system=system.name)
+                schedule_key=s.key(), system=system.name, chunk_bytes=chunk, emulated=emulated)

@@ -193,13 +193,55 @@ class CopyEngineRenderer(Renderer):
 
 
 class MultimemRenderer(Renderer):
-    """NVLink multicast: compiled with -DPK_ENABLE_MULTIMEM=1, never launched here."""
+    """NVLink multicast: compiled with -DPK_ENABLE_MULTIMEM=1, never launched here. The
+    streamed in-network kernels also build with -DPKC_EMULATE_MULTIMEM=1 (peer loads and
+    stores in place of multimem: runnable as virtual ranks); the source is the same."""
     guard = """#if !defined(PK_ENABLE_MULTIMEM) || !PK_ENABLE_MULTIMEM
 #error "multimem kernels need NVLink multicast: build with -DPK_ENABLE_MULTIMEM=1 (compile-only here)"
 #endif
 """
+    emulated_guard = """#if (!defined(PK_ENABLE_MULTIMEM) || !PK_ENABLE_MULTIMEM) && \\
+    (!defined(PKC_EMULATE_MULTIMEM) || !PKC_EMULATE_MULTIMEM)
+#error "build with -DPK_ENABLE_MULTIMEM=1 (NVLink multicast, compile-only here) or -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores)"
+#endif
+#ifndef PKC_EMULATE_MULTIMEM
+#define PKC_EMULATE_MULTIMEM 0
+#endif
+"""
     kernel_note = ("Compile-only: the entry point refuses to launch without multicast addresses "
                    "(pkc_args::in_mc, out_mc).")
+
+    def __init__(self, plan: Plan, prediction: Any = None, command: str = ""):
+        super().__init__(plan, prediction, command)
+        if plan.chunk_bytes:
+            self.guard = self.emulated_guard
+            self.kernel_note = (
+                "Streamed: chunk i + 1's multimem.ld_reduce is issued before chunk i's multimem.st.\n"
+                "// With -DPK_ENABLE_MULTIMEM=1 compile-only: the entry point refuses to launch without\n"
+                "// multicast addresses (pkc_args::in_mc, out_mc). With -DPKC_EMULATE_MULTIMEM=1 peer loads\n"
+                "// and stores replace multimem (the same chunk loop and flags): runs as virtual ranks.")
+
+    def config(self) -> str:
+        text = super().config()
+        p = self.p
+        extra = (f"  static constexpr size_t kChunkBytes = {p.chunk_bytes};  // schedule.chunk_bytes: "
+                 f"a rank's chunk, cut among its blocks\n"
+                 f"  static constexpr bool kEmulateMultimem = PKC_EMULATE_MULTIMEM != 0;  "
+                 f"// -DPKC_EMULATE_MULTIMEM=1: peer loads and stores\n"
+                 if p.chunk_bytes else
+                 "  static constexpr bool kEmulateMultimem = false;\n")
+        return text.replace("};\nusing algorithm", extra + "};\nusing algorithm")
+
+    def _manifest_literal(self) -> str:
+        if not self.p.chunk_bytes:
+            return super()._manifest_literal()
+        p = self.p
+        texts = []
+        for mech in ("multimem-emulated", "multimem"):
+            texts.append(json.dumps(json.dumps(
+                {"op": p.op, "algorithm": p.algorithm, "mechanism": mech,
+                 "schedule_key": p.schedule_key, "entry": p.entry}, sort_keys=True)))
+        return f"PKC_EMULATE_MULTIMEM ? {texts[0]} : {texts[1]}"
 
     def _entry_body(self) -> str:
         return ("  if (const int st = pkc::refuse_multimem<config, algorithm>(a, rep)) return st;\n"

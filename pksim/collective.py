@@ -26,7 +26,8 @@ from hwmodels.topology import Topology
 from pksim import nccl
 from pksim.analytical import analyse
 from pksim.cache import BoundedCache
-from pksim.kernel_contract import BLOCK_THREADS
+from pksim.kernel_contract import (BLOCK_THREADS, IN_NETWORK_CHUNKS_IN_FLIGHT,
+                                   IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim.flows import (capacities, ce_setup_s, check_feasible, flow_spec, move_spec,
                          program_kinds, resident_in_l2)
 from pksim.prediction import Prediction, TimelineEvent
@@ -58,6 +59,10 @@ class Model:
     host_lead_s: float = 0.0
     # NCCL's back-to-back calls cannot go faster than the host issues them (nccl.launch_costs)
     host_floor_s: float = 0.0
+    # A streamed kernel (the pk in-network collectives) hands each chunk from its reduce to
+    # its store and on to the next chunk in program order, without flags: its steps pay no
+    # signal; the last write's drain and the kernel's end are paid once, at the end.
+    tail_s: float = 0.0
 
     def issued_s(self, step: int) -> float:
         """Earliest start of costed step ``step`` allowed by the host's calls."""
@@ -95,6 +100,11 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         raise InfeasibleError(f"unknown collective {schedule.op!r}")
     topo = Topology.build(system, schedule.world, schedule.domains)
     nbytes = _nbytes(schedule)
+    streamed = streamed_in_network(schedule)
+    if streamed:    # the kernel's chunk, named in the schedule (kernel_contract)
+        schedule = schedule.with_(chunk_bytes=in_network_chunk_bytes(schedule.comm_sms,
+                                                                     schedule.chunk_bytes),
+                                  pipeline_depth=IN_NETWORK_CHUNKS_IN_FLIGHT)
     sequential = schedule.peer_order == "sequential"
     algorithm = schedule.algorithm
     if schedule.impl == "nccl":
@@ -119,6 +129,10 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     if schedule.impl == "nccl":
         caps.update(nccl.issue_capacities(system, topo, schedule))
     classes, members, sync = _flows(system, schedule, topo, program, lanes, resident, reduced)
+    tail = 0.0
+    if streamed:
+        tail = max(sync.values(), default=0.0)
+        sync = {key: 0.0 for key in sync}
     class_caps = {name: caps[instance] for name, instance in members.items()}
     # A kernel launched on a stream behind other work, as a caller times it with events.
     launch = system.gpu.sync.stream_launch_s
@@ -138,7 +152,17 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         launch = max(0.0, ce_setup_s(topo) - system.gpu.sync.stream_chain_s)
         launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
-                 reduced, host_issue_s(system, schedule, program), host_lead_s, floor)
+                 reduced, host_issue_s(system, schedule, program), host_lead_s, floor, tail)
+
+
+def streamed_in_network(schedule: Schedule) -> bool:
+    """Whether ``schedule`` runs the streamed in-network kernel (collectives/in_network.cuh):
+    pk's in-network all-reduce, reduce-scatter and all-gather. Its chunks are the model's
+    lanes, one in flight per step (pipeline_depth 1): chunk i + 1's multimem.ld_reduce runs
+    beside chunk i's multimem.st."""
+    return (schedule.impl == "pk" and schedule.algorithm == "in-network"
+            and schedule.mechanism == "multimem"
+            and schedule.op in IN_NETWORK_STREAMED_OPS)
 
 
 def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:
@@ -280,7 +304,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         time_s, busy_s, records = _run_lanes(model, record)
     if model.host_issue_s:
         time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
-    time_s = max(time_s, model.host_floor_s)
+    time_s = max(time_s, model.host_floor_s) + model.tail_s
     breakdown: dict[str, float] = {}
     for name, busy in busy_s.items():
         cls = name.cls

@@ -26,6 +26,24 @@ LINE_BYTES, PIECE_BYTES, PAGED_PIECE_BYTES = 128, 4096, 64 * 1024
 # blocks per rank.
 CE_REDUCE_THREADS = 512
 CE_REDUCE_BLOCK_BYTES = CE_REDUCE_THREADS * 4 * 16
+# collectives/in_network.cuh streams a rank's range in chunks: each of its blocks takes a
+# piece of the chunk, 256 threads x 4 vectors of 16 B = 16 KiB a block by default, so that
+# chunk i + 1's multimem.ld_reduce is in flight while chunk i's multimem.st drains. The
+# schedule's chunk_bytes is the whole rank's chunk (0: blocks x this; pksim.collective and
+# codegen.plan fill it in, so that the schedule names the chunk the kernel runs).
+IN_NETWORK_BLOCK_CHUNK_BYTES = 256 * 4 * 16
+IN_NETWORK_STREAMED_OPS = ("all-reduce", "reduce-scatter", "all-gather")
+# Chunks a thread of the streamed kernel has in flight: chunk i + 1's loads (ld_reduce, or the
+# source reads of a multicast store) are issued before chunk i's stores, so two chunks of a
+# phase overlap (the model's pipeline_depth); a flow's latency is then paid once per pair,
+# not once per chunk on top of the per-SM rate (which already holds a round trip).
+IN_NETWORK_CHUNKS_IN_FLIGHT = 2
+
+
+def in_network_chunk_bytes(comm_sms: int, chunk_bytes: int = 0) -> int:
+    """A rank's chunk in the streamed in-network kernel: the schedule's, else a block's
+    default chunk times its blocks (communication SMs)."""
+    return chunk_bytes or max(1, comm_sms) * IN_NETWORK_BLOCK_CHUNK_BYTES
 
 # ---- generated fused kernels (kernels/fused) -----------------------------------------------
 FUSED_MAX_RANKS = 8                # PKF_MAX_RANKS in kernels/fused/abi.h

@@ -208,6 +208,9 @@ int launch(void (*kernel)(const Gl), const pkc_args* a, reporter& rep) {
 
 template <class C, class A>
 int refuse_multimem(const pkc_args* a, reporter& rep) {
+  // The emulated build (-DPKC_EMULATE_MULTIMEM=1, collectives/in_network.cuh) loads and stores
+  // every rank's buffer instead: it needs no multicast address.
+  if (C::kEmulateMultimem) return PKC_OK;
   if (a->in_mc == nullptr || a->out_mc == nullptr)
     return rep.fail(PKC_UNSUPPORTED,
                     "multimem kernels need NVLink multicast addresses (in_mc, out_mc); this project never "

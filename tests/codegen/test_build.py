@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import codegen
+from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS
 from codegen.build import BuildOptions, cache_key, compile_many, compile_source, find_nvcc, ptxas_report
 from codegen.plan import ARCHS, KERNELS, mechanisms
 from hwmodels.catalog import load_system
@@ -47,6 +48,9 @@ CI_MATRIX = {
 # 512 threads, where the form of one expression moved its pointer sets onto the stack (56 B in
 # fp32 with pkc::peer written as `rank + k >= world`).
 CI_EXTRA = [("all-reduce", "two-shot", "register")]
+# The streamed in-network kernels' emulated build (-DPKC_EMULATE_MULTIMEM=1: peer loads and
+# stores in place of multimem, runnable as virtual ranks), beside their multimem build.
+EMULATED = [(op, "in-network", "multimem-emulated") for op in IN_NETWORK_STREAMED_OPS]
 SYSTEM_FOR_ARCH = {"sm_90a": "dgx-h100", "sm_100a": "dgx-b200", "sm_103a": "hgx-b300"}
 
 
@@ -58,14 +62,16 @@ def supported_archs() -> list[str]:
 def matrix() -> list[tuple[str, str, str, str]]:
     if not FULL:
         return [(op, alg, mech, "sm_90a") for (op, mech), alg in CI_MATRIX.items()] + \
-            [(op, alg, mech, "sm_90a") for op, alg, mech in CI_EXTRA]
+            [(op, alg, mech, "sm_90a") for op, alg, mech in CI_EXTRA + EMULATED]
     return [(op, alg, mech, arch) for arch in supported_archs() for (op, alg) in KERNELS
-            for mech in mechanisms(alg)]
+            for mech in mechanisms(alg)] + \
+        [(op, alg, mech, arch) for arch in supported_archs() for op, alg, mech in EMULATED]
 
 
 def _schedule(op, alg, mech):
-    return Schedule(op=op, shape=(("bytes", 1 << 20),), world=8, algorithm=alg, mechanism=mech,
-                    comm_sms=16)
+    extra = (("multimem", "emulated"),) if mech == "multimem-emulated" else ()
+    return Schedule(op=op, shape=(("bytes", 1 << 20),), world=8, algorithm=alg,
+                    mechanism="multimem" if extra else mech, comm_sms=16, extra=extra)
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,10 @@ GOLDEN_CASES = {
                                                        peer_order="sequential")),
     "all-reduce-in-network-multimem": (H100, sched("all-reduce", "in-network", "multimem",
                                                    nbytes=64 << 20)),
+    # the streamed kernel at 132 SMs, its chunk from the schedule, the emulated build selected
+    "all-gather-in-network-multimem-emulated": (
+        H100, sched("all-gather", "in-network", "multimem", comm_sms=132, chunk_bytes=1 << 20,
+                    extra=(("multimem", "emulated"),))),
 }
 
 
@@ -134,3 +138,47 @@ def test_plan_is_dumpable_and_frozen():
     assert d["smem_bytes"] == 4 * 32768 + 128      # four 32 KiB TMA stages + alignment
     with pytest.raises(Exception):
         plan.threads = 1  # type: ignore[misc]
+
+
+def test_streamed_in_network_plan_takes_chunk_and_sms_from_the_schedule():
+    from pksim.collective import build
+    from pksim.kernel_contract import in_network_chunk_bytes
+    s = sched("all-reduce", "in-network", "multimem", comm_sms=132)
+    plan = make_plan(H100, s)
+    assert plan.blocks_per_rank == 132 and plan.chunk_bytes == in_network_chunk_bytes(132)
+    # the model's schedule names the same chunk, and codegen takes it as it is
+    modelled = build(H100, s).schedule
+    assert modelled.chunk_bytes == plan.chunk_bytes
+    assert make_plan(H100, modelled).chunk_bytes == plan.chunk_bytes
+    text = render(plan)
+    assert f"kChunkBytes = {plan.chunk_bytes};" in text and "kBlocksPerRank = 132;" in text
+    assert plan.defines == (("PK_ENABLE_MULTIMEM", "1"),) and not plan.emulated
+    emu = make_plan(H100, s.with_(extra=(("multimem", "emulated"),)))
+    assert emu.emulated and emu.defines == (("PKC_EMULATE_MULTIMEM", "1"),)
+    assert emu.mechanism_label == "multimem-emulated"
+    # the emulated build is the same source: only the switch differs
+    assert render(emu).replace(emu.schedule_key, "K") == text.replace(plan.schedule_key, "K")
+    for op in ("all-gather", "reduce-scatter"):
+        assert make_plan(H100, sched(op, "in-network", "multimem")).chunk_bytes == 16 * 16384
+    with pytest.raises(InfeasibleError, match="emulation"):
+        make_plan(H100, sched("broadcast", "in-network", "multimem",
+                              extra=(("multimem", "emulated"),)))
+    with pytest.raises(InfeasibleError, match="chunk"):
+        make_plan(H200V, sched(chunk_bytes=1 << 20))
+
+
+def test_prepare_builds_and_checks_the_emulated_in_network_kernels(tmp_path):
+    from validation.prepare.collectives import build_libs, emulated_cases, emulated_in_network
+    from validation.runtime.reference import ELEM
+    libs = build_libs(tmp_path, "h200-virtual", emulated_in_network(), build=False)
+    sources = sorted((tmp_path / "src").glob("*.cu"))
+    assert len(libs) == len(sources) == 3
+    for src in sources:
+        manifest = json.loads(src.with_suffix(".json").read_text())
+        assert "-DPKC_EMULATE_MULTIMEM=1" in manifest["nvcc_command"]
+        assert "PK_ENABLE_MULTIMEM" not in manifest["nvcc_command"]
+    cases = emulated_cases(libs)
+    assert {c["world"] for c in cases} == {2, 4, 8}
+    assert {c["op"] for c in cases} == {"all-reduce", "reduce-scatter", "all-gather"}
+    for c in cases:   # multimem moves whole 16-byte vectors
+        assert c["count"] * ELEM[c["dtype"]] % 16 == 0 and c["mechanism"] == "multimem-emulated"

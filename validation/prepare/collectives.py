@@ -9,6 +9,11 @@ BUNDLE gets ``lib/*.so``, ``src/*.cu`` + manifests, ``cases.json`` (virtual rank
 compute-sanitizer driver) when nvcc is available. The full matrix: every collective x algorithm
 x mechanism, world sizes 2, 4, 8, bf16 and fp32, sizes 4 KiB, odd element counts around 2 KiB,
 1 MiB and 64 MiB, and 1 GiB; timing at 1 GiB (the bandwidth target) and 1 MiB (latency).
+
+``--in-network-emulated`` adds the streamed in-network all-reduce, reduce-scatter and
+all-gather built with -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores in place of multimem,
+the same chunk loop and flags; mechanism ``multimem-emulated``), checked as virtual ranks at
+worlds 2, 4 and 8 (never multimem itself: that is compile-only here).
 """
 from __future__ import annotations
 
@@ -23,19 +28,65 @@ from codegen.build import compile_many, find_nvcc
 from codegen.plan import KERNELS, RUNNABLE_MECHANISMS
 from hwmodels.catalog import load_system
 from hwmodels.resources import device_dir, kernels_dir
+from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS
 from pksim.schedule import Schedule
 from validation.prepare.predict import predict_case
 from validation.runtime.reference import ELEM, count_for_bytes
 
 SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
          "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
-         "tma": "tma", "register": "reg", "copy-engine": "ce"}
+         "tma": "tma", "register": "reg", "copy-engine": "ce", "in-network": "innet",
+         "multimem-emulated": "mmemu"}
 SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
 
 
 def runnable() -> list[tuple[str, str, str]]:
     return [(op, alg, mech) for (op, alg) in KERNELS if alg != "in-network"
             for mech in RUNNABLE_MECHANISMS]
+
+
+def emulated_in_network() -> list[tuple[str, str, str]]:
+    """The streamed in-network kernels' emulated builds (schedule.extra multimem = emulated)."""
+    return [(op, "in-network", "multimem-emulated") for op in IN_NETWORK_STREAMED_OPS]
+
+
+def schedule_for(op: str, alg: str, mech: str, comm_sms: int = 16) -> Schedule:
+    """The schedule a library of (op, alg, mech) is generated from (1 GiB, world 8: both are
+    run-time arguments); ``multimem-emulated`` is multimem with the emulation switch."""
+    extra = (("multimem", "emulated"),) if mech == "multimem-emulated" else ()
+    return Schedule(op=op, shape=(("bytes", 1 << 30),), world=8, algorithm=alg,
+                    mechanism="multimem" if extra else mech, comm_sms=comm_sms, extra=extra)
+
+
+def emulated_cases(libs: dict, worlds=(2, 4, 8)) -> list[dict]:
+    """Correctness of the emulated in-network kernels as virtual ranks: bf16 and fp32, a few
+    chunks and sizes off the chunk grid (multimem moves whole 16-byte vectors, so the bytes
+    per rank stay a multiple of 16), a block count off the default; 1 GiB bf16 timed."""
+    cases = []
+    seed = 5000
+    for op, alg, mech in emulated_in_network():
+        for w in worlds:
+            for dt in ("bf16", "fp32"):
+                tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-{dt}"
+                base = dict(op=op, algorithm=alg, mechanism=mech, world=w, dtype=dt,
+                            lib=libs[(op, alg, mech)])
+                for name, nbytes, extra in (("4KiB", 4096, {}), ("1MiB", 1 << 20, {}),
+                                            ("off-grid", (5 << 20) + 48 * w, {}),
+                                            ("bpr5", (3 << 20) + 16 * w,
+                                             {"blocks_per_rank": 5}),
+                                            ("64MiB", 64 << 20, {})):
+                    seed += 1
+                    count = count_for_bytes(op, w, nbytes, dt)
+                    per = 16 // ELEM[dt] * (1 if op != "all-reduce" else w)
+                    count -= count % per
+                    cases.append(dict(id=f"{tag}-{name}", count=count, seed=seed, **base, **extra))
+            seed += 1
+            cases.append(dict(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16-1GiB", op=op,
+                              algorithm=alg, mechanism=mech, world=w, dtype="bf16",
+                              lib=libs[(op, alg, mech)], seed=seed,
+                              count=count_for_bytes(op, w, 1 << 30, "bf16"), time=True, iters=5,
+                              warmup=1, deadline_s=120))
+    return cases
 
 
 def odd_count(op: str, world: int, approx_bytes: int, dtype: str, bump: int) -> int:
@@ -55,8 +106,7 @@ def build_libs(out: Path, system_name: str, kernels: list[tuple[str, str, str]] 
     src = out / "src"
     jobs, keys = [], []
     for op, alg, mech in (kernels if kernels is not None else runnable()):
-        sched = Schedule(op=op, shape=(("bytes", 1 << 30),), world=8, algorithm=alg,
-                         mechanism=mech, comm_sms=16)
+        sched = schedule_for(op, alg, mech)
         e = codegen.emit(system, sched, None, src)
         jobs.append((e.source, codegen.options_for(e.plan)))
         keys.append((op, alg, mech))
@@ -180,10 +230,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--matrix", choices=("full", "quick"), default="full")
     ap.add_argument("--system", default="h200-virtual")
+    ap.add_argument("--in-network-emulated", action="store_true",
+                    help="also the emulated in-network kernels (peer loads and stores), "
+                         "checked at worlds 2, 4, 8")
+    ap.add_argument("--only-in-network-emulated", action="store_true",
+                    help="only the emulated in-network kernels and their cases")
     ns = ap.parse_args(argv)
     ns.out.mkdir(parents=True, exist_ok=True)
-    libs = build_libs(ns.out, ns.system)
-    cases, ipc = make_cases(libs, ns.system, ns.matrix)
+    if ns.only_in_network_emulated:
+        libs = build_libs(ns.out, ns.system, emulated_in_network())
+        cases, ipc = emulated_cases(libs), []
+    else:
+        kernels = runnable() + (emulated_in_network() if ns.in_network_emulated else [])
+        libs = build_libs(ns.out, ns.system, kernels)
+        cases, ipc = make_cases(libs, ns.system, ns.matrix)
+        if ns.in_network_emulated:
+            cases += emulated_cases(libs)
     (ns.out / "cases.json").write_text(json.dumps(cases, indent=1))
     (ns.out / "ipc_cases.json").write_text(json.dumps(ipc, indent=1))
     build_sanitizer(ns.out)
@@ -195,4 +257,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["runnable", "make_cases", "build_libs", "ELEM"]
+__all__ = ["runnable", "make_cases", "build_libs", "ELEM", "emulated_in_network",
+           "emulated_cases", "schedule_for"]

@@ -3,8 +3,12 @@
 // World size and element count are run-time arguments (pkc_args, collectives/abi.h); fp32 and
 // bf16 are both instantiated. The nvcc command is in the manifest next to this file.
 
-#if !defined(PK_ENABLE_MULTIMEM) || !PK_ENABLE_MULTIMEM
-#error "multimem kernels need NVLink multicast: build with -DPK_ENABLE_MULTIMEM=1 (compile-only here)"
+#if (!defined(PK_ENABLE_MULTIMEM) || !PK_ENABLE_MULTIMEM) && \
+    (!defined(PKC_EMULATE_MULTIMEM) || !PKC_EMULATE_MULTIMEM)
+#error "build with -DPK_ENABLE_MULTIMEM=1 (NVLink multicast, compile-only here) or -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores)"
+#endif
+#ifndef PKC_EMULATE_MULTIMEM
+#define PKC_EMULATE_MULTIMEM 0
 #endif
 
 #include "collectives/in_network.cuh"
@@ -19,6 +23,8 @@ struct config {
   static constexpr int kStages = 1;
   static constexpr size_t kSmemBytes = 0;
   static constexpr bool kStaggered = true;  // peers in ring order from each rank: r, r+1, ...
+  static constexpr size_t kChunkBytes = 262144;  // schedule.chunk_bytes: a rank's chunk, cut among its blocks
+  static constexpr bool kEmulateMultimem = PKC_EMULATE_MULTIMEM != 0;  // -DPKC_EMULATE_MULTIMEM=1: peer loads and stores
 };
 using algorithm = pkc::all_reduce_in_network;
 
@@ -41,7 +47,10 @@ struct globals {
 };
 
 // ---- kernel ---------------------------------------------------------------------------------
-// Compile-only: the entry point refuses to launch without multicast addresses (pkc_args::in_mc, out_mc).
+// Streamed: chunk i + 1's multimem.ld_reduce is issued before chunk i's multimem.st.
+// With -DPK_ENABLE_MULTIMEM=1 compile-only: the entry point refuses to launch without
+// multicast addresses (pkc_args::in_mc, out_mc). With -DPKC_EMULATE_MULTIMEM=1 peer loads
+// and stores replace multimem (the same chunk loop and flags): runs as virtual ranks.
 // One block an SM at most (the schedule's blocks never outnumber the SMs): ptxas may then use
 // every register it needs; without the 1 it held some kernels to 64-80 and spilled to a stack.
 template <typename T>
@@ -70,5 +79,5 @@ extern "C" int pkc_requirements(const pkc_args* a, pkc_reqs* out, char* msg, siz
 }
 
 extern "C" const char* pkc_manifest(void) {
-  return "{\"algorithm\": \"in-network\", \"entry\": \"pk_all_reduce_in_network_multimem\", \"mechanism\": \"multimem\", \"op\": \"all-reduce\", \"schedule_key\": \"2bb3066f2439\"}";
+  return PKC_EMULATE_MULTIMEM ? "{\"algorithm\": \"in-network\", \"entry\": \"pk_all_reduce_in_network_multimem\", \"mechanism\": \"multimem-emulated\", \"op\": \"all-reduce\", \"schedule_key\": \"2bb3066f2439\"}" : "{\"algorithm\": \"in-network\", \"entry\": \"pk_all_reduce_in_network_multimem\", \"mechanism\": \"multimem\", \"op\": \"all-reduce\", \"schedule_key\": \"2bb3066f2439\"}";
 }
