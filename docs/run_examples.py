@@ -27,7 +27,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from click.testing import CliRunner
+# Run as a script, this folder is sys.path[0], and its validation/ pages would stand in for
+# the validation package (a namespace package found before the installed one): drop it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from click.testing import CliRunner  # noqa: E402
 
 from pksim.cli.main import cli
 
