@@ -1,7 +1,7 @@
 """Docs that cannot drift: every example of README.md and docs/guide.md agrees with what
 the program prints (numbers within 2 %, words exactly; docs/run_examples.py), the NCCL
 trace spans its prediction, and plots keep at most eight legend entries with distinct
-colours. Examples marked ``slow`` (the what-if studies, the sweep) run only with
+colours. Examples marked ``slow`` (the default what-if study, about a minute) run only with
 PKSIM_DOCS_SLOW=1; ``make docs`` runs them all."""
 from __future__ import annotations
 
