@@ -101,10 +101,7 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     topo = Topology.build(system, schedule.world, schedule.domains)
     nbytes = _nbytes(schedule)
     streamed = streamed_in_network(schedule)
-    if streamed:    # the kernel's chunk, named in the schedule (kernel_contract)
-        schedule = schedule.with_(chunk_bytes=in_network_chunk_bytes(schedule.comm_sms,
-                                                                     schedule.chunk_bytes),
-                                  pipeline_depth=IN_NETWORK_CHUNKS_IN_FLIGHT)
+    schedule = as_run(schedule)
     sequential = schedule.peer_order == "sequential"
     algorithm = schedule.algorithm
     if schedule.impl == "nccl":
@@ -163,6 +160,16 @@ def streamed_in_network(schedule: Schedule) -> bool:
     return (schedule.impl == "pk" and schedule.algorithm == "in-network"
             and schedule.mechanism == "multimem"
             and schedule.op in IN_NETWORK_STREAMED_OPS)
+
+
+def as_run(schedule: Schedule) -> Schedule:
+    """``schedule`` as its kernel runs it: a streamed in-network schedule names the kernel's
+    chunk and its chunks in flight (kernel_contract); any other schedule as it is."""
+    if not streamed_in_network(schedule):
+        return schedule
+    return schedule.with_(chunk_bytes=in_network_chunk_bytes(schedule.comm_sms,
+                                                             schedule.chunk_bytes),
+                          pipeline_depth=IN_NETWORK_CHUNKS_IN_FLIGHT)
 
 
 def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:

@@ -9,6 +9,7 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
+from pksim.collective import as_run
 from pksim.prediction import Prediction
 from pksim.inputs import check_bytes, check_comm_sms, check_positive, check_world
 from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
@@ -115,7 +116,9 @@ def _candidates(system, kw) -> list[Schedule]:
     cands = _space(system, kw)
     if kw.get("label") is None:
         return cands
-    chosen = list(dict.fromkeys(c for c in cands if c.label() == kw["label"]))
+    # a label names the schedule as it runs (a streamed in-network kernel's chunk included)
+    chosen = list(dict.fromkeys(c for c in cands
+                                if kw["label"] in (c.label(), as_run(c).label())))
     if not chosen:
         labels = sorted({c.label() for c in cands})
         raise ConfigError(f"--schedule {kw['label']!r} is not a candidate here "
