@@ -115,7 +115,7 @@ def dest_writes(gpu: GpuSpec, mechanism: str, dests: int, payload_B: float) -> f
     """Memory capacity one destination byte of a move uses (1 for a plain write): register
     moves that store every vector to several destinations meet the memory less well the
     larger the payload, by ``transfer.ldst_fanout_write`` x log2(dests) x payload /
-    (payload + ``transfer.ldst_fanout_reach_MiB``) (block_moves without stacks, 2026-12-03:
+    (payload + ``transfer.ldst_fanout_reach_MiB``) (block_moves without stacks, docs/decisions.md D20:
     a register copy 1 -> 8 on 132 blocks takes 1.55x per byte at 256 MiB, 1.69x at 1 GiB,
     its 64 MiB time; TMA moves and moves to one destination stay within 0.9-1.1x)."""
     if mechanism == "tma" or dests <= 1 or payload_B <= 0:

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-# a field in seconds -> its name in milliseconds in fused rows written before 2026-12-05
+# a field in seconds -> its name in milliseconds in fused rows of the older runners
 OLD_MS = {"median_s": "ms", "min_s": "ms_min", "max_s": "ms_max",
           "no_zeroing_s": "ms_no_zeroing", "gemm_s": "ms_gemm", "collective_s": "ms_collective",
           "torch_gemm_s": "ms_torch_gemm", "torch_none_s": "ms_torch_none"}

@@ -71,7 +71,7 @@ PK_HD span piece(size_t n, int parts, int k, size_t align) {
 // Pieces of whole 16-byte vectors start off the lines on 33, 66 or 132 blocks, and there a
 // register copy of 256 MiB ran 8-10 % slower, a register sum 5-7 %, a TMA copy 2x; at 4 KiB
 // a 33-block register copy ran 6 % faster than at 128 bytes (validation/experiments/
-// piece_align.cu at commit 7cc519e, H200, 2026-12-03). Below 64 KiB a piece stays small, so
+// piece_align.cu at commit 7cc519e, H200; docs/decisions.md D23). Below 64 KiB a piece stays small, so
 // that small ranges still spread over the blocks (4 KiB pieces put a 4 KiB TMA sum of 8
 // sources on one block: 0.4-0.8 us slower). pksim.moves.piece_blocks models the cut
 // (docs/decisions.md D23).
@@ -359,8 +359,8 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   // sets in registers (88 -> 16 B of stack; none since fill writes every slot) but waits two
   // memory latencies a vector; in bf16, its pointer sets filled at compile-time indices, it
   // loads all 8 with no stack. Loading 4 at a time everywhere made the 8-rank one-shot
-  // all-reduce and direct reduce-scatter by registers 1.5-1.8x slower at 16 MiB and up (H200,
-  // 2026-12-03), so they keep all 8 in flight (docs/decisions.md D24).
+  // all-reduce and direct reduce-scatter by registers 1.5-1.8x slower at 16 MiB and up (H200),
+  // so they keep all 8 in flight (docs/decisions.md D24).
   if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
   else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
   else reg_reduce_body<1, PKC_MAX_RANKS, QB>(dst, src, head, nv, g);

@@ -137,7 +137,7 @@ struct store_add_owners {
   // The first owner of the sub-tile's rows takes the whole box through its tensor map (rows past
   // its end are out of bounds there and skipped). A later owner's rows start inside the box,
   // and a tensor store cannot start there: issued at a negative row coordinate it ended the
-  // launch with an illegal instruction on the H200 (2026-12-02; the only failing cases were
+  // launch with an illegal instruction on the H200 (the only failing cases were
   // those crossing an owner boundary). Those rows go as 16-byte bulk reduce-adds, one per
   // 8-column chunk, read from the chunk's place in the 128-byte-swizzled buffer (chunk c of
   // buffer row r sits at 16 * (c ^ (r % 8)) in the row). Only boundary sub-tiles do this.

@@ -15,7 +15,7 @@
 // B multicast): 0 128x256x64s4 (the default), 1 128x256x64s3, 2 128x128x64s6,
 // 3 256x128x64s4, 4 128x256x64s4c2 (needs an even first_block; the grid is capped at the
 // number of co-resident clusters). Variant 4 is experimental: correct on the H200 but only
-// 55-68% of torch.matmul there (2026-12-02, docs/PERFORMANCE.md); the cause is not known.
+// 55-68% of torch.matmul there (docs/PERFORMANCE.md); the cause is not known.
 //
 // Return value: 0 on success; a negative pk::gemm::status for a bad argument (checked before
 // any CUDA call, so a bad call never touches the GPU); a positive cudaError_t otherwise. The

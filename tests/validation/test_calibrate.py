@@ -23,18 +23,18 @@ ROOT = Path(__file__).resolve().parents[2]
 CAL = ROOT / "validation" / "data" / "calibration"
 RESULTS = CAL / "h200-microbench-2026-12-02.json"
 RUN2 = ROOT / "validation" / "data" / "cited" / "h200-microbench-2026-12-02-run2.json"
-# the whole suite again on 2026-12-03, with block_moves' kernels keeping their pointers in
+# the whole suite again, with block_moves' kernels keeping their pointers in
 # registers (their stacks had slowed every launch; the small payloads are also timed alone
 # behind a write) and launch_latency's behind-write launches on 4-264 blocks
 SUITE3 = CAL / "h200-microbench-2026-12-03.json"
 # launch_latency again: ce_burst with 2 MiB copies and rounds chained across streams by
 # events, with and without a kernel after each copy
 LAUNCH3 = CAL / "h200-launch-2026-12-03-run2.json"
-# block_moves, launch_latency, hbm_copy and ce_burst again (2026-12-03 05:57 UTC):
+# block_moves, launch_latency, hbm_copy and ce_burst again:
 # the collectives' routines without stacks; they replace the same measurements of SUITE3 and
 # LAUNCH3 (validation.calibrate.fit.merge_results)
 RUN14 = CAL / "h200-microbench-2026-12-03-run14.json"
-# block_moves with 1 GiB payloads (2026-12-03 09:51 UTC): shared reads by TMA and
+# block_moves with 1 GiB payloads: shared reads by TMA and
 # register stores to several destinations at that size, the blocks' pieces of whole 4 KiB
 BIG = CAL / "h200-block-moves-1gib-2026-12-03-run17.json"
 # block_moves, launch_latency, hbm_copy and ce_burst again (10:41 UTC) with the
@@ -71,7 +71,7 @@ RUN29 = CAL / "h200-block-moves-2026-12-03-run29.json.gz"
 GEMM_SMS = CAL / "h200-gemm-sms-2026-12-02.json"
 GEMM_SWEEP = CAL / "h200-gemm-sms-sweep-2026-12-02.json"
 # our GEMM with the intra-SM fused kernels' epilogue, store-adding every tile into 1-8
-# outputs, beside plain stores (2026-12-03 20:09 UTC; docs/decisions.md D34)
+# outputs, beside plain stores (docs/decisions.md D34)
 STORE_ADD = CAL / "h200-gemm-store-add-2026-12-03-run32.json"
 # block_moves again with its shared reads also at 4 and 64 KiB alone behind a write (21:19
 # UTC): the one-shot's and the broadcast's small cold moves; its repeats replace the files'

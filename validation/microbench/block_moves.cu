@@ -66,11 +66,11 @@ PK_HD bool group_dest(int groups, int own) {
 
 // One kernel per (mechanism, copy or sum), as a generated collective compiles only the
 // routines it calls, declared one block an SM as the generated kernels are (without it ptxas
-// gave the TMA copy 32 B of stack and 100 B of spills, CUDA 13.0, until 2026-12-04). `one`:
+// gave the TMA copy 32 B of stack and 100 B of spills, CUDA 13.0, before docs/decisions.md D17). `one`:
 // the move has one destination and the compiler knows it, as in the generated phases that
 // pass pkc::one(...) (the one-shot, the reduce-scatter, the broadcast, the ring steps); the
 // destinations' count is a run-time value otherwise, as in those that fill a set per peer
-// (since 2026-12-04: before, every move had a run-time count).
+// (docs/decisions.md D13).
 template <class C, bool reduce, int QB = PKC_MAX_RANKS, bool one = false>
 __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,

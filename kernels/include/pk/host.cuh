@@ -253,7 +253,7 @@ inline void free_virtual_flags(flags<M>& f) {
 // writes global memory in whole 16-byte chunks: when cols * sizeof(T) is not a multiple of 16,
 // a store of a box that crosses the right edge also writes columns [cols, tma_store_cols(cols))
 // of every row it covers, with what the shared-memory tile holds there (zeros when the tile
-// came from a tensor load). Measured on an H200 (2026-12-02, test_tensor_map): 100 x 70 and
+// came from a tensor load). Measured on an H200 (test_tensor_map): 100 x 70 and
 // 1000 x 333 float matrices lost exactly rows x 2 and rows x 3 such elements to 0, nothing
 // beyond the 16-byte boundary. Triton documents the same limitation for its descriptor stores
 // (triton-lang/triton#11583, #11893). Reduce-adds of a zero-filled tile add 0 there, so the
