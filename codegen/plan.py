@@ -10,10 +10,10 @@ Mapping from the Schedule IR (the names the simulator uses) to the skeletons:
 ==============  ==================================  =====================================
 op              schedule algorithm -> kernel        mechanisms
 ==============  ==================================  =====================================
-all-gather      direct, ring, in-network            tma, register, copy-engine; multimem
-reduce-scatter  direct, ring, in-network            tma, register, copy-engine; multimem
+all-gather      direct, ring, in-network, rhd       tma, register, copy-engine; multimem
+reduce-scatter  direct, ring, in-network, rhd       tma, register, copy-engine; multimem
 all-reduce      direct (= one-shot), two-shot,      tma, register, copy-engine; multimem
-                ring, in-network
+                ring, in-network, rhd
 all-to-all      direct                              tma, register, copy-engine
 broadcast       direct, in-network                  tma, register, copy-engine; multimem
 ==============  ==================================  =====================================
@@ -39,13 +39,16 @@ KERNELS: dict[tuple[str, str], tuple[str, str]] = {
     ("all-gather", "direct"): ("all_gather.cuh", "direct"),
     ("all-gather", "ring"): ("all_gather.cuh", "ring"),
     ("all-gather", "in-network"): ("in_network.cuh", "in_network"),
+    ("all-gather", "rhd"): ("rhd.cuh", "rhd"),
     ("reduce-scatter", "direct"): ("reduce_scatter.cuh", "direct"),
     ("reduce-scatter", "ring"): ("reduce_scatter.cuh", "ring"),
     ("reduce-scatter", "in-network"): ("in_network.cuh", "in_network"),
+    ("reduce-scatter", "rhd"): ("rhd.cuh", "rhd"),
     ("all-reduce", "direct"): ("all_reduce.cuh", "one_shot"),
     ("all-reduce", "two-shot"): ("all_reduce.cuh", "two_shot"),
     ("all-reduce", "ring"): ("all_reduce.cuh", "ring"),
     ("all-reduce", "in-network"): ("in_network.cuh", "in_network"),
+    ("all-reduce", "rhd"): ("rhd.cuh", "rhd"),
     ("all-to-all", "direct"): ("all_to_all.cuh", "direct"),
     ("broadcast", "direct"): ("broadcast.cuh", "direct"),
     ("broadcast", "in-network"): ("in_network.cuh", "in_network"),
@@ -62,7 +65,11 @@ def algorithms(op: str) -> tuple[str, ...]:
 
 
 def mechanisms(algorithm: str) -> tuple[str, ...]:
-    return ("multimem",) if algorithm == "in-network" else RUNNABLE_MECHANISMS
+    if algorithm == "in-network":
+        return ("multimem",)
+    if algorithm == "rhd":       # no copy-engine form (kernels/collectives/rhd.cuh)
+        return ("tma", "register")
+    return RUNNABLE_MECHANISMS
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,28 @@ headers and checks them against these.
 from __future__ import annotations
 
 # ---- generated collectives (kernels/collectives) -------------------------------------------
-MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
+# World sizes are run-time arguments of every generated kernel, up to one NVLink domain: the
+# largest the catalogue models (gb200-nvl576). Ranks of further domains are reached over the
+# scale-out network, which the kernels leave to NCCL (codegen/manifest.py scale_out).
+MAX_RANKS = 576                    # PKC_MAX_RANKS in kernels/collectives/abi.h
+# Up to this world a kernel's per-rank pointers sit in its parameter; beyond, in the caller's
+# device peer table (abi.h): a uniform parameter load against a load from memory.
+INLINE_RANKS = 8                   # PKC_INLINE_RANKS
+# Buffers a move holds in registers at once (compile-time slots); a move over more of them
+# (a direct sum or fan-out past 8 ranks) takes them in batches of this many.
+SET_SLOTS = 8                      # PKC_SET_SLOTS
+# A TMA sum stages every source's chunk in one 32 KiB stage: at most this many sources; so do
+# the copy-engine schedules' reduction kernels (their pointer sets). More: registers only.
+TMA_MAX_SOURCES = 8                # PKC_TMA_MAX_SOURCES
+# Flags per rank: [0, BARRIER_FLAGS) the dissemination barrier (2 + ceil(log2 world) used),
+# then the point-to-point counters (ring: one per block; rhd: one per phase).
+BARRIER_FLAGS = 32                 # PKC_BARRIER_FLAGS
+TABLE_HEADER_BYTES = 16            # PKC_TABLE_HEADER_BYTES
+# (op, algorithm) whose one move sums every rank's buffer (sources = world): the direct
+# reduce-scatter, the one-shot and two-shot all-reduce; every other sum takes 2 (ring, rhd).
+WORLD_SUMS = (("reduce-scatter", "direct"), ("all-reduce", "direct"), ("all-reduce", "two-shot"))
+# Algorithms that need a power-of-two world (recursive halving / doubling).
+POWER_OF_TWO_ALGORITHMS = ("rhd",)
 # Threads per block of the generated collectives, by mechanism (codegen/plan.py emits them):
 # TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B = 32 KiB of
 # loads in flight per block.
