@@ -67,7 +67,7 @@ def in_network_chunk_bytes(comm_sms: int, chunk_bytes: int = 0) -> int:
     return chunk_bytes or max(1, comm_sms) * IN_NETWORK_BLOCK_CHUNK_BYTES
 
 # ---- generated fused kernels (kernels/fused) -----------------------------------------------
-FUSED_MAX_RANKS = 8                # PKF_MAX_RANKS in kernels/fused/abi.h
+FUSED_MAX_RANKS = 576              # PKF_MAX_RANKS in kernels/fused/abi.h (one NVLink domain)
 FUSED_THREADS = 384                # pk::gemm::config::THREADS: producer + two consumer warpgroups
 FUSED_COPY_STAGES = 4              # kernels/fused/comm.cuh copy_stages::kStages
 FUSED_COPY_STAGE_BYTES = 32 * 1024  # kernels/fused/comm.cuh copy_stages::kStageBytes
