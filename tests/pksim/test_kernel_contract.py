@@ -2,8 +2,10 @@
 the two cannot drift), and its derived tables."""
 from __future__ import annotations
 
+import math
 import re
 
+from codegen.plan import KERNELS as KERNELS_BY_ALG
 from hwmodels.resources import kernels_dir
 from pksim import kernel_contract as kc
 
@@ -26,6 +28,37 @@ def _constexpr(header: str, name: str) -> str:
 def test_max_ranks_match_the_abi_headers():
     assert kc.MAX_RANKS == _define("collectives/abi.h", "PKC_MAX_RANKS")
     assert kc.FUSED_MAX_RANKS == _define("fused/abi.h", "PKF_MAX_RANKS")
+    # one NVLink domain: the largest the catalogue models (gb200-nvl576)
+    assert kc.MAX_RANKS == kc.FUSED_MAX_RANKS == 576
+
+
+def test_run_time_sizing_constants_match_the_abi_header():
+    assert kc.INLINE_RANKS == _define("collectives/abi.h", "PKC_INLINE_RANKS")
+    assert kc.SET_SLOTS == _define("collectives/abi.h", "PKC_SET_SLOTS")
+    assert kc.TMA_MAX_SOURCES == _define("collectives/abi.h", "PKC_TMA_MAX_SOURCES")
+    assert kc.BARRIER_FLAGS == _define("collectives/abi.h", "PKC_BARRIER_FLAGS")
+    assert kc.TABLE_HEADER_BYTES == _define("collectives/abi.h", "PKC_TABLE_HEADER_BYTES")
+    # the dissemination barrier uses 2 + ceil(log2 world) counters: 12 at 576 ranks
+    assert 2 + math.ceil(math.log2(kc.MAX_RANKS)) <= kc.BARRIER_FLAGS
+
+
+def _struct(header: str, name: str) -> str:
+    text = (KERNELS / header).read_text()
+    m = re.search(rf"^struct {name}\b.*?^}};", text, re.M | re.S)
+    assert m, f"{header}: no struct {name}"
+    return m.group(0)
+
+
+def test_world_sums_and_power_of_two_algorithms_match_the_kernels():
+    # every (op, algorithm) whose kernel sums every rank's buffer says so (sources = world,
+    # which the host refuses for TMA past TMA_MAX_SOURCES), and no other does
+    for (op, alg), (header, kalg) in KERNELS_BY_ALG.items():
+        body = _struct(f"collectives/{header}", f"{op.replace('-', '_')}_{kalg}")
+        sums_world = re.search(r"sources\(int world\) \{ return world; \}", body) is not None
+        assert sums_world == ((op, alg) in kc.WORLD_SUMS), (op, alg)
+    # recursive halving / doubling: power-of-two worlds (rhd_base world_ok)
+    assert "power_of_two(world)" in _struct("collectives/rhd.cuh", "rhd_base")
+    assert kc.POWER_OF_TWO_ALGORITHMS == ("rhd",)
 
 
 def test_fused_threads_and_copy_stages_match_the_kernels():
