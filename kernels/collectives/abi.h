@@ -35,9 +35,12 @@
  * serving rank b / blocks_per_rank). rank >= 0: this process is that rank; the other ranks'
  * buffers are CUDA-IPC mappings, and the kernel adds an entry and an exit barrier.
  *
- * Phases. An algorithm is a sequence of phases (pkc_reqs.phases). With device_sync = 1 one call
- * runs them all and synchronises the ranks between phases on the device (barriers or flags). With
- * device_sync = 0 one call runs [phase_begin, phase_end) without any waiting, and the caller
+ * Phases. An algorithm is a sequence of phases (pkc_reqs.phases); a call runs [phase_begin,
+ * phase_end) (0, -1: all of them). With device_sync = 1 the ranks synchronise between phases on
+ * the device (barriers or flags); a call may also be split into consecutive ranges, each made
+ * with the same seq, and runs as one call would (the hierarchical schedules run an NVLink
+ * all-reduce ring as its reduce-scatter phases, NCCL across domains, then its all-gather
+ * phases: codegen/manifest.py). With device_sync = 0 a call waits on nothing, and the caller
  * synchronises the ranks between calls (used where spinning is not possible, e.g. two processes
  * time-slicing one GPU).
  *
@@ -111,7 +114,7 @@ typedef struct pkc_args {
                                 pkc_table(); NULL when table_bytes is 0 */
   unsigned long long table_bytes;      /* as allocated */
   unsigned int seq;          /* launches so far with these flags (monotonic counters) */
-  int phase_begin;           /* with device_sync = 0: the phases to run */
+  int phase_begin;           /* the phases to run: [phase_begin, phase_end) */
   int phase_end;             /* -1: through the last */
   int device_sync;           /* 1: synchronise ranks on the device between phases */
   int root;                  /* broadcast root */

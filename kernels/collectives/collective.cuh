@@ -947,17 +947,21 @@ PK_DEV void run(const G& g, unsigned char* smem_raw) {
   if constexpr (C::kWide) {
     if (!table_current(g, c)) return;
   }
+  // A call runs phases [phase_begin, phase_end) (all of them unless the caller splits it). A
+  // device-synchronised call split into consecutive ranges (made with the same seq: the
+  // hierarchical schedules' NVLink parts around NCCL's scale-out step) waits on the same
+  // counters as one call: barrier i of a whole call keeps its index, the entry barrier belongs
+  // to the range that starts at 0, the exit barrier to the one that ends at the last phase.
   const int phases = A::phases(c.world);
   const bool edges = g.device_sync && g.rank >= 0;
   const unsigned nb = barriers_per_launch<A>(c.world, edges);
-  const int begin = g.device_sync ? 0 : g.phase_begin;
-  const int end = g.device_sync ? phases : g.phase_end;
-  unsigned bi = 0;
-  if (edges && !grid_barrier<C>(g, c, bi++, nb)) return;
+  const int begin = g.phase_begin;
+  const int end = g.phase_end;
+  if (edges && begin == 0 && !grid_barrier<C>(g, c, 0, nb)) return;
   for (int p = begin; p < end; ++p) {
     if (g.device_sync && p > 0) {
       if constexpr (A::kSync == sync_kind::barrier) {
-        if (!grid_barrier<C>(g, c, bi++, nb)) return;
+        if (!grid_barrier<C>(g, c, (edges ? 1u : 0u) + static_cast<unsigned>(p - 1), nb)) return;
       } else if constexpr (A::kSync == sync_kind::ring) {
         if (!ring_wait<C>(g, c, A::signals_before(p, c.world), A::signals_per_launch(c.world))) return;
       } else if constexpr (A::kSync == sync_kind::pairs) {
@@ -971,7 +975,7 @@ PK_DEV void run(const G& g, unsigned char* smem_raw) {
       if (g.device_sync && p + 1 < phases) pair_signal(g, c, p + 1, A::partner(c.rank, p + 1, c.world));
     }
   }
-  if (edges) grid_barrier<C>(g, c, bi++, nb);
+  if (edges && end == phases) grid_barrier<C>(g, c, nb - 1, nb);
 }
 
 // ---- copy engines: the local reduction kernel and the cross-rank barrier -------------------------

@@ -159,20 +159,16 @@ bool check_args(const pkc_args* a, reporter& rep) {
   if (bpr < 1 || bpr > PKC_MAX_BLOCKS_PER_RANK)
     return rep.fail(PKC_BAD_ARGUMENT, "blocks_per_rank %d is outside 1..%d", bpr, PKC_MAX_BLOCKS_PER_RANK), false;
   const int phases = tr::phases(a->world);
-  if (a->device_sync) {
-    if (a->phase_begin != 0 || (a->phase_end != -1 && a->phase_end != phases))
-      return rep.fail(PKC_BAD_ARGUMENT, "device_sync runs every phase: phase range [%d, %d) must be [0, %d)",
-                      a->phase_begin, a->phase_end, phases), false;
-  } else {
+  {
+    // device_sync = 0: one call runs [phase_begin, phase_end) with no waiting (the caller meets
+    // the ranks between calls); = 1: the range with device waits between its phases (a whole
+    // call, or consecutive ranges made with the same seq, abi.h). An empty range [p, p)
+    // launches the kernel with no phase: its launch and start alone.
     const int end = a->phase_end < 0 ? phases : a->phase_end;
-    // An empty range [p, p) launches the kernel with no phase: its launch and start alone.
     if (a->phase_begin < 0 || a->phase_begin > end || end > phases)
       return rep.fail(PKC_BAD_ARGUMENT, "phase range [%d, %d) is not inside [0, %d)", a->phase_begin, end,
                       phases), false;
   }
-  if (a->in == nullptr || a->out == nullptr || a->flags == nullptr)
-    return rep.fail(PKC_BAD_ARGUMENT, "the %s array is NULL (host arrays of world pointers)",
-                    a->in == nullptr ? "in" : a->out == nullptr ? "out" : "flags"), false;
   for (int r = 0; r < a->world; ++r) {
     if (a->in[r] == nullptr || a->out[r] == nullptr)
       return rep.fail(PKC_BAD_ARGUMENT, "rank %d: %s buffer is NULL", r, a->in[r] ? "output" : "input"), false;
@@ -337,8 +333,8 @@ int run_copy_engine_one(const pkc_args* a, reporter& rep) {
     const Gl g = make_globals<Gl, C, A>(a);
     const int w = a->world;
     cudaStream_t main = static_cast<cudaStream_t>(a->stream);
-    const int begin = a->device_sync ? 0 : a->phase_begin;
-    const int end = a->device_sync ? A::ce_phases(w) : g.phase_end;
+    const int begin = a->phase_begin;
+    const int end = g.phase_end;
     if (a->rank < 0) {
       ev.ensure(w);
       std::vector<cudaStream_t> s(static_cast<size_t>(w), main);
@@ -368,18 +364,16 @@ int run_copy_engine_one(const pkc_args* a, reporter& rep) {
     const int r = a->rank;
     const ce_ctx x{main, g.blocks_per_rank};
     const unsigned nb = traits<C, A>::barriers(a);
-    unsigned bi = 0;
-    auto barrier = [&] {
-      ce_barrier_kernel<<<1, 32, 0, main>>>(g.flags, r, w, g.seq * nb + bi + 1);
+    // barrier i (before phase i, and phases: after the last) keeps its index in a split call
+    auto barrier = [&](unsigned i) {
+      ce_barrier_kernel<<<1, 32, 0, main>>>(g.flags, r, w, g.seq * nb + i + 1);
       PK_CUDA_CHECK(cudaGetLastError());
-      ++bi;
     };
-    if (a->device_sync) barrier();
     for (int p = begin; p < end; ++p) {
-      if (a->device_sync && p > begin) barrier();
+      if (a->device_sync) barrier(static_cast<unsigned>(p));
       A::template ce_phase<C>(g, r, p, x);
     }
-    if (a->device_sync) barrier();
+    if (a->device_sync && end == A::ce_phases(w)) barrier(static_cast<unsigned>(end));
   } catch (const std::exception& e) {
     return rep.fail(PKC_CUDA_ERROR, "%s", e.what());
   }
