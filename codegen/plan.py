@@ -16,7 +16,19 @@ all-reduce      direct (= one-shot), two-shot,      tma, register, copy-engine; 
                 ring, in-network, rhd
 all-to-all      direct                              tma, register, copy-engine
 broadcast       direct, in-network                  tma, register, copy-engine; multimem
+reduce          direct, two-shot                    tma, register
+gather          direct                              tma, register, copy-engine
+scatter         direct                              tma, register, copy-engine
 ==============  ==================================  =====================================
+
+and, with split sizes (run-time, pkc_args::splits): all-to-all-v, all-gather-v and send-recv
+direct on tma, register, copy-engine; reduce-scatter-v direct on tma, register.
+
+The rooted, -v and send/recv kernels (rooted.cuh, varsize.cuh, p2p.cuh) and the reducing
+kernels given a reduce op or an epilogue (Schedule.extra "reduce_op", "epilogue": the one-shot
+and two-shot all-reduce and the direct reduce-scatter then come from epilogue.cuh) are
+*extended*: their config names the reduce op and the epilogue, their globals add the split table
+and the epilogue's terms (pkc_args::splits, alpha, bias).
 
 ``in-network`` goes with ``multimem`` only (NVLink multicast): those kernels are compiled
 (``-DPK_ENABLE_MULTIMEM=1``) but never run here. Anything else raises InfeasibleError with
@@ -29,9 +41,10 @@ from dataclasses import asdict, dataclass
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
-from pksim.kernel_contract import (BLOCK_THREADS, IN_NETWORK_STREAMED_OPS as STREAMED_OPS,
-                                   MAX_RANKS, RUNNABLE_MECHANISMS, TMA_STAGE_BYTES, TMA_STAGES,
-                                   in_network_chunk_bytes)
+from pksim.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, EPILOGUES,
+                                   IN_NETWORK_STREAMED_OPS as STREAMED_OPS, MAX_RANKS, REDUCE_OPS,
+                                   RUNNABLE_MECHANISMS, TMA_STAGE_BYTES, TMA_STAGES, epilogue_of,
+                                   in_network_chunk_bytes, reduce_op_of)
 from pksim.schedule import Schedule
 
 # (op, schedule algorithm) -> (header, kernel algorithm name used in C++ identifiers)
@@ -52,7 +65,22 @@ KERNELS: dict[tuple[str, str], tuple[str, str]] = {
     ("all-to-all", "direct"): ("all_to_all.cuh", "direct"),
     ("broadcast", "direct"): ("broadcast.cuh", "direct"),
     ("broadcast", "in-network"): ("in_network.cuh", "in_network"),
+    ("reduce", "direct"): ("rooted.cuh", "direct"),
+    ("reduce", "two-shot"): ("rooted.cuh", "two_shot"),
+    ("gather", "direct"): ("rooted.cuh", "direct"),
+    ("scatter", "direct"): ("rooted.cuh", "direct"),
+    ("all-to-all-v", "direct"): ("varsize.cuh", "direct"),
+    ("all-gather-v", "direct"): ("varsize.cuh", "direct"),
+    ("reduce-scatter-v", "direct"): ("varsize.cuh", "direct"),
+    ("send-recv", "direct"): ("p2p.cuh", "direct"),
 }
+EXTENDED_HEADERS = ("rooted.cuh", "varsize.cuh", "p2p.cuh", "epilogue.cuh")
+# The reducing kernels of the extended headers: no copy-engine form (a copy engine cannot apply
+# the op); the copies of those headers run on every mechanism.
+SM_ONLY = (("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
+# An all-reduce or reduce-scatter with a reduce op or an epilogue: its kernel in epilogue.cuh.
+EPILOGUE_STRUCTS = {("all-reduce", "direct"): "one_shot_ep", ("all-reduce", "two-shot"): "two_shot_ep",
+                    ("reduce-scatter", "direct"): "direct_ep"}
 OPS = tuple(dict.fromkeys(op for op, _ in KERNELS))
 MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", "multimem": "multimem"}
 # nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem).
@@ -64,7 +92,11 @@ def algorithms(op: str) -> tuple[str, ...]:
     return tuple(alg for (o, alg) in KERNELS if o == op)
 
 
-def mechanisms(algorithm: str) -> tuple[str, ...]:
+def mechanisms(algorithm: str, op: str | None = None, extra=()) -> tuple[str, ...]:
+    """Mechanisms of ``algorithm`` (of ``op``, with a schedule's ``extra``: a reduce op or an
+    epilogue runs on SMs only)."""
+    if (op, algorithm) in SM_ONLY or (op and not _plain(extra)):
+        return ("tma", "register")
     if algorithm == "in-network":
         return ("multimem",)
     if algorithm == "rhd":       # no copy-engine form (kernels/collectives/rhd.cuh)
@@ -101,6 +133,10 @@ class Plan:
     # In-network kernels built with -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores in place of
     # multimem; runnable as virtual ranks): schedule.extra "multimem" = "emulated".
     emulated: bool = False
+    # The extended kernels (module text): the reduce op and the epilogue of their config.
+    extended: bool = False
+    reduce_op: str = "sum"
+    epilogue: str = "none"
 
     @property
     def smem_bytes(self) -> int:
@@ -121,6 +157,10 @@ class Plan:
         out["defines"] = {k: v for k, v in self.defines}
         out["smem_bytes"] = self.smem_bytes
         return out
+
+
+def _plain(extra) -> bool:
+    return reduce_op_of(extra) == "sum" and epilogue_of(extra) == "none"
 
 
 def _c_name(text: str) -> str:
@@ -153,9 +193,16 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
         have = ", ".join(algorithms(s.op)) or "none"
         raise InfeasibleError(f"codegen has no {s.algorithm} {s.op} kernel "
                               f"(implemented for {s.op}: {have})")
-    if s.mechanism not in mechanisms(s.algorithm):
-        raise InfeasibleError(f"{s.algorithm} {s.op} runs on {', '.join(mechanisms(s.algorithm))}, "
-                              f"not {s.mechanism}")
+    if s.mechanism not in mechanisms(s.algorithm, s.op, s.extra):
+        raise InfeasibleError(f"{s.algorithm} {s.op} runs on "
+                              f"{', '.join(mechanisms(s.algorithm, s.op, s.extra))}, not {s.mechanism}")
+    reduce_op, epilogue = reduce_op_of(s.extra), epilogue_of(s.extra)
+    if reduce_op not in REDUCE_OPS or epilogue not in EPILOGUES:
+        raise InfeasibleError(f"reduce op {reduce_op!r} / epilogue {epilogue!r}: the kernels take "
+                              f"{', '.join(REDUCE_OPS)} / {', '.join(EPILOGUES)}")
+    if not _plain(s.extra) and key not in EPILOGUE_KERNELS:
+        raise InfeasibleError(f"a reduce op or an epilogue needs a reducing kernel "
+                              f"({', '.join(f'{o} {a}' for o, a in EPILOGUE_KERNELS)}), not {s.algorithm} {s.op}")
     arch = check_target(system, s.mechanism)
     if s.world < 2 or s.world > MAX_RANKS:
         raise InfeasibleError(f"generated kernels address 2..{MAX_RANKS} ranks, not {s.world}")
@@ -175,6 +222,8 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     if s.dtype not in ("bf16", "fp32"):
         raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {s.dtype}")
     header, kalg = KERNELS[key]
+    if not _plain(s.extra) and key in EPILOGUE_STRUCTS:
+        header, kalg = "epilogue.cuh", EPILOGUE_STRUCTS[key]
     topo = Topology.build(system, s.world, 1)
     if s.mechanism == "copy-engine":
         # Copy engines take no SMs; the blocks are those of the local reduction kernels:
@@ -198,4 +247,5 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
                 blocks_per_rank=blocks, stage_bytes=stage,
                 stages=TMA_STAGES if stage else 1, staggered=s.peer_order != "sequential",
                 arch=arch, defines=defines, dtype=s.dtype, world=s.world, root=s.root,
-                schedule_key=s.key(), system=system.name, chunk_bytes=chunk, emulated=emulated)
+                schedule_key=s.key(), system=system.name, chunk_bytes=chunk, emulated=emulated,
+                extended=header in EXTENDED_HEADERS, reduce_op=reduce_op, epilogue=epilogue)

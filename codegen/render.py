@@ -264,6 +264,39 @@ RENDERERS = {"tma": SmRenderer, "register": SmRenderer, "copy-engine": CopyEngin
              "multimem": MultimemRenderer}
 
 
+class Extended:
+    """The extended kernels (codegen.plan: rooted, -v, send/recv, epilogue): the config names
+    the reduce op and the epilogue (collectives/epilogue.cuh), the globals add the split table
+    and the epilogue's run-time terms (entry.cuh make_globals fills them)."""
+    p: Plan
+
+    def config(self) -> str:
+        p = self.p
+        epilogue = p.epilogue.replace("-", "_")
+        extra = (f"  using reduce_op = pkc::op_{p.reduce_op};  // schedule.extra reduce_op "
+                 f"(sum, avg, min, max)\n"
+                 f"  using epilogue = pkc::ep_{epilogue};  // schedule.extra epilogue: x alpha, "
+                 f"+ bias[i % bias_count] (pkc_args)\n")
+        return super().config().replace("};\nusing algorithm", extra + "};\nusing algorithm")
+
+    def globals(self) -> str:
+        fields = """  int root;                         // root of reduce, gather, scatter
+  const unsigned long long* splits;      // -v forms, send/recv: split sizes and displacements
+                                         // in the peer table (device), else null
+  const unsigned long long* host_splits; // pkc_args::splits (host): the copy engines' copies
+  float alpha;                           // epilogue scale
+  const T* bias;                         // epilogue bias (device), bias_count elements
+  unsigned long long bias_count;
+};"""
+        return super().globals().replace("  int root;                         // broadcast root\n};",
+                                         fields)
+
+
+_EXTENDED = {mech: type(f"Extended{cls.__name__}", (Extended, cls), {})
+             for mech, cls in RENDERERS.items()}
+
+
 def render(plan: Plan, prediction: Any = None, command: str = "") -> str:
     """The CUDA translation unit for ``plan``."""
-    return RENDERERS[plan.mechanism](plan, prediction, command).render()
+    renderers = _EXTENDED if plan.extended else RENDERERS
+    return renderers[plan.mechanism](plan, prediction, command).render()

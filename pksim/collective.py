@@ -26,7 +26,7 @@ from hwmodels.topology import Topology
 from pksim import nccl
 from pksim.analytical import analyse
 from pksim.cache import BoundedCache
-from pksim.kernel_contract import (BLOCK_THREADS, IN_NETWORK_CHUNKS_IN_FLIGHT,
+from pksim.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, IN_NETWORK_CHUNKS_IN_FLIGHT,
                                    IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim.flows import (capacities, ce_setup_s, check_feasible, flow_spec, move_spec,
                          program_kinds, resident_in_l2)
@@ -35,6 +35,7 @@ from pksim.program import Program
 from pksim.schedule import Schedule
 from pksim.symmetry import FlowClass, identity_flows, reduce_flows
 from pksim.workloads.collectives import COLLECTIVES, build_program, busbw_factor
+from pksim.workloads.phases import plain
 
 MAX_LANES = 64
 LINK_CLASSES = ("nvl_out", "nvl_in", "up1", "down1", "up2", "down2", "nic_out", "nic_in")
@@ -110,8 +111,13 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     program = build_program(schedule.op, algorithm, topo.world, nbytes,
                             schedule.root, sequential, topo.domains,
                             schedule.mechanism if schedule.impl == "pk" else None,
-                            schedule.dtype)
+                            schedule.dtype, schedule.extra)
     kinds = program_kinds(program)
+    if schedule.impl == "pk" and not plain(schedule.extra) \
+            and (schedule.op, algorithm) not in EPILOGUE_KERNELS:
+        raise InfeasibleError(f"a reduce op or an epilogue is implemented by the kernels of "
+                              f"{', '.join(f'{o} {a}' for o, a in EPILOGUE_KERNELS)}; "
+                              f"not {algorithm} {schedule.op}")
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
     largest = max((t.nbytes for s in program.patterns().values() for t in s.transfers()),

@@ -332,8 +332,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     far_d = 0 if topo.virtual else sum(q != m.issuer for q in m.dests)
     if far_s or far_d:        # over NVLink: the study's per-SM rates, no knee with a memory
         rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, far_s, far_d, routine=m.routine)
-    else:                     # inside one GPU: every rank on it feeds the one memory
-        ranks = topo.world if topo.virtual else 1
+    else:                     # inside one GPU: every rank on it that moves feeds the one memory
+        ranks = (m.active or topo.world) if topo.virtual else 1
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
         cold = s - warm_sources(topo, m, resident)    # what queues at the memory
         traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, ceiling=False)

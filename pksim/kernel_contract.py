@@ -66,6 +66,30 @@ def in_network_chunk_bytes(comm_sms: int, chunk_bytes: int = 0) -> int:
     default chunk times its blocks (communication SMs)."""
     return chunk_bytes or max(1, comm_sms) * IN_NETWORK_BLOCK_CHUNK_BYTES
 
+# ---- rooted, -v, send/recv and epilogue kernels (kernels/collectives/rooted.cuh, varsize.cuh,
+# p2p.cuh, epilogue.cuh) -------------------------------------------------------------------------
+# Schedule.extra keys they read: "reduce_op" and "epilogue" (a reducing kernel's op and fused
+# element-wise epilogue: config::reduce_op = pkc::op_<op>, config::epilogue = pkc::ep_<epilogue>;
+# absent: sum, none), "splits" (the -v forms' split sizes, elements: pksim.workloads.varsize),
+# "peers" (send-recv's pairs).
+REDUCE_OPS = ("sum", "avg", "min", "max")
+EPILOGUES = ("none", "scale", "bias", "scale-bias")
+# (op, algorithm) of the kernels that reduce and so take a reduce op and an epilogue.
+EPILOGUE_KERNELS = (("all-reduce", "direct"), ("all-reduce", "two-shot"), ("reduce-scatter", "direct"),
+                    ("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
+# Ops whose sizes come from split sizes (pkc_args::splits) rather than one count.
+SPLIT_OPS = ("all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv")
+
+
+def reduce_op_of(extra) -> str:
+    """A schedule's reduce op (Schedule.extra "reduce_op"; sum when absent)."""
+    return dict(extra).get("reduce_op", "sum")
+
+
+def epilogue_of(extra) -> str:
+    """A schedule's fused epilogue (Schedule.extra "epilogue"; none when absent)."""
+    return dict(extra).get("epilogue", "none")
+
 # ---- generated fused kernels (kernels/fused) -----------------------------------------------
 FUSED_MAX_RANKS = 576              # PKF_MAX_RANKS in kernels/fused/abi.h (one NVLink domain)
 FUSED_THREADS = 384                # pk::gemm::config::THREADS: producer + two consumer warpgroups

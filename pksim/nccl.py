@@ -18,6 +18,7 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology, resource
 from pksim import nccl_graph
+from pksim.kernel_contract import SPLIT_OPS
 from pksim.nccl_constants import constants
 from pksim.schedule import Schedule
 
@@ -31,13 +32,16 @@ DEFAULT_LAUNCH = "eager"
 # "hierarchical" is NCCL's NVLSTree (NVLS inside each domain, a tree across): pksim's
 # hierarchical program runs it.
 NCCL_ALGORITHMS = ("ring", "tree", "nvls", "hierarchical", "collnet")
+# Ops NCCL (as torch.distributed calls it) runs as grouped point-to-point sends, outside its
+# tuner: the -v forms and send/recv among them (their direct program: every message at once).
+P2P_OPS = ("all-to-all", "gather", "scatter") + SPLIT_OPS
 
 
 def program_algorithm(schedule: Schedule) -> str:
     """The pksim program that executes NCCL's algorithm for this op."""
     if schedule.algorithm == "nvls":
         return "in-network"
-    if schedule.op in ("all-to-all", "gather", "scatter"):
+    if schedule.op in P2P_OPS:
         return "direct"
     if schedule.algorithm in ("tree", "hierarchical"):
         return schedule.algorithm
@@ -67,7 +71,7 @@ def check(system: System, topo: Topology, schedule: Schedule) -> None:
                                   f"{schedule.op})")
         if schedule.protocol != "Simple":
             raise InfeasibleError("NCCL NVLS runs the Simple protocol only")
-    if schedule.algorithm != "nvls" and schedule.op in ("all-to-all", "gather", "scatter") \
+    if schedule.algorithm != "nvls" and schedule.op in P2P_OPS \
             and schedule.algorithm != "ring":
         raise InfeasibleError(f"NCCL runs {schedule.op} as point-to-point sends (algorithm ring)")
 

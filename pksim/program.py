@@ -46,7 +46,10 @@ class Move:
     all-reduce in fp32 loads 4 of 8 at a time); TMA and copy-engine moves ignore it.
     ``routine``: "" for the collectives' routines (kernels/collectives/collective.cuh),
     "pull" for the inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh), which moves
-    at its own rate (pksim.moves.move_time_per_B)."""
+    at its own rate (pksim.moves.move_time_per_B). ``active``: how many ranks of the issuer's
+    GPU move in this phase (0: every rank on it); on one GPU their SMs share the memory's knee
+    (pksim.flows.move_issue_weight), so a phase only the root works in (the direct reduce)
+    gives its SMs the knee alone."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -59,6 +62,7 @@ class Move:
     warm: int = 0        # the last `warm` sources were written by the previous phase
     load_rounds: int = 1  # register sums: rounds in which the sources are loaded
     routine: str = ""    # "pull": the fused kernels' pull-reduce
+    active: int = 0      # ranks of the issuer's GPU moving in this phase (0: all of them)
 
 
 @dataclass

@@ -101,8 +101,10 @@ def fused_space(system: System, op: str, shape: dict[str, int], world: int | Non
 
 def space(system: System, op: str, nbytes: int, world: int | None = None,
           domains: int = 1, algorithms: tuple[str, ...] = (), mechanisms: tuple[str, ...] = (),
-          comm_sms: tuple[int, ...] = (), chunks: tuple[int, ...] = ()) -> list[Schedule]:
-    """Candidate pk schedules (feasibility is checked when they are simulated)."""
+          comm_sms: tuple[int, ...] = (), chunks: tuple[int, ...] = (),
+          extra: tuple = ()) -> list[Schedule]:
+    """Candidate pk schedules (feasibility is checked when they are simulated); ``extra``:
+    split sizes, send-recv's pairs, a reduce op or an epilogue (Schedule.extra)."""
     topo = Topology.build(system, world, domains)
     n = topo.world
     sms = topo.sms_per_rank()
@@ -128,7 +130,8 @@ def space(system: System, op: str, nbytes: int, world: int | None = None,
                         out.append(Schedule(op=op, shape=(("bytes", nbytes),), world=n,
                                             domains=domains, algorithm=alg, mechanism=mech,
                                             comm_sms=c, chunk_bytes=chunk,
-                                            pipeline_depth=2 if chunk else 1, peer_order=order))
+                                            pipeline_depth=2 if chunk else 1, peer_order=order,
+                                            extra=extra))
     return out
 
 

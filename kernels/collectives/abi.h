@@ -119,6 +119,21 @@ typedef struct pkc_args {
   int device_sync;           /* 1: synchronise ranks on the device between phases */
   int root;                  /* broadcast root */
   long long timeout_cycles;  /* deadline of every device wait (clock64 cycles); 0: default */
+  /* The -v forms and send/recv (collectives/varsize.cuh, p2p.cuh): the split sizes in elements,
+     a host array of num_splits entries: all-to-all-v and send/recv world x world (row r: what
+     rank r sends to each rank, in rank order), all-gather-v and reduce-scatter-v world (rank r's
+     share). count is then every rank's input and output buffer (elements, at least each rank's
+     total). The library writes the splits and their displacements into the peer table after
+     its pointers (pkc_table), so these collectives take a table at every world. NULL and 0 for
+     every other collective. */
+  const unsigned long long* splits;
+  unsigned long long num_splits;
+  /* Fused element-wise epilogue (collectives/epilogue.cuh; the reduce op and which terms apply
+     are compile-time, config::reduce_op / config::epilogue): out = reduce(in) [x alpha]
+     [+ bias[i % bias_count]], i the element's index in the reduced buffer. */
+  double alpha;              /* scale epilogues */
+  const void* bias;          /* bias epilogues: device, bias_count elements of the dtype */
+  unsigned long long bias_count;
 } pkc_args;
 
 typedef struct pkc_reqs {

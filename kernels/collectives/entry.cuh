@@ -55,6 +55,33 @@ inline size_t dtype_size(int dtype) {
   return dtype == PKC_BF16 ? 2 : dtype == PKC_FP32 ? 4 : 0;
 }
 
+// Optional members of the -v forms and send/recv (collectives/varsize.cuh): split_words(world)
+// (64-bit words of split sizes and displacements the peer table holds after its pointers),
+// num_splits(world) (entries of pkc_args::splits), fill_split_table, check_splits. Their
+// globals (codegen's extended globals: `splits`, `alpha`, `bias`) are filled by make_globals.
+template <class A, class = void>
+struct has_splits : std::false_type {};
+template <class A>
+struct has_splits<A, std::void_t<decltype(A::split_words(2))>> : std::true_type {};
+template <class Gl, class = void>
+struct extended_globals : std::false_type {};
+template <class Gl>
+struct extended_globals<Gl, std::void_t<decltype(&Gl::alpha)>> : std::true_type {};
+template <class C, class = void>
+struct has_epilogue : std::false_type {};
+template <class C>
+struct has_epilogue<C, std::void_t<typename C::epilogue>> : std::true_type {};
+
+// Where the split sizes start in the peer table (bytes), and how many bytes they take.
+inline size_t split_offset(int world) {
+  return PKC_TABLE_HEADER_BYTES + 4 * sizeof(void*) * static_cast<size_t>(world);
+}
+template <class A>
+size_t split_bytes(int world) {
+  if constexpr (has_splits<A>::value) return sizeof(unsigned long long) * A::split_words(world);
+  else return 0;
+}
+
 // What an algorithm needs under a config's mechanism.
 template <class C, class A>
 struct traits {
@@ -73,7 +100,8 @@ struct traits {
     return PKC_P2P_FLAG_BASE + bpr * p2p_flags<A>(world);
   }
   static size_t table_bytes(int world) {
-    return world <= PKC_INLINE_RANKS ? 0 : PKC_TABLE_HEADER_BYTES + 4 * sizeof(void*) * static_cast<size_t>(world);
+    if (world <= PKC_INLINE_RANKS && !has_splits<A>::value) return 0;
+    return split_offset(world) + split_bytes<A>(world);
   }
   // Whether a call spins on flags (needs flags, an error record and co-residency).
   static bool spins(const pkc_args* a) {
@@ -119,6 +147,8 @@ inline unsigned long long table_hash(const pkc_args* a) {
     mix(a->scratch ? a->scratch[r] : nullptr);
     mix(a->flags[r]);
   }
+  for (unsigned long long i = 0; a->splits != nullptr && i < a->num_splits; ++i)
+    mix(reinterpret_cast<const void*>(static_cast<uintptr_t>(a->splits[i])));
   return h;
 }
 
@@ -198,14 +228,30 @@ bool check_args(const pkc_args* a, reporter& rep) {
   const size_t tb = tr::table_bytes(a->world);
   if (tb != 0) {
     if (a->table == nullptr || a->table_bytes < tb || !aligned16(a->table))
-      return rep.fail(PKC_BAD_ARGUMENT, "world %d > %d needs a device peer table of %llu bytes (pkc_table; "
-                      "pkc_reqs.table_bytes), got %s of %llu bytes", a->world, PKC_INLINE_RANKS,
-                      static_cast<unsigned long long>(tb), a->table ? "one" : "none", a->table_bytes), false;
+      return has_splits<A>::value
+                 ? (rep.fail(PKC_BAD_ARGUMENT, "a collective with split sizes needs a device peer table of %llu "
+                             "bytes at every world (pkc_table; pkc_reqs.table_bytes), got %s of %llu bytes",
+                             static_cast<unsigned long long>(tb), a->table ? "one" : "none", a->table_bytes), false)
+                 : (rep.fail(PKC_BAD_ARGUMENT, "world %d > %d needs a device peer table of %llu bytes (pkc_table; "
+                             "pkc_reqs.table_bytes), got %s of %llu bytes", a->world, PKC_INLINE_RANKS,
+                             static_cast<unsigned long long>(tb), a->table ? "one" : "none", a->table_bytes), false);
   }
   if (a->err == nullptr && C::kMech != mech::copy_engine)
     return rep.fail(PKC_BAD_ARGUMENT, "err (the device error record) is NULL"), false;
   if (a->root < 0 || a->root >= a->world)
     return rep.fail(PKC_BAD_ARGUMENT, "root %d is not a rank of world %d", a->root, a->world), false;
+  if constexpr (has_splits<A>::value) {
+    if (a->splits == nullptr || a->num_splits != A::num_splits(a->world))
+      return rep.fail(PKC_BAD_ARGUMENT, "this collective takes %llu split sizes (splits, num_splits) at world %d, got %llu%s",
+                      static_cast<unsigned long long>(A::num_splits(a->world)), a->world, a->num_splits,
+                      a->splits ? "" : " (splits is NULL)"), false;
+    if (const int st = A::check_splits(a->splits, a->world, a->count, rep.msg, rep.len)) return rep.code = st, false;
+  }
+  if constexpr (has_epilogue<C>::value) {
+    if (C::epilogue::kBias && (a->bias == nullptr || a->bias_count == 0))
+      return rep.fail(PKC_BAD_ARGUMENT, "this epilogue adds a bias: bias must be a device array of bias_count >= 1 elements"),
+             false;
+  }
   if (C::kMech == mech::multimem && (a->count * elem) % 16 != 0)
     return rep.fail(PKC_BAD_ARGUMENT, "multimem kernels move 16-byte vectors: %llu bytes per rank is not a multiple of 16",
                     static_cast<unsigned long long>(a->count * elem)), false;
@@ -263,6 +309,19 @@ inline Gl make_globals(const pkc_args* a) {
   g.phase_end = a->phase_end < 0 ? tr::phases(w) : a->phase_end;
   g.device_sync = a->device_sync;
   g.root = a->root;
+  if constexpr (extended_globals<Gl>::value) {
+    // the -v forms and send/recv read their splits from the table at every world (varsize.cuh)
+    if constexpr (has_splits<A>::value) {
+      g.table = host ? nullptr : static_cast<const table_header*>(a->table);
+      g.table_hash = table_hash(a);
+      g.splits = host ? nullptr : reinterpret_cast<const unsigned long long*>(
+                                      static_cast<const unsigned char*>(a->table) + split_offset(w));
+    }
+    g.host_splits = a->splits;
+    g.alpha = static_cast<float>(a->alpha);
+    g.bias = static_cast<const T*>(a->bias);
+    g.bias_count = a->bias_count;
+  }
   return g;
 }
 
@@ -444,6 +503,13 @@ int table(const pkc_args* a, void* host, size_t bytes, reporter& rep) {
     return rep.fail(PKC_BAD_ARGUMENT, "%llu bytes for the table, world %d needs %llu",
                     static_cast<unsigned long long>(bytes), a->world, static_cast<unsigned long long>(need));
   if (need != 0) write_table(a, static_cast<unsigned char*>(host));
+  if constexpr (has_splits<A>::value) {
+    if (a->splits == nullptr || a->num_splits != A::num_splits(a->world))
+      return rep.fail(PKC_BAD_ARGUMENT, "the table holds %llu split sizes at world %d; splits / num_splits give %llu",
+                      static_cast<unsigned long long>(A::num_splits(a->world)), a->world, a->num_splits);
+    A::fill_split_table(a->splits, a->world, reinterpret_cast<unsigned long long*>(
+                                                  static_cast<unsigned char*>(host) + split_offset(a->world)));
+  }
   return PKC_OK;
 }
 

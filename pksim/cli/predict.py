@@ -8,6 +8,7 @@ import click
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes
+from pksim.cli.comm_options import comm_extra, comm_options
 from pksim.cli.output import emit_json, table
 from pksim.collective import as_run
 from pksim.prediction import Prediction
@@ -22,6 +23,7 @@ from pksim.workloads.collectives import COLLECTIVES
 
 def op_options(fn):
     """Options shared by predict and search."""
+    fn = comm_options(fn)
     options = [
         click.option("--system", "system_name", required=True,
                      help="Shipped system name or path to a system .toml."),
@@ -133,20 +135,22 @@ def _space(system, kw) -> list[Schedule]:
     check_positive(kw["root"], "--root", 0)
     if kw["op"] in FUSED_OPS:
         return _fused_candidates(system, kw)
-    if kw["size"] is None:
+    extra, implied = comm_extra(kw, kw["op"], world)
+    if kw["size"] is None and implied is None:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
-    nbytes = parse_bytes(kw["size"])
+    nbytes = implied if implied is not None else parse_bytes(kw["size"])
     check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
     if kw["impl"] == "nccl":
         sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"],
                               kw.get("nccl_version"), kw.get("launch", DEFAULT_LAUNCH))
-        return [sched.with_(root=kw["root"], dtype=kw["dtype"])]
+        return [sched.with_(root=kw["root"], dtype=kw["dtype"],
+                            extra=tuple(sorted(dict(sched.extra, **dict(extra)).items())))]
     chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
     cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
                   algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
                   mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
                   comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
-                  chunks=(chunk,) if chunk is not None else ())
+                  chunks=(chunk,) if chunk is not None else (), extra=extra)
     if kw["peer_order"]:
         cands = list({c.with_(peer_order=kw["peer_order"]) for c in cands})
     if kw["algorithm"] and kw["mechanism"] is None and kw["algorithm"] == "in-network":
@@ -239,7 +243,7 @@ def search(top: int, **kw) -> None:
                 f"{p.speedup:.2f}x", format_time(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
         return
-    table(f"{kw['op']} {kw['size']} on {kw['system_name']}: {counts}",
+    table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {kw['system_name']}: {counts}",
           ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
           [[p.schedule.label(), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
             format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]

@@ -3,19 +3,25 @@
 ``nbytes`` follows nccl-tests: the per-rank buffer for all-reduce, broadcast and
 reduce; the total received per rank for all-gather and gather; the total sent per
 rank for reduce-scatter, scatter and all-to-all. Blocks are the per-rank shards
-(``nbytes / world``) unless the op works on the whole buffer.
+(``nbytes / world``) unless the op works on the whole buffer. The ops with split sizes
+(all-to-all-v, all-gather-v, reduce-scatter-v, send-recv) take theirs from the schedule's
+extra (pksim.workloads.varsize); their ``nbytes`` is every rank's buffer (send-recv: one
+message).
 """
 from __future__ import annotations
 
 from typing import Callable, Hashable
 
 from hwmodels.errors import InfeasibleError
+from pksim.kernel_contract import SPLIT_OPS
 from pksim.program import Program, Step, Transfer
+from pksim.schedule import DTYPES
+from pksim.workloads import varsize
 from pksim.workloads.phases import kernel_phases
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-               "broadcast", "reduce", "gather", "scatter")
-REDUCING = ("all-reduce", "reduce-scatter", "reduce")
+               "broadcast", "reduce", "gather", "scatter") + SPLIT_OPS
+REDUCING = ("all-reduce", "reduce-scatter", "reduce", "reduce-scatter-v")
 
 
 def busbw_factor(op: str, world: int) -> float:
@@ -23,13 +29,24 @@ def busbw_factor(op: str, world: int) -> float:
     n = world
     if op == "all-reduce":
         return 2 * (n - 1) / n
-    if op in ("all-gather", "reduce-scatter", "all-to-all", "gather", "scatter"):
+    if op in ("all-gather", "reduce-scatter", "all-to-all", "gather", "scatter") \
+            or op in varsize.PLAIN:
         return (n - 1) / n
     return 1.0
 
 
 # ---- semantics: initial placement and the expected result ------------------------
-def initial_state(op: str, n: int, root: int = 0) -> dict[tuple[int, Hashable], frozenset]:
+# The reduce's buffer is cut into world chunks ("x", b): the two-shot reduces chunk b on rank b.
+def _chunks(n: int) -> tuple:
+    return tuple(("x", b) for b in range(n))
+
+
+def initial_state(op: str, n: int, root: int = 0, extra=(), elems: int | None = None
+                  ) -> dict[tuple[int, Hashable], frozenset]:
+    """``extra``, ``elems`` (the schedule's bytes in elements): the ops with split sizes
+    (default: even, non-empty)."""
+    if op in SPLIT_OPS:
+        return varsize.initial_state(op, extra, n, n * n if elems is None else elems)
     if op == "all-to-all":
         return {(q, (q, r)): frozenset({q}) for q in range(n) for r in range(n)}
     if op in ("all-gather", "gather"):
@@ -39,12 +56,15 @@ def initial_state(op: str, n: int, root: int = 0) -> dict[tuple[int, Hashable], 
     if op == "broadcast":
         return {(root, "x"): frozenset({root})}
     if op == "reduce":
-        return {(r, "x"): frozenset({r}) for r in range(n)}
+        return {(r, x): frozenset({r}) for r in range(n) for x in _chunks(n)}
     return {(r, b): frozenset({r}) for r in range(n) for b in range(n)}  # AR, RS
 
 
-def expected_state(op: str, n: int, root: int = 0) -> dict[tuple[int, Hashable], frozenset]:
+def expected_state(op: str, n: int, root: int = 0, extra=(), elems: int | None = None
+                   ) -> dict[tuple[int, Hashable], frozenset]:
     """The (rank, block) entries the op must produce; other entries are scratch."""
+    if op in SPLIT_OPS:
+        return varsize.expected_state(op, extra, n, n * n if elems is None else elems)
     everyone = frozenset(range(n))
     if op == "all-reduce":
         return {(r, b): everyone for r in range(n) for b in range(n)}
@@ -61,7 +81,7 @@ def expected_state(op: str, n: int, root: int = 0) -> dict[tuple[int, Hashable],
     if op == "broadcast":
         return {(r, "x"): frozenset({root}) for r in range(n)}
     if op == "reduce":
-        return {(root, "x"): everyone}
+        return {(root, x): everyone for x in _chunks(n)}
     raise KeyError(op)
 
 
@@ -146,23 +166,28 @@ def _switch(n: int, shard: float, kind: str, tag: str, ranks: list[int] | None =
 # ---- algorithms per op -------------------------------------------------------------
 def build_program(op: str, algorithm: str, n: int, nbytes: float, root: int = 0,
                   sequential: bool = False, domains: int = 1,
-                  mechanism: str | None = None, dtype: str = "bf16") -> Program:
+                  mechanism: str | None = None, dtype: str = "bf16", extra=()) -> Program:
     """The steps of ``algorithm`` for ``op`` on ``n`` ranks (``domains`` equal NVLink
     domains of consecutive ranks); with the ``mechanism`` of a generated kernel, also its
-    phases (pksim.workloads.phases). Raises InfeasibleError for combinations that do
-    not exist, with the reason."""
-    program = _semantic_program(op, algorithm, n, nbytes, root, sequential, domains)
+    phases (pksim.workloads.phases). ``extra``: the schedule's extra (split sizes, send-recv's
+    peers). Raises InfeasibleError for combinations that do not exist, with the reason."""
+    program = _semantic_program(op, algorithm, n, nbytes, root, sequential, domains, dtype, extra)
     if mechanism is not None and domains == 1:
-        program.phases = kernel_phases(op, algorithm, mechanism, n, nbytes, root, dtype)
+        program.phases = kernel_phases(op, algorithm, mechanism, n, nbytes, root, dtype, extra)
     return program
 
 
 def _semantic_program(op: str, algorithm: str, n: int, nbytes: float, root: int,
-                      sequential: bool, domains: int) -> Program:
+                      sequential: bool, domains: int, dtype: str = "bf16", extra=()) -> Program:
     if op not in COLLECTIVES:
         raise InfeasibleError(f"unknown collective {op!r} (known: {', '.join(COLLECTIVES)})")
     if n == 1:
         return Program([], 1)
+    if op in SPLIT_OPS:
+        if algorithm != "direct":
+            raise InfeasibleError(f"{op} has no {algorithm!r} algorithm (available: direct)")
+        elem = DTYPES[dtype]
+        return Program(varsize.semantic_steps(op, algorithm, n, extra, int(nbytes // elem), elem), n)
     shard = nbytes / n
     if algorithm == "hierarchical":
         if op not in _HIERARCHICAL:
@@ -272,16 +297,26 @@ def _bcast_in_network(n, nbytes, shard, root, seq):
 
 def _reduce_direct(n, nbytes, shard, root, seq):
     def build() -> list[Transfer]:
-        return [Transfer(q, root, nbytes, "reduce", ("x",)) for q in range(n) if q != root]
+        return [Transfer(q, root, nbytes, "reduce", _chunks(n)) for q in range(n) if q != root]
     return [Step(("reduce", "fan-in", n, nbytes), build)]
 
 
+def _reduce_two_shot(n, nbytes, shard, root, seq):
+    # rank b reduces chunk b of every rank's input (a reduce-scatter), then stores it into the
+    # root's output (a gather; the root's own chunk stays)
+    def gather() -> list[Transfer]:
+        return [Transfer(b, root, shard, "copy", (("x", b),)) for b in range(n) if b != root]
+    return (_direct(n, shard, "reduce", lambda r, q: ("x", q), "rs", seq)
+            + [Step(("reduce", "gather", n, shard), gather)])
+
+
 def _reduce_ring(n, nbytes, shard, root, seq):
-    return _chain(n, nbytes, root, "reduce", towards_root=True)
+    return _chain(n, nbytes, root, "reduce", True, _chunks(n))
 
 
 def _reduce_in_network(n, nbytes, shard, root, seq):
-    return _switch(n, nbytes, "switch-reduce", "reduce", [root], lambda r: "x")
+    return [Step(("reduce", "switch-reduce", 1, nbytes), lambda: [
+        Transfer(root, root, nbytes, "switch-reduce", _chunks(n))])]
 
 
 def _gather_direct(n, nbytes, shard, root, seq):
@@ -367,13 +402,16 @@ _ALGORITHMS: dict[str, dict[str, Callable]] = {
                        _switch(n, s, "switch-reduce", "rs")},
     "all-to-all": {"direct": _a2a_direct, "pairwise": _a2a_pairwise},
     "broadcast": {"direct": _bcast_direct, "ring": _bcast_ring, "in-network": _bcast_in_network},
-    "reduce": {"direct": _reduce_direct, "ring": _reduce_ring, "in-network": _reduce_in_network},
+    "reduce": {"direct": _reduce_direct, "two-shot": _reduce_two_shot, "ring": _reduce_ring,
+               "in-network": _reduce_in_network},
     "gather": {"direct": _gather_direct},
     "scatter": {"direct": _scatter_direct},
 }
 
 
 def algorithms_for(op: str) -> list[str]:
+    if op in SPLIT_OPS:
+        return ["direct"]
     extra = ["hierarchical"] if op in _HIERARCHICAL else []
     return sorted(list(_ALGORITHMS.get(op, {})) + extra)
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from pksim.kernel_contract import epilogue_of, reduce_op_of
 from pksim.program import Move, Step
+from pksim.schedule import DTYPES
+from pksim.workloads import varsize
 
 SM = "sm"   # engine of the copy-engine schedules' reduction kernels
 # The two-shot all-reduce by registers in fp32 loads more than 4 sources 4 at a time
@@ -163,6 +166,77 @@ def _bcast_direct(w, nbytes, root, ce, dtype):
         Move(q, nbytes, (root,), (q,), readers=1 if ce else w, dealt=not ce) for q in range(w)])]
 
 
+# ---- rooted collectives (rooted.cuh) ----------------------------------------------------------
+def _reduce_direct(w, nbytes, root, ce, dtype):
+    # phase: the root's blocks pull the whole buffer of every rank and write the result; the
+    # other ranks' blocks do nothing (on one GPU the root's SMs meet the memory alone)
+    return [_phase(("kred", "direct", w, nbytes, root), lambda: [
+        Move(root, nbytes, _all(w), (root,), True, active=1)])]
+
+
+def _reduce_two_shot(w, nbytes, root, ce, dtype):
+    # phase: rank r reduces chunk r of every input into chunk r of the root's output
+    chunk = nbytes / w
+    return [_phase(("kred", "two-shot", w, chunk, root), lambda: [
+        Move(r, chunk, _all(w), (root,), True) for r in range(w)])]
+
+
+def _gather_direct(w, nbytes, root, ce, dtype):
+    # phase / ce_phase: rank r stores its shard into slot r of the root's output
+    shard = nbytes / w
+    return [_phase(("kga", "direct", w, shard, root, ce), lambda: [
+        Move(r, shard, (r,), (root,), dealt=not ce) for r in range(w)])]
+
+
+def _scatter_direct(w, nbytes, root, ce, dtype):
+    # phase / ce_phase: rank r copies shard r of the root's input into its output
+    shard = nbytes / w
+    return [_phase(("ksc", "direct", w, shard, root, ce), lambda: [
+        Move(r, shard, (root,), (r,), dealt=not ce) for r in range(w)])]
+
+
+# ---- split sizes (varsize.cuh, p2p.cuh) -------------------------------------------------------------
+def _matrix_push(op, w, nbytes, ce, dtype, extra):
+    # push_matrix: rank r copies its block for every rank p with S[r][p] > 0, one after another
+    # (copy_range: all of its blocks on one block of data, then the next), itself included
+    e = DTYPES[dtype]
+    s = varsize.matrix(op, extra, w, int(nbytes // e))
+    sends = [[p for p in range(w) if s[r][p]] for r in range(w)]
+
+    def moves():
+        return [Move(r, s[r][p] * e, (r,), (p,), serial=1 if ce else len(sends[r]), dealt=not ce)
+                for r in range(w) for p in sends[r]]
+    return [_phase(("kv", op, w, tuple(map(tuple, s)), ce), moves)]
+
+
+def _a2av_direct(w, nbytes, root, ce, dtype, extra):
+    return _matrix_push("all-to-all-v", w, nbytes, ce, dtype, extra)
+
+
+def _send_recv_direct(w, nbytes, root, ce, dtype, extra):
+    return _matrix_push("send-recv", w, nbytes, ce, dtype, extra)
+
+
+def _agv_direct(w, nbytes, root, ce, dtype, extra):
+    # rank r stores its share into its slot of every rank's output: one read, world stores
+    # (copy engines: a copy per destination)
+    e = DTYPES[dtype]
+    c = varsize.shares(extra, w, int(nbytes // e))
+    if ce:
+        return [_phase(("kv", "agv-ce", w, tuple(c)), lambda: [
+            Move(r, c[r] * e, (r,), (q,)) for r in range(w) if c[r] for q in range(w)])]
+    return [_phase(("kv", "agv", w, tuple(c)), lambda: [
+        Move(r, c[r] * e, (r,), _all(w), dealt=True) for r in range(w) if c[r]])]
+
+
+def _rsv_direct(w, nbytes, root, ce, dtype, extra):
+    # rank r pulls share r of every rank's input, reduces, writes its output
+    e = DTYPES[dtype]
+    c = varsize.shares(extra, w, int(nbytes // e))
+    return [_phase(("kv", "rsv", w, tuple(c)), lambda: [
+        Move(r, c[r] * e, _all(w), (r,), True) for r in range(w) if c[r]])]
+
+
 # (op, algorithm) -> its phases from (world, bytes, root, copy engines?, dtype)
 KERNEL_PHASES: dict[tuple[str, str], Callable] = {
     ("all-gather", "direct"): _ag_direct,
@@ -174,16 +248,43 @@ KERNEL_PHASES: dict[tuple[str, str], Callable] = {
     ("all-reduce", "ring"): _ar_ring,
     ("all-to-all", "direct"): _a2a_direct,
     ("broadcast", "direct"): _bcast_direct,
+    ("reduce", "direct"): _reduce_direct,
+    ("reduce", "two-shot"): _reduce_two_shot,
+    ("gather", "direct"): _gather_direct,
+    ("scatter", "direct"): _scatter_direct,
+}
+# ... and from (world, bytes, root, copy engines?, dtype, the schedule's extra): split sizes
+SIZED_PHASES: dict[tuple[str, str], Callable] = {
+    ("all-to-all-v", "direct"): _a2av_direct,
+    ("all-gather-v", "direct"): _agv_direct,
+    ("reduce-scatter-v", "direct"): _rsv_direct,
+    ("send-recv", "direct"): _send_recv_direct,
 }
 KERNEL_MECHANISMS = ("tma", "register", "copy-engine")
+# Reducing kernels with no copy-engine form (rooted.cuh, varsize.cuh).
+SM_ONLY = (("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
+
+
+def plain(extra) -> bool:
+    """Whether a schedule's extra asks for the plain sum (no reduce op, no epilogue)."""
+    return reduce_op_of(extra) == "sum" and epilogue_of(extra) == "none"
 
 
 def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: float,
-                  root: int = 0, dtype: str = "bf16") -> list[Step] | None:
+                  root: int = 0, dtype: str = "bf16", extra=()) -> list[Step] | None:
     """The generated kernel's phases, or None where codegen has no such kernel (then the
-    algorithm's transfers are costed as they are)."""
+    algorithm's transfers are costed as they are). A reduce op or a fused epilogue
+    (``extra``) moves what the plain sum moves (collectives/epilogue.cuh; docs/decisions.md
+    D40)."""
+    if mechanism not in KERNEL_MECHANISMS or world < 2:
+        return None
+    if mechanism == "copy-engine" and ((op, algorithm) in SM_ONLY or not plain(extra)):
+        return None     # no such kernel: a copy engine cannot apply the op (epilogue.cuh)
+    sized = SIZED_PHASES.get((op, algorithm))
+    if sized is not None:
+        return sized(world, nbytes, root, mechanism == "copy-engine", dtype, extra)
     build = KERNEL_PHASES.get((op, algorithm))
-    if build is None or mechanism not in KERNEL_MECHANISMS or world < 2:
+    if build is None:
         return None
     return build(world, nbytes, root, mechanism == "copy-engine", dtype)
 

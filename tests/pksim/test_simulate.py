@@ -11,6 +11,7 @@ from pksim.collective import build, simulate
 from pksim.nccl import nccl_schedule
 from pksim.schedule import Schedule
 from pksim.simulate import predict
+from pksim.kernel_contract import SPLIT_OPS
 from pksim.workloads.collectives import COLLECTIVES, algorithms_for
 from tests.pksim.cases import GiB, H100, sched
 
@@ -311,8 +312,8 @@ BIG = 128
 def test_every_op_on_every_system_runs_or_says_why(name, op):
     system = load_system(name)
     n = system.domain.gpus_per_domain
-    if op == "all-to-all" and n > BIG:
-        n = 64         # every pair talks: n^2 flows; a 64-rank slice of the domain
+    if op in ("all-to-all",) + SPLIT_OPS and n > BIG:
+        n = 64         # every pair talks (or direct only): n^2 flows; a 64-rank slice
     algs = ["ring", "in-network", "direct"] if n > BIG else algorithms_for(op)
     ran = 0
     for alg in algs:
