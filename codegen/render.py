@@ -270,6 +270,14 @@ class Extended:
     and the epilogue's run-time terms (entry.cuh make_globals fills them)."""
     p: Plan
 
+    def header(self) -> str:
+        text = super().header()
+        p = self.p
+        if p.reduce_op == "sum" and p.epilogue == "none":
+            return text
+        ops = f"reduce op {p.reduce_op}" + (f", epilogue {p.epilogue}" if p.epilogue != "none" else "")
+        return text.replace(f"from schedule {p.schedule_key}.", f"from schedule {p.schedule_key} ({ops}).", 1)
+
     def config(self) -> str:
         p = self.p
         epilogue = p.epilogue.replace("-", "_")

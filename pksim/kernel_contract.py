@@ -28,7 +28,8 @@ BARRIER_FLAGS = 32                 # PKC_BARRIER_FLAGS
 TABLE_HEADER_BYTES = 16            # PKC_TABLE_HEADER_BYTES
 # (op, algorithm) whose one move sums every rank's buffer (sources = world): the direct
 # reduce-scatter, the one-shot and two-shot all-reduce; every other sum takes 2 (ring, rhd).
-WORLD_SUMS = (("reduce-scatter", "direct"), ("all-reduce", "direct"), ("all-reduce", "two-shot"))
+WORLD_SUMS = (("reduce-scatter", "direct"), ("all-reduce", "direct"), ("all-reduce", "two-shot"),
+              ("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
 # Algorithms that need a power-of-two world (recursive halving / doubling).
 POWER_OF_TWO_ALGORITHMS = ("rhd",)
 # Threads per block of the generated collectives, by mechanism (codegen/plan.py emits them):

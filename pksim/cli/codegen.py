@@ -19,10 +19,12 @@ import codegen as cg
 from codegen.fused import OPS as FUSED_CODEGEN_OPS
 from codegen.plan import OPS as CODEGEN_OPS
 from codegen.plan import algorithms as codegen_algorithms
+from codegen.plan import mechanisms as codegen_mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.system import System
 from hwmodels.units import format_bytes, format_time, parse_bytes
+from pksim.cli.comm_options import comm_extra, comm_options
 from pksim.cli.output import emit_json
 from pksim.inputs import check_bytes, check_comm_sms, check_world
 from pksim.plots import check_writable
@@ -36,8 +38,9 @@ from validation.environment import require
 def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
            algorithm: str | None = None, mechanism: str | None = None, comm_sms: int | None = None,
            peer_order: str | None = None, root: int = 0, runnable_only: bool = False,
-           label: str | None = None) -> tuple[Schedule, Prediction | None]:
-    """The fastest predicted schedule that codegen can emit (narrowed by the options)."""
+           label: str | None = None, extra: tuple = ()) -> tuple[Schedule, Prediction | None]:
+    """The fastest predicted schedule that codegen can emit (narrowed by the options);
+    ``extra``: split sizes, send-recv's pairs, a reduce op or an epilogue (Schedule.extra)."""
     algs = codegen_algorithms(op)
     if algorithm is not None:
         if algorithm not in algs:
@@ -45,12 +48,14 @@ def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
                                   f"(implemented: {', '.join(algs)})")
         algs = (algorithm,)
     mechs = (mechanism,) if mechanism else (RUNNABLE_MECHANISMS if runnable_only else MECHANISMS)
+    # the mechanisms codegen has for these kernels (a reduce op or an epilogue: SMs only)
+    mechs = tuple(m for m in mechs if any(m in codegen_mechanisms(a, op, extra) for a in algs)) or mechs
     if runnable_only and mechanism == "multimem":
         raise InfeasibleError("multimem kernels are compile-only here (NVLink multicast stays off)")
     if runnable_only:
         algs = tuple(a for a in algs if a != "in-network")
     cands = space(system, op, nbytes, world, 1, algorithms=algs, mechanisms=mechs,
-                  comm_sms=(comm_sms,) if comm_sms else (), chunks=(0,))
+                  comm_sms=(comm_sms,) if comm_sms else (), chunks=(0,), extra=extra)
     cands = [c.with_(dtype=dtype, root=root, **({"peer_order": peer_order} if peer_order else {}))
              for c in cands]
     cands = _labelled(list(dict.fromkeys(cands)), label)
@@ -138,7 +143,8 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
         click.option("--comm-sms", type=int, default=None, help="Fix the communication SMs."),
         click.option("--peer-order", type=click.Choice(PEER_ORDERS), default=None,
                      help="Order of peers for direct algorithms."),
-        click.option("--root", type=int, default=0, show_default=True, help="Broadcast root."),
+        click.option("--root", type=int, default=0, show_default=True,
+                     help="Root of broadcast, reduce, gather and scatter."),
         click.option("--schedule", "label", default=None, metavar="LABEL",
                      help="The schedule of that label (as pksim search prints it)."),
     ]
@@ -153,24 +159,27 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
             click.option("--overlap", type=click.Choice(("intra-sm", "inter-sm")), default=None,
                          help="Fused ops: fix the overlap strategy (default: search)."),
         ]
-    return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
+    return comm_options(functools.reduce(lambda f, opt: opt(f), reversed(options), fn))
 
 
 def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Prediction | None]:
     system = load_system(kw["system_name"], kw["overrides"])
     if kw["op"] in FUSED_CODEGEN_OPS:
         return (system, *_choose_fused(system, kw))
-    if kw["size"] is None:
-        raise ConfigError(f"--op {kw['op']} needs --bytes")
-    nbytes = parse_bytes(kw["size"])
     world = check_world(system, kw["world"])
+    extra, implied = comm_extra(kw, kw["op"], world)
+    if kw["size"] is None and implied is None:
+        raise ConfigError(f"--op {kw['op']} needs --bytes")
+    nbytes = implied if implied is not None else parse_bytes(kw["size"])
+    if not 0 <= kw["root"] < world:
+        raise ConfigError(f"--root {kw['root']} is not a rank of world {world}")
     check_comm_sms(system, kw["comm_sms"], world)
     check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
     if kw["dtype"] not in ("bf16", "fp32"):
         raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {kw['dtype']}")
     sched, pred = choose(system, kw["op"], nbytes, kw["world"], kw["dtype"], kw["algorithm"],
                          kw["mechanism"], kw["comm_sms"], kw["peer_order"], kw["root"],
-                         runnable_only=runnable_only, label=kw.get("label"))
+                         runnable_only=runnable_only, label=kw.get("label"), extra=extra)
     return system, sched, pred
 
 

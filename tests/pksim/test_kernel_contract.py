@@ -81,3 +81,30 @@ def test_fused_variants_and_virtual_baselines():
     assert all(kc.implemented(*v) for v in kc.FUSED_VARIANTS)
     assert kc.VIRTUAL_BASELINE["gemm-rs"] == ("reduce-scatter", "direct", "register")
     assert set(kc.VIRTUAL_BASELINE) == set(kc.FUSED_CODEGEN_OPS)
+
+
+def test_epilogue_kernels_and_split_ops_match_the_kernels():
+    # every reducing kernel that takes a reduce op and an epilogue sums every rank's buffer in
+    # one move (epilogue.cuh's reduce_ep), and its struct is in the header codegen names
+    from codegen.plan import EPILOGUE_STRUCTS
+    assert set(kc.EPILOGUE_KERNELS) <= set(kc.WORLD_SUMS)
+    for (op, alg), kalg in EPILOGUE_STRUCTS.items():
+        body = _struct("collectives/epilogue.cuh", f"{op.replace('-', '_')}_{kalg}")
+        assert "reduce_ep" in body and "sources(int world) { return world; }" in body
+    for op in ("reduce", "reduce-scatter-v"):
+        assert "reduce_ep" in _struct(f"collectives/{KERNELS_BY_ALG[(op, 'direct')][0]}",
+                                      f"{op.replace('-', '_')}_direct")
+    # the reduce ops and epilogues are the config's pkc::op_<name> / pkc::ep_<name>
+    text = (KERNELS / "collectives/epilogue.cuh").read_text()
+    for name in kc.REDUCE_OPS:
+        assert re.search(rf"^struct op_{name}\b", text, re.M), name
+    for name in kc.EPILOGUES:
+        assert re.search(rf"^struct ep_{name.replace('-', '_')}\b", text, re.M), name
+    # the split-size ops read their sizes from the table: split_words of each layout
+    varsize = (KERNELS / "collectives/varsize.cuh").read_text()
+    assert "return 3 * num_splits(world);" in _struct("collectives/varsize.cuh", "split_matrix")
+    assert "return 2 * num_splits(world);" in _struct("collectives/varsize.cuh", "split_vector")
+    assert set(kc.SPLIT_OPS) == {"all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv"}
+    assert "send_recv_direct : split_matrix" in (KERNELS / "collectives/p2p.cuh").read_text()
+    assert "all_to_all_v_direct : split_matrix" in varsize
+

@@ -35,8 +35,9 @@ def test_min_traffic_is_what_one_gpu_must_read_and_write():
 def test_ctypes_layout_matches_the_c_struct():
     # abi.h on x86-64: 4 ints, 1 u64, 4 host-array pointers, 2 pointers, u64, 2 ints, 2
     # pointers, the rank-streams array pointer, the table pointer and its u64 size, 5 ints
-    # (+4 padding), 1 i64: no per-rank array, so the size does not depend on the world
-    assert ctypes.sizeof(PkcArgs) == 16 + 8 + 4 * 8 + 16 + 8 + 8 + 16 + 8 + 16 + 24 + 8
+    # (+4 padding), 1 i64; then the splits pointer and their u64 count, the double alpha, the
+    # bias pointer and its u64 count: no per-rank array, so the size does not depend on the world
+    assert ctypes.sizeof(PkcArgs) == 16 + 8 + 4 * 8 + 16 + 8 + 8 + 16 + 8 + 16 + 24 + 8 + 5 * 8
     # 3 u64, 5 ints (+4 padding), u64, barriers and spins (2 ints), table_bytes u64
     assert ctypes.sizeof(PkcReqs) == 3 * 8 + 5 * 4 + 4 + 8 + 8 + 8
 
@@ -65,6 +66,43 @@ def test_reference_check_of_copies_is_bit_exact(torch):
     assert reference.check("all-to-all", "fp32", world, n, inputs, outputs).ok
     outputs[1][0] = -outputs[1][0] if outputs[1][0] != 0 else 1.0
     assert not reference.check("all-to-all", "fp32", world, n, inputs, outputs).ok
+
+
+def test_comm_references_catch_wrong_results(torch):
+    from validation.runtime import reference_comm as rc
+    w = 3
+    # all-to-all-v: rank r's blocks for ranks 0..2, packed; rank p receives from 0..2 in order
+    s = [2, 0, 3, 1, 1, 0, 0, 4, 2]
+    ins = {r: torch.randn(6) for r in range(w)}
+    outs = {p: torch.cat([ins[r][sum(s[r * w:r * w + p]):sum(s[r * w:r * w + p + 1])]
+                          for r in range(w)]) for p in range(w)}
+    assert rc.check("all-to-all-v", "fp32", w, 6, ins, outs, splits=s).ok
+    outs[2][3] += 1
+    res = rc.check("all-to-all-v", "fp32", w, 6, ins, outs, splits=s)
+    assert not res.ok and res.bad == 1 and "rank 2 from 1" in res.detail
+    # reduce-scatter-v with min and a bias (indexed from the share's place in the input)
+    c = [2, 3, 1]
+    ins = {r: torch.randn(6, dtype=torch.bfloat16) for r in range(w)}
+    bias = torch.randn(4, dtype=torch.bfloat16)
+    lo = torch.stack([ins[r].float() for r in range(w)]).min(0).values
+    full = lo + bias.float()[torch.arange(6) % 4]
+    outs = {0: full[0:2].bfloat16(), 1: full[2:5].bfloat16(), 2: full[5:6].bfloat16()}
+    assert rc.check("reduce-scatter-v", "bf16", w, 6, ins, outs, splits=c, reduce_op="min",
+                    bias=bias).ok
+    # without the bias the same outputs are wrong
+    assert not rc.check("reduce-scatter-v", "bf16", w, 6, ins, outs, splits=c, reduce_op="min").ok
+    # avg then x alpha: (sum / world) x 0.5
+    ins = {r: torch.randn(5) for r in range(w)}
+    avg = sum(ins[r] for r in range(w)) / w * 0.5
+    assert rc.check("all-reduce", "fp32", w, 5, ins, {r: avg for r in range(w)}, reduce_op="avg",
+                    alpha=0.5).ok
+    # gather and scatter: bit-exact at the root / from the root
+    ins = {r: torch.randn(4 * w) for r in range(w)}
+    assert rc.check("gather", "fp32", w, 4, ins, {1: torch.cat([ins[q][:4] for q in range(w)])},
+                    root=1).ok
+    assert not rc.check("scatter", "fp32", w, 4, ins, {r: ins[1][:4] for r in range(w)}, root=1).ok
+    # traffic: the all-gather-v's shares read once and written to every rank
+    assert rc.traffic_bytes("all-gather-v", w, 6, "bf16", c) == 2 * (6 + 3 * 6)
 
 
 @pytest.mark.gpu

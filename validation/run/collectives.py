@@ -12,7 +12,10 @@ CASES.json is a list of objects; paths are relative to the file. A collective ca
      "blocks_per_rank": 0, "device_sync": true, "root": 0, "predicted_s": 1.2e-3}
 
 optional: "expect_error" (a substring: the run must fail with it, e.g. a device timeout
-provoked with "seq": 1000 and a short "timeout_cycles"). A copy-bandwidth case:
+provoked with "seq": 1000 and a short "timeout_cycles"). The rooted, split-size and epilogue
+kernels (validation/runtime/reference_comm.py) also take "splits" (pkc_args::splits, elements),
+"reduce_op", "epilogue" (scale, bias, scale-bias), "alpha" and "bias_count" (a random bias of
+that many elements). A copy-bandwidth case:
 {"id": "copy-1GiB", "kind": "copy_bw", "bytes": 1073741824, "iters": 10}.
 
 Virtual ranks run in a worker process; this process restarts it after a crash or a hang
@@ -42,7 +45,7 @@ from typing import Any
 from hwmodels.errors import ValidationError
 from validation.measurement import Timing
 from validation.run.supervisor import append_row, context_healthy, device_info, supervise
-from validation.runtime import reference
+from validation.runtime import reference, reference_comm
 from validation.runtime.collectives import (Collective, IpcRanks, Library, VirtualRanks,
                                             time_settled)
 from validation.runtime.library import HangError, ensure_eager_loading, torch_module
@@ -88,7 +91,9 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
                       blocks_per_rank=int(case.get("blocks_per_rank", 0)),
                       device_sync=bool(case.get("device_sync", True)),
                       timeout_cycles=int(case.get("timeout_cycles", 1 << 32)),
-                      seq=int(case.get("seq", 0)))
+                      seq=int(case.get("seq", 0)), splits=case.get("splits"),
+                      alpha=float(case.get("alpha", 1.0)), bias_count=int(case.get("bias_count", 0)))
+    comm = case["op"] in reference_comm.OPS or "reduce_op" in case or "epilogue" in case
     out["blocks_per_rank"] = coll.reqs.blocks_per_rank
     if case.get("refused_unless_resident"):
         # Ring blocks wait on each other: the host must refuse a grid larger than what the
@@ -99,6 +104,8 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
             case = dict(case, expect_error="that can be resident at once")
     try:
         reference.fill_inputs(coll.inputs(), int(case.get("seed", 1)))
+        if coll.bias is not None:
+            reference.fill_inputs({-1: coll.bias}, int(case.get("seed", 1)) + 7)
         if case.get("expect_error"):
             try:
                 coll.run(float(case.get("deadline_s", 30)))
@@ -109,9 +116,17 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
                 out.update(ok=case["expect_error"] in str(exc), error=str(exc))
             return out
         coll.run(float(case.get("deadline_s", 30)))
-        if case.get("check", True):
+        if case.get("check", True) and comm:
+            ep = case.get("epilogue", "none")
+            res = reference_comm.check(case["op"], case["dtype"], world, coll.count, coll.inputs(),
+                                       coll.outputs(), coll.root, case.get("splits"),
+                                       case.get("reduce_op", "sum"),
+                                       coll.args.alpha if "scale" in ep else None,
+                                       coll.bias if "bias" in ep else None)
+        elif case.get("check", True):
             res = reference.check(case["op"], case["dtype"], world, coll.count, coll.inputs(),
                                   coll.outputs(), coll.root)
+        if case.get("check", True):
             guards = coll.guards_intact()
             out.update(ok=res.ok and guards, max_err=res.max_err, bad=res.bad, guards_ok=guards,
                        detail=res.detail + ("" if guards else "; output guard bytes overwritten"))
@@ -122,8 +137,13 @@ def run_case(case: dict, libs: dict[str, Library], ranks_cache: dict, copy_bw: d
             times, attempts, med = time_settled(coll, int(case.get("iters", 10)),
                                                 int(case.get("warmup", 2)), lead_cycles=lead)
             out["timed"] = attempts
-            traffic = reference.min_traffic_bytes(case["op"], world, coll.count, case["dtype"])
-            nccl = reference.nccl_bytes(case["op"], world, coll.count, case["dtype"])
+            if case["op"] in reference_comm.OPS:
+                traffic = reference_comm.traffic_bytes(case["op"], world, coll.count, case["dtype"],
+                                                       case.get("splits"))
+                nccl = reference_comm.nccl_bytes(case["op"], world, coll.count, case["dtype"])
+            else:
+                traffic = reference.min_traffic_bytes(case["op"], world, coll.count, case["dtype"])
+                nccl = reference.nccl_bytes(case["op"], world, coll.count, case["dtype"])
             out.update(Timing.of(times, keep=True, median_s=med).fields(),
                        algbw_GBps=nccl / med / 1e9,
                        busbw_GBps=nccl / med / 1e9 * reference.busbw_factor(case["op"], world),

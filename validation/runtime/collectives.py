@@ -55,7 +55,11 @@ class PkcArgs(ctypes.Structure):
                 ("table", ctypes.c_void_p), ("table_bytes", ctypes.c_ulonglong),
                 ("seq", ctypes.c_uint), ("phase_begin", ctypes.c_int), ("phase_end", ctypes.c_int),
                 ("device_sync", ctypes.c_int), ("root", ctypes.c_int),
-                ("timeout_cycles", ctypes.c_longlong)]
+                ("timeout_cycles", ctypes.c_longlong),
+                # the -v forms and send/recv (host array of num_splits), the epilogue's terms
+                ("splits", ctypes.c_void_p), ("num_splits", ctypes.c_ulonglong),
+                ("alpha", ctypes.c_double), ("bias", ctypes.c_void_p),
+                ("bias_count", ctypes.c_ulonglong)]
 
 
 class PkcReqs(ctypes.Structure):
@@ -219,7 +223,11 @@ class Collective:
 
     def __init__(self, lib: Library, ranks: Ranks, count: int, dtype: str = "bf16", root: int = 0,
                  blocks_per_rank: int = 0, device_sync: bool = True,
-                 timeout_cycles: int = 1 << 32, seq: int = 0):
+                 timeout_cycles: int = 1 << 32, seq: int = 0, splits: list[int] | None = None,
+                 alpha: float = 1.0, bias_count: int = 0):
+        """``splits``: the -v forms' and send/recv's split sizes (pkc_args::splits, elements);
+        ``alpha`` and ``bias_count``: an epilogue's scale and bias (a device vector of that many
+        elements of the dtype, ``self.bias``, filled by the caller before a run)."""
         torch = torch_module()
         if dtype not in DTYPE_CODE:
             raise ValidationError(f"dtype {dtype!r} is neither fp32 nor bf16")
@@ -233,6 +241,12 @@ class Collective:
         a.dtype, a.count, a.blocks_per_rank = DTYPE_CODE[dtype], self.count, blocks_per_rank
         a.device_sync, a.root, a.timeout_cycles = int(device_sync), root, timeout_cycles
         a.phase_begin, a.phase_end, a.seq = 0, -1, seq
+        a.alpha = alpha
+        self.splits = list(splits) if splits is not None else None
+        self.bias = None
+        if bias_count:
+            self.bias = torch.zeros(bias_count, dtype=self.torch_dtype, device=ranks.device)
+            a.bias, a.bias_count = int(self.bias.data_ptr()), bias_count
         self.reqs = lib.requirements(a)
         r = self.reqs  # (a launch that spins checks co-residency itself, with the limit)
         self.in_bytes = r.in_count * self.elem
@@ -251,6 +265,9 @@ class Collective:
                         "flags": host_array(self.flagb.ptrs)}
         if self.scratchb:
             self._arrays["scratch"] = host_array(self.scratchb.ptrs)
+        if self.splits is not None:
+            self._arrays["splits"] = (ctypes.c_ulonglong * len(self.splits))(*self.splits)
+            a.num_splits = len(self.splits)
         if lib.mechanism == "copy-engine" and ranks.rank < 0:
             self._arrays["rank_streams"] = host_array(ranks.rank_streams())
         for name, arr in self._arrays.items():
