@@ -230,15 +230,9 @@ def _collective_reason(system, s) -> str | None:
         return why
     if s.mechanism == "tma" and not system.gpu.transfer.tma:
         return f"{system.name}: {system.gpu.model} has no TMA"
-    if not 2 <= world <= MAX_RANKS:
-        return f"generated kernels address 2..{MAX_RANKS} ranks, not {world}"
-    if s.algorithm in POWER_OF_TWO_ALGORITHMS and world & (world - 1):
-        return f"recursive halving / doubling needs a power-of-two world, not {world}"
-    if ((s.op, s.algorithm) in WORLD_SUMS and s.mechanism in ("tma", "copy-engine")
-            and world > TMA_MAX_SOURCES):
-        what = "a TMA sum" if s.mechanism == "tma" else "a copy-engine reduction kernel"
-        return (f"{what} takes at most {TMA_MAX_SOURCES} sources; the {s.algorithm} {s.op} "
-                f"sums all {world} ranks' buffers (registers do)")
+    why = world_reason(s.op, s.algorithm, s.mechanism, world)
+    if why:
+        return why
     streamed = s.algorithm == "in-network" and s.op in IN_NETWORK_STREAMED_OPS
     if s.chunk_bytes and not streamed:
         return ("pipelined chunks (chunk_bytes > 0) are implemented by the streamed in-network "
@@ -248,6 +242,21 @@ def _collective_reason(system, s) -> str | None:
                 f"{', '.join(IN_NETWORK_STREAMED_OPS)} only")
     if s.mechanism == "tma" and TMA_STAGES * TMA_STAGE_BYTES + 128 > system.gpu.sm.shared_memory_B:
         return f"{system.name}: {TMA_STAGES} x {TMA_STAGE_BYTES} B TMA stages exceed the SM's shared memory"
+    return None
+
+
+def world_reason(op: str, algorithm: str, mechanism: str, world: int) -> str | None:
+    """Why a generated collective kernel cannot run at ``world`` ranks of one domain (None:
+    it can); the same checks as the kernels' hosts (collectives/entry.cuh check_world)."""
+    if not 2 <= world <= MAX_RANKS:
+        return f"generated kernels address 2..{MAX_RANKS} ranks, not {world}"
+    if algorithm in POWER_OF_TWO_ALGORITHMS and world & (world - 1):
+        return f"recursive halving / doubling needs a power-of-two world, not {world}"
+    if ((op, algorithm) in WORLD_SUMS and mechanism in ("tma", "copy-engine")
+            and world > TMA_MAX_SOURCES):
+        what = "a TMA sum" if mechanism == "tma" else "a copy-engine reduction kernel"
+        return (f"{what} takes at most {TMA_MAX_SOURCES} sources; the {algorithm} {op} "
+                f"sums all {world} ranks' buffers (registers do)")
     return None
 
 
