@@ -52,6 +52,12 @@ class Renderer:
             "// World size and element count are run-time arguments (pkc_args, collectives/abi.h); fp32 and",
             "// bf16 are both instantiated. The nvcc command is in the manifest next to this file.",
         ]
+        if p.domains > 1:
+            lines.append(f"// The NVLink part of a hierarchical schedule over {p.domains} domains of "
+                         f"{p.world} ranks: the scale-out")
+            lines.append("// part is NCCL's (not emitted); the manifest's `calls` give the order.")
+        if p.arch_note:
+            lines.append(f"// Target: {p.arch_note}.")
         if self.command:
             lines.append(f"// Regenerate: {self.command}")
         return "\n".join(lines) + "\n"

@@ -39,6 +39,10 @@ namespace pkf {
 struct reduce_params {
   const bf16* const* partial;          // device table: every rank's M x N partial buffer
   bf16* const* out;                    // device table: gemm-rs rows(o) x N; gemm-ar M x N
+  // the same up to 8 ranks, in the kernel parameter (the narrow instance's sums load their
+  // pointers from there, as they were tuned: from the table the gemm-ar sum spilled 16 B)
+  const bf16* partial_inl[8];
+  bf16* out_inl[8];
   bf16* partial_mc;                    // in-network only: multicast addresses
   bf16* out_mc;
   pkc::flag_set<true> flags;           // counter t of rank o: see store_signal
@@ -124,7 +128,7 @@ PK_DEV void reduce_rect_body(const reduce_params& p, int rank, int lo, int r0, i
 #pragma unroll
       for (int u = 0; u < U; ++u)
         if (s < p.world && live[u])
-          raw[u][s] = __ldcg(reinterpret_cast<const uint4*>(p.partial[s] + off[u]));
+          raw[u][s] = __ldcg(reinterpret_cast<const uint4*>(p.partial_inl[s] + off[u]));
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (!live[u]) continue;
@@ -137,10 +141,10 @@ PK_DEV void reduce_rect_body(const reduce_params& p, int rank, int lo, int r0, i
       const uint4 sum = pkc::pack_vec(acc, bf16{});
       if constexpr (kToAll) {
         for (int k = 1; k <= p.world; ++k)
-          *reinterpret_cast<uint4*>(p.out[(rank + k) % p.world] + off[u]) = sum;
+          *reinterpret_cast<uint4*>(p.out_inl[(rank + k) % p.world] + off[u]) = sum;
       } else {
         const size_t local = off[u] - static_cast<size_t>(lo) * p.N;
-        *reinterpret_cast<uint4*>(p.out[rank] + local) = sum;
+        *reinterpret_cast<uint4*>(p.out_inl[rank] + local) = sum;
       }
     }
   }

@@ -74,7 +74,7 @@ bool make_split(const pkf_args* a, split& s, reporter& rep) {
 // Its layout for a world (table_offsets, fused/ops.cuh): the header, the ranks' GEMM parameters
 // (64-byte aligned: they hold tensor maps), the partition, then what the op needs.
 template <class Op>
-table_offsets table_plan(int world) {
+table_offsets table_plan(int world, int M) {
   using P = typename Op::globals::gemm_params;
   table_offsets t;
   size_t at = PKC_TABLE_HEADER_BYTES;
@@ -88,7 +88,11 @@ table_offsets table_plan(int world) {
   t.seq = place(sizeof(unsigned int), 16);
   t.params = place(w * sizeof(P), 64);
   t.lo = place((w + 1) * sizeof(int), 16);
-  if (Op::kStart) t.start = place((w + 1) * sizeof(int), 16);
+  t.owner64 = place(static_cast<size_t>(partition::blocks(M)) * sizeof(int4), 16);
+  if (Op::kStart) {
+    t.start = place((w + 1) * sizeof(int), 16);
+    t.shard_of = place(static_cast<size_t>(shard_tiles::tile_rows(M, world, Op::cfg::BM)) * sizeof(int), 16);
+  }
   if (Op::kMaps) t.maps = place(w * sizeof(CUtensorMap), 64);
   if (Op::kPtr0) t.ptr0 = place(w * sizeof(void*), 16);
   if (Op::kPtr1) t.ptr1 = place(w * sizeof(void*), 16);
@@ -145,6 +149,7 @@ bool check_args(const pkf_args* a, reporter& rep) {
   if (a->M < a->world)
     return rep.fail(PKC_BAD_ARGUMENT, "M = %d is below the world (%d): some rank would own no rows",
                     a->M, a->world), false;
+
   if (a->K % 8 != 0)
     return rep.fail(PKC_BAD_ARGUMENT, "K = %d is not a multiple of 8 (TMA needs 16-byte row pitches)",
                     a->K), false;
@@ -181,7 +186,7 @@ bool check_args(const pkf_args* a, reporter& rep) {
   if (a->group_m < 0) return rep.fail(PKC_BAD_ARGUMENT, "group_m %d is negative", a->group_m), false;
   if (a->zero_output != 0 && a->zero_output != 1)
     return rep.fail(PKC_BAD_ARGUMENT, "zero_output must be 0 or 1"), false;
-  const size_t need_table = table_plan<Op>(a->world).bytes;
+  const size_t need_table = table_plan<Op>(a->world, a->M).bytes;
   if (a->table == nullptr || a->table_bytes < need_table || (reinterpret_cast<uintptr_t>(a->table) & 63u) != 0)
     return rep.fail(PKC_BAD_ARGUMENT, "the device table (pkf_table, pkf_reqs.table_bytes) must be %llu bytes, "
                     "64-byte aligned; got %s of %llu bytes", static_cast<unsigned long long>(need_table),
@@ -190,9 +195,7 @@ bool check_args(const pkf_args* a, reporter& rep) {
   return make_split<Op, Config>(a, s, rep);
 }
 
-// The kernel instance for a world: narrow up to 8 ranks, wide beyond (fused/comm.cuh reduce_rect).
-constexpr int kNarrowRanks = 8;
-
+// The kernel instance for a world: narrow up to kNarrowRanks (fused/ops.cuh), wide beyond.
 template <class Op, class Config>
 int launch(void (*narrow)(const typename Op::globals), void (*wide)(const typename Op::globals),
            const pkf_args* a, reporter& rep) {
@@ -205,7 +208,7 @@ int launch(void (*narrow)(const typename Op::globals), void (*wide)(const typena
   split s;
   if (!make_split<Op, Config>(a, s, rep)) return rep.code;
   const call_info ci = make_call(a, s);
-  const table_offsets t = table_plan<Op>(a->world);
+  const table_offsets t = table_plan<Op>(a->world, a->M);
   const unsigned char* dev = static_cast<const unsigned char*>(a->table);
   auto g = std::make_unique<typename Op::globals>();
   g->gemm = at<typename Op::globals::gemm_params>(dev, t.params);
@@ -214,6 +217,17 @@ int launch(void (*narrow)(const typename Op::globals), void (*wide)(const typena
   g->gemm_blocks = s.gemm;
   g->comm_blocks = s.comm;
   g->table = reinterpret_cast<const pkc::table_header*>(dev);
+  if (a->world <= kNarrowRanks) {
+    // the narrow instance: the ranks' GEMM parameters in the kernel parameter, written here
+    // as pkf_table writes them (their arrays stay in the device table)
+    unsigned char* tmp = static_cast<unsigned char*>(std::aligned_alloc(64, t.bytes));
+    if (tmp == nullptr) return rep.fail(PKC_CUDA_ERROR, "cannot allocate %llu bytes", static_cast<unsigned long long>(t.bytes));
+    const int rc = Op::fill(tmp, dev, t, a, ci);
+    if (rc == pk::gemm::OK)
+      std::memcpy(g->inl, tmp + t.params, static_cast<size_t>(a->world) * sizeof(g->inl[0]));
+    std::free(tmp);
+    if (rc != pk::gemm::OK) return rep.fail(PKC_BAD_ARGUMENT, "%s", pk::gemm::status_string(rc));
+  }
   g->table_hash = table_hash(a, s);
   g->err = static_cast<pk::error_record*>(a->err);
   g->seq_slot = reinterpret_cast<unsigned int*>(static_cast<unsigned char*>(a->table) + t.seq);
@@ -264,7 +278,7 @@ int requirements(void (*narrow)(const typename Op::globals), void (*wide)(const 
   out->threads = Cfg::THREADS;
   out->smem_bytes = Cfg::SMEM_BYTES;
   out->spins = Op::kSpins ? 1 : 0;
-  out->table_bytes = table_plan<Op>(a->world).bytes;
+  out->table_bytes = table_plan<Op>(a->world, a->M).bytes;
   try {
     PK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        Cfg::SMEM_BYTES));
@@ -284,7 +298,7 @@ int table(const pkf_args* a, void* host, size_t bytes, reporter& rep) {
   if (!check_args<Op, Config>(a, rep)) return rep.code;
   split s;
   if (!make_split<Op, Config>(a, s, rep)) return rep.code;
-  const table_offsets t = table_plan<Op>(a->world);
+  const table_offsets t = table_plan<Op>(a->world, a->M);
   if (bytes < t.bytes)
     return rep.fail(PKC_BAD_ARGUMENT, "%llu bytes for the table, this call needs %llu",
                     static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(t.bytes));

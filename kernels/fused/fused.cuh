@@ -69,29 +69,32 @@ PK_HD int row_lo(int r, int M, int world) {
   return static_cast<int>(static_cast<long long>(r) * M / world);
 }
 
-// The partition as the device uses it: lo[r] = row_lo(r, M, world) for r <= world, in the
-// device table, so that no kernel divides (64-bit division costs registers the GEMM's consumers
-// do not have).
+// The partition as the device uses it: two arrays of the device table, so that no kernel
+// divides or searches (the GEMM's consumers look owners up in the epilogue, with their
+// accumulators live: a bisection there spilled 12 B, 32-bit divisions 28 B; ptxas -v, sm_90a,
+// CUDA 13.0): lo[r] = row_lo(r, M, world) for r <= world, and the owner of every 64-row block
+// (the epilogue's sub-tiles and the tiles start on such a block).
 struct partition {
-  const int* lo;  // world + 1 entries
+  const int* lo;       // world + 1 entries
+  const int4* block;   // ceil(M / 64) entries: row 64 i's owner o, lo[o], lo[o + 1] (one load)
   int world;
 
   PK_HD int begin(int r) const { return lo[r]; }
   PK_HD int end(int r) const { return lo[r + 1]; }
-  // The rank owning `row` (0 <= row < M): the last r with lo[r] <= row.
-  PK_HD int owner(int row) const {
-    int a = 0, b = world - 1;
-    while (a < b) {
-      const int m = (a + b + 1) >> 1;
-      if (lo[m] <= row) a = m;
-      else b = m - 1;
+  // The rank owning `row`, a multiple of 64 (a tile's or a sub-tile's first row), with its
+  // rows: {owner, begin(owner), end(owner)}.
+  PK_HD int4 owner_rows(int row) const { return block[row >> 6]; }
+  PK_HD int owner(int row) const { return block[row >> 6].x; }
+  static int blocks(int M) { return (M + 63) / 64; }
+  // Host: the arrays into `lo_host` (world + 1) and `blk_host` (blocks(M)); the device view.
+  static partition make(int* lo_host, int4* blk_host, const int* lo_dev, const int4* blk_dev, int M,
+                        int world) {
+    for (int r = 0; r <= world; ++r) lo_host[r] = row_lo(r, M, world);
+    for (int b = 0, o = 0; b < blocks(M); ++b) {
+      while (o + 1 < world && lo_host[o + 1] <= 64 * b) ++o;
+      blk_host[b] = make_int4(o, lo_host[o], lo_host[o + 1], 0);
     }
-    return a;
-  }
-  // Host: the boundaries into `host` (world + 1 ints), the device view at `dev`.
-  static partition make(int* host, const int* dev, int M, int world) {
-    for (int r = 0; r <= world; ++r) host[r] = row_lo(r, M, world);
-    return partition{dev, world};
+    return partition{lo_dev, blk_dev, world};
   }
 };
 
@@ -100,29 +103,30 @@ struct partition {
 // GEMM runs on; virtual row v of shard s is row v - start[s] of the shard (row lo(s) + v -
 // start[s] of A and of the output). A tile never straddles two shards, so its A box comes from
 // one rank; the padding rows read as zeros (out of bounds of the shard's map) and are never
-// stored. Costs at most world - 1 extra tile rows over ceil(M / BM).
+// stored. Costs at most world - 1 extra tile rows over ceil(M / BM). Both arrays live in the
+// device table: the shard of every virtual tile row (one load finds a tile's shard) and where
+// each shard starts.
 struct shard_tiles {
   const int* start;  // world + 1 entries: virtual row where shard s starts (a multiple of BM)
-  int world;
+  const int* shard_of;  // start[world] / BM entries: the shard of each virtual tile row
+  int world, bm;
 
   // The shard holding virtual row v (0 <= v < start[world]).
-  PK_HD int shard(int v) const {
-    int a = 0, b = world - 1;
-    while (a < b) {
-      const int m = (a + b + 1) >> 1;
-      if (start[m] <= v) a = m;
-      else b = m - 1;
-    }
-    return a;
-  }
-  static shard_tiles make(int* host, const int* dev, int M, int world, int bm) {
-    host[0] = 0;
+  PK_HD int shard(int v) const { return shard_of[v / bm]; }
+  // Host: both arrays into `start_host` (world + 1) and `of_host` (virtual rows / BM; at most
+  // M / BM + world), the device view at `start_dev`, `of_dev`.
+  static shard_tiles make(int* start_host, int* of_host, const int* start_dev, const int* of_dev,
+                          int M, int world, int bm) {
+    start_host[0] = 0;
     for (int s = 0; s < world; ++s) {
       const int rows = row_lo(s + 1, M, world) - row_lo(s, M, world);
-      host[s + 1] = host[s] + (rows + bm - 1) / bm * bm;
+      start_host[s + 1] = start_host[s] + (rows + bm - 1) / bm * bm;
+      for (int t = start_host[s] / bm; t < start_host[s + 1] / bm; ++t) of_host[t] = s;
     }
-    return shard_tiles{dev, world};
+    return shard_tiles{start_dev, of_dev, world, bm};
   }
+  // Tile rows of the padded layout (the size of shard_of) for M rows over world shards.
+  static int tile_rows(int M, int world, int bm) { return (M + bm - 1) / bm + world; }
 };
 
 // A tensor map written into device memory by the host (the device table): acquired for the
@@ -165,9 +169,9 @@ struct store_add_owners {
   PK_DEV static void store_subtile(const params& p, const pk::gemm::tile_info&,
                                    const pk::gemm::subtile_info& s, const void* smem) {
     if (s.rows <= 0 || s.cols <= 0) return;
-    const int first = p.rows.owner(s.row0);
-    pk::tma::store_add_tile_async(&p.out[first], s.col0, s.row0 - p.rows.begin(first), smem);
-    if (p.rows.end(first) < s.row0 + s.rows) add_later_owners(p, s, first, smem);
+    const int4 first = p.rows.owner_rows(s.row0);  // owner, its first row, its end
+    pk::tma::store_add_tile_async(&p.out[first.x], s.col0, s.row0 - first.y, smem);
+    if (first.z < s.row0 + s.rows) add_later_owners(p, s, first.x, smem);
   }
   // Kept out of line and lean: the consumer's accumulators are live around it.
   __device__ __noinline__ static void add_later_owners(const params& p,
@@ -385,7 +389,7 @@ __device__ __forceinline__ void run(const typename Op::globals& g, unsigned char
   }
   if (!__syncthreads_and(ok)) return;
   if (local < g.gemm_blocks) {
-    const auto& p = g.gemm[rank];
+    const auto& p = kWide ? g.gemm[rank] : g.inl[rank];
     if (threadIdx.x == 0) {
       acquire_map(&p.a_map);
       acquire_map(&p.b_map);

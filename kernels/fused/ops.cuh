@@ -29,10 +29,17 @@ namespace pkf {
 
 enum class kind { gemm_rs, gemm_ar, ag_gemm };
 
+// Worlds up to this run the narrow instance, whose GEMM parameters ride in the kernel
+// parameter (`inl`) as the kernels were tuned: a parameter reference costs the GEMM's
+// consumers no register, a pointer into the table two, and with them the intra-SM epilogues
+// spilled 28 B (ptxas -v, sm_90a, CUDA 13.0). About 5 KiB at 8 ranks.
+constexpr int kNarrowRanks = 8;
+
 template <class Epi, class Pro, class Comm>
 struct globals_t {
   using gemm_params = pk::gemm::params<Epi, Pro, rotated_raster>;
-  const gemm_params* gemm;             // device table: world entries
+  const gemm_params* gemm;             // device table: world entries (the wide instance)
+  gemm_params inl[kNarrowRanks];       // the same, world <= kNarrowRanks (the narrow instance)
   Comm comm;
   int world, gemm_blocks, comm_blocks;
   const pkc::table_header* table;      // the device table's header
@@ -54,14 +61,16 @@ struct call_info {
 };
 
 // Where a call's arrays lie in the device table (offsets in bytes; 0: not used). Every op
-// has the header, one pk::gemm::params per rank and the partition; the others as it needs:
+// has the header, the seq slot and one pk::gemm::params per rank; the others as it needs:
 // maps    world tensor maps (every rank's output, or every rank's shard of A)
-// start   world + 1 ints (shard_tiles)
+// start   world + 1 ints and the padded tile rows' shards (shard_tiles)
 // ptr0/1  world pointers each (outputs; partials and outputs; shards and gathered copies)
 // flags   world flag-counter pointers
 struct table_offsets {
-  size_t seq = 0, params = 0, lo = 0, start = 0, maps = 0, ptr0 = 0, ptr1 = 0, flags = 0, bytes = 0;
+  size_t seq = 0, params = 0, lo = 0, owner64 = 0, start = 0, shard_of = 0, maps = 0, ptr0 = 0,
+         ptr1 = 0, flags = 0, bytes = 0;
 };
+
 
 // ---- the parts every op shares -------------------------------------------------------------------
 
@@ -111,6 +120,16 @@ inline const T* at(const unsigned char* base, size_t off) {
   return reinterpret_cast<const T*>(base + off);
 }
 
+// The call's row partition (fused.cuh): written into the host copy, pointing into the device one.
+inline partition table_partition(unsigned char* host, const unsigned char* dev, const table_offsets& t,
+                                 const pkf_args* a) {
+  return partition::make(at<int>(host, t.lo), at<int4>(host, t.owner64), at<int>(dev, t.lo),
+                         at<int4>(dev, t.owner64), a->M, a->world);
+}
+inline partition table_partition(const unsigned char* dev, const table_offsets& t, const pkf_args* a) {
+  return partition{at<int>(dev, t.lo), at<int4>(dev, t.owner64), a->world};
+}
+
 // Tile row where rank r's GEMM starts: the band of rank `first` (staggered) or 0.
 template <class Cfg>
 inline int start_row_tile(const pkf_args* a, int first, bool staggered) {
@@ -154,7 +173,7 @@ struct store_add_op {
     for (int o = 0; o < w; ++o)
       if (!swizzled_out_map(&maps[o], a->out[o], out_rows(K, o, a), a->N, cfg::WG_ROWS))
         return pk::gemm::ERR_TENSOR_MAP;
-    const partition rows = partition::make(at<int>(host, t.lo), at<int>(dev, t.lo), a->M, w);
+    const partition rows = table_partition(host, dev, t, a);
     if constexpr (K == kind::gemm_rs) {
       for (int o = 0; o < w; ++o) at<bf16*>(host, t.ptr0)[o] = static_cast<bf16*>(a->out[o]);
     }
@@ -213,10 +232,14 @@ struct pull_op {
     reduce_params c{};
     c.partial = at<const bf16*>(dev, t.ptr0);
     c.out = at<bf16*>(dev, t.ptr1);
+    for (int r = 0; r < a->world && r < kNarrowRanks; ++r) {
+      c.partial_inl[r] = static_cast<const bf16*>(a->partial[r]);
+      c.out_inl[r] = static_cast<bf16*>(a->out[r]);
+    }
     c.partial_mc = static_cast<bf16*>(a->partial_mc);
     c.out_mc = static_cast<bf16*>(a->out_mc);
     c.flags = table_flags(a, dev, t, ci);
-    c.rows = partition{at<int>(dev, t.lo), a->world};
+    c.rows = table_partition(dev, t, a);
     c.N = a->N;
     c.world = a->world;
     c.bm = cfg::BM;
@@ -229,7 +252,7 @@ struct pull_op {
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    const partition rows = partition::make(at<int>(host, t.lo), at<int>(dev, t.lo), a->M, w);
+    const partition rows = table_partition(host, dev, t, a);
     for (int r = 0; r < w; ++r) {
       at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(a->partial[r]);
       at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(a->out[r]);
@@ -284,7 +307,7 @@ struct ag_gemm_inter {
     c.shard = at<const bf16*>(dev, t.ptr0);
     c.gathered = at<bf16*>(dev, t.ptr1);
     c.flags = table_flags(a, dev, t, ci);
-    c.rows = partition{at<int>(dev, t.lo), a->world};
+    c.rows = table_partition(dev, t, a);
     c.K = a->K;
     c.world = a->world;
     c.bm = cfg::BM;
@@ -295,7 +318,7 @@ struct ag_gemm_inter {
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    const partition rows = partition::make(at<int>(host, t.lo), at<int>(dev, t.lo), a->M, w);
+    const partition rows = table_partition(host, dev, t, a);
     for (int r = 0; r < w; ++r) {
       at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(a->a[r]);
       at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(a->gathered[r]);
@@ -355,10 +378,12 @@ struct ag_gemm_intra {
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    const shard_tiles tiles = shard_tiles::make(at<int>(host, t.start), at<int>(dev, t.start), a->M, w, cfg::BM);
+    const shard_tiles tiles = shard_tiles::make(at<int>(host, t.start), at<int>(host, t.shard_of),
+                                                at<int>(dev, t.start), at<int>(dev, t.shard_of),
+                                                a->M, w, cfg::BM);
     const int* start = at<int>(host, t.start);
     const int virtual_m = start[w];
-    const partition rows = partition::make(at<int>(host, t.lo), at<int>(dev, t.lo), a->M, w);
+    const partition rows = table_partition(host, dev, t, a);
     auto* maps = at<CUtensorMap>(host, t.maps);
     for (int s = 0; s < w; ++s)
       if (!pk::gemm::make_swizzled_map(&maps[s], a->a[s], owned_rows(s, a), a->K, cfg::BM))

@@ -108,3 +108,64 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
     assert "send_recv_direct : split_matrix" in (KERNELS / "collectives/p2p.cuh").read_text()
     assert "all_to_all_v_direct : split_matrix" in varsize
 
+
+# ---- what codegen can emit: the one source the search and codegen share -------------------
+def _coll(op="all-reduce", alg="ring", mech="register", world=8, **kw):
+    from pksim.schedule import Schedule
+    return Schedule(op=op, shape=(("bytes", 1 << 26),), world=world, algorithm=alg,
+                    mechanism=mech, comm_sms=8, **kw)
+
+
+def test_emit_reason_at_scale_and_across_domains():
+    from hwmodels.catalog import load_system
+    nvl72, nvl576 = load_system("gb200-nvl72"), load_system("gb200-nvl576")
+    # any world of one domain, every algorithm that runs there
+    assert kc.emit_reason(nvl576, _coll(world=576)) is None
+    assert kc.emit_reason(nvl72, _coll("all-gather", "direct", "tma", world=72)) is None
+    # a TMA sum stages at most 8 sources: the two-shot at 16 ranks by TMA is refused, by
+    # registers not
+    assert "at most 8 sources" in kc.emit_reason(nvl72, _coll(alg="two-shot", mech="tma", world=16))
+    assert kc.emit_reason(nvl72, _coll(alg="two-shot", world=16)) is None
+    assert "power-of-two" in kc.emit_reason(nvl72, _coll(alg="rhd", world=72))
+    assert kc.emit_reason(nvl72, _coll(alg="rhd", world=64)) is None
+    # several domains: the hierarchical schedule's NVLink part (a ring over 72) is emitted
+    assert kc.emit_reason(nvl72, _coll(alg="hierarchical", world=144, domains=2)) is None
+    assert "hierarchical" in kc.emit_reason(nvl72, _coll(world=144, domains=2))
+    # NCCL's own schedules are not pk kernels
+    assert "NCCL" in kc.emit_reason(nvl72, _coll(impl="nccl"))
+
+
+def test_emit_reason_of_fused_schedules_by_target():
+    from hwmodels.catalog import load_system
+    from pksim.schedule import Schedule
+
+    def fused(world, overlap="intra-sm", alg="direct", mech="tma", comm=1):
+        return Schedule(op="gemm-rs", shape=(("k", 1024), ("m", 8192), ("n", 8192)),
+                        world=world, overlap=overlap, algorithm=alg, mechanism=mech,
+                        comm_sms=comm)
+    # the fused kernels' GEMM is Hopper's: sm_90a systems at any world of their domain
+    assert kc.emit_reason(load_system("h100-nvl256"), fused(256)) is None
+    assert "no sm_100a fused kernel" in kc.emit_reason(load_system("dgx-b200"), fused(8))
+    # inter-SM on virtual ranks at 128: 132 // 128 = 1 SM a rank, none left for the GEMM
+    assert "leave no GEMM SM" in kc.emit_reason(
+        load_system("h200-virtual", ("domain.gpus_per_domain=128",)),
+        fused(128, "inter-sm", "direct", "register", 2))
+    assert kc.emittable_fields(load_system("dgx-b200"), fused(8))["emittable"] is False
+
+
+def test_codegen_and_the_contract_list_the_same_kernels():
+    assert set(kc.COLLECTIVE_KERNELS) == set(KERNELS_BY_ALG)
+    assert kc.world_reason("all-reduce", "two-shot", "register", 576) is None
+    assert kc.world_reason("all-reduce", "direct", "copy-engine", 9) is not None
+
+
+def test_emit_reason_of_reduce_ops_and_epilogues():
+    from hwmodels.catalog import load_system
+    h200 = load_system("h200-virtual")
+    assert kc.emit_reason(h200, _coll(alg="two-shot", mech="tma", extra=(("reduce_op", "max"),))) is None
+    assert "reducing kernel" in kc.emit_reason(h200, _coll(extra=(("epilogue", "scale"),)))
+    assert "copy engine cannot" in kc.emit_reason(
+        h200, _coll(alg="two-shot", mech="copy-engine", extra=(("reduce_op", "avg"),)))
+    assert "runs on tma, register" in kc.emit_reason(h200, _coll("reduce", "direct", "copy-engine"))
+    assert kc.emit_reason(h200, _coll("send-recv", "direct", "copy-engine")) is None
+
