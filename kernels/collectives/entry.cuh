@@ -248,9 +248,9 @@ bool check_args(const pkc_args* a, reporter& rep) {
     if (const int st = A::check_splits(a->splits, a->world, a->count, rep.msg, rep.len)) return rep.code = st, false;
   }
   if constexpr (has_epilogue<C>::value) {
-    if (C::epilogue::kBias && (a->bias == nullptr || a->bias_count == 0))
-      return rep.fail(PKC_BAD_ARGUMENT, "this epilogue adds a bias: bias must be a device array of bias_count >= 1 elements"),
-             false;
+    if (C::epilogue::kBias && (a->bias == nullptr || a->bias_count == 0 || a->bias_count >= (1ull << 32)))
+      return rep.fail(PKC_BAD_ARGUMENT, "this epilogue adds a bias: bias must be a device array of 1 to 2^32 - 1 "
+                      "elements (bias_count %llu)", a->bias_count), false;
   }
   if (C::kMech == mech::multimem && (a->count * elem) % 16 != 0)
     return rep.fail(PKC_BAD_ARGUMENT, "multimem kernels move 16-byte vectors: %llu bytes per rank is not a multiple of 16",

@@ -16,7 +16,7 @@
 // (registers: the same 16-byte loads in flight per thread; TMA: the same stages, the op and
 // the epilogue applied in the stage before its bulk stores), so the moves the model costs are
 // the same (pksim.workloads.phases; the epilogue's arithmetic and its bias reads, a vector that
-// stays in L2, are not costed: docs/decisions.md D40).
+// stays in L2, are not costed: docs/decisions.md D49).
 //
 // one-shot / two-shot all-reduce and direct reduce-scatter with an epilogue: the kernels of
 // all_reduce.cuh / reduce_scatter.cuh with reduce_ep in place of reduce_to. No copy-engine form
@@ -121,22 +121,56 @@ PK_DEV void combine_vec(float* acc, const uint4& raw) {
   for (size_t k = 0; k < kVec<T>; ++k) acc[k] = Op::apply(acc[k], f[k]);
 }
 
-// The epilogue of `count` consecutive elements whose first has index i in the reduced buffer.
+// The epilogue of `count` consecutive elements whose first is bias entry j (< bias_count, which
+// the host keeps below 2^32: 32-bit positions).
 template <class Op, class Ep, typename T, int count>
-PK_DEV void finish(float* acc, size_t i, const ep_args& e) {
+PK_DEV void finish_at(float* acc, unsigned j, const ep_args& e) {
   if constexpr (Op::kAvg || Ep::kScale) {
 #pragma unroll
     for (int k = 0; k < count; ++k) acc[k] *= e.scale;
   }
   if constexpr (Ep::kBias) {
     const T* b = static_cast<const T*>(e.bias);
-    size_t j = i % e.bias_count;
+    const unsigned bc = static_cast<unsigned>(e.bias_count);
 #pragma unroll
     for (int k = 0; k < count; ++k) {
       acc[k] += to_f32(b[j]);
-      if (++j == e.bias_count) j = 0;
+      if (++j == bc) j = 0;
     }
   }
+}
+
+// ... whose first has index i in the reduced buffer (a modulo: for a few elements only).
+template <class Op, class Ep, typename T, int count>
+PK_DEV void finish(float* acc, size_t i, const ep_args& e) {
+  finish_at<Op, Ep, T, count>(acc, Ep::kBias ? static_cast<unsigned>(i % e.bias_count) : 0u, e);
+}
+
+// A bias position that walks a loop: the loops below step their element index by a fixed
+// stride, so the bias entry advances by stride % bias_count with one wrap, in 32 bits; a 64-bit
+// modulo per vector in the loop gave the register reduce-scatter with a bias 40-72 B of stack at
+// the 128-register cap and ran it 15-30 % slower than the sum (ptxas -v, sm_90a, CUDA 13.0; H200).
+struct bias_walk {
+  unsigned j = 0, bc = 1;
+  PK_DEV unsigned plus(unsigned d) const {   // d < bc < 2^32: j + d < 2^33 in 64 bits, once
+    const unsigned x = j + d;
+    return (x < j || x >= bc) ? x - bc : x;
+  }
+  PK_DEV void advance(unsigned d) { j = plus(d); }
+};
+template <class Ep>
+PK_DEV bias_walk walk_from(size_t i, const ep_args& e) {
+  bias_walk w;
+  if constexpr (Ep::kBias) {
+    w.bc = static_cast<unsigned>(e.bias_count);
+    w.j = static_cast<unsigned>(i % e.bias_count);
+  }
+  return w;
+}
+template <class Ep>
+PK_DEV unsigned stride_mod(size_t d, const ep_args& e) {
+  if constexpr (Ep::kBias) return static_cast<unsigned>(d % e.bias_count);
+  else return 0u;
 }
 
 // ---- register path ---------------------------------------------------------------------------
@@ -164,7 +198,10 @@ template <int U, int Q, class Op, class Ep, typename T>
 PK_DEV void reg_ep_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head, size_t nv, size_t base,
                         const ep_args& e, pk::ldst::group g) {
   constexpr size_t V = kVec<T>;
-  for (size_t i0 = g.tid; i0 < nv; i0 += U * g.size) {
+  bias_walk at = walk_from<Ep>(base + head + g.tid * V, e);   // the bias entry of vector i0
+  const unsigned du = stride_mod<Ep>(g.size * V, e);         // ... of vector i0 + g.size
+  const unsigned dround = stride_mod<Ep>(U * g.size * V, e); // ... of the next round
+  for (size_t i0 = g.tid; i0 < nv; i0 += U * g.size, at.advance(dround)) {
     float acc[U][V];
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -190,7 +227,7 @@ PK_DEV void reg_ep_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head, si
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (i0 + u * g.size < nv) finish<Op, Ep, T, static_cast<int>(V)>(acc[u], base + head + (i0 + u * g.size) * V, e);
+      if (i0 + u * g.size < nv) finish_at<Op, Ep, T, static_cast<int>(V)>(acc[u], u == 0 ? at.j : at.plus(du), e);
     PKC_EACH(d, dst.n) {
       uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
 #pragma unroll
@@ -219,8 +256,11 @@ PK_DEV void reg_reduce_ep(const ptrs<T>& dst, const cptrs<T>& src, size_t n, siz
     nv = (n - head) / V;
   }
   for (size_t i = g.tid; i < head; i += g.size) reg_ep_scalar<Op, Ep, T>(dst, src, i, base + i, e);
-  if (src.n <= 2) reg_ep_body<2, 2, Op, Ep>(dst, src, head, nv, base, e, g);
-  else if (src.n <= 4) reg_ep_body<2, 4, Op, Ep>(dst, src, head, nv, base, e, g);
+  // With a bias one vector of each source per thread and round (its per-element bias loads and
+  // wraps take the registers a second vector would; U = 2 spilled at the 128-register cap).
+  constexpr int U = Ep::kBias ? 1 : 2;
+  if (src.n <= 2) reg_ep_body<U, 2, Op, Ep>(dst, src, head, nv, base, e, g);
+  else if (src.n <= 4) reg_ep_body<U, 4, Op, Ep>(dst, src, head, nv, base, e, g);
   else reg_ep_body<1, PKC_SET_SLOTS, Op, Ep>(dst, src, head, nv, base, e, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) reg_ep_scalar<Op, Ep, T>(dst, src, i, base + i, e);
 }
@@ -265,10 +305,11 @@ PK_DEV void reg_reduce_many_ep(const D dst, const S src, size_t n, size_t base, 
 // ---- TMA path ----------------------------------------------------------------------------------
 
 // One stage's result: output vector i = finish(op over the NS sources' vector i), in source
-// order; `at` is the index of the stage's first element in the reduced buffer.
+// order; `at` walks the bias from this thread's first vector, dstep a thread's stride.
 template <int NS, class Op, class Ep, typename T>
-PK_DEV void stage_ep(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec, size_t at, const ep_args& e) {
-  for (unsigned i = threadIdx.x; i < nvec; i += blockDim.x) {
+PK_DEV void stage_ep(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec, bias_walk at, unsigned dstep,
+                     const ep_args& e) {
+  for (unsigned i = threadIdx.x; i < nvec; i += blockDim.x, at.advance(dstep)) {
     uint4 raw[NS];
 #pragma unroll
     for (int q = 0; q < NS; ++q) raw[q] = pk::tma::lds128(in + q * chunk + i * 16u);
@@ -277,7 +318,7 @@ PK_DEV void stage_ep(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec, s
     for (size_t k = 0; k < kVec<T>; ++k) acc[k] = Op::init();
 #pragma unroll
     for (int q = 0; q < NS; ++q) combine_vec<Op, T>(acc, raw[q]);
-    finish<Op, Ep, T, static_cast<int>(kVec<T>)>(acc, at + i * kVec<T>, e);
+    finish_at<Op, Ep, T, static_cast<int>(kVec<T>)>(acc, at.j, e);
     pk::tma::sts128(out + i * 16u, pack_vec(acc, T{}));
   }
 }
@@ -301,7 +342,11 @@ PK_DEV bool tma_reduce_ep_n(const ptr_table& tab, int ndst, size_t body, size_t 
   };
   if (threadIdx.x == 0)
     for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);
-  for (size_t c = 0; c < nchunks; ++c) {
+  // the bias entry of this thread's first vector in chunk c, and the steps between
+  bias_walk at = walk_from<Ep>(base + threadIdx.x * kVec<T>, e);
+  const unsigned dchunk = stride_mod<Ep>(chunk / sizeof(T), e);
+  const unsigned dstep = stride_mod<Ep>(static_cast<size_t>(blockDim.x) * kVec<T>, e);
+  for (size_t c = 0; c < nchunks; ++c, at.advance(dchunk)) {
     const int s = static_cast<int>(c % C::kStages);
     const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
     ok = pk::tma::mbar_wait(&sm.bar[s], (sm.parity >> s) & 1u, spin, rank) ? 1 : 0;
@@ -310,8 +355,7 @@ PK_DEV bool tma_reduce_ep_n(const ptr_table& tab, int ndst, size_t body, size_t 
     if (!__syncthreads_and(ok)) return false;
     unsigned char* in = stage_at<C>(sm, s);
     unsigned char* out = in + NS * chunk;
-    stage_ep<NS, Op, Ep, T>(pk::tma::smem_u32(in), pk::tma::smem_u32(out), chunk, len / 16,
-                            base + c * chunk / sizeof(T), e);
+    stage_ep<NS, Op, Ep, T>(pk::tma::smem_u32(in), pk::tma::smem_u32(out), chunk, len / 16, at, dstep, e);
     pk::tma::fence_shared_to_async();
     __syncthreads();
     if (threadIdx.x == 0) {

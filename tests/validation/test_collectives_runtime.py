@@ -79,7 +79,8 @@ def test_comm_references_catch_wrong_results(torch):
     assert rc.check("all-to-all-v", "fp32", w, 6, ins, outs, splits=s).ok
     outs[2][3] += 1
     res = rc.check("all-to-all-v", "fp32", w, 6, ins, outs, splits=s)
-    assert not res.ok and res.bad == 1 and "rank 2 from 1" in res.detail
+    # rank 2 receives 3 elements from rank 0, none from 1, then 2 from itself: element 3 is its own
+    assert not res.ok and res.bad == 1 and "rank 2 from 2" in res.detail
     # reduce-scatter-v with min and a bias (indexed from the share's place in the input)
     c = [2, 3, 1]
     ins = {r: torch.randn(6, dtype=torch.bfloat16) for r in range(w)}

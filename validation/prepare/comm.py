@@ -75,7 +75,7 @@ def case_rows(suite: CommSuite, libs: dict[Variant, str]) -> list[dict]:
     for seed, c in enumerate(cases(suite, system.gpu.sm.count), start=suite.seed * 1000):
         v: Variant = c.pop("variant")
         row = dict(c, op=v.op, algorithm=v.algorithm, mechanism=v.mechanism, family=v.family,
-                   lib=libs[v], seed=seed, **epilogue_fields(v))
+                   lib=libs[v], seed=seed, **epilogue_fields(v, bool(c.get("time"))))
         if v.peers:
             row["peers"] = v.peers
         if row.get("time"):

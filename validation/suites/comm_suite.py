@@ -36,10 +36,16 @@ _TOP = {"name", "description", "system", "worlds", "check_dtypes", "check_sizes"
         "divisors", "seed", "timing", "kernels"}
 _KERNEL = {"op", "algorithms", "mechanisms", "reduce_op", "epilogue", "peers"}
 _TIMING = {"iters", "warmup"}
-# Bias entries of the bias epilogues' cases: a row of a (rows, hidden) output, not a multiple of
-# the 16-byte vector (the kernels wrap it inside a vector).
-BIAS_COUNT = 1003
+# Bias entries of the bias epilogues' cases: a row of a (rows, hidden) output; the checked cases'
+# is not a multiple of the 16-byte vector (the kernels wrap it inside a vector).
+BIAS_COUNT = {"check": 1003, "timed": 1024}
 ALPHA = 0.37
+# Timed split sizes are whole rows of this many elements (a (tokens, hidden) tensor split by
+# rows, as MoE dispatch and torch's split sizes do: every block starts 16-byte aligned); the
+# checked cases' sizes are odd. Packed blocks at odd displacements run the register fallback
+# of the copy and sum routines (collective.cuh), which the model does not know
+# (docs/VALIDATION.md, the comm suite).
+ROW = 64
 
 
 @dataclass(frozen=True)
@@ -153,13 +159,15 @@ def parse_comm_suite(data: dict, where: str = "comm suite") -> CommSuite:
 # ---- sizes --------------------------------------------------------------------------------------
 
 def _uneven(total: int, parts: int, rng: random.Random, odd: bool, empty: bool) -> list[int]:
-    """``parts`` sizes summing to about ``total``, each 0.3-1.7 of the mean (odd when asked),
-    one of them 0 when ``empty``."""
+    """``parts`` sizes summing to about ``total``, each 0.3-1.7 of the mean (odd when asked,
+    else whole rows of ROW elements), one of them 0 when ``empty``."""
     weights = [rng.uniform(0.3, 1.7) for _ in range(parts)]
     scale = total / sum(weights)
     sizes = [max(1, int(w * scale)) for w in weights]
     if odd:
         sizes = [s | 1 for s in sizes]
+    else:
+        sizes = [max(ROW, s // ROW * ROW) for s in sizes]
     if empty and parts > 2:
         sizes[rng.randrange(parts)] = 0
     return sizes
@@ -211,7 +219,7 @@ def schedule_extra(v: Variant, world: int, splits: list[int] | None) -> tuple:
     return tuple(sorted(out.items()))
 
 
-def epilogue_fields(v: Variant) -> dict:
+def epilogue_fields(v: Variant, timed: bool = False) -> dict:
     out = {}
     if v.reduce_op != "sum":
         out["reduce_op"] = v.reduce_op
@@ -220,7 +228,7 @@ def epilogue_fields(v: Variant) -> dict:
     if "scale" in v.epilogue:
         out["alpha"] = ALPHA
     if "bias" in v.epilogue:
-        out["bias_count"] = BIAS_COUNT
+        out["bias_count"] = BIAS_COUNT["timed" if timed else "check"]
     return out
 
 
