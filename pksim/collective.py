@@ -111,6 +111,18 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
                             schedule.root, sequential, topo.domains,
                             schedule.mechanism if schedule.impl == "pk" else None,
                             schedule.dtype)
+    return assemble(system, schedule, topo, program, reduced, host_lead_s, cold, streamed)
+
+
+def assemble(system: System, schedule: Schedule, topo: Topology, program: Program,
+             reduced: bool = True, host_lead_s: float = 0.0, cold: bool = False,
+             streamed: bool = False) -> Model:
+    """The Model of ``program`` (steps of transfers, or a generated kernel's phases) run by
+    ``schedule`` on ``topo``: what ``build`` does once it has the collective's program. A
+    caller with its own traffic (pksim.programs' point-to-point batches) gives its program
+    here; ``schedule``'s key (its ``extra`` included) must then name that traffic, since the
+    prepared flows are cached by it."""
+    nbytes = _nbytes(schedule)
     kinds = program_kinds(program)
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
