@@ -51,7 +51,9 @@ def _derive(program: Program, op: Op, where: str) -> Op:
     if op.kind == "attention":
         return _attention(op, where, t)
     if op.kind in MEMORY_KINDS:
-        nbytes = sum(t[n].nbytes for n in op.reads + op.writes) + op.param("bytes", 0)
+        read = op.param("bytes_read", sum(t[n].nbytes for n in op.reads))
+        written = op.param("bytes_written", sum(t[n].nbytes for n in op.writes))
+        nbytes = read + written + op.param("bytes", 0)
         if op.param("kernels", 1) < 1:
             raise ConfigError(f"{where}: kernels must be at least 1")
         dtype = t[op.writes[0]].dtype if op.writes else t[op.reads[0]].dtype if op.reads \

@@ -24,8 +24,8 @@ _TOP_KEYS = {"name": "str", "description": "str", "covers": "ints", "world": "in
 _COMMON = {"name": "str", "kind": "str", "after": "strs", "note": "str"}
 _GEMM = {"a": "tensor", "b": "tensor", "out": "tensor", "bias": "tensor", "transpose_a": "bool",
          "transpose_b": "bool"}
-_MEMORY = {"reads": "tensors", "writes": "tensors", "bytes": "int", "flops": "num",
-           "kernels": "int"}
+_MEMORY = {"reads": "tensors", "writes": "tensors", "bytes_read": "int", "bytes_written": "int",
+           "bytes": "int", "flops": "num", "kernels": "int"}
 _COLL = {"input": "tensor", "output": "tensor", "group": "str"}
 # Per kind: its keys and their types ("tensor": a tensor's name); required ones follow.
 _KEYS: dict[str, dict[str, str]] = {
