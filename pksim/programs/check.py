@@ -265,16 +265,18 @@ def _dependencies(program: Program, ops: list[Op]) -> list[Op]:
             if name == op.name:
                 raise ConfigError(f"{program.path}: op {op.name!r}: after names the op itself")
             mine.add(names[name])
-        for name in op.reads:
+        reads = [program.base(t) for t in op.reads]
+        writes = [program.base(t) for t in op.writes]
+        for name in reads:
             if name in last_writer:
                 mine.add(last_writer[name])
-        for name in op.writes:
+        for name in writes:
             if name in last_writer:
                 mine.add(last_writer[name])
             mine.update(readers.get(name, []))
-        for name in op.reads:
+        for name in reads:
             readers.setdefault(name, []).append(i)
-        for name in op.writes:
+        for name in writes:
             last_writer[name] = i
             readers[name] = []
         mine.discard(i)

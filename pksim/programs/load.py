@@ -112,6 +112,12 @@ def parse_program(raw: dict[str, Any], path: str = "<program>") -> Program:
     dtype = raw.get("dtype", "bf16")
     tensors = {name: _tensor(path, name, spec, dtype)
                for name, spec in raw.get("tensors", {}).items()}
+    for t in tensors.values():
+        base = tensors.get(t.view_of)
+        if t.view_of and (base is None or base.view_of or t.nbytes > base.nbytes):
+            raise ConfigError(f"{path}: tensors.{t.name}: view_of {t.view_of!r} must name a "
+                              f"tensor that is no view itself and holds at least its "
+                              f"{t.nbytes} bytes")
     groups = {"world": Group("world", (tuple(range(world)),))}
     for name, spec in raw.get("groups", {}).items():
         if name == "world":
@@ -173,14 +179,16 @@ def _tensor(path: str, name: str, spec: Any, dtype: str) -> Tensor:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a table {{ shape = [...], dtype = ... }}, got {spec!r}")
     for key in spec:
-        if key not in ("shape", "dtype", "note"):
-            raise ConfigError(f"{where}: unknown key {key!r} (a tensor takes shape, dtype, note)")
+        if key not in ("shape", "dtype", "view_of", "note"):
+            raise ConfigError(f"{where}: unknown key {key!r} (a tensor takes shape, dtype, "
+                              f"view_of, note)")
     if "shape" not in spec:
         raise ConfigError(f"{where}: missing key 'shape'")
     shape = _typed(where, "shape", spec["shape"], "ints")
     if any(d < 1 for d in shape):
         raise ConfigError(f"{where}: shape must have dimensions >= 1, got {shape}")
-    return Tensor(name, tuple(shape), _typed(where, "dtype", spec.get("dtype", dtype), "dtype"))
+    return Tensor(name, tuple(shape), _typed(where, "dtype", spec.get("dtype", dtype), "dtype"),
+                  _typed(where, "view_of", spec.get("view_of", ""), "str"))
 
 
 def _group(path: str, name: str, spec: Any, world: int) -> Group:

@@ -39,6 +39,7 @@ class Tensor:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    view_of: str = ""             # a view of (part of) another tensor: its uses are that one's
 
     @property
     def elements(self) -> int:
@@ -144,6 +145,11 @@ class Program:
     @property
     def comm_ops(self) -> tuple[Op, ...]:
         return tuple(op for op in self.ops if op.is_comm)
+
+    def base(self, tensor: str) -> str:
+        """The tensor whose memory ``tensor`` is (itself, or what it is a view of): what
+        dependencies and fusions follow."""
+        return self.tensors[tensor].view_of or tensor
 
     def group_of(self, op: Op, rank: int = 0) -> tuple[int, ...]:
         return self.groups[op.group].of(rank)

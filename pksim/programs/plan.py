@@ -163,22 +163,24 @@ def best_plan(system: System, program: Program) -> Plan:
 
 
 def _readers(program: Program) -> dict[tuple[str, str], list[str]]:
-    """(writer op, tensor) -> the ops that read what it wrote, in order."""
+    """(writer op, tensor) -> the ops that read what it wrote, in order (a view's readers
+    and writers are its base tensor's)."""
     out: dict[tuple[str, str], list[str]] = {}
     last: dict[str, str] = {}
     for op in program.ops:
-        for t in op.reads:
+        for t in dict.fromkeys(program.base(x) for x in op.reads):
             if t in last:
                 out.setdefault((last[t], t), []).append(op.name)
         for t in op.writes:
-            last[t] = op.name
+            last[program.base(t)] = op.name
     return out
 
 
 def _writer(program: Program, op: Op, tensor: str) -> Op | None:
+    base = program.base(tensor)
     for name in reversed(op.deps):           # the last writer before ``op``
         dep = program.op(name)
-        if tensor in dep.writes:
+        if base in {program.base(t) for t in dep.writes}:
             return dep
     return None
 
@@ -189,14 +191,16 @@ def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) ->
             continue
         m, n, k = op.gemm_shapes[0]
         out = op.writes[0]
-        after = [program.op(r) for r in readers.get((op.name, out), [])]
+        after = [program.op(r) for r in readers.get((op.name, program.base(out)), [])]
         pairs = []
-        if len(after) == 1 and after[0].reads[0] == out and after[0].param("reduce") == "sum":
+        if len(after) == 1 and after[0].reads[0] == out and after[0].param("reduce") == "sum" \
+                and not program.tensors[out].view_of:
             fused = {"reduce-scatter": "gemm-rs", "all-reduce": "gemm-ar"}.get(after[0].kind)
             if fused:
                 pairs.append((fused, op, after[0], m))
         ag = _writer(program, op, op.param("a"))
         if ag is not None and ag.kind == "all-gather" and not op.param("transpose_a") \
+                and ag.writes[0] == op.param("a") and not program.tensors[op.param("a")].view_of \
                 and readers.get((ag.name, op.param("a"))) == [op.name]:
             pairs.append(("ag-gemm", ag, op, m))
         for fused_op, first, second, rows in pairs:
@@ -232,9 +236,10 @@ def _epilogues(system: System, program: Program, groups: _Groups, readers) -> No
         parts = []
         pro = _writer(program, c, c.reads[0])
         if pro is not None and pro.is_memory and pro.writes == c.reads[:1] and \
-                readers.get((pro.name, c.reads[0])) == [c.name] and groups.free(pro.name):
+                readers.get((pro.name, program.base(c.reads[0]))) == [c.name] and \
+                groups.free(pro.name):
             parts.append((pro, program.tensors[c.reads[0]].nbytes))
-        after = readers.get((c.name, c.writes[0]), [])
+        after = readers.get((c.name, program.base(c.writes[0])), [])
         if len(after) == 1 and program.op(after[0]).is_memory and groups.free(after[0]):
             parts.append((program.op(after[0]), program.tensors[c.writes[0]].nbytes))
         if not parts:

@@ -121,11 +121,12 @@ def _comm_tensors(program: Program) -> set[tuple[str, str]]:
     last_writer: dict[str, str] = {}
     for op in program.ops:
         for t in op.reads:
-            writer = last_writer.get(t)
+            writer = last_writer.get(program.base(t))
             if writer is not None and op.is_compute and program.op(writer).is_comm:
                 out.add((op.name, t))
             if writer is not None and op.is_comm and program.op(writer).is_compute:
-                out.add((writer, t))
+                out.update((writer, w) for w in program.op(writer).writes
+                           if program.base(w) == program.base(t))
         for t in op.writes:
-            last_writer[t] = op.name
+            last_writer[program.base(t)] = op.name
     return out
