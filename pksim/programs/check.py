@@ -54,8 +54,13 @@ def _derive(program: Program, op: Op, where: str) -> Op:
         read = op.param("bytes_read", sum(t[n].nbytes for n in op.reads))
         written = op.param("bytes_written", sum(t[n].nbytes for n in op.writes))
         nbytes = read + written + op.param("bytes", 0)
-        if op.param("kernels", 1) < 1:
-            raise ConfigError(f"{where}: kernels must be at least 1")
+        if op.param("kernels", 1) == 0:
+            # no kernel: a Python rebinding (k = next_k) that only orders the ops around it
+            if op.param("flops") or any(op.param(k) for k in ("bytes", "bytes_read",
+                                                             "bytes_written")):
+                raise ConfigError(f"{where}: kernels = 0 (a rebinding) moves no bytes and "
+                                  f"does no FLOP")
+            nbytes = 0
         dtype = t[op.writes[0]].dtype if op.writes else t[op.reads[0]].dtype if op.reads \
             else program.dtype
         return replace(op, nbytes=nbytes, vector_flops=float(op.param("flops", 0)), dtype=dtype)
@@ -196,9 +201,9 @@ def _collective(program: Program, op: Op, where: str) -> Op:
         kind, src.nbytes)
     if kind == "all-gather-v":
         _splits(where, "splits", op.param("splits"), n, dst)
-        rank_rows = op.param("splits")[group.of(0).index(0)]
+        rank_rows = op.param("splits")[group.of(program.rank).index(program.rank)]
         if src.shape[0] != rank_rows or src.row_elements != dst.row_elements:
-            raise _shape_error(where, f"input {list(src.shape)} must be rank 0's "
+            raise _shape_error(where, f"input {list(src.shape)} must be rank {program.rank}'s "
                                       f"{rank_rows} rows of output {list(dst.shape)}")
     if kind == "all-to-all-v":
         _splits(where, "in_splits", op.param("in_splits"), n, src)
@@ -235,10 +240,10 @@ def _sendrecv(program: Program, op: Op, where: str) -> Op:
             d = offset if count > 0 else -offset
             raise ConfigError(f"{where}: a {what} {d:+d} of {nbytes} bytes has no matching "
                               f"{other} {-d:+d}")
-    rank0 = program.groups[op.group].of(0)
+    mine = program.groups[op.group].of(program.rank)
     size = sum(t[e.tensor].nbytes for e in op.p2p
-               if e.send and peer_position(rank0.index(0), e.offset, n, op.param("wrap", True))
-               is not None)
+               if e.send and peer_position(mine.index(program.rank), e.offset, n,
+                                           op.param("wrap", True)) is not None)
     dtypes = {t[e.tensor].dtype for e in op.p2p}
     return replace(op, comm_bytes=size, dtype=sorted(dtypes)[0])
 

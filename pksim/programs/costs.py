@@ -117,10 +117,11 @@ def calls(program: Program, op: Op) -> list[Call]:
 
 
 def off_rank_bytes(program: Program, op: Op) -> tuple[float, float]:
-    """(bytes rank 0 sends to other ranks, bytes it receives from them) in a -v collective."""
+    """(bytes the program's rank sends to other ranks, bytes it receives from them) in a -v
+    collective."""
     t = program.tensors
     group = program.groups[op.group]
-    me = group.of(0).index(0)
+    me = group.of(program.rank).index(program.rank)
     if op.kind == "all-gather-v":
         row = t[op.writes[0]].row_elements * DTYPE_BYTES[op.dtype]
         splits = op.param("splits")

@@ -18,7 +18,7 @@ from pksim.programs.model import (COLLECTIVE_KINDS, DTYPE_BYTES, FUSED_KINDS, IN
                                   Program, Tensor)
 
 PROGRAMS_DIR = package_dir("pksim", "programs", "shipped")
-_TOP_KEYS = {"name": "str", "description": "str", "covers": "ints", "world": "int",
+_TOP_KEYS = {"name": "str", "description": "str", "covers": "ints", "world": "int", "rank": "int",
              "dtype": "dtype", "source": "str", "notes": "strs", "tensors": "table",
              "groups": "table", "op": "ops", "loop": "loops"}
 _COMMON = {"name": "str", "kind": "str", "after": "strs", "note": "str"}
@@ -26,7 +26,7 @@ _GEMM = {"a": "tensor", "b": "tensor", "out": "tensor", "bias": "tensor", "trans
          "transpose_b": "bool"}
 _MEMORY = {"reads": "tensors", "writes": "tensors", "bytes_read": "int", "bytes_written": "int",
            "bytes": "int", "flops": "num", "kernels": "int"}
-_COLL = {"input": "tensor", "output": "tensor", "group": "str"}
+_COLL = {"input": "tensor", "output": "tensor", "group": "str", "async": "bool"}
 # Per kind: its keys and their types ("tensor": a tensor's name); required ones follow.
 _KEYS: dict[str, dict[str, str]] = {
     "gemm": _GEMM,
@@ -39,7 +39,7 @@ _KEYS: dict[str, dict[str, str]] = {
     **{kind: _MEMORY for kind in MEMORY_KINDS},
     "host-sync": {"reads": "tensors", "count": "int"},
     **{kind: _COLL for kind in COLLECTIVE_KINDS},
-    "sendrecv": {"group": "str", "wrap": "bool", "p2p": "p2p"},
+    "sendrecv": {"group": "str", "wrap": "bool", "p2p": "p2p", "async": "bool"},
     **{kind: {**_GEMM, "group": "str", "reduce": "str"} for kind in FUSED_KINDS},
 }
 for _kind in REDUCING + ("gemm-rs", "gemm-ar"):
@@ -109,6 +109,9 @@ def parse_program(raw: dict[str, Any], path: str = "<program>") -> Program:
     world = raw["world"]
     if world < 1:
         raise ConfigError(f"{path}: world must be at least 1, got {world}")
+    rank = raw.get("rank", 0)
+    if not 0 <= rank < world:
+        raise ConfigError(f"{path}: rank {rank} is not a rank of world {world}")
     dtype = raw.get("dtype", "bf16")
     tensors = {name: _tensor(path, name, spec, dtype)
                for name, spec in raw.get("tensors", {}).items()}
@@ -132,7 +135,7 @@ def parse_program(raw: dict[str, Any], path: str = "<program>") -> Program:
     program = Program(name=raw["name"], description=raw.get("description", ""),
                       covers=tuple(covers), world=world, dtype=dtype, tensors=tensors,
                       groups=groups, ops=tuple(ops), path=path, source=raw.get("source", ""),
-                      notes=tuple(raw.get("notes", ())))
+                      notes=tuple(raw.get("notes", ())), rank=rank)
     return check_program(program)
 
 

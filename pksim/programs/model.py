@@ -1,8 +1,9 @@
 """A whole multi-GPU problem as data: per-rank tensors, process groups, and ops in program order
 with their dependencies (docs/programs.md describes the file format).
 
-Every op is rank 0's view of an SPMD program: each rank runs the same ops on its own tensors
-(their shapes are rank 0's); a collective runs in every group of its partition at once. The
+Every op is one rank's view of an SPMD program (rank 0's unless the program names another,
+e.g. the rank with the most work): each rank runs the same ops on its own tensors (their
+shapes are that rank's); a collective runs in every group of its partition at once. The
 classes are frozen and carry what the model and the checks need: the bytes and FLOP of each op
 and, for communication, the size as nccl-tests counts it (``comm_bytes``).
 """
@@ -137,6 +138,7 @@ class Program:
     path: str = ""
     source: str = ""
     notes: tuple[str, ...] = ()
+    rank: int = 0                 # the rank whose view (shapes, work, splits) the program is
     op_index: dict[str, int] = field(default_factory=dict, compare=False)
 
     def op(self, name: str) -> Op:

@@ -47,6 +47,9 @@ class Plan:
 
 # ---- one op -------------------------------------------------------------------------------------
 def _compute_task(system: System, op: Op, kernels: int) -> Task:
+    if op.param("kernels", 1) == 0:           # a rebinding: no kernel, only the order
+        return Task(op.name, (op.name,), ("compute",), 0.0, "compute", "no kernel (rebinding)",
+                    launches=0)
     launch = system.gpu.sync.stream_launch_s
     label = COMPUTE_LABEL.get(op.kind) or f"{op.kind} ({kernels} kernel{'s' * (kernels > 1)})"
     return Task(op.name, (op.name,), ("compute",), kernels * launch + compute_s(system, op),
@@ -311,7 +314,10 @@ def _tasks(system: System, program: Program, groups: list[list[str]],
         deps = sorted({task_of[d] for m in members for d in program.op(m).deps
                        if d not in members})
         for i, task in enumerate(made):
-            lanes = ("stream",) if one_lane else task.lanes
+            lanes = task.lanes if not one_lane else (
+                # the baseline's asynchronous calls run on NCCL's own stream
+                ("nccl",) if program.op(members[0]).param("async") and task.kind == "comm"
+                else ("stream",))
             mine = tuple(deps) if i == 0 else (len(tasks) - 1,)
             tasks.append(Task(task.name, task.ops, lanes, task.duration_s, task.kind, task.label,
                               task.launches, task.host_reads, task.sms, mine))

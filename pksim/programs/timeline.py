@@ -9,7 +9,8 @@ schedule").
   (``host_sync_us``); the host issues nothing meanwhile.
 - GPU: a task holds its lanes from start to end; each lane runs its tasks in issue order (a
   CUDA stream), a task waits for its dependencies on other lanes (events). The baseline has one
-  lane; pksim's best a compute lane and a communication lane, a fused kernel holding both.
+  lane (and NCCL's own stream for the calls the reference makes asynchronously: ``async``);
+  pksim's best a compute lane and a communication lane, a fused kernel holding both.
 - Sharing: while communication-only tasks run, a compute-only task runs on the SMs they leave
   (its rate is 1 - their SMs / the GPU's SMs); a task's duration is its time alone at rate 1.
   The HBM a collective shares with an overlapped kernel is not modelled (docs/decisions.md D40).
@@ -109,7 +110,7 @@ def _segment(system: System, tasks: list[Task], order: list[int], issued: dict[i
             now = min(later)
             continue
         taken = sum(tasks[i].sms for i in left if tasks[i].kind == "comm")
-        rate = {i: (max(0.05, 1.0 - taken / sms_total) if tasks[i].lanes == ("compute",)
+        rate = {i: (max(0.05, 1.0 - taken / sms_total) if tasks[i].kind == "compute"
                     else 1.0) for i in left}
         step = min(left[i] / rate[i] for i in left)
         waits = [issued[i] - now for i in pending if issued[i] > now + EPS]
