@@ -66,9 +66,12 @@ def _comm_tasks(system: System, program: Program, op: Op, best: bool) -> list[Ta
         c = best_call(system, call) if best else nccl_call(system, call)
         out.append(Task(op.name if len(out) == 0 else f"{op.name} ({i + 1})", (op.name,),
                         ("comm",), c.time_s, "comm", c.label, sms=c.sms))
-        if op.kind == "all-gather-object":       # torch reads the lengths, then the pickles
-            out.append(Task(f"{op.name} (host read {i + 1})", (op.name,), ("compute", "comm"),
-                            0.0, "host", "host read", launches=0, host_reads=1))
+        if op.kind == "all-gather-object":
+            # torch reads the largest length (one read), then each rank's length and pickle
+            # (two reads per rank) on the host
+            reads = 1 if i == 0 else 2 * call.world
+            out.append(Task(f"{op.name} (host reads {i + 1})", (op.name,), ("compute", "comm"),
+                            0.0, "host", "host reads", launches=0, host_reads=reads))
     return out
 
 
