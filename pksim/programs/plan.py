@@ -21,6 +21,7 @@ Merges never create a dependency cycle (a merge that would is not made).
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from hwmodels.errors import ConfigError, InfeasibleError
@@ -137,22 +138,25 @@ class _Groups:
         return len(self.order()) == len(self.members)
 
     def order(self) -> list[int]:
-        """Groups in issue order: dependencies first, then the earliest first op."""
+        """Groups in issue order: dependencies first, then the earliest first op (Kahn's
+        algorithm over the merged graph; a cycle leaves groups out)."""
         deps = self.edges()
         first = {g: min(self.program.op_index[m] for m in ms) for g, ms in self.members.items()}
-        done: set[int] = set()
+        waiting = {g: len(d) for g, d in deps.items()}
+        users: dict[int, list[int]] = {g: [] for g in deps}
+        for g, d in deps.items():
+            for x in d:
+                users[x].append(g)
+        ready = [(first[g], g) for g, w in waiting.items() if w == 0]
+        heapq.heapify(ready)
         out: list[int] = []
-        todo = sorted(self.members, key=first.get)
-        progress = True
-        while todo and progress:
-            progress = False
-            for g in todo:
-                if deps[g] <= done:
-                    out.append(g)
-                    done.add(g)
-                    todo.remove(g)
-                    progress = True
-                    break
+        while ready:
+            _, g = heapq.heappop(ready)
+            out.append(g)
+            for u in users[g]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    heapq.heappush(ready, (first[u], u))
         return out
 
 
@@ -269,12 +273,11 @@ def _coalesce(system: System, program: Program, groups: _Groups) -> None:
         return (op.kind, op.group, op.param("reduce"), op.param("root", 0),
                 SCHEDULE_DTYPE[DTYPE_BYTES[op.dtype]], calls(program, op)[0].in_switch)
 
-    reach = _reachable(program)
     bucket: list[Op] = []
     for op in [o for o in program.ops if o.is_comm] + [None]:
         sig = signature(op) if op is not None else None
         if bucket and sig == signature(bucket[0]) and all(
-                m.name not in reach[op.name] and op.name not in reach[m.name] for m in bucket):
+                not _depends(program, op, m) for m in bucket):
             bucket.append(op)
             continue
         if len(bucket) > 1:
@@ -294,15 +297,21 @@ def _coalesce_bucket(system: System, program: Program, groups: _Groups, bucket: 
                                  f"{choice.label} ({len(names)} calls in one)", sms=choice.sms))
 
 
-def _reachable(program: Program) -> dict[str, set[str]]:
-    """Every op's ancestors (the ops it depends on, directly or not)."""
-    out: dict[str, set[str]] = {}
-    for op in program.ops:
-        mine: set[str] = set(op.deps)
-        for d in op.deps:
-            mine |= out[d]
-        out[op.name] = mine
-    return out
+def _depends(program: Program, later: Op, earlier: Op) -> bool:
+    """Whether ``later`` depends on ``earlier``, directly or through other ops (a walk back
+    over the dependencies that stops at ops issued before ``earlier``)."""
+    stop = program.op_index[earlier.name]
+    seen: set[str] = set()
+    todo = list(later.deps)
+    while todo:
+        name = todo.pop()
+        if name == earlier.name:
+            return True
+        if name in seen or program.op_index[name] < stop:
+            continue
+        seen.add(name)
+        todo.extend(program.op(name).deps)
+    return False
 
 
 # ---- tasks -------------------------------------------------------------------------------------

@@ -125,18 +125,23 @@ def _rows(program: Program, base_plan: Plan, base: Run, best_plan_: Plan, best: 
           roof: Roofline) -> tuple[OpRow, ...]:
     base_span = {t["name"]: t for t in base.tasks}
     best_span = {t["name"]: t for t in best.tasks}
+    first_base: dict[str, dict] = {}
+    first_best: dict[str, dict] = {}
+    for run, first in ((base, first_base), (best, first_best)):
+        for t in run.tasks:
+            for name in t["ops"]:
+                first.setdefault(name, t)
     rows = []
     for op in program.ops:
         b = base_plan.tasks[base_plan.task_of[op.name]]
         p = best_plan_.tasks[best_plan_.task_of[op.name]]
-        first_b = next(t for t in base.tasks if op.name in t["ops"])
         rows.append(OpRow(
             name=op.name, kind=op.kind,
             group_size=program.groups[op.group].size if op.is_comm else None,
             comm_bytes=op.comm_bytes if op.is_comm else None, flops=op.flops or None,
-            baseline_label=b.label, baseline_start_s=first_b["start_s"],
+            baseline_label=b.label, baseline_start_s=first_base[op.name]["start_s"],
             baseline_end_s=base_span[b.name]["end_s"], best_task=p.name, best_label=p.label,
-            best_start_s=next(t for t in best.tasks if op.name in t["ops"])["start_s"],
+            best_start_s=first_best[op.name]["start_s"],
             best_end_s=best_span[p.name]["end_s"], roofline_s=roof.per_op[op.name][0],
             roofline_resource=roof.per_op[op.name][1]))
     return tuple(rows)

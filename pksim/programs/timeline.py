@@ -89,7 +89,10 @@ def _segment(system: System, tasks: list[Task], order: list[int], issued: dict[i
     end: dict[int, float] = {i: s.end_s for i, s in enumerate(spans) if s is not None}
     now = min(issued[i] for i in order)
     pending = set(order)
+    cursor = 0              # issue times rise in order: the first task not issued by ``now``
     while pending or left:
+        while cursor < len(order) and issued[order[cursor]] <= now + EPS:
+            cursor += 1
         for i in sorted({queues[lane][head[lane]] for lane in queues
                          if head[lane] < len(queues[lane])}):
             task = tasks[i]
@@ -104,17 +107,16 @@ def _segment(system: System, tasks: list[Task], order: list[int], issued: dict[i
                     busy[ln] = i
                     head[ln] += 1
         if not left:
-            later = [issued[i] for i in pending if issued[i] > now + EPS]
-            if not later:
+            if cursor >= len(order):
                 raise RuntimeError("program schedule stalled (a dependency on a later task)")
-            now = min(later)
+            now = issued[order[cursor]]
             continue
         taken = sum(tasks[i].sms for i in left if tasks[i].kind == "comm")
         rate = {i: (max(0.05, 1.0 - taken / sms_total) if tasks[i].kind == "compute"
                     else 1.0) for i in left}
         step = min(left[i] / rate[i] for i in left)
-        waits = [issued[i] - now for i in pending if issued[i] > now + EPS]
-        step = min([step] + waits)
+        if cursor < len(order):
+            step = min(step, issued[order[cursor]] - now)
         for i in list(left):
             left[i] -= step * rate[i]
         now += step
