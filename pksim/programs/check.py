@@ -137,11 +137,15 @@ def _conv(op: Op, where: str, t: dict[str, Tensor]) -> Op:
                                   f"{list(out.shape)}: need [N, C, *space], [O, C/groups, "
                                   f"*kernel], [N, O, *space]")
     channels, kernel = x.shape[1], w.shape[2:]
-    space = [(s + 2 * pad - k) // stride + 1 for s, k in zip(x.shape[2:], kernel)]
+    pads = list(pad) if isinstance(pad, tuple) else [pad] * dims
+    if len(pads) != dims:
+        raise ConfigError(f"{where}: padding {list(pads)} needs one entry per spatial "
+                          f"dimension ({dims})")
+    space = [(s + 2 * p - k) // stride + 1 for s, k, p in zip(x.shape[2:], kernel, pads)]
     if channels % groups or w.shape[0] % groups or w.shape[1] * groups != channels \
             or list(out.shape) != [x.shape[0], w.shape[0], *space]:
         raise _shape_error(where, f"input {list(x.shape)} * weight {list(w.shape)} (stride "
-                                  f"{stride}, padding {pad}, groups {groups}) gives "
+                                  f"{stride}, padding {pads}, groups {groups}) gives "
                                   f"{[x.shape[0], w.shape[0], *space]}, out is {list(out.shape)}")
     m = x.shape[0] * math.prod(space)
     n, k = w.shape[0] // groups, w.shape[1] * math.prod(kernel)

@@ -32,7 +32,7 @@ _KEYS: dict[str, dict[str, str]] = {
     "gemm": _GEMM,
     "grouped-gemm": {**_GEMM, "m_splits": "ints"},
     "conv": {"input": "tensor", "weight": "tensor", "out": "tensor", "bias": "tensor",
-             "stride": "int", "padding": "int", "groups": "int"},
+             "stride": "int", "padding": "pad", "groups": "int"},
     "attention": {"q": "tensor", "k": "tensor", "v": "tensor", "out": "tensor", "batch": "int",
                   "heads": "int", "kv_heads": "int", "q_seq": "int", "kv_seq": "int",
                   "head_dim": "int", "v_head_dim": "int", "causal": "bool"},
@@ -168,6 +168,11 @@ def _typed(where: str, key: str, value: Any, kind: str) -> Any:
         raise fail("an array of tables")
     if kind == "dtype" and value not in DTYPE_BYTES:
         raise ConfigError(f"{where}: {key} {value!r} is not one of {', '.join(DTYPE_BYTES)}")
+    if kind == "pad" and not (is_int(value) or isinstance(value, list) and all(
+            is_int(v) for v in value)):
+        raise fail("an integer or a list of integers (one per spatial dimension)")
+    if kind == "pad" and min([value] if is_int(value) else value + [0]) < 0:
+        raise fail("at least 0")
     if kind == "root" and not (is_int(value) or value == "iteration"):
         raise fail("a group member's index or \"iteration\"")
     if kind in ("int", "num") and value < 0:
@@ -274,8 +279,9 @@ def _p2p(where: str, index: int, entry: dict) -> P2P:
 
 # ---- loops and fused ops -------------------------------------------------------------------
 def _unroll(path: str, ops: list[dict], loops: list[dict]) -> list[dict]:
-    """Each [[loop]] repeats its consecutive ops ``times`` times; copy i of op X is named
-    ``X.i``; ``after`` inside the loop names the same iteration's copy, after it the last."""
+    """Each [[loop]] repeats its consecutive ops ``times`` times; iteration i (from ``start``,
+    default 0) names its copy of op X ``X.i`` and gives a ``root = "iteration"`` the root i;
+    ``after`` inside the loop names the same iteration's copy, after it the last."""
     names = [op["name"] for op in ops]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -284,14 +290,16 @@ def _unroll(path: str, ops: list[dict], loops: list[dict]) -> list[dict]:
     for index, loop in enumerate(loops):
         where = f"{path}: loop #{index + 1}"
         for key, value in loop.items():
-            if key not in ("name", "ops", "times"):
-                raise ConfigError(f"{where}: unknown key {key!r} (a loop takes name, ops, times)")
+            if key not in ("name", "ops", "times", "start"):
+                raise ConfigError(f"{where}: unknown key {key!r} (a loop takes name, ops, times, "
+                                  f"start)")
         for key, kind in (("ops", "strs"), ("times", "int")):
             if key not in loop:
                 raise ConfigError(f"{where}: missing key {key!r}")
             _typed(where, key, loop[key], kind)
         if loop["times"] < 1:
             raise ConfigError(f"{where}: times must be at least 1, got {loop['times']}")
+        first_iteration = _typed(where, "start", loop.get("start", 0), "int")
         members = loop["ops"]
         for member in members:
             if member not in names:
@@ -299,19 +307,19 @@ def _unroll(path: str, ops: list[dict], loops: list[dict]) -> list[dict]:
         first = names.index(members[0]) if members else -1
         if not members or names[first:first + len(members)] != members:
             raise ConfigError(f"{where}: ops {members} must be consecutive ops in file order")
-        spans.append((first, first + len(members), loop["times"]))
+        spans.append((first, first + len(members), loop["times"], first_iteration))
     spans.sort()
-    for (a0, a1, _), (b0, _, _) in zip(spans, spans[1:]):
+    for (a0, a1, _, _), (b0, _, _, _) in zip(spans, spans[1:]):
         if b0 < a1:
             raise ConfigError(f"{path}: two loops share op {names[b0]!r}")
     out: list[dict] = []
     alias: dict[str, str] = {}
     cursor = 0
-    for first, end, times in spans + [(len(ops), len(ops), 0)]:
+    for first, end, times, start in spans + [(len(ops), len(ops), 0, 0)]:
         for op in ops[cursor:first]:
             out.append({**op, "after": [alias.get(a, a) for a in op.get("after", [])]})
         inside = set(names[first:end])
-        for i in range(times):
+        for i in range(start, start + times):
             for op in ops[first:end]:
                 copy = {**op, "name": f"{op['name']}.{i}", "_loop": (op["name"], i),
                         "after": [f"{a}.{i}" if a in inside else alias.get(a, a)
@@ -320,7 +328,7 @@ def _unroll(path: str, ops: list[dict], loops: list[dict]) -> list[dict]:
                     copy["root"] = i
                 out.append(copy)
         for name in inside:
-            alias[name] = f"{name}.{times - 1}"
+            alias[name] = f"{name}.{start + times - 1}"
         cursor = end
     for op in out:
         if op.get("root") == "iteration":

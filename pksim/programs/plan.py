@@ -71,14 +71,14 @@ def _comm_tasks(system: System, program: Program, op: Op, best: bool) -> list[Ta
             # torch reads the largest length (one read), then each rank's length and pickle
             # (two reads per rank) on the host
             reads = 1 if i == 0 else 2 * call.world
-            out.append(Task(f"{op.name} (host reads {i + 1})", (op.name,), ("compute", "comm"),
-                            0.0, "host", "host reads", launches=0, host_reads=reads))
+            out.append(Task(f"{op.name} (host reads {i + 1})", (op.name,), ("comm",), 0.0,
+                            "host", "host reads", launches=0, host_reads=reads))
     return out
 
 
 def _op_tasks(system: System, program: Program, op: Op, best: bool) -> list[Task]:
     if op.kind == "host-sync":
-        return [Task(op.name, (op.name,), ("compute", "comm"), 0.0, "host", "host read",
+        return [Task(op.name, (op.name,), ("compute",), 0.0, "host", "host read",
                      launches=0, host_reads=op.param("count", 1))]
     if op.is_comm:
         return _comm_tasks(system, program, op, best)
@@ -196,8 +196,12 @@ def _writer(program: Program, op: Op, tensor: str) -> Op | None:
 
 
 def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) -> None:
+    """GEMM + collective as pksim's fused op. A convolution of one group runs as its implicit
+    GEMM (rows: output positions, columns: output channels, K: input channels x kernel), so
+    its output feeds a collective as that GEMM's would."""
     for op in program.ops:
-        if op.kind != "gemm" or len(op.gemm_shapes) != 1 or op.dtype not in FUSABLE_DTYPES:
+        if op.kind not in ("gemm", "conv") or len(op.gemm_shapes) != 1 \
+                or op.dtype not in FUSABLE_DTYPES:
             continue
         m, n, k = op.gemm_shapes[0]
         out = op.writes[0]
@@ -208,7 +212,7 @@ def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) ->
             fused = {"reduce-scatter": "gemm-rs", "all-reduce": "gemm-ar"}.get(after[0].kind)
             if fused:
                 pairs.append((fused, op, after[0], m))
-        ag = _writer(program, op, op.param("a"))
+        ag = _writer(program, op, op.param("a")) if op.kind == "gemm" else None
         if ag is not None and ag.kind == "all-gather" and not op.param("transpose_a") \
                 and ag.writes[0] == op.param("a") and not program.tensors[op.param("a")].view_of \
                 and readers.get((ag.name, op.param("a"))) == [op.name]:
@@ -327,8 +331,10 @@ def _tasks(system: System, program: Program, groups: list[list[str]],
                        if d not in members})
         for i, task in enumerate(made):
             lanes = task.lanes if not one_lane else (
-                # the baseline's asynchronous calls run on NCCL's own stream
-                ("nccl",) if program.op(members[0]).param("async") and task.kind == "comm"
+                # the baseline's asynchronous calls (and the host reads of the objects they
+                # gather) run on NCCL's own stream
+                ("nccl",) if program.op(members[0]).param("async") and task.kind in ("comm",
+                                                                                    "host")
                 else ("stream",))
             mine = tuple(deps) if i == 0 else (len(tasks) - 1,)
             tasks.append(Task(task.name, task.ops, lanes, task.duration_s, task.kind, task.label,

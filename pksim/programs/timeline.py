@@ -4,9 +4,10 @@ schedule").
 
 - Host: each task's launches cost ``sync.launch_api_us`` of host time one after another, and
   a task cannot start before the host has issued it. A host read (``.item()``, a host-sync
-  op) waits until the GPU has finished everything issued before it, then costs a copy's issue
-  (``copy_api_us``), the copy on the stream (``stream_launch_us``) and the host's wake-up
-  (``host_sync_us``); the host issues nothing meanwhile.
+  op) is a copy on its stream: it waits until everything issued before it on that stream (its
+  lanes) and its dependencies are done, then costs a copy's issue (``copy_api_us``), the copy
+  (``stream_launch_us``) and the host's wake-up (``host_sync_us``); the host issues nothing
+  until it returns, while work on other streams (NCCL's asynchronous calls) goes on.
 - GPU: a task holds its lanes from start to end; each lane runs its tasks in issue order (a
   CUDA stream), a task waits for its dependencies on other lanes (events). The baseline has one
   lane (and NCCL's own stream for the calls the reference makes asynchronously: ``async``);
@@ -53,70 +54,62 @@ def host_read_s(system: System) -> float:
 
 def run_tasks(system: System, tasks: list[Task]) -> list[Span]:
     """Start and end of every task (tasks in issue order, dependencies earlier)."""
-    spans: list[Span | None] = [None] * len(tasks)
-    host = 0.0
-    segment: list[int] = []
-    issued: dict[int, float] = {}
-    for i, task in enumerate(tasks):
-        if task.host_reads:
-            ends = _segment(system, tasks, segment, issued, spans)
-            start = max([host] + ends + [s.end_s for s in spans[:i] if s is not None])
-            end = start + task.host_reads * host_read_s(system) + task.duration_s
-            spans[i] = Span(i, start, start, end)
-            host, segment, issued = end, [], {}
-            continue
-        host += task.launches * system.gpu.sync.launch_api_s
-        issued[i] = host
-        segment.append(i)
-    _segment(system, tasks, segment, issued, spans)
-    return [s for s in spans if s is not None]
-
-
-def _segment(system: System, tasks: list[Task], order: list[int], issued: dict[int, float],
-             spans: list) -> list[float]:
-    """Tasks issued between two host reads (none of them waits for the host again)."""
-    if not order:
-        return []
+    api = system.gpu.sync.launch_api_s
+    read_s = host_read_s(system)
     sms_total = system.gpu.sm.count
+    n = len(tasks)
+    issued: list[float] = []
+    host = 0.0
+
+    def issue() -> None:
+        """Issue tasks in order until a host read, which blocks the host until it returns."""
+        nonlocal host
+        while len(issued) < n:
+            task = tasks[len(issued)]
+            if task.host_reads:
+                issued.append(host)
+                return
+            host += task.launches * api
+            issued.append(host)
+
     queues: dict[str, list[int]] = {}
-    for i in order:
-        for lane in tasks[i].lanes:
+    for i, task in enumerate(tasks):
+        for lane in task.lanes:
             queues.setdefault(lane, []).append(i)
     head = dict.fromkeys(queues, 0)
     busy: dict[str, int] = {}
     left: dict[int, float] = {}
     start: dict[int, float] = {}
-    end: dict[int, float] = {i: s.end_s for i, s in enumerate(spans) if s is not None}
-    now = min(issued[i] for i in order)
-    pending = set(order)
+    end: dict[int, float] = {}
+    spans: list[Span | None] = [None] * n
+    issue()
+    now = issued[0] if issued else 0.0
     cursor = 0              # issue times rise in order: the first task not issued by ``now``
-    while pending or left:
-        while cursor < len(order) and issued[order[cursor]] <= now + EPS:
+    while len(end) < n:
+        while cursor < len(issued) and issued[cursor] <= now + EPS:
             cursor += 1
         for i in sorted({queues[lane][head[lane]] for lane in queues
                          if head[lane] < len(queues[lane])}):
             task = tasks[i]
-            ready = (all(head[ln] < len(queues[ln]) and queues[ln][head[ln]] == i and ln not in busy
-                         for ln in task.lanes)
-                     and issued[i] <= now + EPS
-                     and all(d in end and end[d] <= now + EPS for d in task.deps))
-            if ready:
-                start[i], left[i] = now, task.duration_s
-                pending.discard(i)
+            if (i < len(issued) and issued[i] <= now + EPS
+                    and all(queues[ln][head[ln]] == i and ln not in busy for ln in task.lanes)
+                    and all(d in end and end[d] <= now + EPS for d in task.deps)):
+                start[i] = now
+                left[i] = task.duration_s + task.host_reads * read_s
                 for ln in task.lanes:
                     busy[ln] = i
                     head[ln] += 1
         if not left:
-            if cursor >= len(order):
+            if cursor >= len(issued):
                 raise RuntimeError("program schedule stalled (a dependency on a later task)")
-            now = issued[order[cursor]]
+            now = issued[cursor]
             continue
         taken = sum(tasks[i].sms for i in left if tasks[i].kind == "comm")
         rate = {i: (max(0.05, 1.0 - taken / sms_total) if tasks[i].kind == "compute"
                     else 1.0) for i in left}
         step = min(left[i] / rate[i] for i in left)
-        if cursor < len(order):
-            step = min(step, issued[order[cursor]] - now)
+        if cursor < len(issued):
+            step = min(step, issued[cursor] - now)
         for i in list(left):
             left[i] -= step * rate[i]
         now += step
@@ -126,4 +119,7 @@ def _segment(system: System, tasks: list[Task], order: list[int], issued: dict[i
             spans[i] = Span(i, issued[i], start[i], now)
             for ln in tasks[i].lanes:
                 busy.pop(ln, None)
-    return [end[i] for i in order]
+            if tasks[i].host_reads:          # the host returns and issues what follows
+                host = now
+                issue()
+    return [s for s in spans if s is not None]
