@@ -17,7 +17,8 @@ faster than what it replaces, judged on the ops' times alone:
 4. every other op alone: compute as in the baseline but a memory-bound op as one kernel, each
    communication op at the faster of pk's best schedule and NCCL's pick;
 then the tasks run on a compute and a communication lane (``pksim.programs.timeline``).
-Merges never create a dependency cycle (a merge that would is not made).
+Merges never create a dependency cycle (a merge that would is not made). Why: docs/decisions.md
+D46.
 """
 from __future__ import annotations
 

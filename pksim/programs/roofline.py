@@ -1,6 +1,6 @@
 """The communication-aware roofline of a program: a closed form of its bytes and FLOP and the
-system's peaks, with nothing from a search or a simulation (docs/design.md, "Programs: the
-roofline", gives the formulas and why each is a lower bound).
+system's peaks, with nothing from a search or a simulation (docs/design.md, "Programs", gives
+the formulas and why each is a lower bound; docs/decisions.md D48).
 
 Each op's work must pass through a GPU's tensor cores, its CUDA cores, its HBM and its NVLink
 ports, each at its peak; ops may overlap perfectly, so the program takes at least the largest
@@ -75,7 +75,7 @@ def link_bytes(system: System, program: Program, op: Op) -> list[float]:
                 splits = op.param("splits")
                 row = program.tensors[op.writes[0]].row_elements * DTYPE_BYTES[op.dtype]
                 out[rank] = (sum(splits) - splits[position]) * row
-            elif op.kind == "all-to-all-v":      # every rank taken as rank 0 (D40)
+            elif op.kind == "all-to-all-v":      # every rank taken as rank 0 (D47)
                 out[rank] = max(off_rank_bytes(program, op))
     return out
 

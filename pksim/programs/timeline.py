@@ -1,6 +1,6 @@
 """Running a program's tasks: the host issues launches in order, the GPU runs each task on its
-lanes (streams) in order once its dependencies are done (docs/design.md, "Programs: the
-schedule").
+lanes (streams) in order once its dependencies are done (docs/design.md, "Programs"; docs/
+decisions.md D46).
 
 - Host: each task's launches cost ``sync.launch_api_us`` of host time one after another, and
   a task cannot start before the host has issued it. A host read (``.item()``, a host-sync
@@ -14,7 +14,7 @@ schedule").
   pksim's best a compute lane and a communication lane, a fused kernel holding both.
 - Sharing: while communication-only tasks run, a compute-only task runs on the SMs they leave
   (its rate is 1 - their SMs / the GPU's SMs); a task's duration is its time alone at rate 1.
-  The HBM a collective shares with an overlapped kernel is not modelled (docs/decisions.md D40).
+  The HBM a collective shares with an overlapped kernel is not modelled (docs/decisions.md D46).
 """
 from __future__ import annotations
 
