@@ -67,8 +67,12 @@ def rows(predictions: list[ProgramPrediction]) -> list[dict[str, Any]]:
 
 def write(out: OutputDir, predictions: list[ProgramPrediction], command: str,
           provenance: str, plot: bool = True) -> None:
+    # per program its summary, roofline terms and notes (the per-op rows of the longest
+    # programs run to megabytes: pksim predict --program NAME --json gives them)
     out.write_json("results.json", {"command": command, "provenance": provenance,
-                                    "programs": [p.to_dict(timeline=False)
+                                    "programs": [{**p.summary(), "world": p.world,
+                                                  "roofline_terms_s": dict(p.roofline_terms),
+                                                  "notes": list(p.notes)}
                                                  for p in predictions]})
     out.write_csv("results.csv", rows(predictions), comment=f"{command} ({provenance})")
     path = out.target("report.md")
