@@ -73,6 +73,11 @@ def check(system: System, topo: Topology, schedule: Schedule) -> None:
 
 
 def link_efficiency(system: System, schedule: Schedule) -> float:
+    """Payload share of the wire: NVLS's multimem traffic at the multimem figure (NCCL's own
+    NVLS model, docs/decisions.md D42), the other algorithms' register stores at the
+    register figure times the protocol's line format."""
+    if schedule.algorithm == "nvls":
+        return system.gpu.nvlink.efficiency_multimem
     return system.gpu.nvlink.efficiency_register * PROTO_EFFICIENCY[schedule.protocol]
 
 
@@ -103,6 +108,21 @@ def step_sync_s(system: System, schedule: Schedule, specs) -> float:
         return 0.0
     latency = max((s.latency_s for s in specs), default=0.0)
     return latency + system.gpu.sync.flag_latency_sys_s
+
+
+def cut_through(schedule: Schedule) -> bool:
+    """Whether NCCL runs this schedule's steps cut through (pksim.collective.Model): the line
+    protocols forward each line as it lands (LL, LL128: the flag is in the line; prims_ll.h,
+    prims_ll128.h), and NVLS reduces a chunk and multicasts it in one pass of the same
+    threads (all_reduce.h, directRecvDirectSend) (docs/decisions.md D41)."""
+    return schedule.protocol in ("LL", "LL128") or schedule.algorithm == "nvls"
+
+
+def lane_lead(schedule: Schedule) -> bool:
+    """Whether a cut-through lane waits for its peers' post before its first step: NVLS's
+    reduce waits for every rank's "ready" of the chunk's slot (Simple flow control) before
+    its ld_reduce, as its result's "landed" follows the multicast (docs/decisions.md D41)."""
+    return schedule.algorithm == "nvls"
 
 
 def launch_costs(system: System, topo: Topology, mode: str) -> tuple[float, float, dict]:

@@ -152,10 +152,14 @@ class Pick:
     table: tuple                 # ranked rows: (cost us, algo, proto, latency us, bw GB/s)
 
     def pipeline_depth(self) -> int:
-        """Chunks in flight per channel: NCCL_STEPS buffer slots over the chunk's steps."""
+        """Chunks in flight per channel: NCCL_STEPS buffer slots over the chunk's steps
+        (ring Simple: CHUNKSTEPS 4 slots a chunk; NVLS and the line protocols: one slot;
+        tree Simple: its chunk rule is not quoted, 2 kept)."""
         if self.protocol == "Simple" and self.algorithm == "ring":
             return NCCL_STEPS // 4
-        return NCCL_STEPS if self.protocol != "Simple" else 2
+        if self.protocol != "Simple" or self.algorithm in ("nvls", "nvls_tree"):
+            return NCCL_STEPS
+        return 2
 
 
 def pick(system: System, topo: Topology, c: Constants, op: str, nbytes: int,
