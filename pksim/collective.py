@@ -63,12 +63,9 @@ class Model:
     # its store and on to the next chunk in program order, without flags: its steps pay no
     # signal; the last write's drain and the kernel's end are paid once, at the end.
     tail_s: float = 0.0
-    # NCCL's line protocols (LL, LL128) forward each line as it lands, and its NVLS loop
-    # reduces and multicasts a chunk in one pass: a step's flows start once the previous
-    # step's first bytes have landed (its path latency), not once its last byte has (cut
-    # through); a lane pays its signal once, at its end (docs/decisions.md D41).
-    cut_through: bool = False
-    lead_s: float = 0.0            # cut through: what a lane waits before its first step
+    # NCCL's line protocols (LL, LL128) and its NVLS loop run cut through: a step's flows
+    # start once the previous step's first bytes have landed (nccl.cut_through, D41)
+    cut: nccl.CutThrough | None = None
 
     def issued_s(self, step: int) -> float:
         """Earliest start of costed step ``step`` allowed by the host's calls."""
@@ -127,6 +124,8 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     lanes = 1
     if schedule.chunk_bytes and largest > schedule.chunk_bytes:
         lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
+    if schedule.impl == "nccl":         # NVLS's copies through its buffers, chunk by chunk
+        program = nccl.with_buffer_copies(program, schedule, nbytes)
     resident = resident_in_l2(topo, nbytes) and not cold
     caps = capacities(topo, schedule)
     if schedule.impl == "nccl":
@@ -154,11 +153,10 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         ce = system.gpu.copy_engine
         launch = max(0.0, ce_setup_s(topo) - system.gpu.sync.stream_chain_s)
         launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
-    cut = schedule.impl == "nccl" and nccl.cut_through(schedule)
-    lead = max(sync.values(), default=0.0) if cut and nccl.lane_lead(schedule) else 0.0
+    cut = nccl.cut_through(schedule, program, sync) if schedule.impl == "nccl" else None
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s, floor, tail,
-                 cut, lead)
+                 cut)
 
 
 def streamed_in_network(schedule: Schedule) -> bool:
@@ -314,7 +312,7 @@ def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[s
 def simulate(model: Model, record: bool = False) -> Prediction:
     """Run the model on the fluid engine; return the prediction (with the analytical
     bound and alpha-beta time beside it)."""
-    if model.cut_through:
+    if model.cut is not None:
         time_s, busy_s, records = _run_cut_through(model, record)
     elif model.lanes == 1:
         time_s, busy_s, records = _run_sequential(model, record)
@@ -375,33 +373,44 @@ def _run_lanes(model: Model, record: bool):
 
 
 def _run_cut_through(model: Model, record: bool):
-    """Lanes whose steps cut through (Model.cut_through): a lane starts every step's flows at
-    once, step s after the path latencies of steps 0..s (its first bytes can only follow
-    the previous step's first bytes), and pays the last step's signal when its flows are
-    done; lane j starts once lane j - depth has ended. All flows share the resources, so a
-    link carrying several steps at once carries their sum: the time is the larger of the
-    latency chain and the busiest resource's work, not their sum."""
+    """Lanes whose steps cut through (Model.cut): a lane starts its steps' flows together,
+    step s after the path latencies of the steps before it (its first bytes can only follow
+    theirs), except after a hand-off step, whose flows must end and be signalled first; the
+    hand-offs cut the lane into segments, which run in lane order where the cut says so;
+    lane j starts once lane j - depth has ended. All flows share the resources, so a link
+    carrying several steps at once carries their sum: the time is the larger of the latency
+    chain and the busiest resource's work, not their sum."""
     env = simpy.Environment()
     engine = FluidEngine(env, model.capacity, record=record)
     steps = list(model.step_classes())
     depth = max(1, model.schedule.pipeline_depth)
-    done = [env.event() for _ in range(model.lanes)]
+    cut = model.cut
+    segments = len(cut.handoffs & set(range(len(steps) - 1))) + 1
+    done = [[env.event() for _ in range(segments)] for _ in range(model.lanes)]
 
     def lane(j: int):
         yield env.timeout(model.launch_s)
         if j >= depth:
-            yield done[j - depth]
-        events, offset = [], model.lead_s
+            yield done[j - depth][-1]
+        events, offset, k = [], cut.lead_s, 0
+        if cut.in_order and j > 0:
+            yield done[j - 1][0]
         for s, (step, classes, _sync) in enumerate(steps):
             for fc in classes:
                 events.append(engine.transfer(fc.nbytes, dict(fc.usage), offset + fc.latency_s,
                                               rank=fc.issuer, step=s, lane=j,
                                               pattern=step.key[0]))
             offset += max((fc.latency_s for fc in classes), default=0.0)
+            if s in cut.handoffs and s < len(steps) - 1:
+                yield env.all_of(events)
+                done[j][k].succeed()
+                events, offset, k = [], cut.handoff_s, k + 1
+                if cut.in_order and j > 0:
+                    yield done[j - 1][k]
         yield env.all_of(events)
-        if steps and steps[-1][2] > 0:
-            yield env.timeout(steps[-1][2])
-        done[j].succeed()
+        if cut.tail_s > 0:
+            yield env.timeout(cut.tail_s)
+        done[j][-1].succeed()
 
     for j in range(model.lanes):
         env.process(lane(j))

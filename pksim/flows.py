@@ -151,6 +151,8 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
     issuer = t.dst if t.kind == "switch-reduce" else t.src
     if sched.mechanism == "copy-engine":
         add(resource("ce", issuer), 1.0)
+    elif sched.impl == "nccl":     # NCCL's channels move every byte at NCCL's channel rate
+        add(resource("issue", issuer), 1.0)
     else:
         add(resource("issue", issuer), issue_weight(topo, sched, t, piece, resident))
     link_w = 1.0 / link_efficiency

@@ -14,11 +14,14 @@ picked algorithm on the topology (pksim.collective) with:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology, resource
 from pksim import nccl_graph
 from pksim.nccl_constants import constants
+from pksim.program import Program, Step, Transfer
 from pksim.schedule import Schedule
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -110,19 +113,73 @@ def step_sync_s(system: System, schedule: Schedule, specs) -> float:
     return latency + system.gpu.sync.flag_latency_sys_s
 
 
-def cut_through(schedule: Schedule) -> bool:
-    """Whether NCCL runs this schedule's steps cut through (pksim.collective.Model): the line
-    protocols forward each line as it lands (LL, LL128: the flag is in the line; prims_ll.h,
-    prims_ll128.h), and NVLS reduces a chunk and multicasts it in one pass of the same
-    threads (all_reduce.h, directRecvDirectSend) (docs/decisions.md D41)."""
-    return schedule.protocol in ("LL", "LL128") or schedule.algorithm == "nvls"
+def registered(schedule: Schedule) -> bool:
+    """Whether NCCL sees the call's buffers registered: a call captured in a CUDA graph
+    registers them (NCCL_GRAPH_REGISTER, default 1: enqueue.cc's
+    ncclCudaGraphValid(capturingGraph) && ncclParamGraphRegister()); an eager call of
+    nccl-tests or a framework does not (docs/decisions.md D42)."""
+    return _extra(schedule, "launch", DEFAULT_LAUNCH) == "graph"
 
 
-def lane_lead(schedule: Schedule) -> bool:
-    """Whether a cut-through lane waits for its peers' post before its first step: NVLS's
-    reduce waits for every rank's "ready" of the chunk's slot (Simple flow control) before
-    its ld_reduce, as its result's "landed" follows the multicast (docs/decisions.md D41)."""
-    return schedule.algorithm == "nvls"
+def buffer_bytes(op: str, world: int, nbytes: float) -> tuple[float, float]:
+    """(send, receive) buffer bytes of one rank, nbytes as nccl-tests counts it."""
+    if op == "all-gather":
+        return nbytes / world, nbytes
+    if op == "reduce-scatter":
+        return nbytes, nbytes / world
+    return nbytes, nbytes
+
+
+def with_buffer_copies(program: Program, schedule: Schedule, nbytes: float) -> Program:
+    """NVLS without registered buffers (all_reduce.h and its all-gather / reduce-scatter
+    siblings, regUsed = 0): the scatter warps copy the rank's input into its slot of NCCL's
+    NVLS buffer before the reduce warps' multimem loads, and the gather warps copy the result
+    out of it into the output after the multicast. Registered buffers run zero-copy (the
+    scatter and gather warps only exchange the slots' flags). docs/decisions.md D42."""
+    if schedule.algorithm != "nvls" or registered(schedule):
+        return program
+    w = program.world
+    send, recv = buffer_bytes(schedule.op, w, nbytes)
+    scatter = Step(("nvls-copy", "scatter", w, send),
+                   lambda: [Transfer(r, r, send, "copy") for r in range(w)])
+    gather = Step(("nvls-copy", "gather", w, recv),
+                  lambda: [Transfer(r, r, recv, "copy") for r in range(w)])
+    return Program([scatter] + program.steps + [gather], w)
+
+
+@dataclass(frozen=True)
+class CutThrough:
+    """How a lane of a cut-through NCCL schedule runs (pksim.collective._run_cut_through):
+    ``lead_s`` before its first step, a store-and-forward hand-off of ``handoff_s`` after
+    each step of ``handoffs`` (indices), ``tail_s`` after its last step. The hand-offs cut
+    a lane into segments; ``in_order``: a segment of lane j also waits for the same segment
+    of lane j - 1 (its warps take the chunks one after another)."""
+    lead_s: float = 0.0
+    handoffs: frozenset = frozenset()
+    handoff_s: float = 0.0
+    tail_s: float = 0.0
+    in_order: bool = False
+
+
+def cut_through(schedule: Schedule, program: Program, sync: dict) -> CutThrough | None:
+    """How NCCL runs this schedule's steps, or None for step by step (ring and tree Simple,
+    point-to-point). Cut through: a step's flows start once the previous step's first bytes
+    have landed. The line protocols forward each line as it lands (LL, LL128: the flag is in
+    the line; prims_ll.h, prims_ll128.h); their lanes pay no signal. NVLS reduces a chunk and
+    multicasts it in one pass of the same threads (all_reduce.h, directRecvDirectSend), behind
+    the Simple protocol's flags: a lane waits for every peer's post of the chunk's slot first
+    and posts the landed result last (the Simple signal, ``sync``); without registered
+    buffers its scatter copy must end, and be posted, before the reduce reads it, and the
+    gather copy starts once the multicast's result is posted. docs/decisions.md D41, D42."""
+    if schedule.protocol in ("LL", "LL128") and schedule.algorithm != "nvls":
+        return CutThrough()
+    if schedule.algorithm != "nvls":
+        return None
+    signal = max(sync.values(), default=0.0)
+    keys = [step.key for step in program.costed()]
+    if keys and keys[0][0] == "nvls-copy":
+        return CutThrough(0.0, frozenset({0, len(keys) - 2}), signal, 0.0, True)
+    return CutThrough(signal, frozenset(), 0.0, signal)
 
 
 def launch_costs(system: System, topo: Topology, mode: str) -> tuple[float, float, dict]:
