@@ -79,7 +79,8 @@ class Model:
         steps = self.program.costed()
         for i, step in enumerate(steps):
             sync = self.sync_s[step.key]
-            if self.program.phases is not None and i == len(steps) - 1:
+            if self.program.phases is not None and i == len(steps) - 1 \
+                    and not edge_barriers(self.topo, self.schedule):
                 sync -= phase_flag_s(self.system, self.topo, self.schedule)
             yield step, self.classes[step.key], sync
 
@@ -146,6 +147,8 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
+    if program.phases is not None and edge_barriers(topo, schedule):
+        launch += edge_barrier_s(system, topo)
     elif program.phases is not None and schedule.mechanism == "copy-engine":
         # no kernel at all: the first copy waits for the engine's setup (which ce_burst
         # measures behind queued work) where later ones pay the chain, and the first copy on
@@ -271,6 +274,25 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves,
     if schedule.mechanism == "copy-engine":
         return drain + (ce_waits_s(system, topo, schedule) if joins else 0.0)
     return handoff_s(system.gpu, drain)
+
+
+def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
+    """Whether a generated kernel meets every rank at its entry and its exit: ranks in
+    separate processes (kernels/collectives/collective.cuh run(), ``edges``) run a grid
+    barrier across all ranks before the first phase and after the last (docs/decisions.md
+    D43); virtual ranks share one launch and need neither. Copy-engine schedules leave it
+    to their barrier kernels (not modelled)."""
+    return (schedule.impl == "pk" and not topo.virtual and topo.world > 1
+            and schedule.mechanism in ("tma", "register", "multimem"))
+
+
+def edge_barrier_s(system: System, topo: Topology) -> float:
+    """The entry barrier across GPUs (pk::barrier: a system-scope release, one arrival
+    stored into every rank's counter over NVLink, a system-scope acquire of every peer's):
+    a phase's hand-off (hwmodels.sm.handoff_s) whose drain is the arrivals' one-way path;
+    the exit barrier is the last phase's own hand-off, kept (Model.step_classes)."""
+    path = max((topo.gpu_path(0, q).latency_s for q in range(1, topo.world)), default=0.0)
+    return handoff_s(system.gpu, path)
 
 
 def ce_waits_s(system: System, topo: Topology, schedule: Schedule) -> float:

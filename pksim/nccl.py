@@ -8,8 +8,8 @@ picked algorithm on the topology (pksim.collective) with:
   128 (15/16), Simple 1 (nccl-model.md section 2), times the register path's efficiency;
 - per step, the topology's path latency, plus for Simple the flag the sender posts after
   its data (LL and LL128 carry their flags inside the data lines);
-- per rank, the issue capacity of the picked channels: LL at llMaxBw, LL128 at channels x
-  perChMaxRingLL128Bw, Simple at that over 15/16 (NCCL's tables: reported as such);
+- per rank, the issue capacity of the picked channels: channels x perChMaxRingLL128Bw
+  (LL128), over 15/16 for LL and Simple (NCCL's tables: reported as such);
 - the launch cost of the launch mode (``launch_costs``).
 """
 from __future__ import annotations
@@ -89,17 +89,17 @@ def _extra(schedule: Schedule, key: str, default=None):
 
 
 def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
-    """NCCL's channels replace pk's communication SMs: per rank, channels x per-channel rate
-    (llMaxBws for LL, perChMaxRingLL128Bws per channel otherwise; nccl-model.md 1.1)."""
+    """NCCL's channels replace pk's communication SMs: per rank, channels x NCCL's per-channel
+    rate (perChMaxRingLL128Bws, nccl-model.md 1.1; over 15/16 for the other protocols, which
+    carry more payload per line). llMaxBws is not a rate of the channels: it caps the LL
+    entry of the cost table, which ranks (docs/decisions.md D41); LL's own limit is its line
+    format on the wire (link_efficiency)."""
     c = constants(_extra(schedule, "nccl_version"))
     arch = nccl_graph.arch_row(system)
     col = min(len({loc.domain for loc in topo.locations}) - 1, 2)
-    if schedule.protocol == "LL":
-        rate = c.ll_max_bw[arch][col] * 1e9
-    else:
-        rate = schedule.comm_sms * c.ring_ll128_bw[arch][col] * 1e9
-        if schedule.protocol == "Simple":
-            rate /= PROTO_EFFICIENCY["LL128"]
+    rate = schedule.comm_sms * c.ring_ll128_bw[arch][col] * 1e9
+    if schedule.protocol != "LL128":
+        rate /= PROTO_EFFICIENCY["LL128"]
     return {resource("issue", r): rate for r in range(topo.world)}
 
 
@@ -273,6 +273,6 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
         "graph inputs: NVLink per-link bw (topo.h), search speed arrays (search.cc)",
         "channels: per-call reduction of 2 x ring graph channels, or nvlsChannels (enqueue.cc)",
         "chunk_bytes: NCCL buffer steps (init.cc:810-828) / NVLS chunk rule (enqueue.cc)",
-        "issue rate per rank: llMaxBws (LL) or channels x perChMaxRingLL128Bws (tuning.cc)",
+        "issue rate per rank: channels x perChMaxRingLL128Bws (tuning.cc)",
         "wire efficiency: LL 1/2, LL128 15/16 (NCCL's line formats)"]
     return out
