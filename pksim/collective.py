@@ -147,7 +147,7 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
-    if program.phases is not None and edge_barriers(topo, schedule):
+    if (program.phases is not None or streamed) and edge_barriers(topo, schedule):
         launch += edge_barrier_s(system, topo)
     elif program.phases is not None and schedule.mechanism == "copy-engine":
         # no kernel at all: the first copy waits for the engine's setup (which ce_burst
@@ -281,7 +281,8 @@ def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
     separate processes (kernels/collectives/collective.cuh run(), ``edges``) run a grid
     barrier across all ranks before the first phase and after the last (docs/decisions.md
     D43); virtual ranks share one launch and need neither. Copy-engine schedules leave it
-    to their barrier kernels (not modelled)."""
+    to their barrier kernels (not modelled). A streamed in-network kernel's exit is its tail
+    (Model.tail_s), a phase kernel's its last phase's hand-off."""
     return (schedule.impl == "pk" and not topo.virtual and topo.world > 1
             and schedule.mechanism in ("tma", "register", "multimem"))
 

@@ -175,7 +175,11 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
             latency = max(latency, path.latency_s)
         add(resource("nvl_in", t.dst), link_w)
         add(_mem(topo, t.dst, resident), 1.0)
-        latency *= 2
+        # a load's round trip: from the issuer up to the switch and on to every rank's
+        # memory, its access there, and the reduced value back the same way (D40)
+        gpu = topo.system.gpu
+        access = gpu.l2.latency_s if resident else gpu.hbm.latency_s
+        latency = 2 * (latency + topo.reduction_path(t.dst).latency_s) + access
     elif t.kind == "multicast":
         add(_mem(topo, t.src, resident), 1.0)
         up = topo.reduction_path(t.src)
