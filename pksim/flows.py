@@ -277,8 +277,9 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
             latency = max(latency, path.latency_s)
     block = piece / working_blocks(sched.comm_sms, piece, dealt=m.dealt)
     far = not topo.virtual and any(q != m.issuer for q in m.sources)
+    far_stores = not topo.virtual and not far and any(q != m.issuer for q in m.dests)
     latency += tma_s + move_latency_s(gpu, mech, len(m.sources), len(m.dests), m.reduce, block,
-                                      m.routine, remote=far)
+                                      m.routine, remote=far, far_stores=far_stores)
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
     # complete (pk::tma::complete_writes) before the next starts: inside one GPU until the L2
     # has them (as a phase's writes, pksim.collective.phase_sync_s), across GPUs a round trip.
