@@ -214,26 +214,33 @@ ALGORITHM = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "hiera
 
 
 def choose(system: System, topo: Topology, op: str, nbytes: int, version: str | None = None,
-           nvls: bool = True) -> nccl_graph.Pick | None:
+           nvls: bool = True, algo: str | None = None,
+           proto: str | None = None) -> nccl_graph.Pick | None:
     """NCCL's own pick for this call (None: a point-to-point op, which NCCL runs as sends
-    outside its tuner)."""
+    outside its tuner); ``algo`` / ``proto`` (NCCL's table names: ring, nvls, ...; LL,
+    LL128, Simple) force them as NCCL_ALGO / NCCL_PROTO do."""
     if topo.virtual:
         raise InfeasibleError("NCCL does not run several ranks on one GPU (virtual ranks)")
-    return nccl_graph.pick(system, topo, constants(version), op, nbytes, nvls)
+    return nccl_graph.pick(system, topo, constants(version), op, nbytes, nvls, algo, proto)
 
 
 def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None,
                   domains: int = 1, version: str | None = None,
-                  launch: str = DEFAULT_LAUNCH, nvls: bool = True) -> Schedule:
+                  launch: str = DEFAULT_LAUNCH, nvls: bool = True, algo: str | None = None,
+                  proto: str | None = None) -> Schedule:
     """The schedule NCCL itself would pick for this call: the tuner's pick, with its channels
     as the issuing units and channels x chunk as the DES's pipeline lane."""
     if launch not in LAUNCH_MODES:
         raise InfeasibleError(f"NCCL launch mode must be one of {', '.join(LAUNCH_MODES)}")
     topo = Topology.build(system, world, domains)
-    p = choose(system, topo, op, nbytes, version, nvls)
+    p = choose(system, topo, op, nbytes, version, nvls, algo, proto)
     extra = {"launch": launch, "nccl_version": constants(version).version}
     if not nvls:
         extra["nvls"] = "off"
+    if algo:
+        extra["nccl_algo"] = algo
+    if proto:
+        extra["nccl_proto"] = proto
     if p is None:            # point-to-point: Simple over the execution channels
         g = nccl_graph.derive(system, topo, constants(version))
         return Schedule(op=op, shape=(("bytes", nbytes),), world=topo.world, domains=domains,
@@ -253,7 +260,8 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
     topo = Topology.build(system, schedule.world, schedule.domains)
     version = _extra(schedule, "nccl_version")
     p = choose(system, topo, schedule.op, schedule.dim("bytes"), version,
-               _extra(schedule, "nvls") != "off")
+               _extra(schedule, "nvls") != "off", _extra(schedule, "nccl_algo"),
+               _extra(schedule, "nccl_proto"))
     mode = _extra(schedule, "launch", DEFAULT_LAUNCH)
     gpu_s, host_s, launch_src = launch_costs(system, topo, mode)
     out = {"nccl_version": version, "launch": {"mode": mode, "gpu_s": gpu_s,

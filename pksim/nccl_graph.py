@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.nccl_constants import Constants
@@ -163,15 +164,21 @@ class Pick:
 
 
 def pick(system: System, topo: Topology, c: Constants, op: str, nbytes: int,
-         nvls: bool = True) -> Pick | None:
-    """NCCL's choice for ``op`` (None: a point-to-point op, outside the tuner)."""
+         nvls: bool = True, algo: str | None = None, proto: str | None = None) -> Pick | None:
+    """NCCL's choice for ``op`` (None: a point-to-point op, outside the tuner). ``algo`` /
+    ``proto`` force them as NCCL_ALGO / NCCL_PROTO do: every other entry of the cost table
+    is zeroed (tuning.cc:453-462, 537-538) and the argmin runs over the rest."""
     coll = TUNED.get(op)
     if coll is None:
         return None
     g = derive(system, topo, c)
-    rows = ranked(c, g, coll, nbytes, nvls)
+    rows = [r for r in ranked(c, g, coll, nbytes, nvls)
+            if (algo is None or r[1] == algo) and (proto is None or r[2] == proto)]
     if not rows:
-        return None
+        if algo is None and proto is None:
+            return None
+        raise InfeasibleError(f"NCCL has no usable {algo or 'algorithm'}/{proto or 'protocol'} "
+                              f"for {op} here (NCCL_ALGO / NCCL_PROTO leave nothing)")
     _t, algo, proto, _lat, _bw = rows[0]
     nc, nt = call_channels(g, algo, proto, nbytes)
     return Pick(coll, algo, proto, nc, nt, chunk_bytes(g, algo, proto, nbytes, nc), c.version,
