@@ -152,7 +152,9 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
     if sched.mechanism == "copy-engine":
         add(resource("ce", issuer), 1.0)
     elif sched.impl == "nccl":     # NCCL's channels move every byte at NCCL's channel rate
-        add(resource("issue", issuer), 1.0)
+        # (NVLS's copies through its buffers by their own warps: pksim.nccl, D42)
+        local_copy = t.kind == "copy" and t.src == t.dst
+        add(resource("copy" if local_copy else "issue", issuer), 1.0)
     else:
         add(resource("issue", issuer), issue_weight(topo, sched, t, piece, resident))
     link_w = 1.0 / link_efficiency

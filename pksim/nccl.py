@@ -100,7 +100,13 @@ def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict
     rate = schedule.comm_sms * c.ring_ll128_bw[arch][col] * 1e9
     if schedule.protocol != "LL128":
         rate /= PROTO_EFFICIENCY["LL128"]
-    return {resource("issue", r): rate for r in range(topo.world)}
+    caps = {resource("issue", r): rate for r in range(topo.world)}
+    if schedule.algorithm == "nvls" and not registered(schedule):
+        # NVLS's scatter and gather warps (15 of a channel's 20, all_reduce.h) copy through
+        # its buffers beside the reduce warps: at the same channel rate (an estimate: NCCL
+        # states no copy rate; docs/decisions.md D42)
+        caps |= {resource("copy", r): rate for r in range(topo.world)}
+    return caps
 
 
 def step_sync_s(system: System, schedule: Schedule, specs) -> float:

@@ -29,6 +29,7 @@ from pksim.nccl_constants import constants
 from pksim.nccl_graph import pick
 from pksim.search import best
 from pksim.simulate import predict
+from pksim.versus import versus_nccl
 from validation.published.corpus import Entry, Row, Series, load_corpus
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -364,10 +365,29 @@ def miss_reason(curve: Curve) -> str | None:
             f"{abs(worst.error):.0%} ({worst.label}, bound by {worst.bound})")
 
 
+# pk's best schedule against NCCL's pick where both have the switch's reduction (NVLS):
+# the systems the judged entries map to, at sizes from 64 MiB (pksim.versus, D44)
+VERSUS_SYSTEMS = ("dgx-h100", "hgx-h200", "dgx-b200")
+VERSUS_BYTES = (64 * MiB, 256 * MiB, 1024 * MiB)
+
+
+def versus(systems: tuple[str, ...] = VERSUS_SYSTEMS,
+           sizes: tuple[int, ...] = VERSUS_BYTES) -> list[dict]:
+    """All-reduce: pk's best schedule against NCCL's pick (its default launch), each with its
+    binding resource and time, and the difference itemised (pksim.versus.versus_nccl)."""
+    rows = []
+    for name in systems:
+        system = load_system(name)
+        for nbytes in sizes:
+            rows.append({"system": name, "bytes": nbytes,
+                         **versus_nccl(system, "all-reduce", nbytes)})
+    return rows
+
+
 def judge(entries: tuple[Entry, ...] | None = None) -> list[EntryReport]:
     """The whole corpus judged (``entries`` default: every shipped entry)."""
     return [judge_entry(e) for e in (entries if entries is not None else load_corpus())]
 
 
-__all__ = ["judge", "judge_entry", "EntryReport", "Curve", "Point", "Pick", "BANDS",
+__all__ = ["judge", "judge_entry", "versus", "EntryReport", "Curve", "Point", "Pick", "BANDS",
            "SYSTEMS", "TARGETS", "miss_reason", "band_of", "stats"]
