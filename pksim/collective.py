@@ -147,7 +147,7 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
-    if (program.phases is not None or streamed) and edge_barriers(topo, schedule):
+    if edge_barriers(topo, schedule):
         launch += edge_barrier_s(system, topo)
     elif program.phases is not None and schedule.mechanism == "copy-engine":
         # no kernel at all: the first copy waits for the engine's setup (which ce_burst
@@ -277,12 +277,14 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves,
 
 
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
-    """Whether a generated kernel meets every rank at its entry and its exit: ranks in
-    separate processes (kernels/collectives/collective.cuh run(), ``edges``) run a grid
-    barrier across all ranks before the first phase and after the last (docs/decisions.md
-    D43); virtual ranks share one launch and need neither. Copy-engine schedules leave it
-    to their barrier kernels (not modelled). A streamed in-network kernel's exit is its tail
-    (Model.tail_s), a phase kernel's its last phase's hand-off."""
+    """Whether a pk kernel meets every rank at its entry and its exit: ranks in separate
+    processes (kernels/collectives/collective.cuh run(), ``edges``) run a grid barrier across
+    all ranks before the first phase and after the last (docs/decisions.md D43); the
+    algorithms without a generated kernel (rhd, tree, hierarchical) are held to the same, as
+    any kernel whose peers' buffers must be ready. Virtual ranks share one launch and need
+    neither; copy-engine schedules leave it to their barrier kernels (not modelled). The exit
+    is the last step's own signal (Model.step_classes keeps a phase kernel's; a streamed
+    in-network kernel's is its tail, Model.tail_s)."""
     return (schedule.impl == "pk" and not topo.virtual and topo.world > 1
             and schedule.mechanism in ("tma", "register", "multimem"))
 
