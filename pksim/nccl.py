@@ -277,7 +277,15 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
         out["from_nccl_tables"] = ["channels: 2 x ring graph channels (connect.cc:460)"]
         return out
     out["pick"] = {"algorithm": p.algorithm, "protocol": p.protocol, "channels": p.channels,
-                   "threads": p.threads, "chunk_bytes": p.chunk_bytes}
+                   "threads": p.threads, "chunk_bytes": p.chunk_bytes,
+                   "forced": {"algo": _extra(schedule, "nccl_algo"),
+                              "proto": _extra(schedule, "nccl_proto")}}
+    out["run"] = {
+        "steps": ("cut through" if schedule.protocol in ("LL", "LL128")
+                  or schedule.algorithm == "nvls" else "step by step"),
+        "buffers": "registered (CUDA graph capture)" if registered(schedule)
+                   else "not registered (eager call)",
+        "nvls_copies": schedule.algorithm == "nvls" and not registered(schedule)}
     out["tuner_ranked"] = [{"algorithm": a, "protocol": pr, "cost_us": round(t, 3),
                             "latency_us": round(lat, 3), "algbw_GBps": round(bw, 3)}
                            for t, a, pr, lat, bw in p.table[:top]]
