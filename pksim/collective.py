@@ -147,8 +147,6 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         # a generated kernel: the start of its grid (every virtual rank's blocks on one GPU)
         blocks = schedule.comm_sms * (topo.world if topo.virtual else 1)
         launch += grid_start_s(system.gpu, blocks, BLOCK_THREADS[schedule.mechanism])
-    if edge_barriers(topo, schedule):
-        launch += edge_barrier_s(system, topo)
     elif program.phases is not None and schedule.mechanism == "copy-engine":
         # no kernel at all: the first copy waits for the engine's setup (which ce_burst
         # measures behind queued work) where later ones pay the chain, and the first copy on
@@ -156,6 +154,8 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         ce = system.gpu.copy_engine
         launch = max(0.0, ce_setup_s(topo) - system.gpu.sync.stream_chain_s)
         launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
+    if edge_barriers(topo, schedule):      # ranks in separate processes meet first (D43)
+        launch += edge_barrier_s(system, topo)
     cut = nccl.cut_through(schedule, program, sync) if schedule.impl == "nccl" else None
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s, floor, tail,

@@ -153,6 +153,11 @@ def with_buffer_copies(program: Program, schedule: Schedule, nbytes: float) -> P
     return Program([scatter] + program.steps + [gather], w)
 
 
+def cuts_through(schedule: Schedule) -> bool:
+    """NCCL's line protocols and NVLS cut through (cut_through); the rest run step by step."""
+    return schedule.protocol in ("LL", "LL128") or schedule.algorithm == "nvls"
+
+
 @dataclass(frozen=True)
 class CutThrough:
     """How a lane of a cut-through NCCL schedule runs (pksim.collective._run_cut_through):
@@ -177,10 +182,10 @@ def cut_through(schedule: Schedule, program: Program, sync: dict) -> CutThrough 
     and posts the landed result last (the Simple signal, ``sync``); without registered
     buffers its scatter copy must end, and be posted, before the reduce reads it, and the
     gather copy starts once the multicast's result is posted. docs/decisions.md D41, D42."""
-    if schedule.protocol in ("LL", "LL128") and schedule.algorithm != "nvls":
-        return CutThrough()
-    if schedule.algorithm != "nvls":
+    if not cuts_through(schedule):
         return None
+    if schedule.algorithm != "nvls":
+        return CutThrough()
     signal = max(sync.values(), default=0.0)
     keys = [step.key for step in program.costed()]
     if keys and keys[0][0] == "nvls-copy":
@@ -281,8 +286,7 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
                    "forced": {"algo": _extra(schedule, "nccl_algo"),
                               "proto": _extra(schedule, "nccl_proto")}}
     out["run"] = {
-        "steps": ("cut through" if schedule.protocol in ("LL", "LL128")
-                  or schedule.algorithm == "nvls" else "step by step"),
+        "steps": "cut through" if cuts_through(schedule) else "step by step",
         "buffers": "registered (CUDA graph capture)" if registered(schedule)
                    else "not registered (eager call)",
         "nvls_copies": schedule.algorithm == "nvls" and not registered(schedule)}
