@@ -7,6 +7,7 @@ import click
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
+from hwmodels.topology import Topology
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
 from pksim.cli.programs import (print_prediction as print_program, print_search as
@@ -19,6 +20,7 @@ from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nc
 from pksim.search import SearchResult, fused_space, search as run_search, space
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 from pksim.simulate import predict as run_predict
+from pksim.versus import versus_nccl
 from pksim.workloads.collectives import COLLECTIVES
 
 
@@ -229,6 +231,13 @@ def predict(**kw) -> None:
         out = best.to_dict()
         if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
             out["nccl"] = nccl_report(system, best.schedule)
+        elif best.schedule.op in COLLECTIVES and best.schedule.world > 1 \
+                and not Topology.build(system, best.schedule.world,
+                                       best.schedule.domains).virtual:
+            # pk's schedule against NCCL's own pick: both bindings, the difference itemised
+            out["vs_nccl"] = versus_nccl(system, best.schedule.op, best.nbytes,
+                                         best.schedule.world, best.schedule.domains,
+                                         kw.get("launch", DEFAULT_LAUNCH), pk=best)
         emit_json(out)
     else:
         _print_prediction(best)
