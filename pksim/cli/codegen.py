@@ -23,6 +23,7 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.system import System
 from hwmodels.units import format_bytes, format_time, parse_bytes
+from pksim.cli.codegen_program import codegen_program
 from pksim.cli.comm_options import comm_extra, comm_options
 from pksim.cli.output import emit_json
 from pksim.inputs import check_bytes, check_comm_sms, check_world
@@ -177,7 +178,7 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
                      help=system_help),
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override a system figure (repeatable)."),
-        click.option("--op", required=True,
+        click.option("--op", default=None,
                      type=click.Choice(CODEGEN_OPS + (FUSED_CODEGEN_OPS if fused else ())),
                      help="Collective" + (", or a fused GEMM + communication op." if fused else ".")),
         click.option("--bytes", "size", required=not fused, metavar="SIZE",
@@ -216,6 +217,8 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
 
 
 def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Prediction | None]:
+    if kw["op"] is None:
+        raise ConfigError("--op is required" + ("" if runnable_only else " (or --program NAME)"))
     system = load_system(kw["system_name"], kw["overrides"])
     if kw["op"] in FUSED_CODEGEN_OPS:
         return (system, *_choose_fused(system, kw))
@@ -282,15 +285,23 @@ def unit_files(system: System, sched: Schedule) -> list[str]:
 @output_options
 @click.option("--build", "do_build", is_flag=True, help="Also compile it (cached by content).")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+@click.option("--program", default=None, metavar="NAME|FILE",
+              help="Instead of --op: every communication op of a program (a shipped name, "
+                   "pksim programs list, or a .toml), one kernel per distinct schedule, and an "
+                   "index program-<name>.json.")
 def codegen(out_dir: str | None, out_alias: str | None, force: bool, do_build: bool,
-            as_json: bool, **kw) -> None:
+            as_json: bool, program: str | None, **kw) -> None:
     """Write the CUDA source of a collective's or fused op's best (or given) schedule, and
-    its manifest (never over an existing file without --force)."""
+    its manifest (never over an existing file without --force); with --program, the kernels of
+    a program's communication."""
     out_dir = out_dir or out_alias
     if out_dir is None:
         raise ConfigError("pksim codegen needs -o/--output DIR")
     check_writable(out_dir)
     require("codegen --build" if do_build else "codegen")   # before anything is built
+    if program is not None:
+        codegen_program(program, out_dir, force, do_build, as_json, kw)
+        return
     system, sched, pred = _choose_from(kw)
     clash = [name for name in unit_files(system, sched) if (Path(out_dir) / name).exists()]
     if clash and not force:

@@ -1,0 +1,146 @@
+"""``pksim codegen --program NAME``: the generated kernels of a program's communication.
+
+Every communication op of a program (pksim.programs) becomes one generated collective, in its
+group's size (a sub-group's collective is the same kernel at that world):
+
+=====================  ======================================================================
+program op             kernel
+=====================  ======================================================================
+all-reduce, reduce-    the collective itself; a reduce op other than sum (avg, min, max) in its
+scatter, reduce        config (collectives/epilogue.cuh, rooted.cuh)
+all-gather, all-to-    the collective itself (copies move any element type as 2- or 4-byte
+all, broadcast,        elements: the library is the same)
+gather, scatter
+all-gather-v,          the -v kernel (collectives/varsize.cuh); its split sizes are run-time
+all-to-all-v           arguments, so the library serves every rank's splits
+all-gather-object      the all-gather (its two calls: the lengths, then the padded objects)
+sendrecv               send-recv (collectives/p2p.cuh) with the batch's offsets (pairs inside the
+                       group without wrap-around)
+=====================  ======================================================================
+
+The schedule of each is the fastest the model predicts among those codegen emits
+(pksim.kernel_contract.emit_reason), at the op's size (the -v ones at their even size,
+pksim.programs.costs.even_bytes: with even splits the -v kernel moves what the plain one does).
+Reductions of types other than bf16 and fp32 and groups of one rank are not emitted; the index
+says why. Distinct schedules are emitted once.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from codegen.manifest import Emitted
+from codegen.plan import algorithms as codegen_algorithms
+from hwmodels.errors import InfeasibleError
+from hwmodels.system import System
+from pksim.kernel_contract import emit_reason
+from pksim.prediction import Prediction
+from pksim.programs.costs import even_bytes
+from pksim.programs.model import DTYPE_BYTES, Op, Program
+from pksim.schedule import Schedule
+from pksim.search import search, space
+
+KERNEL_OP = {"all-reduce": "all-reduce", "reduce-scatter": "reduce-scatter", "reduce": "reduce",
+             "all-gather": "all-gather", "all-to-all": "all-to-all", "broadcast": "broadcast",
+             "gather": "gather", "scatter": "scatter", "all-gather-v": "all-gather-v",
+             "all-to-all-v": "all-to-all-v", "all-gather-object": "all-gather",
+             "sendrecv": "send-recv"}
+REDUCING = ("all-reduce", "reduce-scatter", "reduce")
+
+
+@dataclass(frozen=True)
+class CommKernel:
+    """One communication op of a program and the kernel emitted for it (or why none is)."""
+    op: str                       # the program's op name
+    kind: str
+    schedule: Schedule | None
+    prediction: Prediction | None
+    reason: str = ""              # why nothing is emitted (schedule None)
+
+
+def _peers(program: Program, op: Op, n: int) -> str:
+    """send-recv's peers for a batch: its send offsets (with wrap-around), or the pairs they
+    make inside the group (without)."""
+    offsets = [e.offset for e in op.p2p if e.send]
+    if op.param("wrap", True):
+        return ",".join(f"{o:+d}" for o in offsets)
+    pairs = [f"{p}>{p + o}" for o in offsets for p in range(n) if 0 <= p + o < n]
+    return ",".join(pairs)
+
+
+def kernel_for(system: System, program: Program, op: Op) -> CommKernel:
+    """The schedule codegen emits for a communication op (the model's fastest that it can)."""
+    kind = op.kind
+    n = program.groups[op.group].size
+    if n < 2:
+        return CommKernel(op.name, kind, None, None, "a group of one rank: a local copy, no kernel")
+    elem = DTYPE_BYTES[op.dtype]
+    reducing = kind in REDUCING
+    if reducing and op.dtype not in ("bf16", "fp32"):
+        return CommKernel(op.name, kind, None, None,
+                          f"generated reductions sum bf16 and fp32, not {op.dtype}")
+    dtype = op.dtype if reducing else ("fp32" if elem % 4 == 0 else "bf16")
+    extra: dict[str, str] = {}
+    reduce_op = op.param("reduce", "sum")
+    if reducing and reduce_op != "sum":
+        extra["reduce_op"] = reduce_op
+    kop = KERNEL_OP[kind]
+    nbytes = op.comm_bytes
+    if kind in ("all-gather-v", "all-to-all-v"):
+        nbytes = even_bytes(program, op)
+    elif kind == "all-gather-object":
+        nbytes = n * op.param("object_bytes")
+    elif kind == "sendrecv":
+        sends = [program.tensors[e.tensor].nbytes for e in op.p2p if e.send]
+        if not sends:
+            return CommKernel(op.name, kind, None, None, "a batch without sends")
+        nbytes = max(sends)
+        extra["peers"] = _peers(program, op, n)
+        if not extra["peers"]:
+            return CommKernel(op.name, kind, None, None, "no send stays inside the group")
+    nbytes = max(16, -(-nbytes // 16) * 16)
+    cands = space(system, kop, nbytes, n, 1, algorithms=codegen_algorithms(kop), chunks=(0,),
+                  extra=tuple(sorted(extra.items())))
+    cands = [c.with_(dtype=dtype, root=min(op.param("root", 0), n - 1)) for c in cands]
+    cands = [c for c in dict.fromkeys(cands) if emit_reason(system, c) is None]
+    if not cands:
+        return CommKernel(op.name, kind, None, None, f"codegen emits no {kop} schedule here")
+    try:
+        best = search(system, cands, top=1).ranked[0]
+    except InfeasibleError as exc:
+        return CommKernel(op.name, kind, cands[0], None, f"not predicted: {exc}")
+    return CommKernel(op.name, kind, best.schedule, best)
+
+
+def program_kernels(system: System, program: Program) -> list[CommKernel]:
+    return [kernel_for(system, program, op) for op in program.comm_ops]
+
+
+def emit_program(system: System, program: Program, out_dir: str | Path, emit, command: str = ""
+                 ) -> tuple[list[Emitted], Path]:
+    """Emit every distinct kernel of the program's communication into ``out_dir`` (``emit``:
+    codegen.emit) and an index, ``program-<name>.json``: per op its kernel's file, schedule
+    and prediction, or why it has none. Returns the emitted units and the index's path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    units: dict[str, Emitted] = {}
+    rows = []
+    for k in program_kernels(system, program):
+        row = {"op": k.op, "kind": k.kind}
+        if k.schedule is not None:
+            key = k.schedule.key()
+            if key not in units:
+                units[key] = emit(system, k.schedule, k.prediction, out, command=command)
+            row.update(source=units[key].source.name, schedule=k.schedule.to_dict(),
+                       label=k.schedule.label(), world=k.schedule.world,
+                       predicted_s=k.prediction.time_s if k.prediction else None)
+            if k.reason:
+                row["note"] = k.reason
+        else:
+            row["not_emitted"] = k.reason
+        rows.append(row)
+    index = out / f"program-{program.name}.json"
+    index.write_text(json.dumps({"program": program.name, "system": system.name,
+                                 "kernels": rows}, indent=1) + "\n")
+    return list(units.values()), index
