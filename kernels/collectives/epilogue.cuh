@@ -132,6 +132,14 @@ PK_DEV void finish_at(float* acc, unsigned j, const ep_args& e) {
   if constexpr (Ep::kBias) {
     const T* b = static_cast<const T*>(e.bias);
     const unsigned bc = static_cast<unsigned>(e.bias_count);
+    if (count == static_cast<int>(kVec<T>) && j % count == 0 && j + count <= bc && aligned16(b)) {
+      // a whole vector of the bias (a row of a multiple of 16 bytes, vectors on its grid)
+      float f[kVec<T>];
+      unpack_vec(f, *reinterpret_cast<const uint4*>(b + j), T{});
+#pragma unroll
+      for (int k = 0; k < count; ++k) acc[k] += f[k];
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < count; ++k) {
       acc[k] += to_f32(b[j]);
@@ -256,9 +264,11 @@ PK_DEV void reg_reduce_ep(const ptrs<T>& dst, const cptrs<T>& src, size_t n, siz
     nv = (n - head) / V;
   }
   for (size_t i = g.tid; i < head; i += g.size) reg_ep_scalar<Op, Ep, T>(dst, src, i, base + i, e);
-  // With a bias one vector of each source per thread and round (its per-element bias loads and
-  // wraps take the registers a second vector would; U = 2 spilled at the 128-register cap).
-  constexpr int U = Ep::kBias ? 1 : 2;
+  // One vector of each source per thread and round (the op and the epilogue take the registers
+  // a second vector would: with two, the bias kernels spilled at the 128-register cap and the
+  // avg two-shot at 4 ranks, at the cap without spilling, ran 1.8x slower than with a bias and
+  // one; docs/VALIDATION.md, the comm suite).
+  constexpr int U = 1;
   if (src.n <= 2) reg_ep_body<U, 2, Op, Ep>(dst, src, head, nv, base, e, g);
   else if (src.n <= 4) reg_ep_body<U, 4, Op, Ep>(dst, src, head, nv, base, e, g);
   else reg_ep_body<1, PKC_SET_SLOTS, Op, Ep>(dst, src, head, nv, base, e, g);
