@@ -122,8 +122,10 @@ PK_DEV void combine_vec(float* acc, const uint4& raw) {
 }
 
 // The epilogue of `count` consecutive elements whose first is bias entry j (< bias_count, which
-// the host keeps below 2^32: 32-bit positions).
-template <class Op, class Ep, typename T, int count>
+// the host keeps below 2^32: 32-bit positions). kVecBias: read a vector of the bias at once when
+// it lies on the 16-byte grid (the TMA stage: 2 % faster with it; the register path 5 % slower,
+// its per-element reads kept: comm suite runs 2 and 3, docs/VALIDATION.md).
+template <class Op, class Ep, typename T, int count, bool kVecBias = false>
 PK_DEV void finish_at(float* acc, unsigned j, const ep_args& e) {
   if constexpr (Op::kAvg || Ep::kScale) {
 #pragma unroll
@@ -132,7 +134,7 @@ PK_DEV void finish_at(float* acc, unsigned j, const ep_args& e) {
   if constexpr (Ep::kBias) {
     const T* b = static_cast<const T*>(e.bias);
     const unsigned bc = static_cast<unsigned>(e.bias_count);
-    if (count == static_cast<int>(kVec<T>) && j % count == 0 && j + count <= bc && aligned16(b)) {
+    if (kVecBias && count == static_cast<int>(kVec<T>) && j % count == 0 && j + count <= bc && aligned16(b)) {
       // a whole vector of the bias (a row of a multiple of 16 bytes, vectors on its grid)
       float f[kVec<T>];
       unpack_vec(f, *reinterpret_cast<const uint4*>(b + j), T{});
@@ -328,7 +330,7 @@ PK_DEV void stage_ep(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec, b
     for (size_t k = 0; k < kVec<T>; ++k) acc[k] = Op::init();
 #pragma unroll
     for (int q = 0; q < NS; ++q) combine_vec<Op, T>(acc, raw[q]);
-    finish_at<Op, Ep, T, static_cast<int>(kVec<T>)>(acc, at.j, e);
+    finish_at<Op, Ep, T, static_cast<int>(kVec<T>), true>(acc, at.j, e);
     pk::tma::sts128(out + i * 16u, pack_vec(acc, T{}));
   }
 }
