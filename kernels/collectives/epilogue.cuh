@@ -16,7 +16,7 @@
 // (registers: the same 16-byte loads in flight per thread; TMA: the same stages, the op and
 // the epilogue applied in the stage before its bulk stores), so the moves the model costs are
 // the same (pksim.workloads.phases; the epilogue's arithmetic and its bias reads, a vector that
-// stays in L2, are not costed: docs/decisions.md D49).
+// stays in L2, are not costed: docs/decisions.md D51).
 //
 // one-shot / two-shot all-reduce and direct reduce-scatter with an epilogue: the kernels of
 // all_reduce.cuh / reduce_scatter.cuh with reduce_ep in place of reduce_to. No copy-engine form

@@ -12,7 +12,8 @@
 #   memcheck.txt        compute-sanitizer memcheck of one library per algorithm at worlds 2,
 #                       8 and 16 (validation/device/sanitize_collectives.cpp)
 #   measured.jsonl      the scale suite, timed and checked (judged by `pksim validate --report`)
-# Caps (s): matrix PK_MATRIX_S (150), memcheck PK_MEMCHECK_S (120), suite PK_SUITE_S (240).
+# In that order (the timings before memcheck); caps (s): matrix PK_MATRIX_S (150), suite
+# PK_SUITE_S (240), memcheck PK_MEMCHECK_S (120); a cap of 0 skips the step.
 set -u
 bundle="$1"
 out="$2"
@@ -34,12 +35,17 @@ step() {  # NAME STATUS START CAP
 } > "$out/device.txt" 2>&1
 
 cap=${PK_MATRIX_S:-150}; s=$(date +%s)
-timeout --signal=KILL "$cap" $py -m validation.run.collectives --cases "$bundle/matrix/cases.json" \
+[ "$cap" -gt 0 ] && timeout --signal=KILL "$cap" $py -m validation.run.collectives --cases "$bundle/matrix/cases.json" \
   --out "$out/matrix.jsonl" --deadline-s $(( cap - 10 )) --case-timeout 90 2> "$out/matrix.log"
 step matrix $? "$s" "$cap"
 
+cap=${PK_SUITE_S:-240}; s=$(date +%s)
+[ "$cap" -gt 0 ] && timeout --signal=KILL "$cap" $py -m validation.run.collectives --cases "$bundle/cases.json" \
+  --out "$out/measured.jsonl" --deadline-s $(( cap - 10 )) --case-timeout 90 2> "$out/suite.log"
+step suite $? "$s" "$cap"
+
 cap=${PK_MEMCHECK_S:-120}; s=$(date +%s)
-if command -v nvcc >/dev/null && command -v compute-sanitizer >/dev/null; then
+if [ "$cap" -gt 0 ] && command -v nvcc >/dev/null && command -v compute-sanitizer >/dev/null; then
   nvcc -O2 -std=c++17 -I kernels -o /tmp/pk_sanitize_collectives \
     validation/device/sanitize_collectives.cpp -ldl >> "$out/device.txt" 2>&1
   libs=$(sed "s|^|$bundle/matrix/|" "$bundle/matrix/memcheck_libs.txt")
@@ -51,11 +57,6 @@ if command -v nvcc >/dev/null && command -v compute-sanitizer >/dev/null; then
 else
   echo "memcheck: no nvcc or compute-sanitizer" >> "$out/times.txt"
 fi
-
-cap=${PK_SUITE_S:-240}; s=$(date +%s)
-timeout --signal=KILL "$cap" $py -m validation.run.collectives --cases "$bundle/cases.json" \
-  --out "$out/measured.jsonl" --deadline-s $(( cap - 10 )) --case-timeout 90 2> "$out/suite.log"
-step suite $? "$s" "$cap"
 
 $py - "$bundle" "$out" >> "$out/times.txt" 2>&1 <<'EOF'
 import json, sys

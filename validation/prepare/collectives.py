@@ -43,7 +43,7 @@ from validation.runtime.reference import ELEM, count_for_bytes
 SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
          "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
          "tma": "tma", "register": "reg", "copy-engine": "ce", "in-network": "innet",
-         "multimem-emulated": "mmemu"}
+         "multimem-emulated": "mmemu", "rhd": "rhd"}
 SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
 
 
