@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.plan import mechanisms as codegen_mechanisms
@@ -98,7 +98,6 @@ class CommSuite:
     iters: int = 20
     warmup: int = 3
     description: str = ""
-    _rng: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def load_comm_suite(ref: str | Path = "comm") -> CommSuite:
