@@ -39,6 +39,7 @@ from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS, world_reason
 from pksim.schedule import Schedule
 from validation.prepare.predict import predict_case
 from validation.runtime.reference import ELEM, count_for_bytes
+from validation.runtime.reference_comm import OPS as COMM_OPS
 
 SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
          "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
@@ -48,7 +49,9 @@ SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
 
 
 def runnable() -> list[tuple[str, str, str]]:
-    return [(op, alg, mech) for (op, alg) in KERNELS if alg != "in-network"
+    """The correctness matrix's kernels; the rooted, -v and send/recv ones have their own
+    suite, which knows their split sizes (validation.prepare.comm)."""
+    return [(op, alg, mech) for (op, alg) in KERNELS if alg != "in-network" and op not in COMM_OPS
             for mech in mechanisms(alg, op)]
 
 
