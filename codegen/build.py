@@ -27,6 +27,7 @@ from pathlib import Path
 
 from hwmodels.errors import CompileError
 from hwmodels.resources import kernel_include_dirs, kernels_dir
+from pksim.kernel_contract import TARGETS
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,28 @@ def nvcc_version(nvcc: str) -> str:
         raise CompileError(f"cannot run {nvcc} --version: {exc}", [nvcc, "--version"]) from None
     lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
     return lines[-1] if lines else out.stdout.strip()
+
+
+@lru_cache(maxsize=None)
+def listed_targets(nvcc: str) -> tuple[str, ...]:
+    """The real architectures nvcc compiles for (``nvcc --list-gpu-code``: sm_90, sm_100, ...)."""
+    try:
+        out = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(x.strip() for x in out.stdout.split() if x.strip().startswith("sm_"))
+
+
+def newest_target() -> tuple[str, str]:
+    """The newest of the pk primitives' targets (kernel_contract.TARGETS) that this nvcc
+    offers, and the nvcc version line that says so; the newest of them all when no nvcc is
+    found (the build step will say so)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return TARGETS[-1], "no nvcc found"
+    listed = listed_targets(nvcc)
+    offered = [t for t in TARGETS if t.removesuffix("a") in listed]
+    return (offered[-1] if offered else TARGETS[-1]), nvcc_version(nvcc)
 
 
 def headers_digest() -> str:

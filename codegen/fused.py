@@ -46,18 +46,16 @@ from codegen.manifest import Emitted, unit_manifest
 from hwmodels.errors import InfeasibleError
 from hwmodels.resources import kernels_dir
 from hwmodels.system import System
-from hwmodels.topology import Topology
 from hwmodels.units import format_time
-from pksim.kernel_contract import FUSED_CODEGEN_OPS, FUSED_KERNELS, FUSED_MAX_RANKS, FUSED_THREADS
+from pksim.kernel_contract import (FUSED_CODEGEN_OPS, FUSED_KERNELS, FUSED_MAX_RANKS,
+                                   FUSED_TARGET, FUSED_THREADS, FUSED_TILES, emit_reason)
 from pksim.schedule import Schedule
 
 OPS = FUSED_CODEGEN_OPS
 KERNELS = FUSED_KERNELS
-ARCH = "sm_90a"                 # the GEMM needs wgmma and setmaxnreg
+ARCH = FUSED_TARGET             # the GEMM needs wgmma and setmaxnreg
 MAX_RANKS = FUSED_MAX_RANKS
-# (BM, BN, BK) -> (pipeline stages, epilogue buffers): the GEMM configs that fit 227 KiB
-TILES: dict[tuple[int, int, int], tuple[int, int]] = {
-    (128, 256, 64): (4, 2), (128, 128, 64): (6, 2), (256, 128, 64): (4, 1)}
+TILES = FUSED_TILES             # (BM, BN, BK) -> (pipeline stages, epilogue buffers)
 
 
 def sources_digest() -> str:
@@ -116,48 +114,15 @@ class FusedPlan:
 
 
 def make_plan(system: System, schedule: Schedule) -> FusedPlan:
-    """Schedule -> FusedPlan, or InfeasibleError naming what is missing."""
+    """Schedule -> FusedPlan, or InfeasibleError naming what is missing
+    (pksim.kernel_contract.emit_reason: the search marks the same schedules)."""
     s = schedule
-    if s.op not in OPS:
-        raise InfeasibleError(f"codegen's fused kernels cover {', '.join(OPS)}, not {s.op}")
-    if s.impl != "pk":
-        raise InfeasibleError(f"codegen emits pk kernels; impl {s.impl!r} is NCCL's own")
-    arch = system.gpu.sm_arch
-    if arch != ARCH:
-        raise InfeasibleError(f"{system.name}: the fused kernels use the Hopper GEMM "
-                              f"(wgmma, setmaxnreg: {ARCH}); {system.gpu.model} is "
-                              f"{arch or 'without an nvcc target'}")
-    if s.overlap == "none":
-        raise InfeasibleError(f"overlap none is a library GEMM and then the collective, two "
-                              f"launches: validation/run/fused.py times it from kernels/gemm "
-                              f"and the generated {s.op} collective; codegen emits fused kernels")
-    key = (s.op, s.overlap, s.algorithm)
-    if key not in KERNELS:
-        have = ", ".join(f"{ov}/{alg}" for (op, ov, alg) in KERNELS if op == s.op)
-        raise InfeasibleError(f"codegen has no {s.overlap} {s.algorithm} {s.op} kernel "
-                              f"(implemented for {s.op}: {have})")
-    template, mechs = KERNELS[key]
-    if s.mechanism not in mechs:
-        raise InfeasibleError(f"{s.overlap} {s.algorithm} {s.op} moves data with "
-                              f"{', '.join(mechs)}, not {s.mechanism}")
-    if not 2 <= s.world <= MAX_RANKS:
-        raise InfeasibleError(f"fused kernels address 2..{MAX_RANKS} ranks, not {s.world}")
-    if s.domains != 1:
-        raise InfeasibleError("fused kernels run inside one NVLink domain (domains = 1)")
-    if s.dtype != "bf16":
-        raise InfeasibleError(f"the Hopper GEMM is bf16 in, bf16 out; not {s.dtype}")
-    if s.chunk_bytes:
-        raise InfeasibleError("fused kernels pipeline by tiles; pipelined chunks "
-                              "(chunk_bytes > 0) are not implemented, use chunk_bytes = 0")
+    why = emit_reason(system, s)
+    if why:
+        raise InfeasibleError(why)
+    template, _ = KERNELS[(s.op, s.overlap, s.algorithm)]
     tile = tuple(s.tile)
-    if tile not in TILES:
-        raise InfeasibleError(f"no GEMM config for tile {tile}; available: "
-                              f"{', '.join(str(t) for t in TILES)}")
     comm = s.comm_sms if s.overlap == "inter-sm" else 0
-    sms = Topology.build(system, s.world, 1).sms_per_rank()
-    if comm >= sms:
-        raise InfeasibleError(f"{comm} communication SMs per rank leave no GEMM SM "
-                              f"({sms} SMs per rank on {system.name})")
     stages, epi = TILES[tile]
     kernel = f"{s.op.replace('-', '_')}_{s.overlap.replace('-', '_')}"
     if s.algorithm == "in-network":
@@ -240,15 +205,18 @@ struct config {{
 using op = pkf::{p.op_template}<config>;
 """
     globals_ = """// ---- globals: layouts, problem size, grid ---------------------------------------------------
-// op::globals (fused/ops.cuh): one pk::gemm::params per rank (A, B and epilogue tensor maps, the
-// rank's tile order), the communication parameters (every rank's buffers, flag counters, the
-// row partition), and the grid split: world x (gemm_blocks + comm_blocks) blocks.
+// op::globals (fused/ops.cuh): where the ranks' pk::gemm::params lie in the device table (A, B
+// and epilogue tensor maps, the rank's tile order; pkf_table writes it), the communication
+// parameters (every rank's buffers, flag counters, the row partition: arrays in the table), and
+// the grid split: world x (gemm_blocks + comm_blocks) blocks.
 using globals = op::globals;
 """
     kernel = f"""// ---- kernel ---------------------------------------------------------------------------------
+// kWide: the instance for worlds above 8 (the communication blocks sum their sources 8 at a time).
+template <bool kWide>
 __global__ void __launch_bounds__(config::gemm::THREADS, 1) {p.kernel}(const __grid_constant__ globals g) {{
   extern __shared__ __align__(1024) unsigned char smem[];
-  pkf::run<op>(g, smem);
+  pkf::run<op, kWide>(g, smem);
 }}
 """
     manifest = json.dumps({"op": p.op, "overlap": p.overlap, "algorithm": p.algorithm,
@@ -263,13 +231,19 @@ __global__ void __launch_bounds__(config::gemm::THREADS, 1) {p.kernel}(const __g
 extern "C" int {p.entry}(const pkf_args* a, char* msg, size_t msg_len) {{
   pkf::reporter rep(msg, msg_len);
   if (!pkf::check_args<op, config>(a, rep)) return rep.code;
-  return pkf::launch<op, config>({p.kernel}, a, rep);
+  return pkf::launch<op, config>({p.kernel}<false>, {p.kernel}<true>, a, rep);
 }}
 
 // Scratch sizes, flags and launch figures for these arguments (pointers are not read).
 extern "C" int pkf_requirements(const pkf_args* a, pkf_reqs* out, char* msg, size_t msg_len) {{
   pkf::reporter rep(msg, msg_len);
-  return pkf::requirements<op, config>({p.kernel}, a, out, rep);
+  return pkf::requirements<op, config>({p.kernel}<false>, {p.kernel}<true>, a, out, rep);
+}}
+
+// The device table's bytes for these arguments and a->table (fused/abi.h): copy them there.
+extern "C" int pkf_table(const pkf_args* a, void* host, size_t bytes, char* msg, size_t msg_len) {{
+  pkf::reporter rep(msg, msg_len);
+  return pkf::table<op, config>(a, host, bytes, rep);
 }}
 
 extern "C" const char* pkf_manifest(void) {{

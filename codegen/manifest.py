@@ -21,10 +21,19 @@ class Emitted:
 
 def unit_manifest(system: System, schedule: Schedule, prediction: Any, plan) -> dict:
     """The schedule, its key, the system, the prediction, the plan and the entry point."""
-    return {"schedule": schedule.to_dict(), "schedule_key": schedule.key(),
-            "system": system.name,
-            "prediction": prediction.to_dict() if prediction is not None else None,
-            "plan": plan.to_dict(), "entry": plan.entry}
+    out = {"schedule": schedule.to_dict(), "schedule_key": schedule.key(),
+           "system": system.name,
+           "prediction": prediction.to_dict() if prediction is not None else None,
+           "plan": plan.to_dict(), "entry": plan.entry}
+    # A multi-domain schedule: this unit is its NVLink part; the scale-out part is NCCL's,
+    # named here and never emitted, and `calls` says in which order the two run.
+    if getattr(plan, "scale_out", ()):
+        out["scale_out"] = dict(plan.scale_out)
+        out["calls"] = list(plan.calls)
+    # The target when it is not the system's own (a system later than Blackwell).
+    if getattr(plan, "arch_note", ""):
+        out["target"] = {"arch": plan.arch, "note": plan.arch_note}
+    return out
 
 
 def read_manifest(path: str | Path) -> dict:

@@ -10,59 +10,77 @@ Mapping from the Schedule IR (the names the simulator uses) to the skeletons:
 ==============  ==================================  =====================================
 op              schedule algorithm -> kernel        mechanisms
 ==============  ==================================  =====================================
-all-gather      direct, ring, in-network            tma, register, copy-engine; multimem
-reduce-scatter  direct, ring, in-network            tma, register, copy-engine; multimem
-all-reduce      direct (= one-shot), two-shot,      tma, register, copy-engine; multimem
-                ring, in-network
+all-gather      direct, ring, rhd, in-network       tma, register, copy-engine (rhd: tma,
+reduce-scatter  direct, ring, rhd, in-network       register); multimem for in-network
+all-reduce      direct (= one-shot), two-shot,
+                ring, rhd, in-network
 all-to-all      direct                              tma, register, copy-engine
 broadcast       direct, in-network                  tma, register, copy-engine; multimem
 ==============  ==================================  =====================================
 
-``in-network`` goes with ``multimem`` only (NVLink multicast): those kernels are compiled
-(``-DPK_ENABLE_MULTIMEM=1``) but never run here. Anything else raises InfeasibleError with
-the reason, as do systems without an nvcc target for the primitives.
+What can be emitted is pksim.kernel_contract's (``emit_reason``: the search marks the same
+schedules); make_plan raises InfeasibleError with that reason. Worlds run to one NVLink domain
+(576 ranks). A hierarchical schedule over several domains emits its NVLink part, a ring over
+each domain's ranks, and names the scale-out part, NCCL's collective among the ranks of one
+local index, in the plan (``scale_out``, ``calls``: the manifest's sequence); nothing crosses
+domains in generated code. ``in-network`` goes with ``multimem`` only (NVLink multicast): those
+kernels are compiled (``-DPK_ENABLE_MULTIMEM=1``) but never run here. The nvcc target is the
+system's; a system later than Blackwell without one gets the newest target nvcc offers
+(``arch_note`` says so).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from codegen.build import newest_target
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
-from pksim.kernel_contract import (BLOCK_THREADS, IN_NETWORK_STREAMED_OPS as STREAMED_OPS,
-                                   MAX_RANKS, RUNNABLE_MECHANISMS, TMA_STAGE_BYTES, TMA_STAGES,
-                                   in_network_chunk_bytes)
+from pksim.kernel_contract import (BLOCK_THREADS, COLLECTIVE_KERNELS, HIERARCHICAL_PARTS,
+                                   IN_NETWORK_STREAMED_OPS as STREAMED_OPS, MAX_RANKS,
+                                   RUNNABLE_MECHANISMS, TARGETS, TMA_STAGE_BYTES, TMA_STAGES,
+                                   emit_reason, in_network_chunk_bytes, target_for)
 from pksim.schedule import Schedule
 
-# (op, schedule algorithm) -> (header, kernel algorithm name used in C++ identifiers)
+# (op, schedule algorithm) -> (header, kernel algorithm name used in C++ identifiers); the
+# keys are kernel_contract.COLLECTIVE_KERNELS' (tests/codegen/test_plan_render.py).
 KERNELS: dict[tuple[str, str], tuple[str, str]] = {
     ("all-gather", "direct"): ("all_gather.cuh", "direct"),
     ("all-gather", "ring"): ("all_gather.cuh", "ring"),
     ("all-gather", "in-network"): ("in_network.cuh", "in_network"),
+    ("all-gather", "rhd"): ("rhd.cuh", "rhd"),
     ("reduce-scatter", "direct"): ("reduce_scatter.cuh", "direct"),
     ("reduce-scatter", "ring"): ("reduce_scatter.cuh", "ring"),
     ("reduce-scatter", "in-network"): ("in_network.cuh", "in_network"),
+    ("reduce-scatter", "rhd"): ("rhd.cuh", "rhd"),
     ("all-reduce", "direct"): ("all_reduce.cuh", "one_shot"),
     ("all-reduce", "two-shot"): ("all_reduce.cuh", "two_shot"),
     ("all-reduce", "ring"): ("all_reduce.cuh", "ring"),
     ("all-reduce", "in-network"): ("in_network.cuh", "in_network"),
+    ("all-reduce", "rhd"): ("rhd.cuh", "rhd"),
     ("all-to-all", "direct"): ("all_to_all.cuh", "direct"),
     ("broadcast", "direct"): ("broadcast.cuh", "direct"),
     ("broadcast", "in-network"): ("in_network.cuh", "in_network"),
 }
 OPS = tuple(dict.fromkeys(op for op, _ in KERNELS))
 MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", "multimem": "multimem"}
-# nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem).
-ARCHS = ("sm_90a", "sm_100a", "sm_103a")
+ARCHS = TARGETS
 
 
 def algorithms(op: str) -> tuple[str, ...]:
-    """Schedule algorithms codegen implements for ``op``."""
+    """Schedule algorithms codegen implements for ``op`` inside one domain (and, over several
+    domains, hierarchical: its NVLink part)."""
     return tuple(alg for (o, alg) in KERNELS if o == op)
 
 
-def mechanisms(algorithm: str) -> tuple[str, ...]:
-    return ("multimem",) if algorithm == "in-network" else RUNNABLE_MECHANISMS
+def mechanisms(algorithm: str, op: str | None = None) -> tuple[str, ...]:
+    if op is not None and (op, algorithm) in COLLECTIVE_KERNELS:
+        return COLLECTIVE_KERNELS[(op, algorithm)]
+    if algorithm == "in-network":
+        return ("multimem",)
+    if algorithm == "rhd":       # no copy-engine form (kernels/collectives/rhd.cuh)
+        return ("tma", "register")
+    return RUNNABLE_MECHANISMS
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,14 @@ class Plan:
     # In-network kernels built with -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores in place of
     # multimem; runnable as virtual ranks): schedule.extra "multimem" = "emulated".
     emulated: bool = False
+    # The nvcc target when it is not the system's own (a system later than Blackwell).
+    arch_note: str = ""
+    # Hierarchical schedules over several NVLink domains: the domains, the scale-out part
+    # (NCCL's collective among the ranks of one local index, named, never emitted) and the
+    # calls of one collective in order; world is then the ranks of one domain.
+    domains: int = 1
+    scale_out: tuple[tuple[str, object], ...] = ()
+    calls: tuple[str, ...] = ()
 
     @property
     def smem_bytes(self) -> int:
@@ -113,6 +139,8 @@ class Plan:
         out = asdict(self)
         out["defines"] = {k: v for k, v in self.defines}
         out["smem_bytes"] = self.smem_bytes
+        out["scale_out"] = dict(self.scale_out) or None
+        out["calls"] = list(self.calls)
         return out
 
 
@@ -120,75 +148,85 @@ def _c_name(text: str) -> str:
     return text.replace("-", "_")
 
 
-def check_target(system: System, mechanism: str) -> str:
-    """The nvcc target for ``system``; InfeasibleError where the primitives do not exist."""
-    arch = system.gpu.sm_arch
-    if not arch:
-        raise InfeasibleError(f"{system.name}: no nvcc target is known for {system.gpu.model} "
-                              f"({system.gpu.architecture}); generated kernels need one of "
-                              f"{', '.join(ARCHS)}")
-    if arch not in ARCHS:
-        raise InfeasibleError(f"{system.name}: the pk primitives (TMA bulk copies, mbarriers, "
-                              f"system-scope release/acquire) need {', '.join(ARCHS)}; "
-                              f"{system.gpu.model} is {arch}")
-    if mechanism == "tma" and not system.gpu.transfer.tma:
-        raise InfeasibleError(f"{system.name}: {system.gpu.model} has no TMA")
-    return arch
+def check_target(system: System) -> tuple[str, str]:
+    """The nvcc target for ``system`` and a note when it is not the system's own: a system
+    later than Blackwell without a public target gets the newest one this nvcc offers."""
+    arch = target_for(system)
+    if arch:
+        return arch, ""
+    if arch == "":
+        raise InfeasibleError(emit_reason(system, Schedule(op="all-gather", shape=(("bytes", 16),),
+                                                           world=2)) or system.name)
+    newest, nvcc = newest_target()
+    return newest, (f"{system.name} ({system.gpu.architecture}) has no public nvcc target; built "
+                    f"for {newest}, the newest data-center target this nvcc offers ({nvcc})")
+
+
+def _hierarchy(s: Schedule, m: int) -> tuple[tuple[tuple[str, object], ...], tuple[str, ...]]:
+    """The scale-out part (NCCL's, not emitted) of a hierarchical schedule over s.domains
+    domains of m ranks, and the calls of one collective in order."""
+    D = s.domains
+    nccl = HIERARCHICAL_PARTS[s.op][1]
+    comm = (f"ranks d x {m} + i, d = 0 .. {D - 1}: one communicator per local index i "
+            f"(ncclCommSplit by i)")
+    scale_out = (("impl", "nccl"), ("op", nccl), ("ranks", D), ("communicator", comm),
+                 ("emitted", False))
+    if s.op == "all-reduce":
+        calls = (f"pk all-reduce ring over the domain's {m} ranks, phases [0, {m}) (its "
+                 f"reduce-scatter): rank i ends with chunk i of the domain's sum in its output",
+                 f"NCCL {nccl}, in place, of that chunk among the {D} ranks of local index i",
+                 f"pk all-reduce ring, phases [{m}, {2 * m - 1}) (its all-gather), with the same "
+                 f"seq (abi.h: a split call)")
+    elif s.op == "reduce-scatter":
+        calls = (f"for e = 0 .. {D - 1}: pk reduce-scatter ring over the domain with the shard "
+                 f"count c, input + e x {m} x c, output staging + e x c",
+                 f"NCCL {nccl} of the staging ({D} x c) among the {D} ranks of local index i, "
+                 f"into the output")
+    else:
+        calls = (f"NCCL {nccl} of the input (c) among the {D} ranks of local index i into a "
+                 f"staging buffer ({D} x c)",
+                 f"for e = 0 .. {D - 1}: pk all-gather ring over the domain, input staging + e x c, "
+                 f"output + e x {m} x c")
+    return scale_out, calls
 
 
 def make_plan(system: System, schedule: Schedule) -> Plan:
     """Schedule -> Plan, or InfeasibleError naming what codegen cannot express."""
     s = schedule
-    if s.impl != "pk":
-        raise InfeasibleError(f"codegen emits pk kernels; impl {s.impl!r} is NCCL's own")
-    key = (s.op, s.algorithm)
-    if key not in KERNELS:
-        have = ", ".join(algorithms(s.op)) or "none"
-        raise InfeasibleError(f"codegen has no {s.algorithm} {s.op} kernel "
-                              f"(implemented for {s.op}: {have})")
-    if s.mechanism not in mechanisms(s.algorithm):
-        raise InfeasibleError(f"{s.algorithm} {s.op} runs on {', '.join(mechanisms(s.algorithm))}, "
-                              f"not {s.mechanism}")
-    arch = check_target(system, s.mechanism)
-    if s.world < 2 or s.world > MAX_RANKS:
-        raise InfeasibleError(f"generated kernels address 2..{MAX_RANKS} ranks, not {s.world}")
-    if s.domains != 1:
-        raise InfeasibleError("generated kernels run inside one NVLink domain (domains = 1)")
-    if s.overlap != "none":
-        raise InfeasibleError(f"overlap {s.overlap!r} needs a fused kernel; codegen emits "
-                              f"collectives only")
-    streamed = s.algorithm == "in-network" and s.op in STREAMED_OPS
-    if s.chunk_bytes and not streamed:
-        raise InfeasibleError("pipelined chunks (chunk_bytes > 0) are implemented by the "
-                              "streamed in-network kernels only; use chunk_bytes = 0")
-    emulated = dict(s.extra).get("multimem") == "emulated"
-    if emulated and not streamed:
-        raise InfeasibleError(f"the multimem emulation (schedule.extra multimem = emulated) "
-                              f"exists for the in-network {', '.join(STREAMED_OPS)} only")
-    if s.dtype not in ("bf16", "fp32"):
-        raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {s.dtype}")
-    header, kalg = KERNELS[key]
-    topo = Topology.build(system, s.world, 1)
-    if s.mechanism == "copy-engine":
+    why = emit_reason(system, s)
+    if why:
+        raise InfeasibleError(why)
+    world = s.world // s.domains
+    scale_out, calls = ((), ())
+    if s.domains > 1:            # hierarchical: the NVLink part, a ring over each domain
+        scale_out, calls = _hierarchy(s, world)
+        part = s.with_(algorithm="ring", world=world, domains=1, chunk_bytes=0, pipeline_depth=1)
+    else:
+        part = s
+    arch, arch_note = check_target(system)
+    streamed = part.algorithm == "in-network" and part.op in STREAMED_OPS
+    emulated = dict(part.extra).get("multimem") == "emulated"
+    header, kalg = KERNELS[(part.op, part.algorithm)]
+    topo = Topology.build(system, world, 1)
+    if part.mechanism == "copy-engine":
         # Copy engines take no SMs; the blocks are those of the local reduction kernels:
         # the schedule's comm_sms, else all of a rank's SMs (pksim.flows.ce_kernel_sms).
-        blocks = max(1, s.comm_sms or topo.sms_per_rank())
+        blocks = max(1, part.comm_sms or topo.sms_per_rank())
     else:
-        blocks = max(1, s.comm_sms)
-    stage = TMA_STAGE_BYTES if s.mechanism == "tma" else 0
-    if stage and TMA_STAGES * stage + 128 > system.gpu.sm.shared_memory_B:
-        raise InfeasibleError(f"{system.name}: {TMA_STAGES} x {stage} B TMA stages exceed the "
-                              f"SM's shared memory")
-    struct = f"pkc::{_c_name(s.op)}_{kalg}"
-    kernel = f"{_c_name(s.op)}_{kalg}_{_c_name(s.mechanism) if s.mechanism != 'register' else 'reg'}"
-    defines = (("PK_ENABLE_MULTIMEM", "1"),) if s.mechanism == "multimem" else ()
+        blocks = max(1, part.comm_sms)
+    stage = TMA_STAGE_BYTES if part.mechanism == "tma" else 0
+    struct = f"pkc::{_c_name(part.op)}_{kalg}"
+    mech = part.mechanism
+    kernel = f"{_c_name(part.op)}_{kalg}_{_c_name(mech) if mech != 'register' else 'reg'}"
+    defines = (("PK_ENABLE_MULTIMEM", "1"),) if mech == "multimem" else ()
     if emulated:
         defines = (("PKC_EMULATE_MULTIMEM", "1"),)
-    chunk = in_network_chunk_bytes(blocks, s.chunk_bytes) if streamed else 0
-    return Plan(op=s.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=s.mechanism,
+    chunk = in_network_chunk_bytes(blocks, part.chunk_bytes) if streamed else 0
+    return Plan(op=part.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=mech,
                 header=f"collectives/{header}", struct=struct, kernel=kernel, entry=f"pk_{kernel}",
-                threads=BLOCK_THREADS["register" if s.mechanism == "register" else "tma"],
+                threads=BLOCK_THREADS["register" if mech == "register" else "tma"],
                 blocks_per_rank=blocks, stage_bytes=stage,
-                stages=TMA_STAGES if stage else 1, staggered=s.peer_order != "sequential",
-                arch=arch, defines=defines, dtype=s.dtype, world=s.world, root=s.root,
-                schedule_key=s.key(), system=system.name, chunk_bytes=chunk, emulated=emulated)
+                stages=TMA_STAGES if stage else 1, staggered=part.peer_order != "sequential",
+                arch=arch, defines=defines, dtype=s.dtype, world=world, root=s.root,
+                schedule_key=s.key(), system=system.name, chunk_bytes=chunk, emulated=emulated,
+                arch_note=arch_note, domains=s.domains, scale_out=scale_out, calls=calls)

@@ -32,8 +32,8 @@ class Renderer:
     guard = ""                 # preprocessor guard at the top of the file
     kernel_note = ""           # extra comment above the kernel
     has_kernel = True
-    launch_call = "pkc::launch<config, algorithm>({kernel}<{T}>, a, rep)"
-    requirements_kernel = "{kernel}<{T}>"
+    launch_call = "pkc::launch<config, algorithm>({kernel}<{T}, false>, {kernel}<{T}, true>, a, rep)"
+    requirements_kernel = "{kernel}<{T}, false>, {kernel}<{T}, true>"
 
     def __init__(self, plan: Plan, prediction: Any = None, command: str = ""):
         self.p = plan
@@ -52,6 +52,12 @@ class Renderer:
             "// World size and element count are run-time arguments (pkc_args, collectives/abi.h); fp32 and",
             "// bf16 are both instantiated. The nvcc command is in the manifest next to this file.",
         ]
+        if p.domains > 1:
+            lines.append(f"// The NVLink part of a hierarchical schedule over {p.domains} domains of "
+                         f"{p.world} ranks: the scale-out")
+            lines.append("// part is NCCL's (not emitted); the manifest's `calls` give the order.")
+        if p.arch_note:
+            lines.append(f"// Target: {p.arch_note}.")
         if self.command:
             lines.append(f"// Regenerate: {self.command}")
         return "\n".join(lines) + "\n"
@@ -88,14 +94,17 @@ using algorithm = {p.struct};
 
     def globals(self) -> str:
         return """// ---- globals: layouts, problem size, grid ---------------------------------------------------
-template <typename T>
+// kWide: worlds above PKC_INLINE_RANKS, every pointer from the device peer table (abi.h).
+template <typename T, bool kWide>
 struct globals {
   using value_type = T;
-  using layout = pk::pgl<T, PKC_MAX_RANKS>;
-  layout in;                        // every rank's input (algorithm::in_count elements)
-  layout out;                       // every rank's output (algorithm::out_count elements)
-  layout scratch;                   // every rank's scratch (algorithm::scratch_bytes)
-  pk::flags<PKC_MAX_RANKS> flags;   // barrier and ring counters, with the error record
+  static constexpr bool wide = kWide;
+  pkc::peers<T, kWide> in;          // every rank's input (algorithm::in_count elements)
+  pkc::peers<T, kWide> out;         // every rank's output (algorithm::out_count elements)
+  pkc::peers<T, kWide> scratch;     // every rank's scratch (algorithm::scratch_bytes)
+  pkc::flag_set<kWide> flags;       // barrier and point-to-point counters, with the error record
+  const pkc::table_header* table;   // world > PKC_INLINE_RANKS: the device peer table, else null
+  unsigned long long table_hash;    // what the table must say it was written for
   size_t count;                     // elements: per-rank shard, or the whole buffer
   int rank;                         // -1: every rank in this launch (virtual ranks)
   int blocks_per_rank;              // grid = (rank < 0 ? world : 1) x blocks_per_rank
@@ -112,10 +121,12 @@ struct globals {
         return f"""// ---- kernel ---------------------------------------------------------------------------------
 {note}// One block an SM at most (the schedule's blocks never outnumber the SMs): ptxas may then use
 // every register it needs; without the 1 it held some kernels to 64-80 and spilled to a stack.
-template <typename T>
-__global__ void __launch_bounds__(config::kThreads, 1) {p.kernel}(const __grid_constant__ globals<T> g) {{
+// kWide: the instance for worlds above PKC_INLINE_RANKS (pointers from the peer table, moves over
+// every rank in batches); the host launches the one the call's world needs.
+template <typename T, bool kWide>
+__global__ void __launch_bounds__(config::kThreads, 1) {p.kernel}(const __grid_constant__ globals<T, kWide> g) {{
   extern __shared__ unsigned char smem[];
-  pkc::run<config, algorithm>(g, smem);
+  pkc::run<pkc::sized<config, kWide>, algorithm>(g, smem);
 }}
 """
 
@@ -140,6 +151,12 @@ extern "C" int {p.entry}(const pkc_args* a, char* msg, size_t msg_len) {{
 extern "C" int pkc_requirements(const pkc_args* a, pkc_reqs* out, char* msg, size_t msg_len) {{
   pkc::reporter rep(msg, msg_len);
 {self._requirements_body()}}}
+
+// The device peer table's bytes for these arguments (world > PKC_INLINE_RANKS; abi.h).
+extern "C" int pkc_table(const pkc_args* a, void* host, size_t bytes, char* msg, size_t msg_len) {{
+  pkc::reporter rep(msg, msg_len);
+  return pkc::table<config, algorithm>(a, host, bytes, rep);
+}}
 
 extern "C" const char* pkc_manifest(void) {{
   return {self._manifest_literal()};
@@ -175,8 +192,9 @@ class CopyEngineRenderer(Renderer):
     """Copy engines: the host sequences cudaMemcpyAsync phases; reductions run in the
     skeleton's local kernel (pkc::ce_reduce_kernel), which never waits on another rank."""
     has_kernel = False
-    launch_call = "pkc::run_copy_engine<config, algorithm, globals<{T}>>(a, rep)"
-    requirements_kernel = "static_cast<void (*)(const globals<{T}>)>(nullptr)"
+    launch_call = "pkc::run_copy_engine<config, algorithm, globals<{T}, false>, globals<{T}, true>>(a, rep)"
+    requirements_kernel = ("static_cast<void (*)(const globals<{T}, false>)>(nullptr), "
+                           "static_cast<void (*)(const globals<{T}, true>)>(nullptr)")
 
     def _blocks_note(self) -> str:
         return "blocks of the local reduction kernels (SMs per rank)"

@@ -8,8 +8,32 @@ headers and checks them against these.
 """
 from __future__ import annotations
 
+from hwmodels.system import ARCHITECTURES
+from hwmodels.topology import Topology
+
 # ---- generated collectives (kernels/collectives) -------------------------------------------
-MAX_RANKS = 8                      # PKC_MAX_RANKS in kernels/collectives/abi.h
+# World sizes are run-time arguments of every generated kernel, up to one NVLink domain: the
+# largest the catalogue models (gb200-nvl576). Ranks of further domains are reached over the
+# scale-out network, which the kernels leave to NCCL (codegen/manifest.py scale_out).
+MAX_RANKS = 576                    # PKC_MAX_RANKS in kernels/collectives/abi.h
+# Up to this world a kernel's per-rank pointers sit in its parameter; beyond, in the caller's
+# device peer table (abi.h): a uniform parameter load against a load from memory.
+INLINE_RANKS = 8                   # PKC_INLINE_RANKS
+# Buffers a move holds in registers at once (compile-time slots); a move over more of them
+# (a direct sum or fan-out past 8 ranks) takes them in batches of this many.
+SET_SLOTS = 8                      # PKC_SET_SLOTS
+# A TMA sum stages every source's chunk in one 32 KiB stage: at most this many sources; so do
+# the copy-engine schedules' reduction kernels (their pointer sets). More: registers only.
+TMA_MAX_SOURCES = 8                # PKC_TMA_MAX_SOURCES
+# Flags per rank: [0, BARRIER_FLAGS) the dissemination barrier (2 + ceil(log2 world) used),
+# then the point-to-point counters (ring: one per block; rhd: one per phase).
+BARRIER_FLAGS = 32                 # PKC_BARRIER_FLAGS
+TABLE_HEADER_BYTES = 16            # PKC_TABLE_HEADER_BYTES
+# (op, algorithm) whose one move sums every rank's buffer (sources = world): the direct
+# reduce-scatter, the one-shot and two-shot all-reduce; every other sum takes 2 (ring, rhd).
+WORLD_SUMS = (("reduce-scatter", "direct"), ("all-reduce", "direct"), ("all-reduce", "two-shot"))
+# Algorithms that need a power-of-two world (recursive halving / doubling).
+POWER_OF_TWO_ALGORITHMS = ("rhd",)
 # Threads per block of the generated collectives, by mechanism (codegen/plan.py emits them):
 # TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B = 32 KiB of
 # loads in flight per block.
@@ -46,7 +70,7 @@ def in_network_chunk_bytes(comm_sms: int, chunk_bytes: int = 0) -> int:
     return chunk_bytes or max(1, comm_sms) * IN_NETWORK_BLOCK_CHUNK_BYTES
 
 # ---- generated fused kernels (kernels/fused) -----------------------------------------------
-FUSED_MAX_RANKS = 8                # PKF_MAX_RANKS in kernels/fused/abi.h
+FUSED_MAX_RANKS = 576              # PKF_MAX_RANKS in kernels/fused/abi.h (one NVLink domain)
 FUSED_THREADS = 384                # pk::gemm::config::THREADS: producer + two consumer warpgroups
 FUSED_COPY_STAGES = 4              # kernels/fused/comm.cuh copy_stages::kStages
 FUSED_COPY_STAGE_BYTES = 32 * 1024  # kernels/fused/comm.cuh copy_stages::kStageBytes
@@ -105,3 +129,173 @@ def virtual_baseline(op: str) -> tuple[str, str, str]:
 # Per fused op that codegen implements: its baseline collective (op, algorithm, mechanism)
 # on virtual ranks (what validation runs for "none").
 VIRTUAL_BASELINE = {op: virtual_baseline(op) for op in FUSED_CODEGEN_OPS}
+
+
+# ---- what codegen can emit -------------------------------------------------------------------
+# The generated collectives: (op, schedule algorithm) -> the mechanisms its kernel has
+# (codegen/plan.py KERNELS holds the C++ names of the same keys; a test keeps them equal).
+_SM_CE = ("tma", "register", "copy-engine")
+COLLECTIVE_KERNELS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("all-gather", "direct"): _SM_CE, ("all-gather", "ring"): _SM_CE,
+    ("all-gather", "rhd"): ("tma", "register"), ("all-gather", "in-network"): ("multimem",),
+    ("reduce-scatter", "direct"): _SM_CE, ("reduce-scatter", "ring"): _SM_CE,
+    ("reduce-scatter", "rhd"): ("tma", "register"),
+    ("reduce-scatter", "in-network"): ("multimem",),
+    ("all-reduce", "direct"): _SM_CE, ("all-reduce", "two-shot"): _SM_CE,
+    ("all-reduce", "ring"): _SM_CE, ("all-reduce", "rhd"): ("tma", "register"),
+    ("all-reduce", "in-network"): ("multimem",),
+    ("all-to-all", "direct"): _SM_CE,
+    ("broadcast", "direct"): _SM_CE, ("broadcast", "in-network"): ("multimem",),
+}
+# Hierarchical schedules over several NVLink domains: the NVLink part is a generated ring over
+# each domain's ranks, the scale-out part NCCL's collective among the ranks of one local index
+# across domains (named in the manifest, never emitted: codegen/manifest.py scale_out):
+# op -> (NVLink kernel op, scale-out op).
+HIERARCHICAL_PARTS = {"all-reduce": ("all-reduce", "all-reduce"),
+                      "reduce-scatter": ("reduce-scatter", "reduce-scatter"),
+                      "all-gather": ("all-gather", "all-gather")}
+# nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem), oldest
+# first. A system later than Blackwell with no public target gets the newest of them that nvcc
+# offers (codegen.build.newest_target; the manifest names it). The fused kernels' GEMM uses
+# Hopper's wgmma and setmaxnreg: sm_90a only.
+TARGETS = ("sm_90a", "sm_100a", "sm_103a")
+FUSED_TARGET = "sm_90a"
+# Architectures in order (hwmodels.system.ARCHITECTURES); past Blackwell: the newest target.
+LATER_THAN = "blackwell"
+# (BM, BN, BK) -> (pipeline stages, epilogue buffers): the fused GEMM configs that fit 227 KiB
+FUSED_TILES: dict[tuple[int, int, int], tuple[int, int]] = {
+    (128, 256, 64): (4, 2), (128, 128, 64): (6, 2), (256, 128, 64): (4, 1)}
+
+
+def target_for(system) -> str | None:
+    """The nvcc target of ``system``'s generated collectives: its sm_arch when the primitives
+    exist there; None for a system later than Blackwell without one (codegen takes the newest
+    target nvcc offers); InfeasibleError-worthy otherwise (emit_reason says why)."""
+    arch = system.gpu.sm_arch
+    if arch in TARGETS:
+        return arch
+    later = (system.gpu.architecture in ARCHITECTURES and
+             ARCHITECTURES.index(system.gpu.architecture) > ARCHITECTURES.index(LATER_THAN))
+    if not arch and later:
+        return None
+    return ""
+
+
+def _target_reason(system) -> str | None:
+    if target_for(system) != "":
+        return None
+    arch = system.gpu.sm_arch
+    if not arch:
+        return (f"{system.name}: no nvcc target is known for {system.gpu.model} "
+                f"({system.gpu.architecture}); generated kernels need one of {', '.join(TARGETS)}")
+    return (f"{system.name}: the pk primitives (TMA bulk copies, mbarriers, system-scope "
+            f"release/acquire) need {', '.join(TARGETS)}; {system.gpu.model} is {arch}")
+
+
+def emit_reason(system, schedule) -> str | None:
+    """Why ``pksim codegen`` cannot emit ``schedule`` on ``system`` (None: it can). The one
+    place that says so: codegen's planners refuse with this reason, and the search, what-if
+    rows and --json mark such schedules ``emittable: false``."""
+    s = schedule
+    if s.impl != "pk":
+        return f"NCCL's own schedule ({s.impl}); pksim codegen emits pk kernels"
+    if any(k == "bytes" for k, _ in s.shape):
+        return _collective_reason(system, s)
+    return _fused_reason(system, s)
+
+
+def _collective_reason(system, s) -> str | None:
+    if s.dtype not in ("bf16", "fp32"):
+        return f"generated kernels handle bf16 and fp32, not {s.dtype}"
+    if s.overlap != "none":
+        return f"overlap {s.overlap!r} needs a fused kernel; codegen emits collectives only"
+    world = s.world // max(1, s.domains)
+    if s.domains > 1:
+        if s.algorithm != "hierarchical" or s.op not in HIERARCHICAL_PARTS:
+            return (f"a flat {s.algorithm} {s.op} across {s.domains} domains moves data over the "
+                    f"scale-out network, which generated kernels leave to NCCL; the hierarchical "
+                    f"schedule splits into an NVLink part (generated) and NCCL across domains")
+        part = s.with_(op=HIERARCHICAL_PARTS[s.op][0], algorithm="ring", world=world, domains=1,
+                       chunk_bytes=0, pipeline_depth=1)
+        why = _collective_reason(system, part)
+        return None if why is None else f"its NVLink part ({part.label()}): {why}"
+    mechs = COLLECTIVE_KERNELS.get((s.op, s.algorithm))
+    if mechs is None:
+        have = ", ".join(a for (o, a) in COLLECTIVE_KERNELS if o == s.op) or "none"
+        return f"codegen has no {s.algorithm} {s.op} kernel (implemented for {s.op}: {have})"
+    if s.mechanism not in mechs:
+        return f"{s.algorithm} {s.op} runs on {', '.join(mechs)}, not {s.mechanism}"
+    why = _target_reason(system)
+    if why:
+        return why
+    if s.mechanism == "tma" and not system.gpu.transfer.tma:
+        return f"{system.name}: {system.gpu.model} has no TMA"
+    why = world_reason(s.op, s.algorithm, s.mechanism, world)
+    if why:
+        return why
+    streamed = s.algorithm == "in-network" and s.op in IN_NETWORK_STREAMED_OPS
+    if s.chunk_bytes and not streamed:
+        return ("pipelined chunks (chunk_bytes > 0) are implemented by the streamed in-network "
+                "kernels only")
+    if dict(s.extra).get("multimem") == "emulated" and not streamed:
+        return (f"the multimem emulation exists for the in-network "
+                f"{', '.join(IN_NETWORK_STREAMED_OPS)} only")
+    if s.mechanism == "tma" and TMA_STAGES * TMA_STAGE_BYTES + 128 > system.gpu.sm.shared_memory_B:
+        return f"{system.name}: {TMA_STAGES} x {TMA_STAGE_BYTES} B TMA stages exceed the SM's shared memory"
+    return None
+
+
+def world_reason(op: str, algorithm: str, mechanism: str, world: int) -> str | None:
+    """Why a generated collective kernel cannot run at ``world`` ranks of one domain (None:
+    it can); the same checks as the kernels' hosts (collectives/entry.cuh check_world)."""
+    if not 2 <= world <= MAX_RANKS:
+        return f"generated kernels address 2..{MAX_RANKS} ranks, not {world}"
+    if algorithm in POWER_OF_TWO_ALGORITHMS and world & (world - 1):
+        return f"recursive halving / doubling needs a power-of-two world, not {world}"
+    if ((op, algorithm) in WORLD_SUMS and mechanism in ("tma", "copy-engine")
+            and world > TMA_MAX_SOURCES):
+        what = "a TMA sum" if mechanism == "tma" else "a copy-engine reduction kernel"
+        return (f"{what} takes at most {TMA_MAX_SOURCES} sources; the {algorithm} {op} "
+                f"sums all {world} ranks' buffers (registers do)")
+    return None
+
+
+def _fused_reason(system, s) -> str | None:
+    if s.op not in FUSED_CODEGEN_OPS:
+        return f"codegen's fused kernels cover {', '.join(FUSED_CODEGEN_OPS)}, not {s.op}"
+    if s.overlap == "none":
+        return ("overlap none is a library GEMM and then the collective (two launches); codegen "
+                "emits fused kernels")
+    if system.gpu.sm_arch != FUSED_TARGET:
+        return (f"{system.name}: no {system.gpu.sm_arch or system.gpu.architecture} fused kernel: "
+                f"the fused kernels' GEMM uses Hopper's wgmma and setmaxnreg ({FUSED_TARGET})")
+    entry = FUSED_KERNELS.get((s.op, s.overlap, s.algorithm))
+    if entry is None:
+        have = ", ".join(f"{ov}/{alg}" for (op, ov, alg) in FUSED_KERNELS if op == s.op)
+        return f"codegen has no {s.overlap} {s.algorithm} {s.op} kernel (implemented for {s.op}: {have})"
+    if s.mechanism not in entry[1]:
+        return f"{s.overlap} {s.algorithm} {s.op} moves data with {', '.join(entry[1])}, not {s.mechanism}"
+    if s.domains != 1:
+        return "fused kernels run inside one NVLink domain (domains = 1)"
+    if not 2 <= s.world <= FUSED_MAX_RANKS:
+        return f"fused kernels address 2..{FUSED_MAX_RANKS} ranks, not {s.world}"
+    if s.dtype != "bf16":
+        return f"the Hopper GEMM is bf16 in, bf16 out; not {s.dtype}"
+    if s.chunk_bytes:
+        return ("fused kernels pipeline by tiles; pipelined chunks (chunk_bytes > 0) are not "
+                "implemented")
+    if tuple(s.tile) not in FUSED_TILES:
+        return (f"no GEMM config for tile {tuple(s.tile)}; available: "
+                f"{', '.join(str(t) for t in FUSED_TILES)}")
+    sms = Topology.build(system, s.world, 1).sms_per_rank()
+    if s.overlap == "inter-sm" and s.comm_sms >= sms:
+        return (f"{s.comm_sms} communication SMs per rank leave no GEMM SM ({sms} SMs per rank "
+                f"on {system.name} at world {s.world})")
+    return None
+
+
+def emittable_fields(system, schedule) -> dict:
+    """What a search row, a what-if row and --json say about emitting ``schedule``:
+    ``emittable`` and, when it is not, ``not_emittable`` (the reason)."""
+    why = emit_reason(system, schedule)
+    return {"emittable": why is None, "not_emittable": why}

@@ -46,7 +46,8 @@ def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
                     "baseline_schedule": r.baseline_schedule,
                     "baseline_us": _us(r.baseline_s), "speedup": _num(r.speedup),
                     "gain": _num(r.gain), "binding_figure": r.binding_figure,
-                    "binding_provenance": r.binding_provenance, "message": r.message})
+                    "binding_provenance": r.binding_provenance, "message": r.message,
+                    "emittable": r.emittable, "not_emittable": r.not_emittable or None})
     return out
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
+from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
 from pksim.provenance import binding_figure, provenance_of
 from pksim.schedule import Schedule
@@ -111,6 +112,8 @@ class Row:
     seconds: float = 0.0             # wall time of the task
     binding_figure: str = ""         # the system figure behind bound_resource
     binding_provenance: str = ""     # its provenance tag (datasheet, estimate, ...)
+    emittable: bool | None = None    # whether pksim codegen can emit the schedule
+    not_emittable: str = ""          # why not (pksim.kernel_contract.emit_reason)
 
     @property
     def ok(self) -> bool:
@@ -128,11 +131,12 @@ class Row:
         for name in ("time_s", "schedule", "bound_s", "bound_resource", "alpha_beta_s",
                      "nbytes", "algbw_GBps", "busbw_GBps", "link_util", "breakdown",
                      "baseline_s", "baseline_schedule", "speedup", "gain", "seconds",
-                     "binding_figure", "binding_provenance"):
+                     "binding_figure", "binding_provenance", "emittable"):
             value = getattr(self, name)
             out[name] = None if isinstance(value, float) and math.isnan(value) else value
         out["assumed"] = list(self.assumed)
         out["schedule_json"] = self.schedule_dict
+        out["not_emittable"] = self.not_emittable or None
         return out
 
 
@@ -176,6 +180,8 @@ def run_task(task: Task) -> Row:
         row.binding_figure = binding_figure(system, p.bound_resource, p.schedule.mechanism,
                                             p.schedule.dtype)
         row.binding_provenance = provenance_of(system, row.binding_figure)
+        emit = emittable_fields(system, p.schedule)
+        row.emittable, row.not_emittable = emit["emittable"], emit["not_emittable"] or ""
     row.seconds = time.perf_counter() - start
     return row
 
@@ -332,8 +338,10 @@ def _row_from_record(task: Task, system_name: str, record: dict) -> Row:
     for name in ("time_s", "bound_s", "alpha_beta_s", "algbw_GBps", "busbw_GBps", "link_util"):
         value = record.get(name)
         setattr(row, name, math.nan if value is None else float(value))
-    for name in ("schedule", "bound_resource", "binding_figure", "binding_provenance"):
+    for name in ("schedule", "bound_resource", "binding_figure", "binding_provenance",
+                 "not_emittable"):
         setattr(row, name, record.get(name) or "")
+    row.emittable = record.get("emittable")
     row.nbytes = int(record.get("nbytes") or 0)
     row.seconds = float(record.get("seconds") or 0.0)
     row.breakdown = dict(record.get("breakdown") or {})

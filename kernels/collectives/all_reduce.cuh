@@ -37,6 +37,7 @@ PK_HD size_t chunk_slot_bytes(size_t n, int world, size_t elem) {
 
 struct all_reduce_one_shot {
   static constexpr sync_kind kSync = sync_kind::none;
+  PK_HD static int sources(int world) { return world; }
   static constexpr sync_kind kCeSync = sync_kind::all;
   PK_HD static size_t in_count(size_t n, int) { return n; }
   PK_HD static size_t out_count(size_t n, int) { return n; }
@@ -52,9 +53,13 @@ struct all_reduce_one_shot {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
-    cptrs<T> src{};
-    fill_peers<C>(src, g.in, c, s.lo);
-    return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
+    if constexpr (C::kWide) {
+      return reduce_list<C>(g, c, one(g.out[c.rank] + s.lo), all_peers<C>(g.in, c, s.lo), s.size(), sm);
+    } else {
+      cptrs<T> src{};
+      fill_peers<C>(src, g.in, c, s.lo);
+      return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
+    }
   }
 #endif
 
@@ -81,6 +86,7 @@ struct all_reduce_one_shot {
 
 struct all_reduce_two_shot {
   static constexpr sync_kind kSync = sync_kind::none;
+  PK_HD static int sources(int world) { return world; }
   static constexpr sync_kind kCeSync = sync_kind::all;
   PK_HD static size_t in_count(size_t n, int) { return n; }
   PK_HD static size_t out_count(size_t n, int) { return n; }
@@ -98,15 +104,19 @@ struct all_reduce_two_shot {
     const span ch = chunk_of<T>(g.count, c.world, c.rank);
     const span s = block_piece<T>(ch.size(), c);
     const size_t at = ch.lo + s.lo;
-    cptrs<T> src{};
-    ptrs<T> dst{};
-    fill_peers<C>(src, g.in, c, at);
-    fill_peers<C>(dst, g.out, c, at);
-    // bf16 by registers loads all 8 sources at once (no stack: ptxas -v, sm_90a, CUDA 13.0;
-    // 4 a round had cost 1.5 us a call at 8 ranks in block_moves_cross: docs/decisions.md D24);
-    // fp32 4 a round (as the model's load_rounds has it; 8 at once in fp32 has not been timed)
-    constexpr int kLoads = C::kMech == mech::reg && sizeof(T) == 2 ? PKC_MAX_RANKS : 4;
-    return reduce_to<C, kLoads>(g, c, dst, src, s.size(), sm);
+    if constexpr (C::kWide) {
+      return reduce_list<C>(g, c, all_peers<C>(g.out, c, at), all_peers<C>(g.in, c, at), s.size(), sm);
+    } else {
+      cptrs<T> src{};
+      ptrs<T> dst{};
+      fill_peers<C>(src, g.in, c, at);
+      fill_peers<C>(dst, g.out, c, at);
+      // bf16 by registers loads all 8 sources at once (no stack: ptxas -v, sm_90a, CUDA 13.0;
+      // 4 a round had cost 1.5 us a call at 8 ranks in block_moves_cross: docs/decisions.md D24);
+      // fp32 4 a round (as the model's load_rounds has it; 8 at once in fp32 has not been timed)
+      constexpr int kLoads = C::kMech == mech::reg && sizeof(T) == 2 ? PKC_SET_SLOTS : 4;
+      return reduce_to<C, kLoads>(g, c, dst, src, s.size(), sm);
+    }
   }
 #endif
 

@@ -7,19 +7,30 @@
 //   * the kernel, which calls pkc::run<config, algorithm>(g, smem), and
 //   * the host entry point (collectives/entry.cuh does the checking and launching).
 // This file holds what every algorithm shares:
+//   * peers / flag_set: every rank's buffer of one kind, for any world: in the kernel parameter
+//     up to PKC_INLINE_RANKS ranks, else in the caller's device peer table (abi.h);
 //   * ctx: which rank and which of its blocks this block is (virtual ranks: rank = block / bpr);
 //   * piece(): cutting a range into 16-byte-aligned pieces, one per rank or block;
-//   * copy_to / reduce_to: move a span to up to 8 destinations, or sum up to 8 sources into them
-//     (fp32 accumulation), through the mechanism of the config: TMA (bulk loads into shared
-//     memory, bulk stores out of it; the SM adds) or registers (16-byte ld.global.cg / st);
-//     anything not 16-byte aligned goes through the register path;
-//   * grid_barrier / ring_wait / ring_signal: the synchronisation between phases;
+//   * copy_to / reduce_to: move a span to up to PKC_SET_SLOTS destinations, or sum up to
+//     PKC_SET_SLOTS sources into them (fp32 accumulation), through the mechanism of the config:
+//     TMA (bulk loads into shared memory, bulk stores out of it; the SM adds) or registers
+//     (16-byte ld.global.cg / st); anything not 16-byte aligned goes through the register path;
+//     copy_list / reduce_list: the same for a peer_list of any length (every rank's buffer in a
+//     rank's visiting order), PKC_SET_SLOTS buffers at a time (a TMA sum takes at most
+//     PKC_TMA_MAX_SOURCES: the host refuses more);
+//   * grid_barrier (dissemination: ceil(log2 world) rounds), ring_wait / ring_signal (block b
+//     of a rank and of the next), pair_wait / pair_signal (a partner per phase): the
+//     synchronisation between phases;
 //   * run(): the phase loop with the entry/exit barriers of ranks in separate processes.
 //
 // An algorithm (collectives/<op>.cuh) is a struct with static members:
-//   kSync (none, barrier, ring), in_count / out_count (elements per rank), scratch_bytes,
-//   phases(world), sends(p, world) and signals_before(p, world) (ring), phase<C>(g, ctx, p, sm)
-//   (device), and the copy-engine form: ce_phases, ce_scratch_bytes, kCeSync, ce_phase<C>().
+//   kSync (none, barrier, ring, pairs), in_count / out_count (elements per rank), scratch_bytes,
+//   phases(world), sends(p, world) and signals_before(p, world) (ring), partner(rank, p, world)
+//   (pairs: the rank whose data phase p reads), phase<C>(g, ctx, p, sm) (device), and the
+//   copy-engine form: ce_phases, ce_scratch_bytes, kCeSync, ce_phase<C>(). Optional:
+//   p2p_flags(world) (point-to-point counters per block, default 1), sources(world) (the most
+//   buffers one of its sums reads, default 2: the host refuses TMA beyond
+//   PKC_TMA_MAX_SOURCES), world_ok(world) (e.g. a power of two; default any).
 //
 // Ordering (see pk/sync.cuh and pk/tma.cuh): every helper that writes through TMA ends with
 // complete_writes() in the issuing thread (thread 0) and a __syncthreads_and, so the release in
@@ -29,6 +40,8 @@
 #pragma once
 
 #include <cuda_bf16.h>
+
+#include <type_traits>
 
 #include "pk/pk.cuh"
 #include "abi.h"
@@ -42,7 +55,7 @@
 namespace pkc {
 
 enum class mech { tma, reg, copy_engine, multimem };
-enum class sync_kind { none, barrier, ring, all };
+enum class sync_kind { none, barrier, ring, pairs, all };
 
 PK_HD size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 PK_HD size_t round_up(size_t a, size_t m) { return ceil_div(a, m) * m; }
@@ -82,6 +95,64 @@ PK_HD span block_piece(size_t n, int parts, int k, size_t elem) {
   const size_t share = ceil_div(n, static_cast<size_t>(parts)) * elem;
   return piece(n, parts, k, (share >= kPagedPieceBytes ? kPieceBytes : kLineBytes) / elem);
 }
+
+// ---- every rank's buffers, for any world ------------------------------------------------------
+
+// Rank r's buffer of one kind (input, output, scratch, flag counters) as this process addresses
+// it, in one of two forms, one per kernel instance (sized below): narrow (world <=
+// PKC_INLINE_RANKS), the pointers in the kernel parameter (`inl`: a uniform load, no memory
+// traffic; indices past the world hold null and are never read); wide, the k-th array of the
+// caller's device peer table (abi.h). Declared inside the kernel's __grid_constant__ globals,
+// so that inl[] indexed at a run-time rank stays in the parameter space (no local copy).
+template <typename T, bool Wide>
+struct peers;
+
+template <typename T>
+struct peers<T, false> {
+  static constexpr int max_ranks = PKC_INLINE_RANKS;
+  T* inl[PKC_INLINE_RANKS];
+  T* mc;             // multicast address of the set (multimem kernels), else nullptr
+  int world;
+  PK_HD T* operator[](int r) const { return inl[r]; }
+};
+
+template <typename T>
+struct peers<T, true> {
+  T* const* table;   // world entries in device memory (or, for the host's own use, host memory)
+  T* mc;
+  int world;
+  PK_HD T* operator[](int r) const { return table[r]; }
+};
+
+// The start of the device peer table (abi.h): a hash of the arguments it was written for, so
+// that a kernel never follows pointers of another call.
+struct table_header {
+  unsigned long long hash;
+  int world;
+  int reserved;
+};
+static_assert(sizeof(table_header) == PKC_TABLE_HEADER_BYTES, "abi.h PKC_TABLE_HEADER_BYTES");
+
+// Every rank's flag counters and the spin context of every wait on them.
+template <bool Wide>
+struct flag_set {
+  peers<unsigned int, Wide> ctr;
+  int num_flags;
+  pk::spin_ctx spin;
+  PK_HD unsigned int* at(int r, int idx) const { return ctr[r] + idx; }
+};
+
+// A kernel is instantiated twice (collectives/entry.cuh launch picks by world): narrow, for
+// worlds up to PKC_INLINE_RANKS, where every set of a move fits the compile-time slots and the
+// pointers come from the kernel parameter, as the kernels were tuned; wide, for any world,
+// where moves over every rank go through peer_list batches and pointers come from the peer
+// table, checked first. With both in one kernel (a run-time test of the world) the narrow path
+// of the fp32 two-shot by registers spilled: 128 registers and 32-72 B of stack (ptxas -v,
+// sm_90a, CUDA 13.0; docs/decisions.md D17 says why a stack costs).
+template <class C, bool Wide>
+struct sized : C {
+  static constexpr bool kWide = Wide;
+};
 
 // Which rank a block serves, which of that rank's blocks it is.
 struct ctx {
@@ -127,24 +198,24 @@ PK_HD int peer(int rank, int k, int world) {
   return k < world - rank ? rank + k : rank + k - world;
 }
 
-// Up to PKC_MAX_RANKS destinations / sources. Every access uses a compile-time index (add()
+// Up to PKC_SET_SLOTS destinations / sources. Every access uses a compile-time index (add()
 // selects its slot, loops over the entries go through PKC_EACH), so the array stays in
 // registers: a run-time index would put it on the thread's stack, and a grid whose threads
 // have a stack starts slower the more blocks it has (docs/design.md, "Known limits").
 template <typename P>
 struct ptr_set {
-  P p[PKC_MAX_RANKS];
+  P p[PKC_SET_SLOTS];
   int n;
   PK_HD void add(P x) {
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-    for (int k = 0; k < PKC_MAX_RANKS; ++k)
+    for (int k = 0; k < PKC_SET_SLOTS; ++k)
       if (k == n) p[k] = x;
     ++n;
   }
   // p[k] = f(k) in every slot, each at its own compile-time index, and n = count: f must be
-  // defined for every k < PKC_MAX_RANKS (an index in range), though only the first count
+  // defined for every k < PKC_SET_SLOTS (an index in range), though only the first count
   // slots are read. No chain of selects on a run-time n as count add()s leave in the code
   // (0.35 us of the TMA two-shot's phase at w8), and no branch per slot as writing only the
   // slots k < count left (the register two-shot's phase at w8, peers in order, ran 0.35 us
@@ -154,8 +225,24 @@ struct ptr_set {
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-    for (int k = 0; k < PKC_MAX_RANKS; ++k) p[k] = f(k);
+    for (int k = 0; k < PKC_SET_SLOTS; ++k) p[k] = f(k);
     n = count;
+  }
+  // The list interface (peer_list): the k-th pointer; a copy of the set (first is 0: a set
+  // holds at most PKC_SET_SLOTS); the common misalignment of the pointers (-1: mixed).
+  PK_HD P at(int k) const { return p[k]; }
+  template <typename Q>
+  PK_HD void fill_set(ptr_set<Q>& s, int) const {
+    s.fill(n, [&](int k) { return static_cast<Q>(p[k]); });
+  }
+  PK_HD int misalignment() const {
+    const int a = static_cast<int>(reinterpret_cast<uintptr_t>(p[0]) & 15u);
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int k = 0; k < PKC_SET_SLOTS; ++k)
+      if (k < n && static_cast<int>(reinterpret_cast<uintptr_t>(p[k]) & 15u) != a) return -1;
+    return a;
   }
 };
 template <typename T>
@@ -164,21 +251,47 @@ template <typename T>
 using cptrs = ptr_set<const T*>;
 
 // s = every rank's buffer of layout l, plus offset, in the order rank c.rank visits them
-// (peer<C>); n = world. The slots past the world hold the pointer of the rank peer<C> gives
-// there (below PKC_MAX_RANKS; null for a rank past the world; never read). Staggered, each
+// (peer<C>); n = world <= PKC_INLINE_RANKS (the pointers of the kernel parameter). The slots past
+// the world hold the pointer of the rank peer<C> gives there (below PKC_INLINE_RANKS; null for a
+// rank past the world; never read). Staggered, each
 // slot reads the kernel argument's pointer array at a run-time rank: a uniform load, no
 // branch. Rotating pointers read at compile-time slots instead (two barrel rotations and a
 // merge) took more instructions and gave the bf16 two-shot by registers 64 B of stack
 // (ptxas -v, sm_90a, CUDA 13.0).
 template <class C, typename P, class L>
 PK_HD void fill_peers(ptr_set<P>& s, const L& l, const ctx& c, size_t offset) {
-  static_assert(L::max_ranks >= PKC_MAX_RANKS, "peer<C> gives ranks up to PKC_MAX_RANKS - 1");
-  s.fill(c.world, [&](int k) { return l.ptr[peer<C>(c.rank, k, c.world)] + offset; });
+  static_assert(L::max_ranks >= PKC_SET_SLOTS, "peer<C> gives ranks up to PKC_SET_SLOTS - 1");
+  s.fill(c.world, [&](int k) { return l.inl[peer<C>(c.rank, k, c.world)] + offset; });
 }
 
-// for (int d = 0; d < n; ++d) with d a compile-time constant after unrolling (n <= PKC_MAX_RANKS).
+// Every rank's buffer of one kind, plus an offset, in the order a rank visits them (peer<C>),
+// for any world: the list a move reads or writes when it has more buffers than a ptr_set's
+// slots. at(k) reads the pointer where it lies (kernel parameter or peer table); fill_set()
+// takes up to PKC_SET_SLOTS of them, from the first-th on, into compile-time slots. Every
+// rank's buffer is 16-byte aligned (checked by the host), so the list's misalignment is the
+// offset's.
+template <class C, typename T>
+struct peer_list {
+  const peers<T, true>* buf;
+  size_t offset;   // elements
+  int rank, n;     // n: the world
+  PK_HD T* at(int k) const { return (*buf)[peer<C>(rank, k, n)] + offset; }
+  template <typename Q>
+  PK_HD void fill_set(ptr_set<Q>& s, int first) const {
+    const int count = n - first < PKC_SET_SLOTS ? n - first : PKC_SET_SLOTS;
+    s.fill(count, [&](int k) { return static_cast<Q>(at(first + k < n ? first + k : n - 1)); });
+  }
+  PK_HD int misalignment() const { return static_cast<int>((offset * sizeof(T)) & 15u); }
+};
+
+template <class C, typename T>
+PK_HD peer_list<C, T> all_peers(const peers<T, true>& l, const ctx& c, size_t offset) {
+  return peer_list<C, T>{&l, offset, c.rank, c.world};
+}
+
+// for (int d = 0; d < n; ++d) with d a compile-time constant after unrolling (n <= PKC_SET_SLOTS).
 #define PKC_EACH(d, n) \
-  _Pragma("unroll") for (int d = 0; d < PKC_MAX_RANKS; ++d) if (d < (n))
+  _Pragma("unroll") for (int d = 0; d < PKC_SET_SLOTS; ++d) if (d < (n))
 
 template <typename T>
 PK_HD ptrs<T> one(T* x) {
@@ -333,7 +446,7 @@ PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head
 // dst[d][i] = sum over sources of src[q][i] (fp32 accumulation, sources in the given order),
 // for every destination. 16-byte vectors when every pointer is co-aligned, else scalars.
 // QB: how many of more than 4 sources are loaded at a time (see below).
-template <int QB = PKC_MAX_RANKS, typename T>
+template <int QB = PKC_SET_SLOTS, typename T>
 PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ldst::group g) {
   if (n == 0 || dst.n == 0) return;
   constexpr size_t V = kVec<T>;
@@ -363,12 +476,58 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   // so they keep all 8 in flight (docs/decisions.md D24).
   if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
   else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
-  else reg_reduce_body<1, PKC_MAX_RANKS, QB>(dst, src, head, nv, g);
+  else reg_reduce_body<1, PKC_SET_SLOTS, QB>(dst, src, head, nv, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
     float a = 0.f;
     PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
     PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
   }
+}
+
+// dst[d][i] = sum of src[q][i] for lists of any length (peer_list, or a ptr_set): the sources
+// PKC_SET_SLOTS at a time into one fp32 accumulator per vector (each batch's 16-byte loads in
+// flight together, its pointers filled at compile-time slots), the sum stored to the
+// destinations PKC_SET_SLOTS at a time. The sum's order is the list's; rounded once. 16-byte
+// vectors when every pointer shares its misalignment (always, for lists of rank buffers at
+// an offset of whole vectors), else scalars.
+template <typename T, class D, class S>
+PK_DEV void reg_reduce_scalar(const D& dst, const S& src, size_t i) {
+  float a = 0.f;
+  for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.at(q) + i));
+  for (int d = 0; d < dst.n; ++d) dst.at(d)[i] = from_f32<T>(a);
+}
+
+template <typename T, class D, class S>
+PK_DEV void reg_reduce_many(const D dst, const S src, size_t n, pk::ldst::group g) {
+  if (n == 0 || dst.n == 0 || src.n == 0) return;
+  constexpr size_t V = kVec<T>;
+  const int a0 = dst.misalignment();
+  size_t head = n, nv = 0;
+  if (a0 >= 0 && a0 == src.misalignment() && a0 % sizeof(T) == 0) {
+    head = ((16u - a0) & 15u) / sizeof(T);
+    if (head > n) head = n;
+    nv = (n - head) / V;
+  }
+  for (size_t i = g.tid; i < head; i += g.size) reg_reduce_scalar<T>(dst, src, i);
+  for (size_t i = g.tid; i < nv; i += g.size) {
+    float acc[V];
+#pragma unroll
+    for (size_t k = 0; k < V; ++k) acc[k] = 0.f;
+    for (int q0 = 0; q0 < src.n; q0 += PKC_SET_SLOTS) {
+      cptrs<T> b;
+      src.fill_set(b, q0);
+      uint4 raw[PKC_SET_SLOTS];
+      PKC_EACH(q, b.n) raw[q] = __ldcg(reinterpret_cast<const uint4*>(b.p[q] + head) + i);
+      PKC_EACH(q, b.n) add_vec(acc, raw[q], T{});
+    }
+    const uint4 v = pack_vec(acc, T{});
+    for (int d0 = 0; d0 < dst.n; d0 += PKC_SET_SLOTS) {
+      ptrs<T> b;
+      dst.fill_set(b, d0);
+      PKC_EACH(d, b.n) reinterpret_cast<uint4*>(b.p[d] + head)[i] = v;
+    }
+  }
+  for (size_t i = head + nv * V + g.tid; i < n; i += g.size) reg_reduce_scalar<T>(dst, src, i);
 }
 
 // ---- TMA path -----------------------------------------------------------------------------------
@@ -463,8 +622,8 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
 // after its writes), at run-time indices, which in registers would put them on the
 // stack and, kept in registers by unrolling, made the 8-way reductions spill 2-15 KB (ptxas -v).
 struct ptr_table {
-  const unsigned char* src[PKC_MAX_RANKS];
-  unsigned char* dst[PKC_MAX_RANKS];
+  const unsigned char* src[PKC_SET_SLOTS];
+  unsigned char* dst[PKC_SET_SLOTS];
   int ndst;
   template <typename T>
   PK_DEV void fill(const ptrs<T>& d, const cptrs<T>& s) {
@@ -537,7 +696,7 @@ PK_DEV bool tma_reduce_n(const ptr_table& tab, int ndst, size_t body, block_smem
   return true;
 }
 
-// dst[d] = sum of src[q] (up to PKC_MAX_RANKS of each) through TMA; needs every pointer 16-byte
+// dst[d] = sum of src[q] (up to PKC_SET_SLOTS of each) through TMA; needs every pointer 16-byte
 // aligned (else the register path does it all); the tail goes through registers.
 template <class C, typename T>
 PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_smem& sm,
@@ -547,7 +706,8 @@ PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_
   PKC_EACH(q, src.n) all_aligned = all_aligned && aligned16(src.p[q]);
   const size_t bytes = n * sizeof(T);
   const size_t body = all_aligned ? (bytes & ~static_cast<size_t>(15)) : 0;
-  static_assert(PKC_MAX_RANKS <= 8, "tma_reduce instantiates source counts 1..8");
+  static_assert(PKC_SET_SLOTS <= 8 && PKC_TMA_MAX_SOURCES <= PKC_SET_SLOTS,
+                "tma_reduce instantiates source counts 1..8");
   __shared__ ptr_table tab;
   if (threadIdx.x == 0) tab.fill(dst, src);
   bool ok = true;
@@ -613,7 +773,7 @@ PK_DEV bool copy_range(const G& g, const ctx& c, const ptrs<T>& dst, const T* sr
   return copy_to<C>(g, c, part, src + s.lo, s.size(), sm);
 }
 
-template <class C, int QB = PKC_MAX_RANKS, class G, typename T>
+template <class C, int QB = PKC_SET_SLOTS, class G, typename T>
 PK_DEV bool reduce_to(const G& g, const ctx& c, const ptrs<T>& dst, const cptrs<T>& src, size_t n,
                       block_smem& sm) {
   if constexpr (C::kMech == mech::tma) {
@@ -624,14 +784,46 @@ PK_DEV bool reduce_to(const G& g, const ctx& c, const ptrs<T>& dst, const cptrs<
   }
 }
 
+// A move to (or from) a list of any length (the wide kernels' moves over every rank): a copy
+// takes PKC_SET_SLOTS destinations at a time through copy_range, reading its source once a
+// batch (ceil(D / 8) reads for D destinations); a sum runs in registers, PKC_SET_SLOTS sources
+// at a time (reg_reduce_many). TMA sums stage at most PKC_TMA_MAX_SOURCES sources: the host
+// refuses a wide TMA sum (check_args); a call that got here anyway stops with an error record.
+// (The narrow kernels fill ptr_sets and call copy_range / reduce_to, as they were tuned.)
+template <class C, class G, typename T, class D>
+PK_DEV bool copy_list(const G& g, const ctx& c, const D& dst, const T* src, size_t n,
+                      block_smem& sm) {
+  for (int d0 = 0; d0 < dst.n; d0 += PKC_SET_SLOTS) {
+    ptrs<T> b;
+    dst.fill_set(b, d0);
+    if (!copy_range<C>(g, c, b, src, n, sm)) return false;
+  }
+  return true;
+}
+
+template <class C, class G, class D, class S>
+PK_DEV bool reduce_list(const G& g, const ctx& c, const D& dst, const S& src, size_t n, block_smem&) {
+  using T = typename G::value_type;
+  if constexpr (C::kMech == mech::tma) {
+    if (threadIdx.x == 0)
+      pk::record_error(g.flags.spin.err, pk::PK_ERR_BAD_SHAPE, c.rank, -1, -1,
+                       static_cast<unsigned>(src.n), PKC_TMA_MAX_SOURCES);
+    return __syncthreads_and(0) != 0;
+  } else {
+    reg_reduce_many<T>(dst, src, n, pk::ldst::block_group());
+    return true;
+  }
+}
+
 // ---- synchronisation between phases --------------------------------------------------------------
 
-// Every block of every rank meets; `index` counts this launch's barriers, `per_launch` is how
-// many each launch performs (counters grow monotonically across launches: pkc_args::seq).
+// Every block of every rank meets (a dissemination barrier on flags [0, PKC_BARRIER_FLAGS):
+// ceil(log2 world) rounds); `index` counts this launch's barriers, `per_launch` is how many each
+// launch performs (counters grow monotonically across launches: pkc_args::seq).
 template <class C, class G>
 PK_DEV bool grid_barrier(const G& g, const ctx& c, unsigned index, unsigned per_launch) {
   const unsigned epoch = g.seq * per_launch + index + 1;
-  if (!pk::barrier(g.flags, c.rank, 0, epoch, static_cast<unsigned>(c.bpr))) return false;
+  if (!pk::dissemination_barrier(g.flags, c.rank, c.world, c.block, c.bpr, 0, epoch)) return false;
   if constexpr (C::kMech == mech::tma) {
     if (threadIdx.x == 0) pk::tma::acquire_for_async_reads();
   }
@@ -644,7 +836,9 @@ template <class C, class G>
 PK_DEV bool ring_wait(const G& g, const ctx& c, unsigned cum, unsigned per_launch) {
   int ok = 1;
   if (threadIdx.x == 0) {
-    ok = pk::wait(g.flags, c.rank, PKC_RING_FLAG_BASE + c.block, g.seq * per_launch + cum, c.prev()) ? 1 : 0;
+    const int idx = PKC_P2P_FLAG_BASE + c.block;
+    ok = pk::wait_geq(g.flags.at(c.rank, idx), g.seq * per_launch + cum, g.flags.spin, c.rank,
+                      c.prev(), idx) ? 1 : 0;
     if constexpr (C::kMech == mech::tma) pk::tma::acquire_for_async_reads();
   }
   return __syncthreads_and(ok) != 0;
@@ -653,7 +847,34 @@ PK_DEV bool ring_wait(const G& g, const ctx& c, unsigned cum, unsigned per_launc
 template <class G>
 PK_DEV void ring_signal(const G& g, const ctx& c) {
   __syncthreads();  // every thread's writes before the leader's release
-  if (threadIdx.x == 0) pk::signal(g.flags, c.next(), PKC_RING_FLAG_BASE + c.block, 1u);
+  if (threadIdx.x == 0) pk::red_release_sys(g.flags.at(c.next(), PKC_P2P_FLAG_BASE + c.block), 1u);
+}
+
+// Pairs (recursive halving / doubling): phase p of rank r reads data that its partner
+// A::partner(r, p) and r's own blocks wrote in phase p - 1 (a block's piece of a phase is not
+// the piece it wrote before). Counter PKC_P2P_FLAG_BASE + p of rank r counts, per launch, one
+// arrival from every block of the partner and of r itself: 2 x blocks per rank.
+template <class C, class G>
+PK_DEV bool pair_wait(const G& g, const ctx& c, int p, int partner) {
+  int ok = 1;
+  if (threadIdx.x == 0) {
+    const int idx = PKC_P2P_FLAG_BASE + p;
+    ok = pk::wait_geq(g.flags.at(c.rank, idx), (g.seq + 1u) * 2u * static_cast<unsigned>(c.bpr),
+                      g.flags.spin, c.rank, partner, idx) ? 1 : 0;
+    if constexpr (C::kMech == mech::tma) pk::tma::acquire_for_async_reads();
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// After phase p - 1: tell phase p's partner and this rank that this block's writes are done.
+template <class G>
+PK_DEV void pair_signal(const G& g, const ctx& c, int p, int partner) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    pk::fence_acq_rel_sys();
+    pk::red_relaxed_sys(g.flags.at(partner, PKC_P2P_FLAG_BASE + p), 1u);
+    pk::red_relaxed_sys(g.flags.at(c.rank, PKC_P2P_FLAG_BASE + p), 1u);
+  }
 }
 
 // Barriers one launch performs: entry and exit (ranks in separate processes) and one between
@@ -661,6 +882,52 @@ PK_DEV void ring_signal(const G& g, const ctx& c) {
 template <class A>
 PK_HD unsigned barriers_per_launch(int world, bool edges) {
   return (edges ? 2u : 0u) + (A::kSync == sync_kind::barrier ? static_cast<unsigned>(A::phases(world) - 1) : 0u);
+}
+
+// Optional members of an algorithm (see the top of this file), with their defaults.
+template <class A, class = void>
+struct has_p2p_flags : std::false_type {};
+template <class A>
+struct has_p2p_flags<A, std::void_t<decltype(A::p2p_flags(2))>> : std::true_type {};
+template <class A, class = void>
+struct has_sources : std::false_type {};
+template <class A>
+struct has_sources<A, std::void_t<decltype(A::sources(2))>> : std::true_type {};
+template <class A, class = void>
+struct has_world_ok : std::false_type {};
+template <class A>
+struct has_world_ok<A, std::void_t<decltype(A::world_ok(2))>> : std::true_type {};
+
+template <class A>
+PK_HD int p2p_flags(int world) {
+  if constexpr (has_p2p_flags<A>::value) return A::p2p_flags(world);
+  else return 1;
+}
+template <class A>
+PK_HD int sources(int world) {
+  if constexpr (has_sources<A>::value) return A::sources(world);
+  else return 2;
+}
+template <class A>
+PK_HD bool world_ok(int world) {
+  if constexpr (has_world_ok<A>::value) return A::world_ok(world);
+  else return true;
+}
+
+// Whether the peer table (world > PKC_INLINE_RANKS) was written for this call: block-uniform.
+template <class G>
+PK_DEV bool table_current(const G& g, const ctx& c) {
+  if (g.table == nullptr) return true;
+  int ok = 1;
+  if (threadIdx.x == 0) {
+    const unsigned long long h = g.table->hash;
+    if (h != g.table_hash) {
+      pk::record_error(g.flags.spin.err, pk::PK_ERR_STALE_TABLE, c.rank, -1, -1,
+                       static_cast<unsigned>(g.table_hash), static_cast<unsigned>(h));
+      ok = 0;
+    }
+  }
+  return __syncthreads_and(ok) != 0;
 }
 
 // ---- the kernel body: init, phases, synchronisation ---------------------------------------------
@@ -677,27 +944,38 @@ PK_DEV void run(const G& g, unsigned char* smem_raw) {
     }
     __syncthreads();
   }
+  if constexpr (C::kWide) {
+    if (!table_current(g, c)) return;
+  }
+  // A call runs phases [phase_begin, phase_end) (all of them unless the caller splits it). A
+  // device-synchronised call split into consecutive ranges (made with the same seq: the
+  // hierarchical schedules' NVLink parts around NCCL's scale-out step) waits on the same
+  // counters as one call: barrier i of a whole call keeps its index, the entry barrier belongs
+  // to the range that starts at 0, the exit barrier to the one that ends at the last phase.
   const int phases = A::phases(c.world);
   const bool edges = g.device_sync && g.rank >= 0;
   const unsigned nb = barriers_per_launch<A>(c.world, edges);
-  const int begin = g.device_sync ? 0 : g.phase_begin;
-  const int end = g.device_sync ? phases : g.phase_end;
-  unsigned bi = 0;
-  if (edges && !grid_barrier<C>(g, c, bi++, nb)) return;
+  const int begin = g.phase_begin;
+  const int end = g.phase_end;
+  if (edges && begin == 0 && !grid_barrier<C>(g, c, 0, nb)) return;
   for (int p = begin; p < end; ++p) {
     if (g.device_sync && p > 0) {
       if constexpr (A::kSync == sync_kind::barrier) {
-        if (!grid_barrier<C>(g, c, bi++, nb)) return;
+        if (!grid_barrier<C>(g, c, (edges ? 1u : 0u) + static_cast<unsigned>(p - 1), nb)) return;
       } else if constexpr (A::kSync == sync_kind::ring) {
         if (!ring_wait<C>(g, c, A::signals_before(p, c.world), A::signals_per_launch(c.world))) return;
+      } else if constexpr (A::kSync == sync_kind::pairs) {
+        if (!pair_wait<C>(g, c, p, A::partner(c.rank, p, c.world))) return;
       }
     }
     if (!A::template phase<C>(g, c, p, sm)) return;
     if constexpr (A::kSync == sync_kind::ring) {
       if (g.device_sync && A::sends(p, c.world)) ring_signal(g, c);
+    } else if constexpr (A::kSync == sync_kind::pairs) {
+      if (g.device_sync && p + 1 < phases) pair_signal(g, c, p + 1, A::partner(c.rank, p + 1, c.world));
     }
   }
-  if (edges) grid_barrier<C>(g, c, bi++, nb);
+  if (edges && end == phases) grid_barrier<C>(g, c, nb - 1, nb);
 }
 
 // ---- copy engines: the local reduction kernel and the cross-rank barrier -------------------------
@@ -714,9 +992,9 @@ __global__ void __launch_bounds__(kCeReduceThreads) ce_reduce_kernel(const __gri
 }
 
 // One block per rank: the barrier between copy-engine phases of ranks in separate processes.
-template <int M>
-__global__ void ce_barrier_kernel(const __grid_constant__ pk::flags<M> f, int rank, unsigned epoch) {
-  pk::barrier(f, rank, 0, epoch, 1u);
+template <bool Wide>
+__global__ void ce_barrier_kernel(const __grid_constant__ flag_set<Wide> f, int rank, int world, unsigned epoch) {
+  pk::dissemination_barrier(f, rank, world, 0, 1, 0, epoch);
 }
 
 #endif  // __CUDACC__

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <vector>
 
 #include <cudaTypedefs.h>
 
@@ -65,7 +66,15 @@ struct traits {
   static int blocks_per_rank(const pkc_args* a) {
     return a->blocks_per_rank > 0 ? a->blocks_per_rank : C::kBlocksPerRank;
   }
-  static int num_flags(int bpr) { return PKC_RING_FLAG_BASE + bpr; }
+  // Flags per rank (abi.h): the barrier's, then the point-to-point counters. Ring: one per
+  // block; pairs: one per phase (every block of the partner counts on it); others need none.
+  static int num_flags(int bpr, int world) {
+    if (A::kSync == sync_kind::pairs) return PKC_P2P_FLAG_BASE + A::phases(world);
+    return PKC_P2P_FLAG_BASE + bpr * p2p_flags<A>(world);
+  }
+  static size_t table_bytes(int world) {
+    return world <= PKC_INLINE_RANKS ? 0 : PKC_TABLE_HEADER_BYTES + 4 * sizeof(void*) * static_cast<size_t>(world);
+  }
   // Whether a call spins on flags (needs flags, an error record and co-residency).
   static bool spins(const pkc_args* a) {
     if (!a->device_sync) return false;
@@ -80,6 +89,54 @@ struct traits {
 
 // ---- argument checks --------------------------------------------------------------------------
 
+// The world this kernel can run: 2..PKC_MAX_RANKS, what the algorithm accepts (rhd: a power of
+// two), and no TMA or copy-engine sum of more sources than they take.
+template <class C, class A>
+bool check_world(const pkc_args* a, reporter& rep) {
+  if (a->world < 2 || a->world > PKC_MAX_RANKS)
+    return rep.fail(PKC_BAD_ARGUMENT, "world %d is outside 2..%d", a->world, PKC_MAX_RANKS), false;
+  if (!world_ok<A>(a->world))
+    return rep.fail(PKC_BAD_ARGUMENT, "world %d: recursive halving / doubling needs a power of two", a->world),
+           false;
+  if ((C::kMech == mech::tma || C::kMech == mech::copy_engine) && sources<A>(a->world) > PKC_TMA_MAX_SOURCES)
+    return rep.fail(PKC_BAD_ARGUMENT, "world %d: a %s sum takes at most %d sources, this algorithm sums %d "
+                    "(use registers)", a->world, C::kMech == mech::tma ? "TMA" : "copy-engine reduction kernel",
+                    PKC_TMA_MAX_SOURCES, sources<A>(a->world)), false;
+  return true;
+}
+
+// FNV-1a over the pointers the peer table holds: the kernel compares the table's copy with its own.
+inline unsigned long long table_hash(const pkc_args* a) {
+  unsigned long long h = 1469598103934665603ull;
+  auto mix = [&](const void* p) {
+    unsigned long long v = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xffu)) * 1099511628211ull;
+  };
+  mix(reinterpret_cast<const void*>(static_cast<uintptr_t>(a->world)));
+  for (int r = 0; r < a->world; ++r) {
+    mix(a->in[r]);
+    mix(a->out[r]);
+    mix(a->scratch ? a->scratch[r] : nullptr);
+    mix(a->flags[r]);
+  }
+  return h;
+}
+
+// The peer table's bytes for these arguments (abi.h): header, then in, out, scratch and flags
+// pointers, world each.
+inline void write_table(const pkc_args* a, unsigned char* host) {
+  const size_t w = static_cast<size_t>(a->world);
+  table_header h{table_hash(a), a->world, 0};
+  std::memcpy(host, &h, sizeof(h));
+  void** p = reinterpret_cast<void**>(host + PKC_TABLE_HEADER_BYTES);
+  for (size_t r = 0; r < w; ++r) {
+    p[r] = a->in[r];
+    p[w + r] = a->out[r];
+    p[2 * w + r] = a->scratch ? a->scratch[r] : nullptr;
+    p[3 * w + r] = a->flags[r];
+  }
+}
+
 template <class C, class A>
 bool check_args(const pkc_args* a, reporter& rep) {
   using tr = traits<C, A>;
@@ -87,8 +144,7 @@ bool check_args(const pkc_args* a, reporter& rep) {
   if (a->abi_version != PKC_ABI_VERSION)
     return rep.fail(PKC_BAD_ARGUMENT, "pkc_args ABI version %d, this library implements %d",
                     a->abi_version, PKC_ABI_VERSION), false;
-  if (a->world < 2 || a->world > PKC_MAX_RANKS)
-    return rep.fail(PKC_BAD_ARGUMENT, "world %d is outside 2..%d", a->world, PKC_MAX_RANKS), false;
+  if (!check_world<C, A>(a, rep)) return false;
   if (a->rank < -1 || a->rank >= a->world)
     return rep.fail(PKC_BAD_ARGUMENT, "rank %d is neither -1 (virtual ranks) nor a rank of world %d",
                     a->rank, a->world), false;
@@ -103,13 +159,12 @@ bool check_args(const pkc_args* a, reporter& rep) {
   if (bpr < 1 || bpr > PKC_MAX_BLOCKS_PER_RANK)
     return rep.fail(PKC_BAD_ARGUMENT, "blocks_per_rank %d is outside 1..%d", bpr, PKC_MAX_BLOCKS_PER_RANK), false;
   const int phases = tr::phases(a->world);
-  if (a->device_sync) {
-    if (a->phase_begin != 0 || (a->phase_end != -1 && a->phase_end != phases))
-      return rep.fail(PKC_BAD_ARGUMENT, "device_sync runs every phase: phase range [%d, %d) must be [0, %d)",
-                      a->phase_begin, a->phase_end, phases), false;
-  } else {
+  {
+    // device_sync = 0: one call runs [phase_begin, phase_end) with no waiting (the caller meets
+    // the ranks between calls); = 1: the range with device waits between its phases (a whole
+    // call, or consecutive ranges made with the same seq, abi.h). An empty range [p, p)
+    // launches the kernel with no phase: its launch and start alone.
     const int end = a->phase_end < 0 ? phases : a->phase_end;
-    // An empty range [p, p) launches the kernel with no phase: its launch and start alone.
     if (a->phase_begin < 0 || a->phase_begin > end || end > phases)
       return rep.fail(PKC_BAD_ARGUMENT, "phase range [%d, %d) is not inside [0, %d)", a->phase_begin, end,
                       phases), false;
@@ -126,6 +181,9 @@ bool check_args(const pkc_args* a, reporter& rep) {
     if (a->scratch_bytes < need)
       return rep.fail(PKC_BAD_ARGUMENT, "scratch of %llu bytes per rank is below the %llu bytes this algorithm needs",
                       a->scratch_bytes, static_cast<unsigned long long>(need)), false;
+    if (a->scratch == nullptr)
+      return rep.fail(PKC_BAD_ARGUMENT, "the scratch array is NULL; this algorithm needs %llu bytes per rank",
+                      static_cast<unsigned long long>(need)), false;
     for (int r = 0; r < a->world; ++r)
       if (a->scratch[r] == nullptr || !aligned16(a->scratch[r]))
         return rep.fail(PKC_BAD_ARGUMENT, "rank %d: scratch buffer is NULL or not 16-byte aligned", r), false;
@@ -133,9 +191,16 @@ bool check_args(const pkc_args* a, reporter& rep) {
   if (tr::spins(a)) {
     for (int r = 0; r < a->world; ++r)
       if (a->flags[r] == nullptr) return rep.fail(PKC_BAD_ARGUMENT, "rank %d: flags are NULL", r), false;
-    if (a->num_flags < tr::num_flags(bpr))
-      return rep.fail(PKC_BAD_ARGUMENT, "%d flags per rank, %d blocks per rank need %d", a->num_flags, bpr,
-                      tr::num_flags(bpr)), false;
+    if (a->num_flags < tr::num_flags(bpr, a->world))
+      return rep.fail(PKC_BAD_ARGUMENT, "%d flags per rank, %d blocks per rank at world %d need %d", a->num_flags,
+                      bpr, a->world, tr::num_flags(bpr, a->world)), false;
+  }
+  const size_t tb = tr::table_bytes(a->world);
+  if (tb != 0) {
+    if (a->table == nullptr || a->table_bytes < tb || !aligned16(a->table))
+      return rep.fail(PKC_BAD_ARGUMENT, "world %d > %d needs a device peer table of %llu bytes (pkc_table; "
+                      "pkc_reqs.table_bytes), got %s of %llu bytes", a->world, PKC_INLINE_RANKS,
+                      static_cast<unsigned long long>(tb), a->table ? "one" : "none", a->table_bytes), false;
   }
   if (a->err == nullptr && C::kMech != mech::copy_engine)
     return rep.fail(PKC_BAD_ARGUMENT, "err (the device error record) is NULL"), false;
@@ -149,27 +214,47 @@ bool check_args(const pkc_args* a, reporter& rep) {
 
 // ---- globals --------------------------------------------------------------------------------------
 
-template <typename T>
-inline pk::pgl<T, PKC_MAX_RANKS> make_layout(void* const* bufs, int world, int self, size_t count, void* mc) {
-  T* p[PKC_MAX_RANKS] = {};
-  for (int r = 0; r < world; ++r) p[r] = static_cast<T*>(bufs[r]);
-  return pk::make_pgl<T, PKC_MAX_RANKS>(p, world, self, count, static_cast<T*>(mc));
+// Every rank's buffer of one kind: its pointers in the kernel parameter (narrow), or the k-th
+// array of the device peer table (wide). `host`: for the host's own use (the copy engines'
+// phases read g.in[r] on the host), the caller's host array in place of the table.
+template <typename T, bool Wide>
+inline peers<T, Wide> make_peers(void* const* bufs, int world, const void* table, int k, void* mc,
+                                 bool host = false) {
+  peers<T, Wide> l{};
+  l.world = world;
+  l.mc = static_cast<T*>(mc);
+  if constexpr (!Wide) {
+    for (int r = 0; r < world && r < PKC_INLINE_RANKS; ++r) l.inl[r] = bufs ? static_cast<T*>(bufs[r]) : nullptr;
+  } else if (host) {
+    l.table = reinterpret_cast<T* const*>(bufs);
+  } else {
+    l.table = reinterpret_cast<T* const*>(static_cast<const unsigned char*>(table) + PKC_TABLE_HEADER_BYTES +
+                                          static_cast<size_t>(k) * world * sizeof(void*));
+  }
+  return l;
 }
 
+// The kernel's globals for a call (Gl: the generated globals<T, kWide> of the call's world).
 template <class Gl, class C, class A>
 inline Gl make_globals(const pkc_args* a) {
   using T = typename Gl::value_type;
   using tr = traits<C, A>;
+  constexpr bool W = Gl::wide;
   const int w = a->world;
-  const int self = a->rank < 0 ? 0 : a->rank;
   const size_t n = a->count;
-  void* none[PKC_MAX_RANKS] = {};
+  // Copy engines: the host sequences the copies from the buffers' pointers (host arrays); only
+  // the barrier kernel of ranks in separate processes reads the flags on the device.
+  const bool host = C::kMech == mech::copy_engine;
   Gl g{};
-  g.in = make_layout<T>(a->in, w, self, A::in_count(n, w), a->in_mc);
-  g.out = make_layout<T>(a->out, w, self, A::out_count(n, w), a->out_mc);
-  g.scratch = make_layout<T>(a->scratch[0] ? a->scratch : none, w, self, a->scratch_bytes / sizeof(T), nullptr);
-  g.flags = pk::make_flags<PKC_MAX_RANKS>(a->flags, w, self, a->num_flags, static_cast<pk::error_record*>(a->err),
-                                          a->timeout_cycles > 0 ? a->timeout_cycles : PK_DEFAULT_TIMEOUT_CYCLES);
+  g.in = make_peers<T, W>(a->in, w, a->table, 0, a->in_mc, host);
+  g.out = make_peers<T, W>(a->out, w, a->table, 1, a->out_mc, host);
+  g.scratch = make_peers<T, W>(a->scratch, w, a->table, 2, nullptr, host);
+  g.flags.ctr = make_peers<unsigned int, W>(reinterpret_cast<void* const*>(a->flags), w, a->table, 3, nullptr);
+  g.flags.num_flags = a->num_flags;
+  g.flags.spin = pk::spin_ctx::make(static_cast<pk::error_record*>(a->err),
+                                    a->timeout_cycles > 0 ? a->timeout_cycles : PK_DEFAULT_TIMEOUT_CYCLES);
+  g.table = W && !host ? static_cast<const table_header*>(a->table) : nullptr;
+  g.table_hash = W ? table_hash(a) : 0;
   g.count = n;
   g.rank = a->rank;
   g.blocks_per_rank = tr::blocks_per_rank(a);
@@ -183,8 +268,9 @@ inline Gl make_globals(const pkc_args* a) {
 
 // ---- SM mechanisms (tma, register) ------------------------------------------------------------------
 
+// The kernel instance for a world: narrow up to PKC_INLINE_RANKS, wide beyond (collective.cuh sized).
 template <class C, class A, class Gl>
-int launch(void (*kernel)(const Gl), const pkc_args* a, reporter& rep) {
+int launch_one(void (*kernel)(const Gl), const pkc_args* a, reporter& rep) {
   const Gl g = make_globals<Gl, C, A>(a);
   const int ranks_here = a->rank < 0 ? a->world : 1;
   const dim3 grid(static_cast<unsigned>(ranks_here * g.blocks_per_rank));
@@ -206,6 +292,13 @@ int launch(void (*kernel)(const Gl), const pkc_args* a, reporter& rep) {
   return PKC_OK;
 }
 
+inline bool wide_world(int world) { return world > PKC_INLINE_RANKS; }
+
+template <class C, class A, class Gn, class Gw>
+int launch(void (*narrow)(const Gn), void (*wide)(const Gw), const pkc_args* a, reporter& rep) {
+  if (wide_world(a->world)) return launch_one<C, A>(wide, a, rep);
+  return launch_one<C, A>(narrow, a, rep);
+}
 template <class C, class A>
 int refuse_multimem(const pkc_args* a, reporter& rep) {
   // The emulated build (-DPKC_EMULATE_MULTIMEM=1, collectives/in_network.cuh) loads and stores
@@ -222,27 +315,31 @@ int refuse_multimem(const pkc_args* a, reporter& rep) {
 
 struct ce_events {
   cudaEvent_t main = nullptr;
-  cudaEvent_t rank[PKC_MAX_RANKS] = {};
-  void ensure() {
-    if (main) return;
-    PK_CUDA_CHECK(cudaEventCreateWithFlags(&main, cudaEventDisableTiming));
-    for (auto& e : rank) PK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  std::vector<cudaEvent_t> rank;
+  void ensure(int world) {
+    if (!main) PK_CUDA_CHECK(cudaEventCreateWithFlags(&main, cudaEventDisableTiming));
+    while (static_cast<int>(rank.size()) < world) {
+      cudaEvent_t e = nullptr;
+      PK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      rank.push_back(e);
+    }
   }
 };
 
 template <class C, class A, class Gl>
-int run_copy_engine(const pkc_args* a, reporter& rep) {
+int run_copy_engine_one(const pkc_args* a, reporter& rep) {
   static ce_events ev;  // one set per library; calls are not made concurrently from several threads
   try {
     const Gl g = make_globals<Gl, C, A>(a);
     const int w = a->world;
     cudaStream_t main = static_cast<cudaStream_t>(a->stream);
-    const int begin = a->device_sync ? 0 : a->phase_begin;
-    const int end = a->device_sync ? A::ce_phases(w) : g.phase_end;
+    const int begin = a->phase_begin;
+    const int end = g.phase_end;
     if (a->rank < 0) {
-      ev.ensure();
-      cudaStream_t s[PKC_MAX_RANKS];
-      for (int r = 0; r < w; ++r) s[r] = a->rank_streams[r] ? static_cast<cudaStream_t>(a->rank_streams[r]) : main;
+      ev.ensure(w);
+      std::vector<cudaStream_t> s(static_cast<size_t>(w), main);
+      for (int r = 0; r < w; ++r)
+        if (a->rank_streams && a->rank_streams[r]) s[r] = static_cast<cudaStream_t>(a->rank_streams[r]);
       PK_CUDA_CHECK(cudaEventRecord(ev.main, main));
       for (int r = 0; r < w; ++r) PK_CUDA_CHECK(cudaStreamWaitEvent(s[r], ev.main, 0));
       for (int p = begin; p < end; ++p) {
@@ -267,22 +364,27 @@ int run_copy_engine(const pkc_args* a, reporter& rep) {
     const int r = a->rank;
     const ce_ctx x{main, g.blocks_per_rank};
     const unsigned nb = traits<C, A>::barriers(a);
-    unsigned bi = 0;
-    auto barrier = [&] {
-      ce_barrier_kernel<PKC_MAX_RANKS><<<1, 32, 0, main>>>(g.flags, r, g.seq * nb + bi + 1);
+    // barrier i (before phase i, and phases: after the last) keeps its index in a split call
+    auto barrier = [&](unsigned i) {
+      ce_barrier_kernel<<<1, 32, 0, main>>>(g.flags, r, w, g.seq * nb + i + 1);
       PK_CUDA_CHECK(cudaGetLastError());
-      ++bi;
     };
-    if (a->device_sync) barrier();
     for (int p = begin; p < end; ++p) {
-      if (a->device_sync && p > begin) barrier();
+      if (a->device_sync) barrier(static_cast<unsigned>(p));
       A::template ce_phase<C>(g, r, p, x);
     }
-    if (a->device_sync) barrier();
+    if (a->device_sync && end == A::ce_phases(w)) barrier(static_cast<unsigned>(end));
   } catch (const std::exception& e) {
     return rep.fail(PKC_CUDA_ERROR, "%s", e.what());
   }
   return PKC_OK;
+}
+
+// Copy engines for a world: Gn / Gw the narrow and wide globals (the host reads their pointers).
+template <class C, class A, class Gn, class Gw>
+int run_copy_engine(const pkc_args* a, reporter& rep) {
+  if (wide_world(a->world)) return run_copy_engine_one<C, A, Gw>(a, rep);
+  return run_copy_engine_one<C, A, Gn>(a, rep);
 }
 
 // ---- requirements ------------------------------------------------------------------------------------
@@ -290,11 +392,10 @@ int run_copy_engine(const pkc_args* a, reporter& rep) {
 // Sizes and launch figures of a call with these arguments (world, rank, count, dtype,
 // blocks_per_rank, device_sync are read; pointers are not). `kernel` may be nullptr (copy engines).
 template <class C, class A, class Gl>
-int requirements(void (*kernel)(const Gl), const pkc_args* a, pkc_reqs* out, reporter& rep) {
+int requirements_one(void (*kernel)(const Gl), const pkc_args* a, pkc_reqs* out, reporter& rep) {
   using tr = traits<C, A>;
   if (a == nullptr || out == nullptr) return rep.fail(PKC_BAD_ARGUMENT, "NULL argument");
-  if (a->world < 2 || a->world > PKC_MAX_RANKS)
-    return rep.fail(PKC_BAD_ARGUMENT, "world %d is outside 2..%d", a->world, PKC_MAX_RANKS);
+  if (!check_world<C, A>(a, rep)) return rep.code;
   const size_t elem = dtype_size(a->dtype);
   if (elem == 0) return rep.fail(PKC_BAD_ARGUMENT, "dtype %d is neither fp32 nor bf16", a->dtype);
   std::memset(out, 0, sizeof(*out));
@@ -303,7 +404,9 @@ int requirements(void (*kernel)(const Gl), const pkc_args* a, pkc_reqs* out, rep
   out->out_count = A::out_count(a->count, w);
   out->scratch_bytes = tr::scratch_bytes(a->count, w, elem);
   out->blocks_per_rank = tr::blocks_per_rank(a);
-  out->num_flags = tr::num_flags(out->blocks_per_rank);
+  out->num_flags = tr::num_flags(out->blocks_per_rank, w);
+  out->table_bytes = tr::table_bytes(w);
+  out->spins = tr::spins(a) ? 1 : 0;
   out->phases = tr::phases(w);
   out->threads = C::kThreads;
   out->smem_bytes = C::kSmemBytes;
@@ -318,6 +421,29 @@ int requirements(void (*kernel)(const Gl), const pkc_args* a, pkc_reqs* out, rep
       return rep.fail(PKC_CUDA_ERROR, "%s", e.what());
     }
   }
+  return PKC_OK;
+}
+
+template <class C, class A, class Gn, class Gw>
+int requirements(void (*narrow)(const Gn), void (*wide)(const Gw), const pkc_args* a, pkc_reqs* out,
+                 reporter& rep) {
+  if (a != nullptr && wide_world(a->world)) return requirements_one<C, A>(wide, a, out, rep);
+  return requirements_one<C, A>(narrow, a, out, rep);
+}
+
+// The peer table's bytes for these arguments into `host` (pkc_table).
+template <class C, class A>
+int table(const pkc_args* a, void* host, size_t bytes, reporter& rep) {
+  using tr = traits<C, A>;
+  if (a == nullptr || host == nullptr) return rep.fail(PKC_BAD_ARGUMENT, "NULL argument");
+  if (!check_world<C, A>(a, rep)) return rep.code;
+  if (a->in == nullptr || a->out == nullptr || a->flags == nullptr)
+    return rep.fail(PKC_BAD_ARGUMENT, "the in, out and flags arrays must be given (host arrays of world pointers)");
+  const size_t need = tr::table_bytes(a->world);
+  if (bytes < need)
+    return rep.fail(PKC_BAD_ARGUMENT, "%llu bytes for the table, world %d needs %llu",
+                    static_cast<unsigned long long>(bytes), a->world, static_cast<unsigned long long>(need));
+  if (need != 0) write_table(a, static_cast<unsigned char*>(host));
   return PKC_OK;
 }
 

@@ -30,6 +30,7 @@ PK_HD size_t slot_elems_bytes(size_t n, size_t elem) { return round_up(n * elem,
 
 struct reduce_scatter_direct {
   static constexpr sync_kind kSync = sync_kind::none;
+  PK_HD static int sources(int world) { return world; }
   static constexpr sync_kind kCeSync = sync_kind::all;
   PK_HD static size_t in_count(size_t n, int world) { return n * world; }
   PK_HD static size_t out_count(size_t n, int) { return n; }
@@ -45,9 +46,14 @@ struct reduce_scatter_direct {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
-    cptrs<T> src{};
-    fill_peers<C>(src, g.in, c, c.rank * g.count + s.lo);
-    return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
+    if constexpr (C::kWide) {
+      return reduce_list<C>(g, c, one(g.out[c.rank] + s.lo), all_peers<C>(g.in, c, c.rank * g.count + s.lo),
+                            s.size(), sm);
+    } else {
+      cptrs<T> src{};
+      fill_peers<C>(src, g.in, c, c.rank * g.count + s.lo);
+      return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
+    }
   }
 #endif
 

@@ -4,6 +4,7 @@
  * A generated translation unit exports, with C linkage:
  *   int pk_<op>_<overlap>(const pkf_args* a, char* msg, size_t msg_len);  enqueue one call
  *   int pkf_requirements(const pkf_args* a, pkf_reqs* out, char* msg, size_t msg_len);
+ *   int pkf_table(const pkf_args* a, void* host, size_t bytes, char* msg, size_t msg_len);
  *   int pkf_abi_version(void); size_t pkf_args_size(void); size_t pkf_reqs_size(void);
  *   const char* pkf_manifest(void);              JSON: op, overlap, mechanism, entry, tile, key
  *   int pkc_read_error(const void* err, char* msg, size_t msg_len);   after the stream finished
@@ -21,6 +22,18 @@
  * Requirements: 2 <= world <= PKF_MAX_RANKS, M >= world, K and N multiples of 8 (16-byte TMA
  * row pitches), every pointer 16-byte aligned.
  *
+ * World size. Everything per rank is sized at run time. The caller passes its per-rank pointers
+ * as HOST arrays of `world` entries (a, b, out, partial, gathered, flags). What the kernel needs
+ * of them, and what is derived from them (one pk::gemm::params per rank with its TMA tensor
+ * maps, every rank's output or shard maps, the row partition, pointer arrays), lives in the
+ * DEVICE TABLE: device memory of pkf_reqs.table_bytes that the caller owns; pkf_table() writes
+ * its bytes for these arguments (and for the table's device address, a->table) into host
+ * memory, and the caller copies them to a->table (once, and again whenever an argument
+ * other than seq, stream and zero_output changes). The kernel parameter stays a few hundred bytes at
+ * any world (tensor maps of 256 ranks would not fit CUDA's parameter space). The table starts
+ * with a hash of what it was written for: a kernel handed a table of other arguments stops with
+ * a device error ("stale device table") before any block uses it.
+ *
  * Store-add variants (intra-SM gemm-rs / gemm-ar) ADD into out[]: the outputs must be zero
  * before the kernel starts. zero_output = 1 makes the entry point clear them on the stream
  * first (part of the call); zero_output = 0 leaves that to the caller.
@@ -36,21 +49,22 @@
 
 #include <stddef.h>
 
-#define PKF_ABI_VERSION 1
-#define PKF_MAX_RANKS 8
+#define PKF_ABI_VERSION 2
+#define PKF_MAX_RANKS 576          /* one NVLink domain (pksim.kernel_contract FUSED_MAX_RANKS) */
 
 typedef struct pkf_args {
   int abi_version;           /* PKF_ABI_VERSION */
   int world;                 /* ranks, 2..PKF_MAX_RANKS */
   int M, N, K;               /* see the shapes above */
-  void* a[PKF_MAX_RANKS];    /* A_r (gemm-rs, gemm-ar) or the shard of A (ag-gemm) */
-  void* b[PKF_MAX_RANKS];    /* B_r [K x N] */
-  void* out[PKF_MAX_RANKS];  /* outputs (see the shapes above) */
-  void* partial[PKF_MAX_RANKS];   /* inter-SM gemm-rs / gemm-ar: M x N scratch per rank */
-  void* gathered[PKF_MAX_RANKS];  /* inter-SM ag-gemm: M x K scratch per rank */
+  void* const* a;            /* host array of world pointers: A_r (gemm-rs, gemm-ar) or the shard
+                                of A (ag-gemm) */
+  void* const* b;            /* B_r [K x N] */
+  void* const* out;          /* outputs (see the shapes above) */
+  void* const* partial;      /* inter-SM gemm-rs / gemm-ar: M x N scratch per rank, else NULL */
+  void* const* gathered;     /* inter-SM ag-gemm: M x K scratch per rank, else NULL */
   void* partial_mc;          /* in-network gemm-ar: multicast addresses (never created here) */
   void* out_mc;
-  unsigned int* flags[PKF_MAX_RANKS];  /* inter-SM: pkf_reqs.num_flags counters per rank */
+  unsigned int* const* flags;  /* inter-SM: pkf_reqs.num_flags counters per rank, else NULL */
   int num_flags;             /* per rank, as allocated */
   int gemm_blocks;           /* per rank; 0: SMs / world - comm_blocks */
   int comm_blocks;           /* per rank (inter-SM); 0: the generated default (comm_sms) */
@@ -60,6 +74,8 @@ typedef struct pkf_args {
   unsigned int seq;          /* earlier calls on these flags */
   void* err;                 /* device pk::error_record, zeroed by the caller */
   void* stream;              /* cudaStream_t (NULL: legacy default stream) */
+  void* table;               /* the device table (pkf_reqs.table_bytes, 64-byte aligned) */
+  unsigned long long table_bytes;  /* as allocated */
   long long timeout_cycles;  /* deadline of every device wait (clock64 cycles); 0: default */
 } pkf_args;
 
@@ -73,6 +89,7 @@ typedef struct pkf_reqs {
   unsigned long long smem_bytes;      /* dynamic shared memory per block */
   int max_coresident_blocks;          /* of the kernel on the current device */
   int spins;                          /* 1: blocks wait on each other (cooperative launch) */
+  unsigned long long table_bytes;     /* the device table (64-byte aligned) */
 } pkf_reqs;
 
 #endif /* PKF_ABI_H */

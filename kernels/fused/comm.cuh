@@ -37,11 +37,15 @@ namespace pkf {
 // ---- pull-reduce (gemm-rs, gemm-ar) ------------------------------------------------------------
 
 struct reduce_params {
-  const bf16* partial[PKF_MAX_RANKS];  // every rank's M x N partial buffer
-  bf16* out[PKF_MAX_RANKS];            // gemm-rs: rows(o) x N; gemm-ar: M x N
+  const bf16* const* partial;          // device table: every rank's M x N partial buffer
+  bf16* const* out;                    // device table: gemm-rs rows(o) x N; gemm-ar M x N
+  // the same up to 8 ranks, in the kernel parameter (the narrow instance's sums load their
+  // pointers from there, as they were tuned: from the table the gemm-ar sum spilled 16 B)
+  const bf16* partial_inl[8];
+  bf16* out_inl[8];
   bf16* partial_mc;                    // in-network only: multicast addresses
   bf16* out_mc;
-  pk::flags<PKF_MAX_RANKS> flags;      // counter t of rank o: see store_signal
+  pkc::flag_set<true> flags;           // counter t of rank o: see store_signal
   partition rows;
   int N, world, bm, bn, num_n;
   unsigned int seq;
@@ -106,6 +110,7 @@ PK_DEV void reduce_rect_body(const reduce_params& p, int rank, int lo, int r0, i
                              int c1) {
   const int vpr = (c1 - c0) / 8;
   const int nvec = (r1 - r0) * vpr;
+
   for (int v0 = threadIdx.x; v0 < nvec; v0 += U * blockDim.x) {
     size_t off[U];
     bool live[U];
@@ -123,7 +128,7 @@ PK_DEV void reduce_rect_body(const reduce_params& p, int rank, int lo, int r0, i
 #pragma unroll
       for (int u = 0; u < U; ++u)
         if (s < p.world && live[u])
-          raw[u][s] = __ldcg(reinterpret_cast<const uint4*>(p.partial[s] + off[u]));
+          raw[u][s] = __ldcg(reinterpret_cast<const uint4*>(p.partial_inl[s] + off[u]));
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (!live[u]) continue;
@@ -136,20 +141,61 @@ PK_DEV void reduce_rect_body(const reduce_params& p, int rank, int lo, int r0, i
       const uint4 sum = pkc::pack_vec(acc, bf16{});
       if constexpr (kToAll) {
         for (int k = 1; k <= p.world; ++k)
-          *reinterpret_cast<uint4*>(p.out[(rank + k) % p.world] + off[u]) = sum;
+          *reinterpret_cast<uint4*>(p.out_inl[(rank + k) % p.world] + off[u]) = sum;
       } else {
         const size_t local = off[u] - static_cast<size_t>(lo) * p.N;
-        *reinterpret_cast<uint4*>(p.out[rank] + local) = sum;
+        *reinterpret_cast<uint4*>(p.out_inl[rank] + local) = sum;
       }
     }
   }
 }
 
+// More than 8 ranks (the kernel's wide instance): the sources 8 at a time into one fp32
+// accumulator per vector (a vector of each source of a batch in flight, as the 8-rank body),
+// then the stores. Beside the GEMM in one kernel it takes registers the narrow bodies do not
+// have to spare: the GEMM kernels with it spilled 200-260 B (ptxas -v, sm_90a, CUDA 13.0),
+// hence an instance of its own.
 template <bool kToAll>
+PK_DEV void reduce_rect_wide(const reduce_params& p, int rank, int lo, int r0, int r1, int c0,
+                             int c1) {
+  constexpr int W = 8;
+  const int vpr = (c1 - c0) / 8;
+  const int nvec = (r1 - r0) * vpr;
+  for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
+    const size_t off = static_cast<size_t>(r0 + v / vpr) * p.N + c0 + (v % vpr) * 8;
+    float acc[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[k] = 0.f;
+    for (int s0 = 0; s0 < p.world; s0 += W) {
+      uint4 raw[W];
+#pragma unroll
+      for (int s = 0; s < W; ++s)
+        if (s0 + s < p.world) raw[s] = __ldcg(reinterpret_cast<const uint4*>(p.partial[s0 + s] + off));
+#pragma unroll
+      for (int s = 0; s < W; ++s)
+        if (s0 + s < p.world) pkc::add_vec(acc, raw[s], bf16{});
+    }
+    const uint4 sum = pkc::pack_vec(acc, bf16{});
+    if constexpr (kToAll) {
+      for (int k = 1, o = rank + 1; k <= p.world; ++k, ++o) {
+        if (o == p.world) o = 0;
+        *reinterpret_cast<uint4*>(p.out[o] + off) = sum;
+      }
+    } else {
+      *reinterpret_cast<uint4*>(p.out[rank] + off - static_cast<size_t>(lo) * p.N) = sum;
+    }
+  }
+}
+
+template <bool kToAll, bool kWide>
 PK_DEV void reduce_rect(const reduce_params& p, int rank, int lo, int r0, int r1, int c0, int c1) {
-  if (p.world <= 2) reduce_rect_body<kToAll, 4, 2>(p, rank, lo, r0, r1, c0, c1);
-  else if (p.world <= 4) reduce_rect_body<kToAll, 2, 4>(p, rank, lo, r0, r1, c0, c1);
-  else reduce_rect_body<kToAll, 2, PKF_MAX_RANKS>(p, rank, lo, r0, r1, c0, c1);
+  if constexpr (kWide) {
+    reduce_rect_wide<kToAll>(p, rank, lo, r0, r1, c0, c1);
+  } else {
+    if (p.world <= 2) reduce_rect_body<kToAll, 4, 2>(p, rank, lo, r0, r1, c0, c1);
+    else if (p.world <= 4) reduce_rect_body<kToAll, 2, 4>(p, rank, lo, r0, r1, c0, c1);
+    else reduce_rect_body<kToAll, 2, 8>(p, rank, lo, r0, r1, c0, c1);
+  }
 }
 
 #if PK_ENABLE_MULTIMEM
@@ -171,7 +217,7 @@ PK_DEV void reduce_rect_multimem(const reduce_params& p, int r0, int r1, int c0,
 template <int kKind>
 struct pull_reduce {
   using params = reduce_params;
-  template <class G>
+  template <bool kWide, class G>
   __device__ static void run(const G& g, int rank, int block, unsigned char*) {
     const reduce_params& p = g.comm;
     const owner_units ou(p, rank);
@@ -194,7 +240,7 @@ struct pull_reduce {
         reduce_rect_multimem(p, r0, r1, c0, c1);
 #endif
       } else {
-        reduce_rect<kKind == 1>(p, rank, ou.lo, r0, r1, c0, c1);
+        reduce_rect<kKind == 1, kWide>(p, rank, ou.lo, r0, r1, c0, c1);
       }
       __syncthreads();
     }
@@ -204,9 +250,9 @@ struct pull_reduce {
 // ---- gather (ag-gemm) ------------------------------------------------------------------------------
 
 struct gather_params {
-  const bf16* shard[PKF_MAX_RANKS];  // rank s: rows [lo(s), lo(s + 1)) of A, K columns
-  bf16* gathered[PKF_MAX_RANKS];     // every rank's M x K copy of A
-  pk::flags<PKF_MAX_RANKS> flags;    // counter b of rank r: pieces of band b copied to r
+  const bf16* const* shard;          // device table: rank s's rows [lo(s), lo(s + 1)) of A
+  bf16* const* gathered;             // device table: every rank's M x K copy of A
+  pkc::flag_set<true> flags;         // counter b of rank r: pieces of band b copied to r
   partition rows;
   int K, world, bm;
   int staggered;                     // 1: own shard first (and the GEMM starts there too)
@@ -221,7 +267,7 @@ struct copy_stages {
 template <bool kTma>
 struct gather_rows {
   using params = gather_params;
-  template <class G>
+  template <bool, class G>
   __device__ static void run(const G& g, int rank, int block, unsigned char* smem_raw) {
     const gather_params& p = g.comm;
     const int blocks = g.comm_blocks;
@@ -250,7 +296,7 @@ struct gather_rows {
           pkc::reg_copy(pkc::one(dst), src, n, pk::ldst::block_group());
           __syncthreads();
         }
-        if (threadIdx.x == 0) pk::signal(p.flags, rank, b, 1u);
+        if (threadIdx.x == 0) pk::red_release_sys(p.flags.at(rank, b), 1u);
       }
     }
   }

@@ -9,13 +9,15 @@
 //   gemm_ar_intra      store_add_all      -              none                     no
 //   gemm_ar_inter      store_signal       -              pull_reduce<1>           yes
 //   gemm_ar_in_network store_signal       -              pull_reduce<2> (multimem) yes
-//   ag_gemm_inter      store_epilogue     wait_rows      gather_rows<tma|reg>     yes
+//   ag_gemm_inter      store_local        wait_rows      gather_rows<tma|reg>     yes
 //   ag_gemm_intra      store_shard_rows   load_peer_rows none                     no
 //
-// Each op has `globals` (the kernel's __grid_constant__ parameter: one pk::gemm::params per
-// rank, the communication parameters, the grid split), `comm` (device) and `fill` (host: the
-// tensor maps and pointers of one call). Static traits tell the host side (fused/entry.cuh)
-// which buffers a call needs.
+// Each op has `globals` (the kernel's __grid_constant__ parameter: a pointer to the ranks'
+// pk::gemm::params in the device table, the communication parameters, the grid split), `comm`
+// (device), `comm_params` (host: the communication parameters of a call, pointing into the
+// table) and `fill` (host: the table's GEMM parameters, tensor maps and arrays for a call). The
+// table's layout is table_plan (fused/entry.cuh); static traits tell the host side which
+// buffers and which table arrays a call needs.
 #pragma once
 
 #include <type_traits>
@@ -27,17 +29,28 @@ namespace pkf {
 
 enum class kind { gemm_rs, gemm_ar, ag_gemm };
 
+// Worlds up to this run the narrow instance, whose GEMM parameters ride in the kernel
+// parameter (`inl`) as the kernels were tuned: a parameter reference costs the GEMM's
+// consumers no register, a pointer into the table two, and with them the intra-SM epilogues
+// spilled 28 B (ptxas -v, sm_90a, CUDA 13.0). About 5 KiB at 8 ranks.
+constexpr int kNarrowRanks = 8;
+
 template <class Epi, class Pro, class Comm>
 struct globals_t {
-  pk::gemm::params<Epi, Pro, rotated_raster> gemm[PKF_MAX_RANKS];
+  using gemm_params = pk::gemm::params<Epi, Pro, rotated_raster>;
+  const gemm_params* gemm;             // device table: world entries (the wide instance)
+  gemm_params inl[kNarrowRanks];       // the same, world <= kNarrowRanks (the narrow instance)
   Comm comm;
   int world, gemm_blocks, comm_blocks;
+  const pkc::table_header* table;      // the device table's header
+  unsigned long long table_hash;       // what it must say it was written for
+  pk::error_record* err;
+  unsigned int* seq_slot;              // the table's copy of seq (fused.cuh run writes it)
+  unsigned int seq;                    // pkf_args::seq
 };
 
 struct no_comm {
   struct params {};
-  template <class G>
-  __device__ static void run(const G&, int, int, unsigned char*) {}
 };
 
 // What fill() needs besides the arguments.
@@ -46,6 +59,18 @@ struct call_info {
   bool staggered;
   long long timeout_cycles;
 };
+
+// Where a call's arrays lie in the device table (offsets in bytes; 0: not used). Every op
+// has the header, the seq slot and one pk::gemm::params per rank; the others as it needs:
+// maps    world tensor maps (every rank's output, or every rank's shard of A)
+// start   world + 1 ints and the padded tile rows' shards (shard_tiles)
+// ptr0/1  world pointers each (outputs; partials and outputs; shards and gathered copies)
+// flags   world flag-counter pointers
+struct table_offsets {
+  size_t seq = 0, params = 0, lo = 0, owner64 = 0, start = 0, shard_of = 0, maps = 0, ptr0 = 0,
+         ptr1 = 0, flags = 0, bytes = 0;
+};
+
 
 // ---- the parts every op shares -------------------------------------------------------------------
 
@@ -58,11 +83,10 @@ inline int out_rows(kind k, int r, const pkf_args* a) {
   return k == kind::gemm_rs ? owned_rows(r, a) : a->M;
 }
 
-template <class Cfg, class G>
-inline int fill_gemm(G& g, int r, const void* A, const pkf_args* a, int m_shift,
+template <class Cfg, class P>
+inline int fill_gemm(P& p, const void* A, const void* B, const pkf_args* a, int m_shift,
                      const call_info& ci) {
-  auto& p = g.gemm[r];
-  const int rc = pk::gemm::fill_operands<Cfg>(p, A, a->b[r], a->M, a->N, a->K);
+  const int rc = pk::gemm::fill_operands<Cfg>(p, A, B, a->M, a->N, a->K);
   if (rc != pk::gemm::OK) return rc;
   p.sched.base = pk::gemm::make_raster(a->M, a->N, Cfg::BM, Cfg::BN, ci.group_m);
   p.sched.m_shift = m_shift % p.sched.base.num_m;
@@ -76,9 +100,34 @@ inline bool swizzled_out_map(CUtensorMap* m, void* base, int rows, int cols, int
                                      static_cast<uint64_t>(cols), static_cast<uint32_t>(box_rows));
 }
 
-inline pk::flags<PKF_MAX_RANKS> make_flags(const pkf_args* a, int rank, const call_info& ci) {
-  return pk::make_flags<PKF_MAX_RANKS>(a->flags, a->world, rank, a->num_flags,
-                                       static_cast<pk::error_record*>(a->err), ci.timeout_cycles);
+// The flag counters of every rank, read from the table's pointer array at `dev`.
+inline pkc::flag_set<true> table_flags(const pkf_args* a, const unsigned char* dev, const table_offsets& t,
+                                       const call_info& ci) {
+  pkc::flag_set<true> f{};
+  f.ctr.table = reinterpret_cast<unsigned int* const*>(dev + t.flags);
+  f.ctr.world = a->world;
+  f.num_flags = a->num_flags;
+  f.spin = pk::spin_ctx::make(static_cast<pk::error_record*>(a->err), ci.timeout_cycles);
+  return f;
+}
+
+template <typename T>
+inline T* at(unsigned char* base, size_t off) {
+  return reinterpret_cast<T*>(base + off);
+}
+template <typename T>
+inline const T* at(const unsigned char* base, size_t off) {
+  return reinterpret_cast<const T*>(base + off);
+}
+
+// The call's row partition (fused.cuh): written into the host copy, pointing into the device one.
+inline partition table_partition(unsigned char* host, const unsigned char* dev, const table_offsets& t,
+                                 const pkf_args* a) {
+  return partition::make(at<int>(host, t.lo), at<int4>(host, t.owner64), at<int>(dev, t.lo),
+                         at<int4>(dev, t.owner64), a->M, a->world);
+}
+inline partition table_partition(const unsigned char* dev, const table_offsets& t, const pkf_args* a) {
+  return partition{at<int>(dev, t.lo), at<int4>(dev, t.owner64), a->world};
 }
 
 // Tile row where rank r's GEMM starts: the band of rank `first` (staggered) or 0.
@@ -104,26 +153,44 @@ struct store_add_op {
   static constexpr kind kKind = K;
   static constexpr bool kSpins = false, kStoreAdd = true, kPartial = false, kGathered = false;
   static constexpr bool kMulticast = false;
+  // table arrays: every rank's output map; gemm-rs also their pointers
+  static constexpr bool kMaps = true, kStart = false, kPtr0 = K == kind::gemm_rs, kPtr1 = false,
+                        kFlags = false;
   static int num_flags(const pkf_args*) { return 0; }
 
+  template <bool>
   __device__ static void comm(const globals&, int, int, unsigned char*) {}
 
-  static int fill(globals& g, const pkf_args* a, const call_info& ci) {
-    for (int r = 0; r < a->world; ++r) {
+  static typename comm_t::params comm_params(const pkf_args*, const unsigned char*, const table_offsets&,
+                                             const call_info&) {
+    return {};
+  }
+
+  static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
+                  const call_info& ci) {
+    const int w = a->world;
+    auto* maps = at<CUtensorMap>(host, t.maps);
+    for (int o = 0; o < w; ++o)
+      if (!swizzled_out_map(&maps[o], a->out[o], out_rows(K, o, a), a->N, cfg::WG_ROWS))
+        return pk::gemm::ERR_TENSOR_MAP;
+    const partition rows = table_partition(host, dev, t, a);
+    if constexpr (K == kind::gemm_rs) {
+      for (int o = 0; o < w; ++o) at<bf16*>(host, t.ptr0)[o] = static_cast<bf16*>(a->out[o]);
+    }
+    auto* P = at<typename globals::gemm_params>(host, t.params);
+    for (int r = 0; r < w; ++r) {
       const int shift = K == kind::gemm_rs ? start_row_tile<cfg>(a, r + 1, ci.staggered)
                                            : start_row_tile<cfg>(a, r, ci.staggered);
-      int rc = fill_gemm<cfg>(g, r, a->a[r], a, shift, ci);
+      int rc = fill_gemm<cfg>(P[r], a->a[r], a->b[r], a, shift, ci);
       if (rc != pk::gemm::OK) return rc;
-      auto& e = g.gemm[r].epi;
-      for (int o = 0; o < a->world; ++o)
-        if (!swizzled_out_map(&e.out[o], a->out[o], out_rows(K, o, a), a->N, cfg::WG_ROWS))
-          return pk::gemm::ERR_TENSOR_MAP;
+      auto& e = P[r].epi;
+      e.out = at<CUtensorMap>(dev, t.maps);
       if constexpr (K == kind::gemm_rs) {
-        e.rows = partition::make(a->M, a->world);
-        for (int o = 0; o < a->world; ++o) e.ptr[o] = static_cast<bf16*>(a->out[o]);
+        e.rows = rows;
+        e.ptr = at<bf16*>(dev, t.ptr0);
         e.n = a->N;
       } else {
-        e.world = a->world;
+        e.world = w;
         e.rank = r;
       }
     }
@@ -149,40 +216,59 @@ struct pull_op {
   static constexpr kind kKind = kReduce == 0 ? kind::gemm_rs : kind::gemm_ar;
   static constexpr bool kSpins = true, kStoreAdd = false, kPartial = true, kGathered = false;
   static constexpr bool kMulticast = kReduce == 2;
+  // table arrays: the partials' and the outputs' pointers, the flags
+  static constexpr bool kMaps = false, kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
   static int num_flags(const pkf_args* a) {
     return num_tiles_m<cfg>(a->M) * num_tiles_n<cfg>(a->N);
   }
 
+  template <bool kWide>
   __device__ static void comm(const globals& g, int rank, int block, unsigned char* smem) {
-    comm_t::run(g, rank, block, smem);
+    comm_t::template run<kWide>(g, rank, block, smem);
   }
 
-  static int fill(globals& g, const pkf_args* a, const call_info& ci) {
-    for (int r = 0; r < a->world; ++r) {
-      int rc = fill_gemm<cfg>(g, r, a->a[r], a, start_row_tile<cfg>(a, r + 1, ci.staggered), ci);
-      if (rc != pk::gemm::OK) return rc;
-      auto& e = g.gemm[r].epi;
-      if (!swizzled_out_map(&e.partial, a->partial[r], a->M, a->N, cfg::WG_ROWS))
-        return pk::gemm::ERR_TENSOR_MAP;
-      e.flags = make_flags(a, r, ci);
-      e.rows = partition::make(a->M, a->world);
-      e.num_n = num_tiles_n<cfg>(a->N);
-    }
-    reduce_params& c = g.comm;
-    for (int r = 0; r < a->world; ++r) {
-      c.partial[r] = static_cast<const bf16*>(a->partial[r]);
-      c.out[r] = static_cast<bf16*>(a->out[r]);
+  static reduce_params comm_params(const pkf_args* a, const unsigned char* dev, const table_offsets& t,
+                                   const call_info& ci) {
+    reduce_params c{};
+    c.partial = at<const bf16*>(dev, t.ptr0);
+    c.out = at<bf16*>(dev, t.ptr1);
+    for (int r = 0; r < a->world && r < kNarrowRanks; ++r) {
+      c.partial_inl[r] = static_cast<const bf16*>(a->partial[r]);
+      c.out_inl[r] = static_cast<bf16*>(a->out[r]);
     }
     c.partial_mc = static_cast<bf16*>(a->partial_mc);
     c.out_mc = static_cast<bf16*>(a->out_mc);
-    c.flags = make_flags(a, 0, ci);
-    c.rows = partition::make(a->M, a->world);
+    c.flags = table_flags(a, dev, t, ci);
+    c.rows = table_partition(dev, t, a);
     c.N = a->N;
     c.world = a->world;
     c.bm = cfg::BM;
     c.bn = cfg::BN;
     c.num_n = num_tiles_n<cfg>(a->N);
     c.seq = a->seq;
+    return c;
+  }
+
+  static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
+                  const call_info& ci) {
+    const int w = a->world;
+    const partition rows = table_partition(host, dev, t, a);
+    for (int r = 0; r < w; ++r) {
+      at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(a->partial[r]);
+      at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(a->out[r]);
+      at<unsigned int*>(host, t.flags)[r] = a->flags[r];
+    }
+    auto* P = at<typename globals::gemm_params>(host, t.params);
+    for (int r = 0; r < w; ++r) {
+      int rc = fill_gemm<cfg>(P[r], a->a[r], a->b[r], a, start_row_tile<cfg>(a, r + 1, ci.staggered), ci);
+      if (rc != pk::gemm::OK) return rc;
+      auto& e = P[r].epi;
+      if (!swizzled_out_map(&e.partial, a->partial[r], a->M, a->N, cfg::WG_ROWS))
+        return pk::gemm::ERR_TENSOR_MAP;
+      e.flags = table_flags(a, dev, t, ci);
+      e.rows = rows;
+      e.num_n = num_tiles_n<cfg>(a->N);
+    }
     return pk::gemm::OK;
   }
 };
@@ -199,47 +285,62 @@ using gemm_ar_in_network = pull_op<Config, 2>;
 template <class Config>
 struct ag_gemm_inter {
   using cfg = typename Config::gemm;
-  using epi = pk::gemm::store_epilogue;
+  using epi = store_local;
   using pro = wait_rows;
   using comm_t = gather_rows<Config::kCopyTma>;
   using globals = globals_t<epi, pro, gather_params>;
   static constexpr kind kKind = kind::ag_gemm;
   static constexpr bool kSpins = true, kStoreAdd = false, kPartial = false, kGathered = true;
   static constexpr bool kMulticast = false;
+  // table arrays: the shards' and the gathered copies' pointers, the flags
+  static constexpr bool kMaps = false, kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
   static int num_flags(const pkf_args* a) { return num_tiles_m<cfg>(a->M); }
 
+  template <bool kWide>
   __device__ static void comm(const globals& g, int rank, int block, unsigned char* smem) {
-    comm_t::run(g, rank, block, smem);
+    comm_t::template run<kWide>(g, rank, block, smem);
   }
 
-  static int fill(globals& g, const pkf_args* a, const call_info& ci) {
-    const auto fl = make_flags(a, 0, ci);
-    for (int r = 0; r < a->world; ++r) {
-      int rc = fill_gemm<cfg>(g, r, a->gathered[r], a, start_row_tile<cfg>(a, r, ci.staggered), ci);
-      if (rc != pk::gemm::OK) return rc;
-      if (!swizzled_out_map(&g.gemm[r].epi.c_map, a->out[r], a->M, a->N, cfg::WG_ROWS))
-        return pk::gemm::ERR_TENSOR_MAP;
-      wait_rows::params& w = g.gemm[r].pro;
-      w.band_flags = a->flags[r];
-      w.spin = fl.spin;
-      // The producer must give up well before its consumers' mbarrier waits trap.
-      if (w.spin.timeout_cycles > PK_GEMM_TIMEOUT_CYCLES / 2)
-        w.spin.timeout_cycles = PK_GEMM_TIMEOUT_CYCLES / 2;
-      w.rows = partition::make(a->M, a->world);
-      w.rank = r;
-      w.seq = a->seq;
-    }
-    gather_params& c = g.comm;
-    for (int r = 0; r < a->world; ++r) {
-      c.shard[r] = static_cast<const bf16*>(a->a[r]);
-      c.gathered[r] = static_cast<bf16*>(a->gathered[r]);
-    }
-    c.flags = fl;
-    c.rows = partition::make(a->M, a->world);
+  static gather_params comm_params(const pkf_args* a, const unsigned char* dev, const table_offsets& t,
+                                   const call_info& ci) {
+    gather_params c{};
+    c.shard = at<const bf16*>(dev, t.ptr0);
+    c.gathered = at<bf16*>(dev, t.ptr1);
+    c.flags = table_flags(a, dev, t, ci);
+    c.rows = table_partition(dev, t, a);
     c.K = a->K;
     c.world = a->world;
     c.bm = cfg::BM;
     c.staggered = ci.staggered ? 1 : 0;
+    return c;
+  }
+
+  static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
+                  const call_info& ci) {
+    const int w = a->world;
+    const partition rows = table_partition(host, dev, t, a);
+    for (int r = 0; r < w; ++r) {
+      at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(a->a[r]);
+      at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(a->gathered[r]);
+      at<unsigned int*>(host, t.flags)[r] = a->flags[r];
+    }
+    const auto fl = table_flags(a, dev, t, ci);
+    auto* P = at<typename globals::gemm_params>(host, t.params);
+    for (int r = 0; r < w; ++r) {
+      int rc = fill_gemm<cfg>(P[r], a->gathered[r], a->b[r], a, start_row_tile<cfg>(a, r, ci.staggered), ci);
+      if (rc != pk::gemm::OK) return rc;
+      if (!swizzled_out_map(&P[r].epi.c_map, a->out[r], a->M, a->N, cfg::WG_ROWS))
+        return pk::gemm::ERR_TENSOR_MAP;
+      wait_rows::params& wp = P[r].pro;
+      wp.band_flags = a->flags[r];
+      wp.spin = fl.spin;
+      // The producer must give up well before its consumers' mbarrier waits trap.
+      if (wp.spin.timeout_cycles > PK_GEMM_TIMEOUT_CYCLES / 2)
+        wp.spin.timeout_cycles = PK_GEMM_TIMEOUT_CYCLES / 2;
+      wp.rows = rows;
+      wp.rank = r;
+      wp.seq = at<unsigned int>(dev, t.seq);
+    }
     return pk::gemm::OK;
   }
 };
@@ -248,7 +349,7 @@ struct ag_gemm_inter {
 
 // No gather and no communication blocks: rank r's GEMM runs over the shards' padded tile rows
 // (shard_tiles) and its producer loads each tile's A boxes through the tensor map of the
-// owning rank's shard, built from that rank's pointer (a->a[s]: a buffer on this device for
+// owning rank's shard (the table's maps of every shard: a->a[s], a buffer on this device for
 // virtual ranks; with real ranks it would be the IPC-mapped peer pointer). Staggered order
 // starts rank r at its own shard and walks the peers r + 1, r + 2, ... (the rotated raster);
 // sequential starts every rank at shard 0.
@@ -262,35 +363,50 @@ struct ag_gemm_intra {
   static constexpr kind kKind = kind::ag_gemm;
   static constexpr bool kSpins = false, kStoreAdd = false, kPartial = false, kGathered = false;
   static constexpr bool kMulticast = false;
+  // table arrays: every shard's map of A, the shards' padded tile rows
+  static constexpr bool kMaps = true, kStart = true, kPtr0 = false, kPtr1 = false, kFlags = false;
   static int num_flags(const pkf_args*) { return 0; }
 
+  template <bool>
   __device__ static void comm(const globals&, int, int, unsigned char*) {}
 
-  static int fill(globals& g, const pkf_args* a, const call_info& ci) {
-    const shard_tiles tiles = shard_tiles::make(a->M, a->world, cfg::BM);
-    const int virtual_m = tiles.start[a->world];
-    for (int r = 0; r < a->world; ++r) {
-      auto& p = g.gemm[r];
+  static typename comm_t::params comm_params(const pkf_args*, const unsigned char*, const table_offsets&,
+                                             const call_info&) {
+    return {};
+  }
+
+  static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
+                  const call_info& ci) {
+    const int w = a->world;
+    const shard_tiles tiles = shard_tiles::make(at<int>(host, t.start), at<int>(host, t.shard_of),
+                                                at<int>(dev, t.start), at<int>(dev, t.shard_of),
+                                                a->M, w, cfg::BM);
+    const int* start = at<int>(host, t.start);
+    const int virtual_m = start[w];
+    const partition rows = table_partition(host, dev, t, a);
+    auto* maps = at<CUtensorMap>(host, t.maps);
+    for (int s = 0; s < w; ++s)
+      if (!pk::gemm::make_swizzled_map(&maps[s], a->a[s], owned_rows(s, a), a->K, cfg::BM))
+        return pk::gemm::ERR_TENSOR_MAP;
+    auto* P = at<typename globals::gemm_params>(host, t.params);
+    for (int r = 0; r < w; ++r) {
+      auto& p = P[r];
       // A and B as the plain GEMM has them (p.a_map: the rank's own shard, unused by the
       // producer, which takes pro.a), then the virtual M of the padded shards.
       int rc = pk::gemm::fill_operands<cfg>(p, a->a[r], a->b[r], owned_rows(r, a), a->N, a->K);
       if (rc != pk::gemm::OK) return rc;
       p.M = virtual_m;
       p.sched.base = pk::gemm::make_raster(virtual_m, a->N, cfg::BM, cfg::BN, ci.group_m);
-      p.sched.m_shift = ci.staggered ? tiles.start[r] / cfg::BM : 0;
+      p.sched.m_shift = ci.staggered ? start[r] / cfg::BM : 0;
       p.first_block = 0;
       p.num_blocks = ci.gemm_blocks;
-      for (int s = 0; s < a->world; ++s) {
-        const int lo = row_lo(s, a->M, a->world);
-        if (!pk::gemm::make_swizzled_map(&p.pro.a[s], a->a[s], owned_rows(s, a), a->K, cfg::BM))
-          return pk::gemm::ERR_TENSOR_MAP;
-        bf16* rows = static_cast<bf16*>(a->out[r]) + static_cast<size_t>(lo) * a->N;
-        if (!swizzled_out_map(&p.epi.out[s], rows, owned_rows(s, a), a->N, cfg::WG_ROWS))
-          return pk::gemm::ERR_TENSOR_MAP;
-        p.epi.rows[s] = owned_rows(s, a);
-      }
-      p.pro.tiles = tiles;
+      if (!swizzled_out_map(&p.epi.out, a->out[r], a->M, a->N, cfg::WG_ROWS)) return pk::gemm::ERR_TENSOR_MAP;
+      p.epi.base = static_cast<bf16*>(a->out[r]);
+      p.epi.rows = rows;
       p.epi.tiles = tiles;
+      p.epi.n = a->N;
+      p.pro.a = at<CUtensorMap>(dev, t.maps);
+      p.pro.tiles = tiles;
     }
     return pk::gemm::OK;
   }

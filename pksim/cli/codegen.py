@@ -26,7 +26,8 @@ from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json
 from pksim.inputs import check_bytes, check_comm_sms, check_world
 from pksim.plots import check_writable
-from pksim.kernel_contract import FUSED_KERNELS, RUNNABLE_MECHANISMS, implemented
+from pksim.kernel_contract import (FUSED_KERNELS, HIERARCHICAL_PARTS, RUNNABLE_MECHANISMS,
+                                   emit_reason)
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, DTYPES, MECHANISMS, PEER_ORDERS, Schedule
 from pksim.search import fused_space, search, space
@@ -36,36 +37,80 @@ from validation.environment import require
 def choose(system: System, op: str, nbytes: int, world: int | None, dtype: str,
            algorithm: str | None = None, mechanism: str | None = None, comm_sms: int | None = None,
            peer_order: str | None = None, root: int = 0, runnable_only: bool = False,
-           label: str | None = None) -> tuple[Schedule, Prediction | None]:
-    """The fastest predicted schedule that codegen can emit (narrowed by the options)."""
+           label: str | None = None, domains: int = 1) -> tuple[Schedule, Prediction | None]:
+    """The fastest predicted schedule that codegen can emit (narrowed by the options). Asked
+    for one it cannot emit (kernel_contract.emit_reason), an InfeasibleError with the reason
+    and the closest schedule it can."""
     algs = codegen_algorithms(op)
-    if algorithm is not None:
-        if algorithm not in algs:
-            raise InfeasibleError(f"codegen has no {algorithm} {op} kernel "
-                                  f"(implemented: {', '.join(algs)})")
+    if domains > 1:              # over several domains: the hierarchical NVLink + NCCL split
+        algs = ("hierarchical",) if op in HIERARCHICAL_PARTS else ()
+    if algorithm is not None and algorithm in ALGORITHMS:
         algs = (algorithm,)
     mechs = (mechanism,) if mechanism else (RUNNABLE_MECHANISMS if runnable_only else MECHANISMS)
     if runnable_only and mechanism == "multimem":
         raise InfeasibleError("multimem kernels are compile-only here (NVLink multicast stays off)")
     if runnable_only:
         algs = tuple(a for a in algs if a != "in-network")
-    cands = space(system, op, nbytes, world, 1, algorithms=algs, mechanisms=mechs,
-                  comm_sms=(comm_sms,) if comm_sms else (), chunks=(0,))
-    cands = [c.with_(dtype=dtype, root=root, **({"peer_order": peer_order} if peer_order else {}))
-             for c in cands]
+    cands = _collective_space(system, op, nbytes, world, domains, algs, mechs, comm_sms, dtype,
+                              root, peer_order)
     cands = _labelled(list(dict.fromkeys(cands)), label)
     if not cands:
-        raise InfeasibleError(f"no {op} schedule that codegen implements matches these options")
+        raise InfeasibleError(f"no {op} schedule matches these options")
+    can = [c for c in cands if emit_reason(system, c) is None]
+    if not can:
+        every = RUNNABLE_MECHANISMS if runnable_only else MECHANISMS
+        pool = _collective_space(system, op, nbytes, world, domains, codegen_algorithms(op) + (
+            ("hierarchical",) if domains > 1 else ()), every, None, dtype, root, None)
+        raise InfeasibleError(_closest_message(system, cands, pool))
     try:
-        best = search(system, cands, top=1).ranked[0]
+        best = search(system, can, top=1).ranked[0]
     except InfeasibleError:
         # The simulator cannot model every kernel codegen can emit (copy-engine reductions
         # pair copies with a local reduction kernel): with algorithm and mechanism fixed, emit
         # that schedule unpredicted.
         if algorithm is None or mechanism is None:
             raise
-        return cands[0] if comm_sms else cands[0].with_(comm_sms=16), None
+        return can[0] if comm_sms else can[0].with_(comm_sms=16), None
     return best.schedule, best
+
+
+def _collective_space(system, op, nbytes, world, domains, algs, mechs, comm_sms, dtype, root,
+                      peer_order) -> list[Schedule]:
+    cands = space(system, op, nbytes, world, domains, algorithms=algs, mechanisms=mechs,
+                  comm_sms=(comm_sms,) if comm_sms else (), chunks=(0,))
+    return [c.with_(dtype=dtype, root=root, **({"peer_order": peer_order} if peer_order else {}))
+            for c in cands]
+
+
+# How far apart two schedules are, for "the closest schedule that can be emitted": what the
+# user chose first (overlap, algorithm), then the mechanism, then the finer parameters.
+_DISTANCE = (("overlap", 8), ("algorithm", 4), ("mechanism", 2), ("comm_sms", 1),
+             ("peer_order", 1), ("chunk_bytes", 1))
+
+
+def _distance(a: Schedule, b: Schedule) -> int:
+    return sum(w for field, w in _DISTANCE if getattr(a, field) != getattr(b, field))
+
+
+def _closest_message(system: System, asked: list[Schedule], pool: list[Schedule]) -> str:
+    """Why the asked schedules cannot be emitted, and the closest one of ``pool`` that can
+    (the fewest differences, weighted as _DISTANCE; among them the fastest predicted)."""
+    first = asked[0]
+    why = emit_reason(system, first)
+    what = first.label() if len(asked) == 1 else f"none of the {len(asked)} {first.op} schedules asked"
+    can = [c for c in dict.fromkeys(pool) if emit_reason(system, c) is None]
+    if not can:
+        return f"{what} can be emitted on {system.name}: {why}; no {first.op} schedule can"
+    near = min(_distance(first, c) for c in can)
+    nearest = [c for c in can if _distance(first, c) == near]
+    try:
+        pick = search(system, nearest, top=1).ranked[0]
+        best, note = pick.schedule, f", predicted {format_time(pick.time_s)}"
+    except InfeasibleError:
+        best, note = nearest[0], ""
+    verb = "cannot be emitted" if len(asked) == 1 else "can be emitted"
+    return (f"{what} {verb} on {system.name}: {why}; the closest that can: {best.label()}"
+            f"{note} (--schedule {best.label()})")
 
 
 def choose_fused(system: System, op: str, shape: dict[str, int], world: int | None,
@@ -73,28 +118,35 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
                  mechanism: str | None = None, comm_sms: int | None = None,
                  peer_order: str | None = None, label: str | None = None
                  ) -> tuple[Schedule, Prediction | None]:
-    """The fastest predicted fused schedule that codegen can emit (narrowed by the options)."""
+    """The fastest predicted fused schedule that codegen can emit (narrowed by the options);
+    asked for one it cannot, the reason and the closest it can."""
     overlaps = (overlap,) if overlap else ("inter-sm", "intra-sm")
-    cands = fused_space(system, op, shape, world, 1, "bf16", overlaps=overlaps,
-                        algorithms=(algorithm,) if algorithm else (),
-                        mechanisms=(mechanism,) if mechanism else (),
-                        comm_sms=(comm_sms,) if comm_sms else ())
-    cands = [c for c in cands
-             if c.chunk_bytes == 0 and implemented(c.op, c.overlap, c.algorithm, c.mechanism)]
-    if peer_order:
-        cands = [c.with_(peer_order=peer_order) for c in cands]
-    cands = _labelled(list(dict.fromkeys(cands)), label)
+
+    def cands_of(**narrow) -> list[Schedule]:
+        out = fused_space(system, op, shape, world, 1, "bf16", overlaps=narrow.get("overlaps", overlaps),
+                          algorithms=narrow.get("algorithms", ()), mechanisms=narrow.get("mechanisms", ()),
+                          comm_sms=narrow.get("comm_sms", ()))
+        out = [c for c in out if c.chunk_bytes == 0]
+        if peer_order:
+            out = [c.with_(peer_order=peer_order) for c in out]
+        return list(dict.fromkeys(out))
+
+    cands = _labelled(cands_of(algorithms=(algorithm,) if algorithm else (),
+                               mechanisms=(mechanism,) if mechanism else (),
+                               comm_sms=(comm_sms,) if comm_sms else ()), label)
     if not cands:
         have = ", ".join(f"{ov}/{alg}/{'|'.join(m)}" for (o, ov, alg), (_, m) in FUSED_KERNELS.items()
                          if o == op)
-        raise InfeasibleError(f"no {op} schedule that codegen implements matches these options "
-                              f"(implemented: {have})")
+        raise InfeasibleError(f"no {op} schedule matches these options (implemented: {have})")
+    can = [c for c in cands if emit_reason(system, c) is None]
+    if not can:
+        raise InfeasibleError(_closest_message(system, cands, cands_of(overlaps=("inter-sm", "intra-sm"))))
     try:
-        best = search(system, cands, top=1).ranked[0]
+        best = search(system, can, top=1).ranked[0]
     except InfeasibleError:
-        if len(cands) != 1:
+        if len(can) != 1:
             raise
-        return cands[0], None
+        return can[0], None
     return best.schedule, best
 
 
@@ -129,6 +181,9 @@ def schedule_options(fn=None, *, default_system: str | None = None, fused: bool 
                      help="Size as nccl-tests counts it: bytes or KiB/MiB/GiB"
                           + (" (collectives)." if fused else ".")),
         click.option("--world", type=int, default=None, help="Ranks (default: the domain's GPUs)."),
+        click.option("--domains", type=int, default=1, show_default=True,
+                     help="NVLink domains: over several, the hierarchical schedule's NVLink part "
+                          "is emitted and NCCL's scale-out part named in the manifest."),
         click.option("--dtype", type=click.Choice(tuple(DTYPES)), default="bf16",
                      show_default=True, help="Element type (generated kernels: bf16, fp32)."),
         click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None,
@@ -163,14 +218,18 @@ def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Pre
     if kw["size"] is None:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
     nbytes = parse_bytes(kw["size"])
-    world = check_world(system, kw["world"])
-    check_comm_sms(system, kw["comm_sms"], world)
+    domains = kw.get("domains", 1)
+    if runnable_only and domains != 1:
+        raise ConfigError("pksim run runs one NVLink domain (virtual ranks on this GPU); "
+                          "--domains must be 1")
+    world = check_world(system, kw["world"], domains)
+    check_comm_sms(system, kw["comm_sms"], world, domains)
     check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
     if kw["dtype"] not in ("bf16", "fp32"):
         raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {kw['dtype']}")
     sched, pred = choose(system, kw["op"], nbytes, kw["world"], kw["dtype"], kw["algorithm"],
                          kw["mechanism"], kw["comm_sms"], kw["peer_order"], kw["root"],
-                         runnable_only=runnable_only, label=kw.get("label"))
+                         runnable_only=runnable_only, label=kw.get("label"), domains=domains)
     return system, sched, pred
 
 
@@ -182,6 +241,8 @@ def _choose_fused(system: System, kw) -> tuple[Schedule, Prediction | None]:
         if kw[opt] < 1:
             raise ConfigError(f"--{key} must be at least 1, got {kw[opt]}")
         shape[key] = kw[opt]
+    if kw.get("domains", 1) != 1:
+        raise InfeasibleError("fused kernels run inside one NVLink domain (--domains 1)")
     world = check_world(system, kw["world"])
     check_comm_sms(system, kw["comm_sms"], world)
     if kw["dtype"] != "bf16":

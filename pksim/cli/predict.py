@@ -13,6 +13,7 @@ from pksim.cli.output import emit_json, table
 from pksim.cli.programs import (print_prediction as print_program, print_search as
                                 print_program_search, program_prediction, search_program)
 from pksim.collective import as_run
+from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
 from pksim.inputs import check_bytes, check_comm_sms, check_positive, check_world
 from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
@@ -228,7 +229,7 @@ def predict(**kw) -> None:
     system, ranked, _ = _search(kw, top=1)
     best = ranked[0]
     if kw["as_json"]:
-        out = best.to_dict()
+        out = best.to_dict() | emittable_fields(system, best.schedule)
         if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
             out["nccl"] = nccl_report(system, best.schedule)
         elif best.schedule.op in COLLECTIVES and best.schedule.world > 1 \
@@ -260,10 +261,11 @@ def search(top: int, **kw) -> None:
         else:
             print_program_search(found)
         return
-    _system, ranked, result = _search(kw, top=top)
+    system, ranked, result = _search(kw, top=top)
     infeasible = result.infeasible
+    emit = {p.schedule: emittable_fields(system, p.schedule) for p in ranked[:top]}
     if kw["as_json"]:
-        emit_json({"ranked": [p.to_dict() for p in ranked[:top]],
+        emit_json({"ranked": [p.to_dict() | emit[p.schedule] for p in ranked[:top]],
                    "candidates": result.candidates, "simulated": result.simulated,
                    "pruned": [{"label": s, "bound_s": b} for s, b in result.pruned],
                    "infeasible": [{"label": s, "reason": r} for s, r in infeasible]})
@@ -273,12 +275,32 @@ def search(top: int, **kw) -> None:
     if kw["op"] in FUSED_OPS:
         table(f"{kw['op']} on {kw['system_name']}: {counts}",
               ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],
-              [[p.schedule.label(), format_time(p.time_s), format_time(p.exposed_comm_s),
+              [[_marked(p, emit), format_time(p.time_s), format_time(p.exposed_comm_s),
                 f"{p.speedup:.2f}x", format_time(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
-        return
-    table(f"{kw['op']} {kw['size']} on {kw['system_name']}: {counts}",
-          ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
-          [[p.schedule.label(), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
-            format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
-           for p in ranked[:top]])
+    else:
+        table(f"{kw['op']} {kw['size']} on {kw['system_name']}: {counts}",
+              ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
+              [[_marked(p, emit), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
+                format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
+               for p in ranked[:top]])
+    _not_emittable_notes(emit)
+
+
+NOT_EMITTABLE_MARK = " *"
+
+
+def _marked(p: Prediction, emit: dict) -> str:
+    """A schedule's label, marked when pksim codegen cannot emit it."""
+    return p.schedule.label() + ("" if emit[p.schedule]["emittable"] else NOT_EMITTABLE_MARK)
+
+
+def _not_emittable_notes(emit: dict) -> None:
+    """One line per reason a listed schedule cannot be emitted (the rows marked *)."""
+    reasons: dict[str, list[str]] = {}
+    for sched, e in emit.items():
+        if not e["emittable"]:
+            reasons.setdefault(e["not_emittable"], []).append(sched.label())
+    for why, labels in reasons.items():
+        more = f" and {len(labels) - 1} more" if len(labels) > 1 else ""
+        click.echo(f"* not emittable by pksim codegen ({labels[0]}{more}): {why}")

@@ -24,6 +24,7 @@ from pksim.schedule import Schedule
 GOLDEN = Path(__file__).parent / "golden"
 H200V = load_system("h200-virtual")
 H100 = load_system("dgx-h100")
+NVL72 = load_system("gb200-nvl72")
 
 
 def sched(op="all-reduce", alg="two-shot", mech="tma", world=8, nbytes=1 << 30, **kw):
@@ -48,6 +49,14 @@ GOLDEN_CASES = {
     "all-gather-in-network-multimem-emulated": (
         H100, sched("all-gather", "in-network", "multimem", comm_sms=132, chunk_bytes=1 << 20,
                     extra=(("multimem", "emulated"),))),
+    # a full NVLink domain past 8 ranks (the wide instance reads the peer table), sm_100a
+    "all-reduce-two-shot-register-w72": (NVL72, sched("all-reduce", "two-shot", "register",
+                                                      world=72, comm_sms=8)),
+    "reduce-scatter-rhd-tma-w64": (NVL72, sched("reduce-scatter", "rhd", "tma", world=64,
+                                                comm_sms=4)),
+    # two domains: the NVLink part (a ring over each domain), NCCL's part in the manifest
+    "all-reduce-hierarchical-register-2x72": (NVL72, sched("all-reduce", "hierarchical",
+                                                           "register", world=144, domains=2)),
 }
 
 
@@ -65,7 +74,7 @@ def test_golden_sources(name):
 
 def test_every_kernel_maps_and_renders_the_four_parts():
     for (op, alg) in KERNELS:
-        for mech in mechanisms(alg):
+        for mech in mechanisms(alg, op):
             system = H100 if mech == "multimem" else H200V
             plan = make_plan(system, sched(op, alg, mech))
             text = render(plan)
@@ -74,7 +83,10 @@ def test_every_kernel_maps_and_renders_the_four_parts():
             assert positions == sorted(positions), f"{plan.kernel}: parts out of order"
             assert f'extern "C" int {plan.entry}(const pkc_args* a' in text
             assert "pkc::check_args<config, algorithm>(a, rep)" in text
-            assert "__nv_bfloat16" in text and "<float>" in text, "both dtypes in one TU"
+            # both dtypes in one TU, each as a narrow (world <= 8) and a wide instance
+            for t in ("__nv_bfloat16", "float"):
+                if mech != "copy-engine":
+                    assert f"<{t}, false>" in text and f"<{t}, true>" in text, plan.kernel
             # world is a run-time argument: no world size baked into the source
             assert not re.search(r"world\s*=\s*\d", text)
             assert f"kBlocksPerRank = {plan.blocks_per_rank};" in text
@@ -99,7 +111,8 @@ def test_algorithm_and_mechanism_mapping():
 
 @pytest.mark.parametrize("system,schedule,why", [
     (H200V, sched(impl="nccl", protocol="Simple"), "NCCL"),
-    (H200V, sched(alg="rhd"), "no rhd all-reduce kernel"),
+    (H200V, sched("all-to-all", "rhd"), "no rhd all-to-all kernel"),
+    (H200V, sched(alg="rhd", mech="copy-engine"), "rhd all-reduce runs on tma, register"),
     (H200V, sched("all-to-all", "pairwise"), "no pairwise"),
     (H200V, sched(mech="multimem"), "not multimem"),
     (H100, sched(alg="in-network", mech="tma"), "not tma"),
@@ -107,12 +120,46 @@ def test_algorithm_and_mechanism_mapping():
     (H200V, sched(overlap="inter-sm"), "fused"),
     (H200V, sched(dtype="fp8"), "bf16 and fp32"),
     (load_system("dgx-a100"), sched(), "sm_80"),
-    (load_system("vr-nvl144"), sched(), "no nvcc target"),
-    (load_system("gb200-nvl72"), sched(world=16), "2..8 ranks"),
+    (load_system("gb200-nvl576"), sched(world=600), "2..576 ranks"),
+    # a TMA or copy-engine sum stages at most 8 sources; registers take any number
+    (NVL72, sched(world=16), "TMA sum takes at most 8 sources"),
+    (NVL72, sched("reduce-scatter", "direct", "copy-engine", world=9), "copy-engine reduction"),
+    (NVL72, sched(alg="rhd", mech="register", world=72), "power-of-two world, not 72"),
+    # several domains: only the hierarchical schedule splits into NVLink + NCCL parts
+    (NVL72, sched(alg="ring", mech="register", world=144, domains=2), "hierarchical schedule"),
+    (NVL72, sched("all-to-all", "hierarchical", "register", world=144, domains=2),
+     "hierarchical"),
 ])
 def test_infeasible_schedules_say_why(system, schedule, why):
     with pytest.raises(InfeasibleError, match=why):
         make_plan(system, schedule)
+
+
+def test_a_system_later_than_blackwell_gets_the_newest_target_nvcc_offers():
+    # vr-nvl144 (rubin) has no public target: the newest of kernel_contract.TARGETS that nvcc
+    # lists (sm_103a with CUDA 13.0; the last of them without nvcc), named in the plan
+    plan = make_plan(load_system("vr-nvl144"), sched(world=72, mech="register"))
+    assert plan.arch in ("sm_100a", "sm_103a") and "rubin" in plan.arch_note
+    assert plan.arch in plan.arch_note and plan.arch_note in render(plan)
+
+
+def test_world_sized_at_run_time_up_to_a_domain():
+    # 576 ranks on one domain: one plan, the world a run-time argument (no fixed array of ranks)
+    plan = make_plan(load_system("gb200-nvl576"), sched("all-gather", "ring", "tma", world=576))
+    text = render(plan)
+    assert plan.world == 576 and "PKC_MAX_RANKS" not in text and "[8]" not in text
+    assert "pkc::peers<T, kWide>" in text and "bool kWide" in text
+
+
+def test_hierarchical_manifest_names_the_nccl_part(tmp_path):
+    system, s = GOLDEN_CASES["all-reduce-hierarchical-register-2x72"]
+    m = json.loads(codegen.emit(system, s, None, tmp_path).manifest.read_text())
+    assert m["plan"]["world"] == 72 and m["plan"]["domains"] == 2
+    assert m["plan"]["kernel"] == "all_reduce_ring_reg"          # the NVLink part: a ring
+    assert m["scale_out"] == {"impl": "nccl", "op": "all-reduce", "ranks": 2,
+                              "communicator": m["scale_out"]["communicator"], "emitted": False}
+    # phases [0, 72) is the ring's reduce-scatter, then NCCL, then [72, 143): 2 x 72 - 1 phases
+    assert "[0, 72)" in m["calls"][0] and "NCCL" in m["calls"][1] and "[72, 143)" in m["calls"][2]
 
 
 def test_emit_writes_source_and_manifest(tmp_path):

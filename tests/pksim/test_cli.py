@@ -138,3 +138,27 @@ def test_codegen_infeasible_is_one_line(tmp_path):
 def test_run_needs_virtual():
     result = run(["run", "--op", "all-reduce", "--bytes", "1MiB", "--world", "2"])
     assert result.exit_code == 2 and "--virtual" in result.output
+
+
+def test_search_marks_what_codegen_cannot_emit():
+    # dgx-b200 (sm_100a): the fused gemm-rs schedules are ranked and marked, with the reason
+    r = CliRunner().invoke(cli, ["search", "--system", "dgx-b200", "--op", "gemm-rs", "--m", "4096",
+                                 "--n", "4096", "--k", "1024", "--top", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["ranked"]
+    assert rows and all(row["emittable"] is False for row in rows)
+    assert all("sm_100a" in row["not_emittable"] or "library GEMM" in row["not_emittable"]
+               for row in rows)
+    r = CliRunner().invoke(cli, ["search", "--system", "dgx-b200", "--op", "gemm-rs", "--m", "4096",
+                                 "--n", "4096", "--k", "1024", "--top", "3"])
+    assert "* not emittable by pksim codegen" in r.output
+
+
+def test_codegen_names_the_closest_schedule_it_can_emit(tmp_path):
+    # a TMA two-shot at 16 ranks sums 16 sources: refused, the register one offered
+    r = CliRunner().invoke(cli, ["codegen", "--system", "gb200-nvl72", "--op", "all-reduce",
+                                 "--bytes", "64MiB", "--world", "16", "--algorithm", "two-shot",
+                                 "--mechanism", "tma", "--comm-sms", "8", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "at most 8 sources" in r.output
+    assert "the closest that can: two-shot/register/8sm" in r.output

@@ -2,8 +2,10 @@
 the two cannot drift), and its derived tables."""
 from __future__ import annotations
 
+import math
 import re
 
+from codegen.plan import KERNELS as KERNELS_BY_ALG
 from hwmodels.resources import kernels_dir
 from pksim import kernel_contract as kc
 
@@ -26,6 +28,37 @@ def _constexpr(header: str, name: str) -> str:
 def test_max_ranks_match_the_abi_headers():
     assert kc.MAX_RANKS == _define("collectives/abi.h", "PKC_MAX_RANKS")
     assert kc.FUSED_MAX_RANKS == _define("fused/abi.h", "PKF_MAX_RANKS")
+    # one NVLink domain: the largest the catalogue models (gb200-nvl576)
+    assert kc.MAX_RANKS == kc.FUSED_MAX_RANKS == 576
+
+
+def test_run_time_sizing_constants_match_the_abi_header():
+    assert kc.INLINE_RANKS == _define("collectives/abi.h", "PKC_INLINE_RANKS")
+    assert kc.SET_SLOTS == _define("collectives/abi.h", "PKC_SET_SLOTS")
+    assert kc.TMA_MAX_SOURCES == _define("collectives/abi.h", "PKC_TMA_MAX_SOURCES")
+    assert kc.BARRIER_FLAGS == _define("collectives/abi.h", "PKC_BARRIER_FLAGS")
+    assert kc.TABLE_HEADER_BYTES == _define("collectives/abi.h", "PKC_TABLE_HEADER_BYTES")
+    # the dissemination barrier uses 2 + ceil(log2 world) counters: 12 at 576 ranks
+    assert 2 + math.ceil(math.log2(kc.MAX_RANKS)) <= kc.BARRIER_FLAGS
+
+
+def _struct(header: str, name: str) -> str:
+    text = (KERNELS / header).read_text()
+    m = re.search(rf"^struct {name}\b.*?^}};", text, re.M | re.S)
+    assert m, f"{header}: no struct {name}"
+    return m.group(0)
+
+
+def test_world_sums_and_power_of_two_algorithms_match_the_kernels():
+    # every (op, algorithm) whose kernel sums every rank's buffer says so (sources = world,
+    # which the host refuses for TMA past TMA_MAX_SOURCES), and no other does
+    for (op, alg), (header, kalg) in KERNELS_BY_ALG.items():
+        body = _struct(f"collectives/{header}", f"{op.replace('-', '_')}_{kalg}")
+        sums_world = re.search(r"sources\(int world\) \{ return world; \}", body) is not None
+        assert sums_world == ((op, alg) in kc.WORLD_SUMS), (op, alg)
+    # recursive halving / doubling: power-of-two worlds (rhd_base world_ok)
+    assert "power_of_two(world)" in _struct("collectives/rhd.cuh", "rhd_base")
+    assert kc.POWER_OF_TWO_ALGORITHMS == ("rhd",)
 
 
 def test_fused_threads_and_copy_stages_match_the_kernels():
@@ -48,3 +81,53 @@ def test_fused_variants_and_virtual_baselines():
     assert all(kc.implemented(*v) for v in kc.FUSED_VARIANTS)
     assert kc.VIRTUAL_BASELINE["gemm-rs"] == ("reduce-scatter", "direct", "register")
     assert set(kc.VIRTUAL_BASELINE) == set(kc.FUSED_CODEGEN_OPS)
+
+
+# ---- what codegen can emit: the one source the search and codegen share -------------------
+def _coll(op="all-reduce", alg="ring", mech="register", world=8, **kw):
+    from pksim.schedule import Schedule
+    return Schedule(op=op, shape=(("bytes", 1 << 26),), world=world, algorithm=alg,
+                    mechanism=mech, comm_sms=8, **kw)
+
+
+def test_emit_reason_at_scale_and_across_domains():
+    from hwmodels.catalog import load_system
+    nvl72, nvl576 = load_system("gb200-nvl72"), load_system("gb200-nvl576")
+    # any world of one domain, every algorithm that runs there
+    assert kc.emit_reason(nvl576, _coll(world=576)) is None
+    assert kc.emit_reason(nvl72, _coll("all-gather", "direct", "tma", world=72)) is None
+    # a TMA sum stages at most 8 sources: the two-shot at 16 ranks by TMA is refused, by
+    # registers not
+    assert "at most 8 sources" in kc.emit_reason(nvl72, _coll(alg="two-shot", mech="tma", world=16))
+    assert kc.emit_reason(nvl72, _coll(alg="two-shot", world=16)) is None
+    assert "power-of-two" in kc.emit_reason(nvl72, _coll(alg="rhd", world=72))
+    assert kc.emit_reason(nvl72, _coll(alg="rhd", world=64)) is None
+    # several domains: the hierarchical schedule's NVLink part (a ring over 72) is emitted
+    assert kc.emit_reason(nvl72, _coll(alg="hierarchical", world=144, domains=2)) is None
+    assert "hierarchical" in kc.emit_reason(nvl72, _coll(world=144, domains=2))
+    # NCCL's own schedules are not pk kernels
+    assert "NCCL" in kc.emit_reason(nvl72, _coll(impl="nccl"))
+
+
+def test_emit_reason_of_fused_schedules_by_target():
+    from hwmodels.catalog import load_system
+    from pksim.schedule import Schedule
+
+    def fused(world, overlap="intra-sm", alg="direct", mech="tma", comm=1):
+        return Schedule(op="gemm-rs", shape=(("k", 1024), ("m", 8192), ("n", 8192)),
+                        world=world, overlap=overlap, algorithm=alg, mechanism=mech,
+                        comm_sms=comm)
+    # the fused kernels' GEMM is Hopper's: sm_90a systems at any world of their domain
+    assert kc.emit_reason(load_system("h100-nvl256"), fused(256)) is None
+    assert "no sm_100a fused kernel" in kc.emit_reason(load_system("dgx-b200"), fused(8))
+    # inter-SM on virtual ranks at 128: 132 // 128 = 1 SM a rank, none left for the GEMM
+    assert "leave no GEMM SM" in kc.emit_reason(
+        load_system("h200-virtual", ("domain.gpus_per_domain=128",)),
+        fused(128, "inter-sm", "direct", "register", 2))
+    assert kc.emittable_fields(load_system("dgx-b200"), fused(8))["emittable"] is False
+
+
+def test_codegen_and_the_contract_list_the_same_kernels():
+    assert set(kc.COLLECTIVE_KERNELS) == set(KERNELS_BY_ALG)
+    assert kc.world_reason("all-reduce", "two-shot", "register", 576) is None
+    assert kc.world_reason("all-reduce", "direct", "copy-engine", 9) is not None

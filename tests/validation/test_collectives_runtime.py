@@ -33,10 +33,12 @@ def test_min_traffic_is_what_one_gpu_must_read_and_write():
 
 
 def test_ctypes_layout_matches_the_c_struct():
-    # abi.h on x86-64: 4 ints, 1 u64, 4 x 8 pointers, 2 pointers, u64, 2 ints, 2 pointers,
-    # 8 pointers, 5 ints (+4 padding), 1 i64
-    assert ctypes.sizeof(PkcArgs) == 16 + 8 + 32 * 8 + 16 + 8 + 8 + 16 + 64 + 24 + 8
-    assert ctypes.sizeof(PkcReqs) == 3 * 8 + 5 * 4 + 4 + 8 + 8
+    # abi.h on x86-64: 4 ints, 1 u64, 4 host-array pointers, 2 pointers, u64, 2 ints, 2
+    # pointers, the rank-streams array pointer, the table pointer and its u64 size, 5 ints
+    # (+4 padding), 1 i64: no per-rank array, so the size does not depend on the world
+    assert ctypes.sizeof(PkcArgs) == 16 + 8 + 4 * 8 + 16 + 8 + 8 + 16 + 8 + 16 + 24 + 8
+    # 3 u64, 5 ints (+4 padding), u64, barriers and spins (2 ints), table_bytes u64
+    assert ctypes.sizeof(PkcReqs) == 3 * 8 + 5 * 4 + 4 + 8 + 8 + 8
 
 
 @pytest.fixture

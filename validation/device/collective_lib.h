@@ -15,11 +15,13 @@
 typedef int (*pkc_entry_fn)(const pkc_args*, char*, size_t);
 typedef int (*pkc_reqs_fn)(const pkc_args*, pkc_reqs*, char*, size_t);
 typedef int (*pkc_err_fn)(const void*, char*, size_t);
+typedef int (*pkc_table_fn)(const pkc_args*, void*, size_t, char*, size_t);
 typedef const char* (*pkc_manifest_fn)(void);
 
 // A call's arguments for `world` virtual ranks (rank -1: one launch serves them all) over
 // `count` elements of `dtype`, `blocks_per_rank` blocks each, every phase (phase_end -1); the
-// rest zero for the caller to fill (buffers, flags, device_sync, stream, ...).
+// rest zero for the caller to fill (the host arrays of buffers and flags, the peer table past
+// PKC_INLINE_RANKS, device_sync, stream, ...).
 inline pkc_args virtual_args(int world, int dtype, unsigned long long count, int blocks_per_rank) {
   pkc_args a;
   std::memset(&a, 0, sizeof(a));
@@ -47,6 +49,7 @@ struct collective_lib {
   pkc_entry_fn entry = nullptr;
   pkc_reqs_fn reqs = nullptr;
   pkc_err_fn read_err = nullptr;
+  pkc_table_fn table = nullptr;
 
   // Opens the library at `path`: "" when every function was found, else what went wrong.
   std::string open(const char* path) {
@@ -58,7 +61,8 @@ struct collective_lib {
     entry = reinterpret_cast<pkc_entry_fn>(dlsym(h, field("entry").c_str()));
     reqs = reinterpret_cast<pkc_reqs_fn>(dlsym(h, "pkc_requirements"));
     read_err = reinterpret_cast<pkc_err_fn>(dlsym(h, "pkc_read_error"));
-    if (!entry || !reqs || !read_err) return "missing symbols (" + field("entry") + ")";
+    table = reinterpret_cast<pkc_table_fn>(dlsym(h, "pkc_table"));
+    if (!entry || !reqs || !read_err || !table) return "missing symbols (" + field("entry") + ")";
     return "";
   }
   std::string field(const char* key) const { return json_field(manifest, key); }

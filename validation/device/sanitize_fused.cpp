@@ -26,6 +26,7 @@
 typedef int (*entry_fn)(const pkf_args*, char*, size_t);
 typedef int (*reqs_fn)(const pkf_args*, pkf_reqs*, char*, size_t);
 typedef int (*err_fn)(const void*, char*, size_t);
+typedef int (*table_fn)(const pkf_args*, void*, size_t, char*, size_t);
 typedef const char* (*manifest_fn)(void);
 typedef int (*int_fn)(void);
 typedef size_t (*size_fn)(void);
@@ -56,7 +57,7 @@ static std::string json_field(const std::string& json, const std::string& key) {
   } while (0)
 
 static bool run_one(const char* name, const std::string& op, entry_fn entry, reqs_fn reqs_of,
-                    err_fn read_err, const Shape& s, int gemm_blocks) {
+                    err_fn read_err, table_fn table_of, const Shape& s, int gemm_blocks) {
   pkf_args a;
   std::memset(&a, 0, sizeof(a));
   a.abi_version = PKF_ABI_VERSION;
@@ -82,22 +83,28 @@ static bool run_one(const char* name, const std::string& op, entry_fn entry, req
   };
   auto lo = [&](int q) { return static_cast<size_t>(q) * s.m / s.world; };
   const size_t bf16 = 2;
+  std::vector<void*> A(s.world), B(s.world), O(s.world), P(s.world), G(s.world);
+  std::vector<unsigned int*> F(s.world);
+  std::vector<unsigned char> host;
+  a.a = A.data();
+  a.b = B.data();
+  a.out = O.data();
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (int q = 0; q < s.world; ++q) {
     const size_t own = lo(q + 1) - lo(q);
     const size_t a_rows = op == "ag-gemm" ? own : s.m;
     const size_t out_rows = op == "gemm-rs" ? own : s.m;
-    a.a[q] = alloc(a_rows * s.k * bf16);
-    a.b[q] = alloc(static_cast<size_t>(s.k) * s.n * bf16);
-    a.out[q] = alloc(out_rows * s.n * bf16);
-    if (!a.a[q] || !a.b[q] || !a.out[q]) {
+    A[q] = alloc(a_rows * s.k * bf16);
+    B[q] = alloc(static_cast<size_t>(s.k) * s.n * bf16);
+    O[q] = alloc(out_rows * s.n * bf16);
+    if (!A[q] || !B[q] || !O[q]) {
       std::printf("  cudaMalloc failed\n");
       ok = false;
       goto done;
     }
-    CHECK(cudaMemset(a.a[q], 0x3c, a_rows * s.k * bf16));
-    CHECK(cudaMemset(a.b[q], 0x3c, static_cast<size_t>(s.k) * s.n * bf16));
-    CHECK(cudaMemset(a.out[q], 0, out_rows * s.n * bf16));
+    CHECK(cudaMemset(A[q], 0x3c, a_rows * s.k * bf16));
+    CHECK(cudaMemset(B[q], 0x3c, static_cast<size_t>(s.k) * s.n * bf16));
+    CHECK(cudaMemset(O[q], 0, out_rows * s.n * bf16));
   }
   if (reqs_of(&a, &r, msg, sizeof(msg)) != 0) {
     std::printf("  requirements failed: %s\n", msg);
@@ -105,17 +112,30 @@ static bool run_one(const char* name, const std::string& op, entry_fn entry, req
     goto done;
   }
   for (int q = 0; q < s.world; ++q) {
-    if (r.partial_bytes) a.partial[q] = alloc(r.partial_bytes);
-    if (r.gathered_bytes) a.gathered[q] = alloc(r.gathered_bytes);
+    if (r.partial_bytes) P[q] = alloc(r.partial_bytes);
+    if (r.gathered_bytes) G[q] = alloc(r.gathered_bytes);
     if (r.num_flags) {
-      a.flags[q] = static_cast<unsigned int*>(alloc(4ull * r.num_flags));
-      CHECK(cudaMemset(a.flags[q], 0, 4ull * r.num_flags));
+      F[q] = static_cast<unsigned int*>(alloc(4ull * r.num_flags));
+      CHECK(cudaMemset(F[q], 0, 4ull * r.num_flags));
     }
   }
+  a.partial = r.partial_bytes ? P.data() : nullptr;
+  a.gathered = r.gathered_bytes ? G.data() : nullptr;
+  a.flags = r.num_flags ? F.data() : nullptr;
   a.num_flags = r.num_flags;
   a.err = alloc(64);
   CHECK(cudaMemset(a.err, 0, 64));
   a.stream = stream;
+  // the device table (fused/abi.h): its bytes from the library, for its device address
+  a.table = alloc(r.table_bytes);
+  a.table_bytes = r.table_bytes;
+  host.resize(r.table_bytes);
+  if (table_of(&a, host.data(), host.size(), msg, sizeof(msg)) != 0) {
+    std::printf("  pkf_table failed: %s\n", msg);
+    ok = false;
+    goto done;
+  }
+  CHECK(cudaMemcpy(a.table, host.data(), host.size(), cudaMemcpyHostToDevice));
   {
     const int st = entry(&a, msg, sizeof(msg));
     if (st != 0) {
@@ -184,7 +204,8 @@ int main(int argc, char** argv) {
     auto entry = reinterpret_cast<entry_fn>(dlsym(h, entry_name.c_str()));
     auto reqs_of = reinterpret_cast<reqs_fn>(dlsym(h, "pkf_requirements"));
     auto read_err = reinterpret_cast<err_fn>(dlsym(h, "pkc_read_error"));
-    if (!entry || !reqs_of || !read_err) {
+    auto table_of = reinterpret_cast<table_fn>(dlsym(h, "pkf_table"));
+    if (!entry || !reqs_of || !read_err || !table_of) {
       std::printf("%s: missing symbols (%s)\n", path, entry_name.c_str());
       ++failures;
       continue;
@@ -192,7 +213,7 @@ int main(int argc, char** argv) {
     const std::string name = entry_name + "/" + json_field(manifest, "mechanism");
     for (const Shape& s : shapes)
       for (int gemm_blocks : {0, 3})
-        failures += !run_one(name.c_str(), op, entry, reqs_of, read_err, s, gemm_blocks);
+        failures += !run_one(name.c_str(), op, entry, reqs_of, read_err, table_of, s, gemm_blocks);
   }
   std::printf("%d failures\n", failures);
   return failures ? 1 : 0;

@@ -101,7 +101,7 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
     if (out / CASES).exists() and not force:
         raise ConfigError(f"{out / CASES}: already exists (use --force to prepare again)")
     system_ref = system_ref or suite.system
-    system = load_system(system_ref)
+    system = load_system(system_ref, suite.overrides)
     capacity = system.domain.gpus_per_domain
     if suite.worlds and max(suite.worlds) > capacity:
         raise ConfigError(f"{suite.path}: world {max(suite.worlds)} is more than the "
@@ -122,6 +122,7 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
     meta = {
         "suite": suite.name, "suite_file": suite.path, "description": suite.description,
         "system": system.name, "system_file": str(system.path),
+        "system_set": list(suite.overrides),
         "calibration": calibration_inputs(system),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": command, "built": build, "source": source_state(),
@@ -146,7 +147,9 @@ def write_matrix(out: Path, cases: list[dict], system_ref: str, build: bool) -> 
     ipc_cases.json, the memcheck driver) on the bundle's own collective libraries, for
     validation/device/validate.sh (which links matrix/lib to ../lib). Returns its case count."""
     libs = {(c["op"], c["algorithm"], c["mechanism"]): c["lib"] for c in cases if c.get("op")}
-    missing = [k for k in runnable() if k not in libs]
+    # every runnable collective but recursive halving / doubling (not in the default suite:
+    # the matrix runs what the bundle built)
+    missing = [k for k in runnable() if k not in libs and k[1] != "rhd"]
     if missing:
         raise ConfigError(f"--matrix needs every runnable collective in the suite's collective "
                           f"part (the default suite has them); missing {'/'.join(missing[0])}")

@@ -10,6 +10,13 @@ compute-sanitizer driver) when nvcc is available. The full matrix: every collect
 x mechanism, world sizes 2, 4, 8, bf16 and fp32, sizes 4 KiB, odd element counts around 2 KiB,
 1 MiB and 64 MiB, and 1 GiB; timing at 1 GiB (the bandwidth target) and 1 MiB (latency).
 
+``--scale`` builds the matrix at scale instead: every collective x algorithm x mechanism
+that runs there (kernel_contract.world_reason) at worlds 16, 32, 72 and 128 of virtual ranks
+(copy engines at 16 and 32: a copy per rank pair is host work), bf16 and fp32, odd sizes and
+a 4 MiB one, a rank's share of the SMs as its blocks, and one call whose grid cannot be
+resident, which the host must refuse with the co-resident limit; ``--memcheck-libs`` names one
+library per algorithm for compute-sanitizer (memcheck_libs.txt).
+
 ``--in-network-emulated`` adds the streamed in-network all-reduce, reduce-scatter and
 all-gather built with -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores in place of multimem,
 the same chunk loop and flags; mechanism ``multimem-emulated``), checked as virtual ranks at
@@ -25,10 +32,10 @@ from pathlib import Path
 
 import codegen
 from codegen.build import compile_many, find_nvcc
-from codegen.plan import KERNELS, RUNNABLE_MECHANISMS
+from codegen.plan import KERNELS, RUNNABLE_MECHANISMS, mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.resources import device_dir, kernels_dir
-from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS
+from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS, world_reason
 from pksim.schedule import Schedule
 from validation.prepare.predict import predict_case
 from validation.runtime.reference import ELEM, count_for_bytes
@@ -36,13 +43,57 @@ from validation.runtime.reference import ELEM, count_for_bytes
 SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
          "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
          "tma": "tma", "register": "reg", "copy-engine": "ce", "in-network": "innet",
-         "multimem-emulated": "mmemu"}
+         "multimem-emulated": "mmemu", "rhd": "rhd"}
 SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
 
 
 def runnable() -> list[tuple[str, str, str]]:
     return [(op, alg, mech) for (op, alg) in KERNELS if alg != "in-network"
-            for mech in RUNNABLE_MECHANISMS]
+            for mech in mechanisms(alg, op)]
+
+
+SCALE_WORLDS = (16, 32, 72, 128)
+SCALE_CE_WORLDS = (16, 32)
+
+
+def scale_cases(libs: dict, system_name: str, worlds=SCALE_WORLDS) -> list[dict]:
+    """Correctness at scale (``--scale``): see the module text."""
+    sms = load_system(system_name).gpu.sm.count
+    cases, seed = [], 9000
+    for op, alg, mech in runnable():
+        for w in (worlds if mech != "copy-engine" else tuple(x for x in worlds if x in SCALE_CE_WORLDS)):
+            if world_reason(op, alg, mech, w):
+                continue
+            tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}"
+            bpr = max(1, sms // w)
+            base = dict(op=op, algorithm=alg, mechanism=mech, world=w, lib=libs[(op, alg, mech)],
+                        blocks_per_rank=bpr, deadline_s=60)
+            for name, dt, nbytes, bump in (("odd96KiB", "bf16", 96 << 10, 5),
+                                           ("odd1MiB", "fp32", 1 << 20, 3),
+                                           ("4MiB", "bf16", 4 << 20, 0)):
+                seed += 1
+                count = odd_count(op, w, nbytes, dt, bump) if bump else count_for_bytes(op, w, nbytes, dt)
+                cases.append(dict(id=f"{tag}-{dt}-{name}", dtype=dt, count=count, seed=seed, **base))
+            if w == worlds[0] and alg in ("ring", "rhd") and mech != "copy-engine":
+                # blocks that wait on each other: a grid of 4 x the SMs cannot be resident
+                seed += 1
+                cases.append(dict(id=f"{tag}-bf16-notresident", dtype="bf16", seed=seed,
+                                  count=count_for_bytes(op, w, 1 << 20, "bf16"),
+                                  **(base | {"blocks_per_rank": 4 * bpr}),
+                                  refused_unless_resident=True))
+    return cases
+
+
+def memcheck_libs(libs: dict) -> list[str]:
+    """One library per (op, algorithm) for compute-sanitizer: registers where they run (the
+    wide sums), TMA where registers do not (the rings' TMA path is the other's twin)."""
+    out = {}
+    for (op, alg, mech), lib in sorted(libs.items()):
+        if mech == "copy-engine" or alg == "in-network":
+            continue
+        if (op, alg) not in out or mech == "register":
+            out[(op, alg)] = lib
+    return sorted(out.values())
 
 
 def emulated_in_network() -> list[tuple[str, str, str]]:
@@ -139,7 +190,7 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
         kw.setdefault("seed", seed)
         cases.append(kw)
 
-    combos = runnable()
+    combos = [k for k in runnable() if k in libs]
     # 1. small and odd sizes, every combination (correctness, fast)
     for op, alg, mech in combos:
         for w in worlds:
@@ -235,9 +286,16 @@ def main(argv: list[str] | None = None) -> int:
                          "checked at worlds 2, 4, 8")
     ap.add_argument("--only-in-network-emulated", action="store_true",
                     help="only the emulated in-network kernels and their cases")
+    ap.add_argument("--scale", action="store_true",
+                    help="the correctness matrix at worlds 16, 32, 72, 128 (virtual ranks)")
+    ap.add_argument("--no-build", action="store_true", help="emit the sources only")
     ns = ap.parse_args(argv)
     ns.out.mkdir(parents=True, exist_ok=True)
-    if ns.only_in_network_emulated:
+    if ns.scale:
+        libs = build_libs(ns.out, ns.system, runnable(), build=not ns.no_build)
+        cases, ipc = scale_cases(libs, ns.system), []
+        (ns.out / "memcheck_libs.txt").write_text("\n".join(memcheck_libs(libs)) + "\n")
+    elif ns.only_in_network_emulated:
         libs = build_libs(ns.out, ns.system, emulated_in_network())
         cases, ipc = emulated_cases(libs), []
     else:
@@ -258,4 +316,4 @@ if __name__ == "__main__":
 
 
 __all__ = ["runnable", "make_cases", "build_libs", "ELEM", "emulated_in_network",
-           "emulated_cases", "schedule_for"]
+           "emulated_cases", "schedule_for", "scale_cases", "memcheck_libs"]

@@ -53,6 +53,7 @@ from validation.run.supervisor import append_row, context_healthy, device_info, 
 from validation.runtime import gemm as gemm_lib
 from validation.runtime.collectives import Collective, Library, VirtualRanks
 from validation.runtime.fused import ABI_VERSION, FusedCall, FusedLib, PkfArgs
+from validation.runtime.library import as_pointer, host_array
 from validation.runtime.library import HangError, ensure_eager_loading, torch_module
 from validation.runtime.timer import FLUSH_BYTES, IDLE_LEAD_CYCLES, Request, time_in_turn
 
@@ -141,28 +142,33 @@ def arg_check_case(case: dict, libs: dict) -> dict:
 def bad_argument_statuses(lib, PkfArgs, abi: int) -> list[dict]:
     """(case, status, message) for calls every check must refuse; pointers are never read."""
     fake = 1 << 20
+    keep = []     # the host arrays the arguments point at
 
-    def args(**kw):
+    def arrays(a, world, **over):
+        for name in ("a", "b", "out", "partial", "gathered", "flags"):
+            vals = list(over.get(name, [fake] * world))
+            keep.append(host_array(vals))
+            setattr(a, name, as_pointer(keep[-1]))
+
+    def args(arrays_over=None, **kw):
         a = PkfArgs()
         a.abi_version, a.world, a.M, a.N, a.K = abi, 4, 1000, 1024, 512
-        for r in range(8):
-            a.a[r] = a.b[r] = a.out[r] = a.partial[r] = a.gathered[r] = a.flags[r] = fake
         a.num_flags, a.err = 1 << 20, fake
+        a.table, a.table_bytes = fake, 1 << 30
         for key, v in kw.items():
             setattr(a, key, v)
+        arrays(a, max(a.world, 1), **(arrays_over or {}))
         return a
 
-    cases = [("world 1", args(world=1), "world 1"), ("world 9", args(world=9), "world 9"),
+    cases = [("world 1", args(world=1), "world 1"), ("world 577", args(world=577), "world 577"),
              ("K % 8", args(K=60), "K = 60"), ("N % 8", args(N=1001), "N = 1001"),
              ("M < world", args(M=3), "below the world"),
              ("ABI version", args(abi_version=99), "ABI version 99"),
              ("tile order", args(tile_order=5), "tile_order 5")]
-    null_b = args()
-    null_b.b[2] = None
-    cases.append(("null B on rank 2", null_b, "rank 2: b is NULL"))
-    odd = args()
-    odd.out[1] = fake + 2
-    cases.append(("misaligned out", odd, "rank 1: out is not 16-byte aligned"))
+    cases.append(("null B on rank 2", args({"b": [fake, fake, None, fake]}), "rank 2: b is NULL"))
+    cases.append(("misaligned out", args({"out": [fake, fake + 2, fake, fake]}),
+                  "rank 1: out is not 16-byte aligned"))
+    cases.append(("no device table", args(table=None, table_bytes=0), "device table"))
     rows = []
     for what, a, want in cases:
         status, msg = lib.status_of(a)

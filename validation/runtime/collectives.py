@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ValidationError
-from validation.runtime.library import (MAX_RANKS, MESSAGE_ARGS, GeneratedLibrary,
-                                        VoidArr, ensure_eager_loading, torch_module,
+from pksim.kernel_contract import MAX_RANKS
+from validation.runtime.library import (MESSAGE_ARGS, GeneratedLibrary, as_pointer,
+                                        ensure_eager_loading, host_array, torch_module,
                                         wait_for_stream)
 from validation.runtime.timer import FLUSH_BYTES, flush_buffer, time_calls as _time_fn
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 DTYPE_CODE = {"fp32": 0, "bf16": 1}
 DTYPE_SIZE = {"fp32": 4, "bf16": 2}
 GUARD_BYTES = 256
@@ -43,14 +44,16 @@ GUARD_VALUE = 0xA5
 # ---- the C interface (kernels/collectives/abi.h) ------------------------------------------------
 
 class PkcArgs(ctypes.Structure):
+    # in_, out, scratch, flags, rank_streams: host arrays of world pointers (host_array)
     _fields_ = [("abi_version", ctypes.c_int), ("world", ctypes.c_int), ("rank", ctypes.c_int),
-                ("dtype", ctypes.c_int), ("count", ctypes.c_ulonglong), ("in_", VoidArr),
-                ("out", VoidArr), ("scratch", VoidArr), ("flags", VoidArr),
+                ("dtype", ctypes.c_int), ("count", ctypes.c_ulonglong), ("in_", ctypes.c_void_p),
+                ("out", ctypes.c_void_p), ("scratch", ctypes.c_void_p), ("flags", ctypes.c_void_p),
                 ("in_mc", ctypes.c_void_p), ("out_mc", ctypes.c_void_p),
                 ("scratch_bytes", ctypes.c_ulonglong), ("num_flags", ctypes.c_int),
                 ("blocks_per_rank", ctypes.c_int), ("err", ctypes.c_void_p),
-                ("stream", ctypes.c_void_p), ("rank_streams", VoidArr), ("seq", ctypes.c_uint),
-                ("phase_begin", ctypes.c_int), ("phase_end", ctypes.c_int),
+                ("stream", ctypes.c_void_p), ("rank_streams", ctypes.c_void_p),
+                ("table", ctypes.c_void_p), ("table_bytes", ctypes.c_ulonglong),
+                ("seq", ctypes.c_uint), ("phase_begin", ctypes.c_int), ("phase_end", ctypes.c_int),
                 ("device_sync", ctypes.c_int), ("root", ctypes.c_int),
                 ("timeout_cycles", ctypes.c_longlong)]
 
@@ -60,7 +63,8 @@ class PkcReqs(ctypes.Structure):
                 ("scratch_bytes", ctypes.c_ulonglong), ("num_flags", ctypes.c_int),
                 ("phases", ctypes.c_int), ("blocks_per_rank", ctypes.c_int),
                 ("max_coresident_blocks", ctypes.c_int), ("threads", ctypes.c_int),
-                ("smem_bytes", ctypes.c_ulonglong), ("barriers_per_launch", ctypes.c_int)]
+                ("smem_bytes", ctypes.c_ulonglong), ("barriers_per_launch", ctypes.c_int),
+                ("spins", ctypes.c_int), ("table_bytes", ctypes.c_ulonglong)]
 
 
 class Library(GeneratedLibrary):
@@ -138,7 +142,7 @@ class VirtualRanks(Ranks):
         torch.cuda.set_device(device)
         self.world, self.rank, self.local = world, -1, list(range(world))
         self.device = torch.device("cuda", device)
-        self._streams = [torch.cuda.Stream(device=self.device) for _ in range(world)]
+        self._streams: list = []      # one per rank, made when copy engines first ask
 
     def alloc(self, nbytes: int, lib: Library) -> SharedBuffer:
         torch = torch_module()
@@ -147,6 +151,9 @@ class VirtualRanks(Ranks):
         return SharedBuffer(local, [int(t.data_ptr()) for t in local.values()])
 
     def rank_streams(self) -> list[int]:
+        if not self._streams:
+            torch = torch_module()
+            self._streams = [torch.cuda.Stream(device=self.device) for _ in range(self.world)]
         return [int(s.cuda_stream) for s in self._streams]
 
     def barrier(self) -> None:
@@ -239,18 +246,24 @@ class Collective:
         for t in self.outb.local.values():
             t.fill_(GUARD_VALUE)
         self.err = torch.zeros(64, dtype=torch.uint8, device=ranks.device)
-        for i in range(ranks.world):
-            a.in_[i] = self.inb.ptrs[i]
-            a.out[i] = self.outb.ptrs[i]
-            a.flags[i] = self.flagb.ptrs[i]
-            if self.scratchb:
-                a.scratch[i] = self.scratchb.ptrs[i]
+        # the host arrays the arguments point at (kept alive with the arguments)
+        self._arrays = {"in_": host_array(self.inb.ptrs), "out": host_array(self.outb.ptrs),
+                        "flags": host_array(self.flagb.ptrs)}
+        if self.scratchb:
+            self._arrays["scratch"] = host_array(self.scratchb.ptrs)
+        if lib.mechanism == "copy-engine" and ranks.rank < 0:
+            self._arrays["rank_streams"] = host_array(ranks.rank_streams())
+        for name, arr in self._arrays.items():
+            setattr(a, name, as_pointer(arr))
         a.scratch_bytes = r.scratch_bytes
         a.num_flags = r.num_flags
         a.err = int(self.err.data_ptr())
         a.stream = ranks.stream()
-        for i, s in enumerate(ranks.rank_streams()):
-            a.rank_streams[i] = s
+        self.table = None
+        if r.table_bytes:     # world > PKC_INLINE_RANKS: the device peer table (abi.h)
+            self.table = torch.empty(r.table_bytes, dtype=torch.uint8, device=ranks.device)
+            a.table, a.table_bytes = int(self.table.data_ptr()), r.table_bytes
+            lib.write_table(a, self.table)
         self.args = a
         ranks.barrier()  # every rank's zeroed flags before anyone signals
 
@@ -301,6 +314,7 @@ class Collective:
         for b in (self.inb, self.outb, self.scratchb, self.flagb):
             if b is not None:
                 b.local.clear()
+        self.table = None
 
 
 # A timing whose median is over DISTURBED x its fastest call was disturbed (another process,

@@ -27,21 +27,26 @@ import math
 from pathlib import Path
 from typing import Any
 
-from validation.runtime.library import GeneratedLibrary, VoidArr, torch_module, wait_for_stream
+from validation.runtime.library import (GeneratedLibrary, as_pointer, host_array, torch_module,
+                                        wait_for_stream)
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 GUARD = 1024              # bf16 elements of NaN after every output
 
 
 class PkfArgs(ctypes.Structure):
+    # a, b, out, partial, gathered, flags: host arrays of world pointers (host_array)
     _fields_ = [("abi_version", ctypes.c_int), ("world", ctypes.c_int), ("M", ctypes.c_int),
-                ("N", ctypes.c_int), ("K", ctypes.c_int), ("a", VoidArr), ("b", VoidArr),
-                ("out", VoidArr), ("partial", VoidArr), ("gathered", VoidArr),
+                ("N", ctypes.c_int), ("K", ctypes.c_int), ("a", ctypes.c_void_p),
+                ("b", ctypes.c_void_p), ("out", ctypes.c_void_p), ("partial", ctypes.c_void_p),
+                ("gathered", ctypes.c_void_p),
                 ("partial_mc", ctypes.c_void_p), ("out_mc", ctypes.c_void_p),
-                ("flags", VoidArr), ("num_flags", ctypes.c_int), ("gemm_blocks", ctypes.c_int),
+                ("flags", ctypes.c_void_p), ("num_flags", ctypes.c_int),
+                ("gemm_blocks", ctypes.c_int),
                 ("comm_blocks", ctypes.c_int), ("tile_order", ctypes.c_int),
                 ("group_m", ctypes.c_int), ("zero_output", ctypes.c_int), ("seq", ctypes.c_uint),
                 ("err", ctypes.c_void_p), ("stream", ctypes.c_void_p),
+                ("table", ctypes.c_void_p), ("table_bytes", ctypes.c_ulonglong),
                 ("timeout_cycles", ctypes.c_longlong)]
 
 
@@ -50,7 +55,7 @@ class PkfReqs(ctypes.Structure):
                 ("num_flags", ctypes.c_int), ("gemm_blocks", ctypes.c_int),
                 ("comm_blocks", ctypes.c_int), ("threads", ctypes.c_int),
                 ("smem_bytes", ctypes.c_ulonglong), ("max_coresident_blocks", ctypes.c_int),
-                ("spins", ctypes.c_int)]
+                ("spins", ctypes.c_int), ("table_bytes", ctypes.c_ulonglong)]
 
 
 def row_lo(r: int, m: int, world: int) -> int:
@@ -96,9 +101,11 @@ class FusedCall:
         a.comm_blocks, a.gemm_blocks, a.tile_order, a.group_m = comm_blocks, gemm_blocks, \
             tile_order, group_m
         a.zero_output, a.seq, a.timeout_cycles = 1, seq, timeout_cycles
-        for r in range(world):
-            a.a[r], a.b[r], a.out[r] = self.a[r].data_ptr(), self.b[r].data_ptr(), \
-                self.out[r].data_ptr()
+        self._arrays = {"a": host_array([t.data_ptr() for t in self.a]),
+                        "b": host_array([t.data_ptr() for t in self.b]),
+                        "out": host_array([t.data_ptr() for t in self.out])}
+        for name, arr in self._arrays.items():
+            setattr(a, name, as_pointer(arr))
         self.reqs = lib.requirements(a)
         q = self.reqs
         u8 = torch.uint8
@@ -109,14 +116,19 @@ class FusedCall:
         self.flags = [torch.zeros(max(q.num_flags, 1), device=dev, dtype=torch.int32)
                       for _ in range(world)]
         self.err = torch.zeros(64, device=dev, dtype=u8)
-        for r in range(world):
-            if self.partial:
-                a.partial[r] = self.partial[r].data_ptr()
-            if self.gathered:
-                a.gathered[r] = self.gathered[r].data_ptr()
-            a.flags[r] = self.flags[r].data_ptr()
+        for name, bufs in (("partial", self.partial), ("gathered", self.gathered),
+                           ("flags", self.flags)):
+            if bufs:
+                self._arrays[name] = host_array([t.data_ptr() for t in bufs])
+                setattr(a, name, as_pointer(self._arrays[name]))
         a.num_flags = q.num_flags
         a.err = self.err.data_ptr()
+        # the device table (fused/abi.h): tensor maps and arrays, written once for these buffers
+        self.table = torch.empty(q.table_bytes + 64, device=dev, dtype=u8)
+        off = (-self.table.data_ptr()) % 64
+        self.table_view = self.table[off:off + q.table_bytes]
+        a.table, a.table_bytes = self.table_view.data_ptr(), q.table_bytes
+        lib.write_table(a, self.table_view)
         self.args = a
 
     # ---- running ----------------------------------------------------------------------------
@@ -173,4 +185,5 @@ class FusedCall:
     def free(self) -> None:
         for name in ("a", "b", "out", "out_buf", "partial", "gathered", "flags"):
             setattr(self, name, [])
+        self.table = self.table_view = None
         self.a_full = None

@@ -16,11 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ValidationError
-from pksim.kernel_contract import MAX_RANKS
 
 STATUS = {0: "ok", 1: "bad argument", 2: "CUDA error", 3: "device timeout", 4: "unsupported"}
 MESSAGE_ARGS = [ctypes.c_char_p, ctypes.c_size_t]
-VoidArr = ctypes.c_void_p * MAX_RANKS
+
+
+def host_array(values) -> ctypes.Array:
+    """A C array of pointers (the ABI's host arrays of world entries; keep it alive while the
+    arguments that point at it are used)."""
+    values = [int(v) if v else None for v in values]
+    return (ctypes.c_void_p * max(1, len(values)))(*values)
+
+
+def as_pointer(array: ctypes.Array | None) -> int | None:
+    return ctypes.cast(array, ctypes.c_void_p).value if array is not None else None
 
 
 def torch_module():
@@ -87,6 +96,10 @@ class GeneratedLibrary:
                                        *MESSAGE_ARGS]
         self._requirements.restype = ctypes.c_int
         self._reqs_type = reqs_type
+        self._table = fn("table")
+        self._table.argtypes = [ctypes.POINTER(args_type), ctypes.c_void_p, ctypes.c_size_t,
+                                *MESSAGE_ARGS]
+        self._table.restype = ctypes.c_int
         d.pkc_read_error.argtypes = [ctypes.c_void_p, *MESSAGE_ARGS]
         d.pkc_read_error.restype = ctypes.c_int
 
@@ -111,6 +124,16 @@ class GeneratedLibrary:
 
     def launch(self, args) -> None:
         self.check(self._entry, ctypes.byref(args))
+
+    def write_table(self, args, device: Any) -> None:
+        """Fill the device table (a torch uint8 tensor of reqs.table_bytes, already in
+        args.table) for these arguments: the library writes its bytes into host memory
+        (<prefix>_table), copied to the device here, once per set of buffers."""
+        torch = torch_module()
+        host = torch.empty(device.numel(), dtype=torch.uint8)
+        self.check(self._table, ctypes.byref(args), ctypes.c_void_p(host.data_ptr()),
+                   ctypes.c_size_t(host.numel()))
+        device.copy_(host)
 
     def status_of(self, args) -> tuple[int, str]:
         """The entry point's status and message, without raising (argument checks)."""

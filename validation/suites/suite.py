@@ -5,6 +5,7 @@ A suite is a TOML file (``validation/suites/default.toml`` and ``quick.toml`` ar
     name = "default"
     description = "..."                       # optional
     system = "h200-virtual-calibrated"        # predictions (``--system`` overrides)
+    set = ["domain.gpus_per_domain=128"]      # optional: overrides of the system's figures
     dtype = "bf16"                            # bf16 or fp32
     ops = ["all-gather", "all-reduce"]        # collectives codegen emits
     algorithms = ["direct", "two-shot", "ring"]   # each op takes those codegen implements
@@ -28,7 +29,9 @@ The collective keys (ops to sizes) may be left out when the suite has a ``[fused
 suite has at least one of the two parts.
 
 A candidate is one schedule: (algorithm, mechanism, blocks per rank) for an (op, size,
-world); its ``comm_sms`` is the blocks per rank. Copy-engine copies (all-gather, all-to-all,
+world) that the kernels run at that world (pksim.kernel_contract.world_reason: no TMA sum of
+more than 8 sources, recursive halving at powers of two); its ``comm_sms`` is the blocks per
+rank. Copy-engine copies (all-gather, all-to-all,
 broadcast) get one candidate with ``SMs // world`` blocks: the copy engines move their data.
 Unknown keys, wrong types and values codegen cannot run are ConfigErrors naming the file and
 the key.
@@ -42,6 +45,7 @@ from typing import Any
 
 from codegen.plan import KERNELS, MAX_RANKS, OPS, RUNNABLE_MECHANISMS, algorithms
 from hwmodels.errors import ConfigError
+from pksim.kernel_contract import world_reason
 from hwmodels.resources import suites_dir
 from hwmodels.units import format_bytes, parse_bytes
 from validation.suites.fused_suite import FusedPart, parse_fused, reject_unknown_keys
@@ -49,8 +53,8 @@ from validation.suites.fused_suite import FusedPart, parse_fused, reject_unknown
 SUITES_DIR = suites_dir()
 COPY_OPS = ("all-gather", "all-to-all", "broadcast")   # no reduction: blocks do not matter on CE
 DTYPES = ("bf16", "fp32")
-_TOP = {"name", "description", "system", "dtype", "ops", "algorithms", "mechanisms", "worlds",
-        "sizes", "min_candidates", "blocks_per_rank", "timing", "fused"}
+_TOP = {"name", "description", "system", "set", "dtype", "ops", "algorithms", "mechanisms",
+        "worlds", "sizes", "min_candidates", "blocks_per_rank", "timing", "fused"}
 _COLLECTIVE = ("ops", "algorithms", "mechanisms", "worlds", "sizes")
 _BLOCKS = {"divisors"}
 _TIMING = {"iters", "warmup", "large_from", "large_iters", "large_warmup"}
@@ -88,6 +92,7 @@ class Suite:
     sizes: tuple[int, ...] = ()
     divisors: tuple[int, ...] = (1,)
     system: str = "h200-virtual-calibrated"
+    overrides: tuple[str, ...] = ()          # the suite's `set`: KEY=VALUE figures of the system
     dtype: str = "bf16"
     description: str = ""
     min_candidates: int = 1
@@ -116,7 +121,7 @@ class Suite:
             for nbytes in self.sizes:
                 for world in self.worlds:
                     for o, alg, mech in self.kernels():
-                        if o != op:
+                        if o != op or world_reason(op, alg, mech, world):
                             continue
                         full = max(1, sms // world)
                         counts = ((full,) if mech == "copy-engine" and op in COPY_OPS else
@@ -230,6 +235,10 @@ def _parse_common(data: dict, where: str, fused: FusedPart | None, collectives: 
     system = data.get("system", "h200-virtual-calibrated")
     if not isinstance(system, str) or not system:
         raise ConfigError(f"{where}: system must be a system name or file, got {system!r}")
+    overrides = _list(where, data, "set", str) if "set" in data else ()
+    for o in overrides:
+        if "=" not in o:
+            raise ConfigError(f"{where}: set entry {o!r} is not KEY=VALUE")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError(f"{where}: description must be a string")
@@ -245,7 +254,8 @@ def _parse_common(data: dict, where: str, fused: FusedPart | None, collectives: 
     large_from = timing.get("large_from", 0)
     large_from = parse_bytes(large_from, f"{tw}.large_from") if large_from else 0
     return Suite(name=data["name"], path=where, ops=ops, algorithms=algs, mechanisms=mechs,
-                 worlds=worlds, sizes=sizes, divisors=divisors, system=system, dtype=dtype,
+                 worlds=worlds, sizes=sizes, divisors=divisors, system=system,
+                 overrides=overrides, dtype=dtype,
                  description=description,
                  min_candidates=_int(where, data, "min_candidates", 1, 1),
                  iters=_int(tw, timing, "iters", 1, 20, 10000),

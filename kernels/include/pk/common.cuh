@@ -34,6 +34,8 @@ enum error_code : int {
   PK_OK = 0,
   PK_ERR_FLAG_TIMEOUT = 1,  // wait() on a flag/barrier counter passed its deadline
   PK_ERR_MBAR_TIMEOUT = 2,  // an mbarrier phase (TMA load completion) never arrived
+  PK_ERR_STALE_TABLE = 3,   // a device table (peer pointers, tensor maps) built for other arguments
+  PK_ERR_BAD_SHAPE = 4,     // a call the host should have refused reached the device
 };
 
 // One per process (one per launch in practice). Zero it before the launch.

@@ -114,6 +114,15 @@ inline std::string describe(const error_record& r) {
       os << "rank " << r.rank << " timed out waiting for mbarrier phase with parity " << r.expected
          << " (a TMA load never completed)";
       break;
+    case PK_ERR_STALE_TABLE:
+      os << "stale device table: it was written for other arguments (hash " << std::hex << r.seen
+         << ", this call " << r.expected << std::dec
+         << "); write it again from the library's table function before the call";
+      break;
+    case PK_ERR_BAD_SHAPE:
+      os << "rank " << r.rank << ": the device was handed a call it cannot run (" << r.expected
+         << " buffers in one TMA sum, at most " << r.seen << ")";
+      break;
     default:
       os << "rank " << r.rank << " reported unknown device error code " << r.code;
   }

@@ -8,7 +8,10 @@
 //     own rank) until it reaches `expected` (ld.acquire.sys.global.u32), with a clock64()
 //     deadline;
 //   * wait_geq(ptr, expected, ctx, ...): the same on a raw counter address;
-//   * barrier(f, rank, base, epoch, arrivals_per_rank): all blocks of all ranks meet;
+//   * barrier(f, rank, base, epoch, arrivals_per_rank): all blocks of all ranks meet, every
+//     rank signalling every rank (world^2 signals: for a handful of ranks);
+//   * dissemination_barrier(f, rank, world, block, blocks, base, epoch): the same meeting in
+//     ceil(log2 world) rounds of one signal per rank (any world);
 //   * ld_acquire_sys / red_release_sys / red_relaxed_sys / st_release_sys /
 //     fence_acq_rel_sys building blocks.
 //
@@ -147,6 +150,46 @@ __device__ bool barrier(const flags<M>& f, int rank, int base, unsigned int epoc
     }
   }
   // The leader's acquire happens-before every thread's later reads via this bar.sync.
+  return __syncthreads_and(ok) != 0;
+}
+
+// Dissemination barrier: every block of every rank meets, for any world. Counters [base, base
+// + 2 + ceil(log2 world)) of every rank belong to it: base counts the arrivals of the rank's
+// own blocks, base + 1 their release, base + 2 + k round k. The rank's block 0 waits for its
+// rank's `blocks` arrivals, then in round k signals rank (rank + 2^k) mod world and waits for
+// rank (rank - 2^k) mod world; after the last round every rank has heard, directly or through
+// earlier rounds, from every other (Hensgen, Finkel and Manber 1988), in ceil(log2 world)
+// rounds of one signal each instead of world signals per rank. Then block 0 releases the
+// rank's other blocks. `F` is any flag set with `at(rank, index)` (a counter's address) and
+// `spin` (pk::spin_ctx); `epoch` counts this barrier's uses on these counters (1, 2, ...), so
+// nothing is reset. Ordering: arrivals are a fence + relaxed reds (the release pattern), every
+// round a release and an acquire, the release of the other blocks a release: the chain carries
+// every block's earlier writes to every block after the barrier (release and acquire are
+// cumulative). Returns false in every thread of the block if a wait gave up.
+template <class F>
+__device__ bool dissemination_barrier(const F& f, int rank, int world, int block, int blocks,
+                                      int base, unsigned int epoch) {
+  __syncthreads();
+  int ok = 1;
+  if (threadIdx.x == 0) {
+    if (blocks > 1) {
+      fence_acq_rel_sys();
+      red_relaxed_sys(f.at(rank, base), 1u);
+    }
+    if (block == 0) {
+      if (blocks > 1)
+        ok = wait_geq(f.at(rank, base), epoch * static_cast<unsigned>(blocks), f.spin, rank, rank, base);
+      for (int k = 0, dist = 1; ok && dist < world; ++k, dist <<= 1) {
+        const int to = rank + dist < world ? rank + dist : rank + dist - world;
+        const int from = rank - dist >= 0 ? rank - dist : rank - dist + world;
+        red_release_sys(f.at(to, base + 2 + k), 1u);
+        ok = wait_geq(f.at(rank, base + 2 + k), epoch, f.spin, rank, from, base + 2 + k);
+      }
+      if (ok && blocks > 1) red_release_sys(f.at(rank, base + 1), 1u);
+    } else {
+      ok = wait_geq(f.at(rank, base + 1), epoch, f.spin, rank, rank, base + 1);
+    }
+  }
   return __syncthreads_and(ok) != 0;
 }
 

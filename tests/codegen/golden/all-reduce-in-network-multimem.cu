@@ -29,14 +29,17 @@ struct config {
 using algorithm = pkc::all_reduce_in_network;
 
 // ---- globals: layouts, problem size, grid ---------------------------------------------------
-template <typename T>
+// kWide: worlds above PKC_INLINE_RANKS, every pointer from the device peer table (abi.h).
+template <typename T, bool kWide>
 struct globals {
   using value_type = T;
-  using layout = pk::pgl<T, PKC_MAX_RANKS>;
-  layout in;                        // every rank's input (algorithm::in_count elements)
-  layout out;                       // every rank's output (algorithm::out_count elements)
-  layout scratch;                   // every rank's scratch (algorithm::scratch_bytes)
-  pk::flags<PKC_MAX_RANKS> flags;   // barrier and ring counters, with the error record
+  static constexpr bool wide = kWide;
+  pkc::peers<T, kWide> in;          // every rank's input (algorithm::in_count elements)
+  pkc::peers<T, kWide> out;         // every rank's output (algorithm::out_count elements)
+  pkc::peers<T, kWide> scratch;     // every rank's scratch (algorithm::scratch_bytes)
+  pkc::flag_set<kWide> flags;       // barrier and point-to-point counters, with the error record
+  const pkc::table_header* table;   // world > PKC_INLINE_RANKS: the device peer table, else null
+  unsigned long long table_hash;    // what the table must say it was written for
   size_t count;                     // elements: per-rank shard, or the whole buffer
   int rank;                         // -1: every rank in this launch (virtual ranks)
   int blocks_per_rank;              // grid = (rank < 0 ? world : 1) x blocks_per_rank
@@ -53,10 +56,12 @@ struct globals {
 // and stores replace multimem (the same chunk loop and flags): runs as virtual ranks.
 // One block an SM at most (the schedule's blocks never outnumber the SMs): ptxas may then use
 // every register it needs; without the 1 it held some kernels to 64-80 and spilled to a stack.
-template <typename T>
-__global__ void __launch_bounds__(config::kThreads, 1) all_reduce_in_network_multimem(const __grid_constant__ globals<T> g) {
+// kWide: the instance for worlds above PKC_INLINE_RANKS (pointers from the peer table, moves over
+// every rank in batches); the host launches the one the call's world needs.
+template <typename T, bool kWide>
+__global__ void __launch_bounds__(config::kThreads, 1) all_reduce_in_network_multimem(const __grid_constant__ globals<T, kWide> g) {
   extern __shared__ unsigned char smem[];
-  pkc::run<config, algorithm>(g, smem);
+  pkc::run<pkc::sized<config, kWide>, algorithm>(g, smem);
 }
 
 // ---- host entry point -------------------------------------------------------------------------
@@ -67,15 +72,21 @@ extern "C" int pk_all_reduce_in_network_multimem(const pkc_args* a, char* msg, s
   pkc::reporter rep(msg, msg_len);
   if (!pkc::check_args<config, algorithm>(a, rep)) return rep.code;
   if (const int st = pkc::refuse_multimem<config, algorithm>(a, rep)) return st;
-  if (a->dtype == PKC_BF16) return pkc::launch<config, algorithm>(all_reduce_in_network_multimem<__nv_bfloat16>, a, rep);
-  return pkc::launch<config, algorithm>(all_reduce_in_network_multimem<float>, a, rep);
+  if (a->dtype == PKC_BF16) return pkc::launch<config, algorithm>(all_reduce_in_network_multimem<__nv_bfloat16, false>, all_reduce_in_network_multimem<__nv_bfloat16, true>, a, rep);
+  return pkc::launch<config, algorithm>(all_reduce_in_network_multimem<float, false>, all_reduce_in_network_multimem<float, true>, a, rep);
 }
 
 // Buffer sizes, phases and launch figures for these arguments (pointers are not read).
 extern "C" int pkc_requirements(const pkc_args* a, pkc_reqs* out, char* msg, size_t msg_len) {
   pkc::reporter rep(msg, msg_len);
-  if (a && a->dtype == PKC_BF16) return pkc::requirements<config, algorithm>(all_reduce_in_network_multimem<__nv_bfloat16>, a, out, rep);
-  return pkc::requirements<config, algorithm>(all_reduce_in_network_multimem<float>, a, out, rep);
+  if (a && a->dtype == PKC_BF16) return pkc::requirements<config, algorithm>(all_reduce_in_network_multimem<__nv_bfloat16, false>, all_reduce_in_network_multimem<__nv_bfloat16, true>, a, out, rep);
+  return pkc::requirements<config, algorithm>(all_reduce_in_network_multimem<float, false>, all_reduce_in_network_multimem<float, true>, a, out, rep);
+}
+
+// The device peer table's bytes for these arguments (world > PKC_INLINE_RANKS; abi.h).
+extern "C" int pkc_table(const pkc_args* a, void* host, size_t bytes, char* msg, size_t msg_len) {
+  pkc::reporter rep(msg, msg_len);
+  return pkc::table<config, algorithm>(a, host, bytes, rep);
 }
 
 extern "C" const char* pkc_manifest(void) {

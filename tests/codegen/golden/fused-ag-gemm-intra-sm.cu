@@ -18,15 +18,18 @@ struct config {
 using op = pkf::ag_gemm_intra<config>;
 
 // ---- globals: layouts, problem size, grid ---------------------------------------------------
-// op::globals (fused/ops.cuh): one pk::gemm::params per rank (A, B and epilogue tensor maps, the
-// rank's tile order), the communication parameters (every rank's buffers, flag counters, the
-// row partition), and the grid split: world x (gemm_blocks + comm_blocks) blocks.
+// op::globals (fused/ops.cuh): where the ranks' pk::gemm::params lie in the device table (A, B
+// and epilogue tensor maps, the rank's tile order; pkf_table writes it), the communication
+// parameters (every rank's buffers, flag counters, the row partition: arrays in the table), and
+// the grid split: world x (gemm_blocks + comm_blocks) blocks.
 using globals = op::globals;
 
 // ---- kernel ---------------------------------------------------------------------------------
+// kWide: the instance for worlds above 8 (the communication blocks sum their sources 8 at a time).
+template <bool kWide>
 __global__ void __launch_bounds__(config::gemm::THREADS, 1) ag_gemm_intra_sm(const __grid_constant__ globals g) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  pkf::run<op>(g, smem);
+  pkf::run<op, kWide>(g, smem);
 }
 
 // ---- host entry point -------------------------------------------------------------------------
@@ -36,13 +39,19 @@ __global__ void __launch_bounds__(config::gemm::THREADS, 1) ag_gemm_intra_sm(con
 extern "C" int pk_ag_gemm_intra_sm(const pkf_args* a, char* msg, size_t msg_len) {
   pkf::reporter rep(msg, msg_len);
   if (!pkf::check_args<op, config>(a, rep)) return rep.code;
-  return pkf::launch<op, config>(ag_gemm_intra_sm, a, rep);
+  return pkf::launch<op, config>(ag_gemm_intra_sm<false>, ag_gemm_intra_sm<true>, a, rep);
 }
 
 // Scratch sizes, flags and launch figures for these arguments (pointers are not read).
 extern "C" int pkf_requirements(const pkf_args* a, pkf_reqs* out, char* msg, size_t msg_len) {
   pkf::reporter rep(msg, msg_len);
-  return pkf::requirements<op, config>(ag_gemm_intra_sm, a, out, rep);
+  return pkf::requirements<op, config>(ag_gemm_intra_sm<false>, ag_gemm_intra_sm<true>, a, out, rep);
+}
+
+// The device table's bytes for these arguments and a->table (fused/abi.h): copy them there.
+extern "C" int pkf_table(const pkf_args* a, void* host, size_t bytes, char* msg, size_t msg_len) {
+  pkf::reporter rep(msg, msg_len);
+  return pkf::table<op, config>(a, host, bytes, rep);
 }
 
 extern "C" const char* pkf_manifest(void) {

@@ -19,14 +19,17 @@ struct config {
 using algorithm = pkc::reduce_scatter_direct;
 
 // ---- globals: layouts, problem size, grid ---------------------------------------------------
-template <typename T>
+// kWide: worlds above PKC_INLINE_RANKS, every pointer from the device peer table (abi.h).
+template <typename T, bool kWide>
 struct globals {
   using value_type = T;
-  using layout = pk::pgl<T, PKC_MAX_RANKS>;
-  layout in;                        // every rank's input (algorithm::in_count elements)
-  layout out;                       // every rank's output (algorithm::out_count elements)
-  layout scratch;                   // every rank's scratch (algorithm::scratch_bytes)
-  pk::flags<PKC_MAX_RANKS> flags;   // barrier and ring counters, with the error record
+  static constexpr bool wide = kWide;
+  pkc::peers<T, kWide> in;          // every rank's input (algorithm::in_count elements)
+  pkc::peers<T, kWide> out;         // every rank's output (algorithm::out_count elements)
+  pkc::peers<T, kWide> scratch;     // every rank's scratch (algorithm::scratch_bytes)
+  pkc::flag_set<kWide> flags;       // barrier and point-to-point counters, with the error record
+  const pkc::table_header* table;   // world > PKC_INLINE_RANKS: the device peer table, else null
+  unsigned long long table_hash;    // what the table must say it was written for
   size_t count;                     // elements: per-rank shard, or the whole buffer
   int rank;                         // -1: every rank in this launch (virtual ranks)
   int blocks_per_rank;              // grid = (rank < 0 ? world : 1) x blocks_per_rank
@@ -47,15 +50,21 @@ struct globals {
 extern "C" int pk_reduce_scatter_direct_copy_engine(const pkc_args* a, char* msg, size_t msg_len) {
   pkc::reporter rep(msg, msg_len);
   if (!pkc::check_args<config, algorithm>(a, rep)) return rep.code;
-  if (a->dtype == PKC_BF16) return pkc::run_copy_engine<config, algorithm, globals<__nv_bfloat16>>(a, rep);
-  return pkc::run_copy_engine<config, algorithm, globals<float>>(a, rep);
+  if (a->dtype == PKC_BF16) return pkc::run_copy_engine<config, algorithm, globals<__nv_bfloat16, false>, globals<__nv_bfloat16, true>>(a, rep);
+  return pkc::run_copy_engine<config, algorithm, globals<float, false>, globals<float, true>>(a, rep);
 }
 
 // Buffer sizes, phases and launch figures for these arguments (pointers are not read).
 extern "C" int pkc_requirements(const pkc_args* a, pkc_reqs* out, char* msg, size_t msg_len) {
   pkc::reporter rep(msg, msg_len);
-  if (a && a->dtype == PKC_BF16) return pkc::requirements<config, algorithm>(static_cast<void (*)(const globals<__nv_bfloat16>)>(nullptr), a, out, rep);
-  return pkc::requirements<config, algorithm>(static_cast<void (*)(const globals<float>)>(nullptr), a, out, rep);
+  if (a && a->dtype == PKC_BF16) return pkc::requirements<config, algorithm>(static_cast<void (*)(const globals<__nv_bfloat16, false>)>(nullptr), static_cast<void (*)(const globals<__nv_bfloat16, true>)>(nullptr), a, out, rep);
+  return pkc::requirements<config, algorithm>(static_cast<void (*)(const globals<float, false>)>(nullptr), static_cast<void (*)(const globals<float, true>)>(nullptr), a, out, rep);
+}
+
+// The device peer table's bytes for these arguments (world > PKC_INLINE_RANKS; abi.h).
+extern "C" int pkc_table(const pkc_args* a, void* host, size_t bytes, char* msg, size_t msg_len) {
+  pkc::reporter rep(msg, msg_len);
+  return pkc::table<config, algorithm>(a, host, bytes, rep);
 }
 
 extern "C" const char* pkc_manifest(void) {
