@@ -347,3 +347,33 @@ def test_interrupted_sweep_says_it_is_partial(tmp_path, monkeypatch):
     assert (out / "sweep.csv").read_text().startswith("# partial: 2 of 8 rows")
     assert json.loads((out / "sweep.json").read_text())["partial"].startswith("partial: 2 of 8")
     assert not (out / "busbw.png").exists()
+
+
+def test_every_binding_resource_names_a_figure_of_the_system_with_its_provenance():
+    """Each resource a prediction can be bound by maps to a key the system file has (so its
+    provenance is known), on every shipped system, virtual ranks included; only the NCCL
+    baseline's own time rests on no single figure."""
+    from hwmodels.catalog import list_systems, load_system
+    from pksim.provenance import binding_figure, provenance_of
+    from pksim.schedule import DTYPES
+    resources = ["issue", "latency", "hbm", "l2", "ce", "cecmd", "mempath", "tensor", "nvl_in",
+                 "nvl_out", "nic_in", "nic_out", "sw1", "nvls1", "up1", "down1", "sw2"]
+    for name in list_systems():
+        system = load_system(name)
+        tiers = len(system.domain.switch_tiers)
+        for resource in resources:
+            level = resource.lstrip("swnvlsupdown")
+            if level.isdigit() and int(level) > tiers:
+                continue
+            for mechanism in ("tma", "register", "copy-engine", "multimem"):
+                if mechanism == "multimem" and system.domain.fabric == "shared-memory":
+                    continue                       # no multimem inside one GPU
+                for dtype in DTYPES if resource == "tensor" else ("bf16",):
+                    key = binding_figure(system, resource, mechanism, dtype)
+                    assert key and provenance_of(system, key), (name, resource, mechanism, key)
+        assert binding_figure(system, "nccl") == ""
+    virtual = load_system("h200-virtual")
+    assert binding_figure(virtual, "issue", "tma") == "gpu.transfer.tma_local_per_sm_GBps"
+    h100 = load_system("dgx-h100")
+    assert binding_figure(h100, "issue", "multimem") == "gpu.transfer_remote.multimem_per_sm_GBps"
+    assert provenance_of(h100, "gpu.transfer_remote.multimem_per_sm_GBps") == "estimate"
