@@ -331,12 +331,15 @@ def sweep_files() -> list[str]:
 
 def write_sweep(out: OutputDir, rows: Sequence[Row], impls: Sequence[str], op: str,
                 with_plots: bool = True, systems: dict[str, System] | None = None,
-                partial: str = "") -> list[dict]:
+                partial: str = "", resume: dict | None = None) -> list[dict]:
     """sweep.csv/json and the plots; ``partial`` (an interrupted sweep: what it has)
-    heads the CSV as a comment, is kept in the JSON, and no plot is drawn."""
+    heads the CSV as a comment, is kept in the JSON, and no plot is drawn. sweep.json
+    also keeps every task's row (``results``) and what the sweep was (``resume``), which
+    ``--resume`` reads."""
     table = sweep_rows(rows, impls)
     out.write_csv("sweep.csv", table, sweep_columns(impls), partial)
-    out.write_json("sweep.json", {"op": op, "partial": partial or None,
+    out.write_json("sweep.json", {"op": op, "partial": partial or None, "resume": resume,
+                                  "results": [r.to_dict() for r in rows],
                                   "columns": sweep_columns(impls), "rows": table,
                                   "units": {"size_B": "bytes", "time_us": "microseconds",
                                             "algbw_GBps": "1e9 bytes/s",

@@ -12,12 +12,14 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import gc
+import json
 import math
 import os
 import signal
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from hwmodels.catalog import load_system
@@ -307,6 +309,39 @@ def _task_key(system_name: str, variant: str, workload: str, shape: dict, world:
     return (system_name, variant, workload, tuple(sorted(shape.items())), world, impl)
 
 
+def resume_from(path: Path, identity: dict[str, Any], records_key: str, tasks: list[Task],
+                names: dict[Task, str]) -> tuple[list[Row], list[Task]]:
+    """``--resume`` of whatif and sweep: the rows an earlier run of the same command left
+    in ``path`` (its results.json or sweep.json, ``records_key``: the list of its per-task
+    records) and the tasks still to run. ``identity`` (command, study or op, systems,
+    --set, ...) must equal the file's ``resume`` entry; a file written before files had
+    one is matched on its study (or op) name alone. ``names``: each task's system name."""
+    try:
+        previous = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: cannot read {path} ({exc})") from None
+    if not isinstance(previous, dict):
+        raise ConfigError(f"--resume: {path} is not a file pksim wrote")
+    recorded = previous.get("resume")
+    if isinstance(recorded, dict):
+        for key, value in identity.items():
+            if recorded.get(key) != value:
+                raise ConfigError(f"--resume: {path} comes from another run: its {key} is "
+                                  f"{recorded.get(key)!r}, this run's {value!r}")
+    else:
+        key = "study" if "study" in identity else "op"
+        if previous.get(key) != identity.get(key):
+            raise ConfigError(f"--resume: {path} is not a result of {key} "
+                              f"{identity.get(key)!r}")
+    records = previous.get(records_key)
+    if not isinstance(records, list):
+        raise ConfigError(f"--resume: {path} has no per-task results (written by an older "
+                          f"pksim?): run it again without --resume")
+    return resume_rows(tasks, names, records)
+
+
 def resume_rows(tasks: list[Task], names: dict[Task, str], records: list[dict]
                 ) -> tuple[list[Row], list[Task]]:
     """Split ``tasks`` into the rows an interrupted run already wrote (``records``, its
@@ -352,4 +387,4 @@ def recorded(row: Row) -> Prediction:
 
 __all__ = ["best_prediction", "best_of", "lower_bound", "NotSupportedYet", "Task", "Row", "run_task",
            "run_tasks", "tasks_for", "attach_baselines", "executor", "default_workers",
-           "RunResult", "recorded", "resume_rows"]
+           "RunResult", "recorded", "resume_rows", "resume_from"]

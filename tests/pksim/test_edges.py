@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from pksim.cli.main import cli
 from pksim.plots import OutputDir
+from pksim.runner import run_task as _REAL_RUN_TASK
 
 SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
 NVLINK = "gpu.nvlink.link_bandwidth_GBps"
@@ -183,14 +184,14 @@ kinds = ["time"]
 
 
 def _stable(path):
-    """A study file without what differs between runs (wall times)."""
+    """A study or sweep file without what differs between runs (wall times)."""
     import csv
     import json
     if path.suffix == ".json":
         data = json.loads(path.read_text())
         if isinstance(data, dict):
             data.pop("wall_s", None)
-            for row in data.get("rows", []):
+            for row in data.get("rows", []) + data.get("results", []):
                 row.pop("seconds", None)
         return data
     with path.open() as handle:
@@ -230,6 +231,9 @@ def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, m
         text = (part / name).read_text()
         assert text.startswith(f"# partial: {k} of {total} rows") and "system," in text
     assert not (part / "time.png").exists()                  # no plot from part of a study
+    # a results.json written before files said which run they came from still resumes
+    data.pop("resume")
+    (part / "results.json").write_text(json.dumps(data))
 
     calls.clear()
     monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(10 ** 6))
@@ -329,24 +333,60 @@ def test_whatif_rows_name_the_figure_they_rest_on_and_its_provenance(tmp_path):
                for r in tensor)
 
 
-def test_interrupted_sweep_says_it_is_partial(tmp_path, monkeypatch):
-    import json
+def _interrupt_after(monkeypatch, k):
+    """Make the k+1-th task raise KeyboardInterrupt (Ctrl-C); returns the tasks run."""
     import pksim.runner
-    real, calls = pksim.runner.run_task, []
+    real, calls = _REAL_RUN_TASK, []
 
     def task(t):
-        if len(calls) == 2:
+        if len(calls) == k:
             raise KeyboardInterrupt
         calls.append(t)
         return real(t)
     monkeypatch.setattr(pksim.runner, "run_task", task)
-    out = tmp_path / "s"
-    result = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB:8MiB",
-                  "--workers", "1", "-o", str(out)])
+    return calls
+
+
+SWEEP = ["sweep", "--system", "dgx-h100,h200-virtual", "--op", "all-reduce", "--bytes",
+         "1MiB:8MiB", "--world", "4", "--workers", "1"]
+
+
+def test_interrupted_sweep_is_partial_and_resume_completes_it(tmp_path, monkeypatch):
+    import json
+    full = tmp_path / "full"
+    assert run(SWEEP + ["-o", str(full)]).exit_code == 0
+    total = 2 * 4 * 2                      # systems x sizes (1, 2, 4, 8 MiB) x impls
+    assert len(json.loads((full / "sweep.json").read_text())["results"]) == total
+
+    k = 5
+    part = tmp_path / "part"
+    _interrupt_after(monkeypatch, k)
+    result = run(SWEEP + ["-o", str(part)])
     assert result.exit_code == 130
-    assert (out / "sweep.csv").read_text().startswith("# partial: 2 of 8 rows")
-    assert json.loads((out / "sweep.json").read_text())["partial"].startswith("partial: 2 of 8")
-    assert not (out / "busbw.png").exists()
+    assert (part / "sweep.csv").read_text().startswith(f"# partial: {k} of {total} rows")
+    data = json.loads((part / "sweep.json").read_text())
+    assert data["partial"].startswith(f"partial: {k} of {total}") and "--resume" in data["partial"]
+    assert len(data["results"]) == k
+    assert not (part / "busbw.png").exists()
+
+    calls = _interrupt_after(monkeypatch, 10 ** 6)
+    resumed = run(SWEEP + ["-o", str(part), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(calls) == total - k                           # only the missing rows ran
+    for name in ("sweep.json", "sweep.csv", "busbw.csv", "busbw.json", "time.json",
+                 "roofline.json"):
+        assert _stable(part / name) == _stable(full / name), name
+    assert (part / "busbw.png").exists()
+
+
+def test_sweep_resume_refuses_another_sweeps_files(tmp_path):
+    out = tmp_path / "s"
+    assert run(SWEEP + ["-o", str(out), "--no-plots"]).exit_code == 0
+    one_line_error(run(SWEEP + ["-o", str(out), "--no-plots", "--resume", "--dtype", "fp32"]),
+                   "--resume", "another run", "dtype")
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "all-gather", "--bytes",
+                        "1MiB", "--resume", "-o", str(out)]), "--resume", "all-gather")
+    one_line_error(run(SWEEP + ["--resume", "-o", str(tmp_path / "none")]), "nothing to resume")
 
 
 def test_every_binding_resource_names_a_figure_of_the_system_with_its_provenance():
