@@ -56,7 +56,7 @@ def test_nccl_trace_spans_its_prediction(tmp_path):
     trace = json.loads(path.read_text())
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     end = max(e["ts"] + e["dur"] for e in spans)
-    assert end == pytest.approx(trace["otherData"]["time_us"], rel=1e-6)
+    assert end == pytest.approx(trace["otherData"]["time_s"] * 1e6, rel=1e-6)
 
 
 def test_legend_keeps_eight_distinct_colours_and_sums_the_rest():
@@ -70,10 +70,10 @@ def test_legend_keeps_eight_distinct_colours_and_sums_the_rest():
 
 
 def test_breakdown_and_gantt_legends_are_capped():
-    items = [{"group": "g", "label": f"x{j}", "time_us": 10.0,
-              "busy_us": {f"res{i}": float(i + 1) for i in range(11)}} for j in range(2)]
-    events = [{"track": "t", "name": f"p{i}", "group": f"p{i}", "start_us": float(i),
-               "end_us": float(i) + 1} for i in range(10)]
+    items = [{"group": "g", "label": f"x{j}", "time_s": 10e-6,
+              "busy_s": {f"res{i}": (i + 1) * 1e-6 for i in range(11)}} for j in range(2)]
+    events = [{"track": "t", "name": f"p{i}", "group": f"p{i}", "start_s": i * 1e-6,
+               "end_s": (i + 1) * 1e-6} for i in range(10)]
     for fig in (plots.breakdown(items, "b"), plots.gantt(events, "g")):
         legend = fig.legends[0]
         labels = [t.get_text() for t in legend.get_texts()]

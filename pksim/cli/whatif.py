@@ -319,8 +319,8 @@ def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
         for e in mine:
             row = [format_bytes(e["size_B"]) if e["size_B"] else e["shape"], e["count"] or ""]
             for impl in impls:
-                t = e.get(f"{impl}_time_us")
-                row += [f"{t:.2f}" if t is not None else "-",
+                t = e.get(f"{impl}_time_s")
+                row += [f"{t * 1e6:.2f}" if t is not None else "-",
                         _f(e.get(f"{impl}_algbw_GBps")), _f(e.get(f"{impl}_busbw_GBps")),
                         e.get(f"{impl}_schedule", "")]
             rows.append(row)

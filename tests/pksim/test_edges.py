@@ -417,3 +417,57 @@ def test_every_binding_resource_names_a_figure_of_the_system_with_its_provenance
     h100 = load_system("dgx-h100")
     assert binding_figure(h100, "issue", "multimem") == "gpu.transfer_remote.multimem_per_sm_GBps"
     assert provenance_of(h100, "gpu.transfer_remote.multimem_per_sm_GBps") == "estimate"
+
+
+def _keys(obj):
+    """Every key of a JSON document, at any depth."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield key
+            yield from _keys(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            yield from _keys(value)
+
+
+def test_every_file_and_json_gives_times_in_seconds(tmp_path):
+    """One rule for machine-readable output (docs/guide.md): CSV headers, JSON files and
+    --json give times in seconds, in keys ending _s; no key in us, ms or ns (the Chrome
+    trace's own ts/dur, microseconds by its format, carry no unit in their names)."""
+    import csv
+    import json
+    import re
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY.replace('kinds = ["time"]', 'kinds = ["time", "breakdown", '
+                                   '"timeline", "sensitivity", "roofline", "speedup"]'))
+    commands = [
+        ["whatif", "--study", str(study), "--workers", "1", "--vary", f"{NVLINK}=2x",
+         "-o", str(tmp_path / "w"), "--json"],
+        ["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB,2MiB",
+         "--workers", "1", "-o", str(tmp_path / "s"), "--json"],
+        ["trace", *SMALL, "--gantt", "-o", str(tmp_path / "t" / "t.json"), "--json"],
+        ["predict", *SMALL, "--impl", "nccl", "--json"],
+        ["search", *SMALL, "--json", "--top", "2"],
+        ["codegen", *SMALL, "-o", str(tmp_path / "c"), "--json"],
+    ]
+    other_unit = re.compile(r"_(us|ms|ns)$")
+    for args in commands:
+        result = run(args)
+        assert result.exit_code == 0, (args, result.output)
+        assert not [k for k in _keys(json.loads(result.output)) if other_unit.search(k)], args
+    files = [p for p in tmp_path.rglob("*") if p.suffix in (".csv", ".json")]
+    assert len(files) > 20
+    for path in files:
+        if path.suffix == ".csv":
+            with path.open() as handle:
+                header = next(csv.reader(line for line in handle if not line.startswith("#")))
+            keys = header
+        else:
+            keys = list(_keys(json.loads(path.read_text())))
+        bad = [k for k in keys if other_unit.search(str(k))]
+        assert not bad, (path.name, bad)
+    results = json.loads((tmp_path / "w" / "results.json").read_text())["rows"]
+    with (tmp_path / "w" / "results.csv").open() as handle:
+        first = next(csv.DictReader(line for line in handle if not line.startswith("#")))
+    assert float(first["time_s"]) == pytest.approx(results[0]["time_s"], rel=1e-5)
+    assert 1e-7 < results[0]["time_s"] < 1e-2                 # seconds, not microseconds
