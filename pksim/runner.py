@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
+from pksim.inputs import check_bytes
 from pksim.prediction import Prediction
 from pksim.provenance import binding_figure, provenance_of
 from pksim.schedule import Schedule
@@ -33,7 +34,7 @@ from pksim.search import fused_space, lower_bound, search, space
 from pksim.simulate import predict
 from pksim.study import PLANNED_OPS, Case, Variant
 from pksim.workloads.collectives import COLLECTIVES
-from pksim.workloads.fused import FUSED_OPS
+from pksim.workloads.fused import FUSED_OPS, check_shape
 
 
 class NotSupportedYet(PksimError):
@@ -292,14 +293,40 @@ def run_tasks(tasks: list[Task], workers: int = 1, scheduler: str | None = None,
     return RunResult(rows, len(tasks), interrupted, time.perf_counter() - start)
 
 
-def tasks_for(variants: list[tuple[Variant, System]], workloads, impls) -> tuple[list[Task], list[str]]:
-    """Expand each workload on each system variant: the tasks, and what was skipped."""
+def check_case(system: System, case: Case, where: str = "",
+               option: Callable[[str], str] = lambda key: key) -> None:
+    """A case no run can have is a ConfigError before any work (``where``: e.g. the study
+    file and workload; ``option(key)`` names a shape key): a collective's size in whole
+    elements and within the GPU's memory, a fused op's shape (one the world cannot split
+    stays a row that says so)."""
+    try:
+        if case.op in COLLECTIVES:
+            check_bytes(system, case.op, case.nbytes, case.dtype, case.world,
+                        option("bytes"))
+        elif case.op in FUSED_OPS:
+            try:
+                check_shape(case.op, dict(case.shape), case.world, option)
+            except InfeasibleError:
+                pass
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from None
+
+
+def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
+              where: str = "study") -> tuple[list[Task], list[str]]:
+    """Expand each workload on each system variant: the tasks, and what was skipped. A
+    case the unchanged system cannot run at all is an error naming ``where``, the
+    workload and the system (checked before any work)."""
     tasks, skipped = [], []
     for variant, system in variants:
         for workload in workloads:
             cases, notes = workload.expand(system)
             if variant.label == "base":
                 skipped.extend(notes)
+                for case in cases:
+                    check_case(system, case, f"{where}: workload {workload.name!r} "
+                                             f"({case.shape_text()} x{case.world}) on "
+                                             f"{system.name}: ")
             tasks.extend(Task(variant, case, impl) for case in cases for impl in impls)
     return tasks, skipped
 
@@ -386,5 +413,6 @@ def recorded(row: Row) -> Prediction:
 
 
 __all__ = ["best_prediction", "best_of", "lower_bound", "NotSupportedYet", "Task", "Row", "run_task",
+           "check_case",
            "run_tasks", "tasks_for", "attach_baselines", "executor", "default_workers",
            "RunResult", "recorded", "resume_rows", "resume_from"]

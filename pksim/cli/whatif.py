@@ -18,10 +18,10 @@ from hwmodels.units import format_bytes, format_time, parse_bytes_range
 from pksim import plots, report
 from pksim.cli.predict import _candidates, op_options
 from pksim.cli.output import emit_json, json_entry, table
-from pksim.inputs import check_bytes, check_positive, check_world
+from pksim.inputs import check_root, check_world
 from pksim.plots import OutputDir
-from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
-                          recorded, resume_from, run_tasks, tasks_for)
+from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, check_case,
+                          default_workers, recorded, resume_from, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
 from pksim.simulate import predict as run_predict
 from pksim.trace import chrome_trace
@@ -116,7 +116,7 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
     study = find_study(study_file) if study_file else default_study()
     study = study.with_options(_split(systems), overrides, vary)
     pairs = load_variants(study)
-    tasks, skipped = tasks_for(pairs, study.workloads, study.impls)
+    tasks, skipped = tasks_for(pairs, study.workloads, study.impls, study.path or study.name)
     out = OutputDir(output or OUT_ROOT / study.name, force or resume)
     out.check(report.study_files(study))
     identity = {"command": "whatif", "study": study.name, "systems": list(study.systems),
@@ -227,13 +227,11 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     tasks = []
     for variant, system in variants:
         n = check_world(system, world, domains)
-        check_positive(root, "--root", 0)
-        if root >= n:
-            raise ConfigError(f"--root {root} is not a rank of {n}")
+        check_root(root, n)
         for shape in _product(shape_axes):
             case = Case(op, op, shape, dtype, n, domains, root)
-            if op in COLLECTIVES:
-                check_bytes(system, op, case.nbytes, dtype, n)
+            check_case(system, case, option=lambda key: "--bytes" if size else
+                       "--shape" if key == "bytes" else f"--shape {key}")
             tasks.extend(Task(variant, case, impl) for impl in impl_list)
     out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force or resume)
     out.check(report.sweep_files())

@@ -471,3 +471,47 @@ def test_every_file_and_json_gives_times_in_seconds(tmp_path):
         first = next(csv.DictReader(line for line in handle if not line.startswith("#")))
     assert float(first["time_s"]) == pytest.approx(results[0]["time_s"], rel=1e-5)
     assert 1e-7 < results[0]["time_s"] < 1e-2                 # seconds, not microseconds
+
+
+# ---- a study's or a sweep's cases: checked before any work ------------------------------------
+@pytest.mark.parametrize("workload, needle", [
+    ('op = "all-reduce"\nbytes = [3, "1MiB"]', "bytes 3: not a whole number of bf16"),
+    ('op = "all-reduce"\nbytes = "1TiB"', "more than the 80 GB"),
+    ('op = "moe-dispatch-gemm"\ntokens = 1024\nhidden = 1024\nexperts = 8\ntopk = 16\n'
+     'expert_hidden = 1024', "topk 16 is more than the 8 experts"),
+    ('op = "gemm-rs"\nm = 4\nn = 1024\nk = 1024', "m 4 is smaller than the world (8)"),
+])
+def test_a_study_case_no_run_can_have_is_one_line_before_any_work(tmp_path, monkeypatch,
+                                                                    workload, needle):
+    import pksim.runner
+
+    def no_work(*_a, **_k):
+        raise AssertionError("work started before the cases were checked")
+    monkeypatch.setattr(pksim.runner, "run_tasks", no_work)
+    study = tmp_path / "bad.toml"
+    study.write_text(f'name = "bad"\nsystems = ["dgx-h100"]\n[[workload]]\nname = "w"\n'
+                     f'{workload}\nworld = 8\n')
+    one_line_error(run(["whatif", "--study", str(study), "-o", str(tmp_path / "o")]),
+                   str(study), "workload 'w'", "dgx-h100", needle)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--op", "moe-dispatch-gemm", "--shape", "tokens=1024", "--shape", "hidden=1024",
+      "--shape", "experts=8", "--shape", "topk=16", "--shape", "expert_hidden=1024"],
+     "--shape topk 16 is more than the 8 experts"),
+    (["--op", "all-reduce", "--shape", "count=1:1099511627776"], "more than the 80 GB"),
+    (["--op", "all-reduce", "--bytes", "1MiB", "--root", "8"], "--root 8 is not a rank of 8"),
+])
+def test_sweep_case_no_run_can_have(tmp_path, args, needle):
+    one_line_error(run(["sweep", "--system", "dgx-h100", *args, "-o", str(tmp_path / "s")]),
+                   needle)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--root", "9"], "--root 9 is not a rank of 8"),
+    (["--root", "-1"], "--root -1 is not a rank"),
+    (["--chunk-bytes", "3"], "--chunk-bytes 3: not a whole number of bf16"),
+])
+def test_root_and_chunk_name_their_option(args, needle):
+    one_line_error(run(["predict", *SMALL, *args]), needle)
