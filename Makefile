@@ -17,8 +17,9 @@ install: $(STAMP)
 run: install
 	$(BIN)/pksim whatif -o pksim-out/default --force
 
+# Two workers (pytest-xdist), each test file on one of them (tests/conftest.py).
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 test-kernels: install
 	PKSIM_KERNEL_MATRIX=full $(BIN)/python -m pytest -q tests/codegen tests/kernels

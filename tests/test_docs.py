@@ -31,11 +31,6 @@ EXAMPLES = [ex for path in run_examples.FILES for ex in run_examples.examples(pa
 SLOW = os.environ.get("PKSIM_DOCS_SLOW") == "1"
 
 
-def test_every_doc_has_examples():
-    assert {ex.path.name for ex in EXAMPLES} == {"README.md", "guide.md"}
-    assert sum(not ex.slow for ex in EXAMPLES) >= 5
-
-
 def _is_default_study(example) -> bool:
     """``pksim whatif`` with no study, --set or --vary: the default study (output folder and
     workers do not change what it prints)."""
@@ -46,7 +41,14 @@ def _is_default_study(example) -> bool:
     return rest == ["whatif"]
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda ex: f"{ex.path.name}:{ex.command[:60]}")
+def test_every_doc_has_examples():
+    assert {ex.path.name for ex in EXAMPLES} == {"README.md", "guide.md"}
+    assert sum(not ex.slow for ex in EXAMPLES) >= 5
+
+
+@pytest.mark.parametrize("example", [
+    pytest.param(ex, marks=pytest.mark.default_study) if _is_default_study(ex) else ex
+    for ex in EXAMPLES], ids=lambda ex: f"{ex.path.name}:{ex.command[:60]}")
 def test_example_output_matches_the_program(example):
     if _is_default_study(example) and not SLOW:
         # the golden test runs the default study anyway: compare with what it printed

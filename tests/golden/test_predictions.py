@@ -6,7 +6,11 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
+
 from tests.golden.predictions import GOLDEN, predictions
+
+pytestmark = pytest.mark.default_study      # its run of the default study serves test_docs too
 
 
 def _diffs(want, got, at="") -> list[str]:
