@@ -21,16 +21,16 @@ TRUTH = {"tma write": 23.3e9, "tma read": 21.0e9, "tma reduce": 19.5e9,
 
 def time_s(p: dict, local: bool) -> float:
     """bytes / min(SMs x rate x m / (m + half), cap) after a start; copy engines: setup +
-    bytes / their rate per transfer; on one device the active ranks take turns."""
-    turns = p["active"] if local else 1
+    bytes / their rate per transfer. One rank's time, alone or beside the others: each has
+    its own links (peer path), or its own time slices of the one device (local path)."""
     total = p["bytes"] * p["npeers"]
     if p["mechanism"] == "copy-engine":
-        return turns * p["npeers"] * (TRUTH["ce setup"] + p["bytes"] / TRUTH["ce cap"])
+        return p["npeers"] * (TRUTH["ce setup"] + p["bytes"] / TRUTH["ce cap"])
     op = "read" if (p["mechanism"], p["op"]) == ("register", "reduce") else p["op"]
     rate = p["sms"] * TRUTH[f"{p['mechanism']} {op}"]
     if p["mechanism"] == "tma":
         rate *= p["msg_bytes"] / (p["msg_bytes"] + TRUTH["half"])
-    return TRUTH["start"] + turns * total / min(rate, TRUTH["cap"])
+    return TRUTH["start"] + total / min(rate, TRUTH["cap"])
 
 
 def main() -> int:

@@ -172,18 +172,19 @@ def rate_Bps(point: dict, r: float, half: float, cap: float) -> float:
 
 
 def model_s(point: dict, p: dict, local: bool) -> float:
-    """Predicted time of a point: a fixed start, then the rank's bytes (per peer x peers)
-    at its rate; the copy engines pay their setup per transfer. On one device (local path)
-    the processes take turns on it (time slices: no two contexts run at once), so every
-    active rank's bytes pass before the slowest one ends."""
+    """Predicted time of one rank: a fixed start, then its bytes (per peer x peers) at its
+    rate; a copy-engine transfer (timed alone) pays its setup, then its bytes. The path's
+    cap is the rank's (its NVLink egress or ingress). ``local`` (all ranks on one device)
+    changes nothing here: the processes take turns on the device (time slices), so each
+    rank's events time its own work alone, and both directions or all pairs at once only
+    check that the ranks' transfers run, not how they share a link."""
     total = point["bytes"] * point["npeers"]
-    turns = point.get("active", 1) if local else 1
     if point["mechanism"] == "copy-engine":
         key = ("copy-engine", point["op"])
-        return turns * point["npeers"] * (p["ce_setup_s"] + point["bytes"] / p["cap"][key])
+        return point["npeers"] * (p["ce_setup_s"] + point["bytes"] / p["cap"][key])
     key = (point["mechanism"], point["op"])
     r = p["rate"][key if key in p["rate"] else ("register", "read")]
-    return p["start_s"] + turns * total / rate_Bps(point, r, p["half"], p["cap"][key])
+    return p["start_s"] + total / rate_Bps(point, r, p["half"], p["cap"][key])
 
 
 @dataclass

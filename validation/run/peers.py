@@ -12,9 +12,10 @@ moved values once (every rank with every peer), and times every point of POINTS.
 a mechanism (tma, register, copy-engine), an operation (write, read, reduce), a pattern
 (``one``: rank 0 to rank 1; ``both``: 0 and 1 to each other at once; ``all``: every rank
 with every peer at once), SMs, bytes per peer and the TMA message size. Time: CUDA events
-around ``iters`` back-to-back launches after ``warmup``, the median of ``repeats`` such
-rounds, each started by a host barrier of all ranks; a point's time is the slowest active
-rank's. Rank 0 writes PEERS.json (device, the ranks' devices, whether the path is local:
+around ``iters`` back-to-back launches after ``warmup`` (a copy-engine transfer: around each
+one alone), the median of ``repeats`` such rounds, each started by a host barrier of all
+ranks; a point's time is the slowest active rank's. Processes on one device take turns on
+it (time slices), so there each rank's events time its own work. Rank 0 writes PEERS.json (device, the ranks' devices, whether the path is local:
 all ranks on one device; the checks; the points). torch only; no simpy, no simulator.
 """
 from __future__ import annotations
@@ -212,6 +213,9 @@ def check(ranks: Ranks, mechanism: str, op: str) -> dict:
 def time_point(ranks: Ranks, point: dict, iters: int, warmup: int, repeats: int) -> dict:
     torch = torch_module()
     peers = active_peers(point["pattern"], ranks.world).get(ranks.rank, [])
+    # a copy-engine transfer is timed alone (its setup is the figure: back to back, the
+    # engines overlap one copy's setup with the previous copy's bytes); kernels back to back
+    alone = point["mechanism"] == "copy-engine"
     times = []
     for r in range(repeats):
         if peers:
@@ -219,14 +223,15 @@ def time_point(ranks: Ranks, point: dict, iters: int, warmup: int, repeats: int)
                 ranks.launch(point, peers)
         ranks.barrier()
         if peers:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record(ranks.stream)
-            for _ in range(iters):
-                ranks.launch(point, peers)
-            end.record(ranks.stream)
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3 / iters)
+            for _ in range(iters if alone else 1):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record(ranks.stream)
+                for _ in range(1 if alone else iters):
+                    ranks.launch(point, peers)
+                end.record(ranks.stream)
+                end.synchronize()
+                times.append(start.elapsed_time(end) * 1e-3 / (1 if alone else iters))
     mine = statistics.median(times) if times else None
     everyone: list[Any] = [None] * ranks.world
     ranks.dist.all_gather_object(everyone, mine)
