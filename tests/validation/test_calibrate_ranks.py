@@ -142,3 +142,23 @@ def test_the_plan_covers_every_mechanism_pattern_and_sweep():
     messages = {p["msg_bytes"] for p in points if p["mechanism"] == "tma"}
     assert min(messages) <= 1024 and max(messages) >= 32768
     assert all(p["bytes"] % p.get("msg_bytes", 16) == 0 for p in points)
+
+
+CITED = Path(__file__).resolve().parents[2] / "validation" / "data" / "cited"
+
+
+def test_the_h200_run_refits_to_the_committed_file(tmp_path):
+    """The `pksim calibrate --ranks 4` run on the H200 (docs/VALIDATION.md): its results
+    refit to the file committed beside them, whose keys say the path was local."""
+    results = CITED / "h200-peers-ranks4-2026-12-04.json"
+    committed = load_system(str(CITED / "h200-single-ranks4-2026-12-04.toml"))
+    doc = ranks.load(results)
+    assert (doc["device"], doc["world"], doc["devices"], doc["path"]) == ("NVIDIA H200", 4, 1, "local")
+    assert all(c["ok"] for c in doc["checks"]) and len(doc["checks"]) == 8
+    fitted = ranks.fit(doc)
+    for key, value in fitted.values.items():
+        figure = committed.provenance[REMOTE + key]
+        assert figure.tag == "assumed" and "LOCAL path" in figure.source
+        assert float(CITED.joinpath("h200-single-ranks4-2026-12-04.toml").read_text()
+                     .split(f"\n{key} = {{ value = ")[1].split(",")[0]) == \
+            pytest.approx(value, rel=2e-3), key

@@ -242,7 +242,8 @@ def fit(doc: dict) -> RanksFit:
     x0 = np.log([starts[n.split()[0]] if n.split()[0] in starts else 1e12 for n in names])
     lo = np.log([1e7 if n.startswith("rate") else 1e8 if n.startswith("cap") else
                  1.0 if n == "half" else 1e-8 for n in names])
-    hi = np.log([2e12 if n.startswith(("rate", "cap")) else 1e6 if n == "half" else 1e-3
+    hi = np.log([2e12 if n.startswith("rate") else 1e13 if n.startswith("cap") else
+                 1e6 if n == "half" else 1e-3
                  for n in names])
     sols = []
     for scale in (1.0, 0.25, 4.0):                  # min(issue, cap) has flat regions
