@@ -17,9 +17,10 @@ install: $(STAMP)
 run: install
 	$(BIN)/pksim whatif -o pksim-out/default --force
 
-# Two workers (pytest-xdist), each test file on one of them (tests/conftest.py).
+# One pytest-xdist worker per core, each test file whole on one of them: a file's module
+# fixtures (its nvcc builds, a fit, the default study) are made once.
 test: install
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 test-kernels: install
 	PKSIM_KERNEL_MATRIX=full $(BIN)/python -m pytest -q tests/codegen tests/kernels

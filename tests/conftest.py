@@ -29,18 +29,3 @@ def shipped_copy(tmp_path):
         return dst
     return copy
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`): each test file runs
-    on one worker, so its module fixtures (a file's nvcc builds, a fit) are made once; the
-    default what-if study's two users (the golden test and the guide's block in
-    tests/test_docs.py, both marked ``default_study``) share a worker and so one run of it."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if any(m.name == "xdist_group" for m in item.iter_markers()):
-            continue
-        group = "default-study" if item.get_closest_marker("default_study") else \
-            str(item.path.relative_to(config.rootpath))
-        item.add_marker(pytest.mark.xdist_group(group))

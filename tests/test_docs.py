@@ -2,15 +2,14 @@
 the program prints (numbers within 2 %, words exactly; docs/run_examples.py), the NCCL
 trace spans its prediction, and plots keep at most eight legend entries with distinct
 colours. Examples marked ``slow`` run only with PKSIM_DOCS_SLOW=1 (``make docs`` runs them
-all), except the default what-if study (about a minute): its block is compared with the
-tables the golden test's run printed (tests/golden/predictions.py ``default_study``, one run
-per session), so CI checks it without running the study twice."""
+all); the one slow example, the default what-if study (about a minute), is compared in
+tests/golden/test_predictions.py with the tables the golden test's own run of it printed,
+so that CI checks it without running the study twice."""
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from click.testing import CliRunner
 
 from pksim import plots
 from pksim.cli.main import cli
-from tests.golden import predictions as golden
+from tests.golden.test_predictions import is_default_study
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("run_examples", ROOT / "docs" / "run_examples.py")
@@ -31,39 +30,27 @@ EXAMPLES = [ex for path in run_examples.FILES for ex in run_examples.examples(pa
 SLOW = os.environ.get("PKSIM_DOCS_SLOW") == "1"
 
 
-def _is_default_study(example) -> bool:
-    """``pksim whatif`` with no study, --set or --vary: the default study (output folder and
-    workers do not change what it prints)."""
-    args = shlex.split(example.command, comments=True)[1:]
-    rest = [a for i, a in enumerate(args)
-            if a not in ("-o", "--output", "--workers", "--force")
-            and (i == 0 or args[i - 1] not in ("-o", "--output", "--workers"))]
-    return rest == ["whatif"]
-
-
 def test_every_doc_has_examples():
     assert {ex.path.name for ex in EXAMPLES} == {"README.md", "guide.md"}
     assert sum(not ex.slow for ex in EXAMPLES) >= 5
 
 
-@pytest.mark.parametrize("example", [
-    pytest.param(ex, marks=pytest.mark.default_study) if _is_default_study(ex) else ex
-    for ex in EXAMPLES], ids=lambda ex: f"{ex.path.name}:{ex.command[:60]}")
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda ex: f"{ex.path.name}:{ex.command[:60]}")
 def test_example_output_matches_the_program(example):
-    if _is_default_study(example) and not SLOW:
-        # the golden test runs the default study anyway: compare with what it printed
-        _, printed = golden.default_study()
-        diff = run_examples.first_difference(example.output, printed.rstrip())
-        problem = None if diff is None else f"{example.path.name}: `{example.command}`: {diff}"
-    elif example.slow and not SLOW:
+    if is_default_study(example.command) and not SLOW:
+        pytest.skip("the default study: tests/golden/test_predictions.py compares it with the "
+                    "run the golden test makes anyway")
+    if example.slow and not SLOW:
         pytest.skip("slow example: PKSIM_DOCS_SLOW=1 (or make docs) runs it")
-    else:
-        problem = run_examples.check(example)
+    problem = run_examples.check(example)
     assert problem is None, problem + "  (run `make docs` and commit the docs)"
 
 
 def test_the_default_study_block_is_checked_in_ci():
-    assert sum(_is_default_study(ex) for ex in EXAMPLES) == 1
+    """Exactly one example is the default study, and the golden test file checks it."""
+    assert sum(is_default_study(ex.command) for ex in EXAMPLES) == 1
+    assert not any(ex.slow and not is_default_study(ex.command) for ex in EXAMPLES), \
+        "a slow example other than the default study would go unchecked in CI"
 
 
 def test_comparison_tolerates_two_percent_not_more():
