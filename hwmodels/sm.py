@@ -272,3 +272,53 @@ def attention_time_s(gpu: GpuSpec, batch: int, heads: int, seq: int, head_dim: i
     flop = 4.0 * batch * heads * seq * seq * head_dim / (2 if causal else 1)
     nbytes = 4 * element_B * batch * heads * seq * head_dim        # q, k, v read; o written
     return _tensor_time(gpu, flop, attention_efficiency(gpu, seq, causal), nbytes, dtype)
+
+
+def grouped_gemm_time_s(gpu: GpuSpec, shapes: list[tuple[int, int, int]], dtype: str = "bf16",
+                        element_B: float = 2) -> float:
+    """Body time of several GEMMs ``(m, n, k)`` in one launch (a batched or grouped GEMM, or a
+    convolution as implicit GEMMs): their tiles are dealt over all SMs together, so only the
+    whole set's last wave is quantised; each keeps its own per-tile fixed work (K + the
+    ``gemm_k_overhead``); operands and outputs are read and written once. One shape gives
+    ``gemm_time_s``."""
+    shapes = [(m, n, k) for m, n, k in shapes if m > 0 and n > 0 and k > 0]
+    if not shapes:
+        return 0.0
+    t = gpu.tensor
+    tiles = sum(math.ceil(m / GEMM_TILE[0]) * math.ceil(n / GEMM_TILE[1]) for m, n, _ in shapes)
+    flop = sum(2.0 * m * n * k for m, n, k in shapes)
+    # the K-step overhead, weighted by each GEMM's share of the work
+    k_factor = flop / sum(2.0 * m * n * (k + t.gemm_k_overhead) for m, n, k in shapes)
+    efficiency = t.gemm_efficiency * _waves(tiles, gpu.sm.count) * k_factor
+    nbytes = element_B * sum(m * k + k * n + m * n for m, n, k in shapes)
+    return _tensor_time(gpu, flop, efficiency, nbytes, dtype)
+
+
+def causal_fraction(q_seq: int, kv_seq: int) -> float:
+    """Share of the (query, key) pairs a causal mask keeps, aligned top-left as
+    ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)`` aligns it: query i
+    sees keys 0..i. (S + 1) / 2S for a square mask."""
+    if q_seq <= kv_seq:                       # sum over i of (i + 1)
+        kept = q_seq * (q_seq + 1) / 2
+    else:                                     # the rows past kv_seq see every key
+        kept = kv_seq * (kv_seq + 1) / 2 + (q_seq - kv_seq) * kv_seq
+    return kept / (q_seq * kv_seq)
+
+
+def attention_shape_time_s(gpu: GpuSpec, batch: int, heads: int, q_seq: int, kv_seq: int,
+                           head_dim: int, causal: bool, dtype: str = "bf16",
+                           element_B: float = 2, kv_heads: int | None = None,
+                           v_head_dim: int | None = None) -> float:
+    """Body time of a fused attention (no launch) of ``q_seq`` queries against ``kv_seq``
+    keys, ``kv_heads`` key/value heads shared by the ``heads`` query heads (GQA), values of
+    ``v_head_dim``: Q K^T and P V on the tensor cores (only the kept pairs when causal), q,
+    k, v read and o written once, at ``attention_efficiency`` over the key sequence. With
+    equal sequences and heads it is ``attention_time_s`` but for the causal share, which is
+    (S + 1) / 2S here and 1/2 there."""
+    kv_heads = kv_heads or heads
+    v_head_dim = v_head_dim or head_dim
+    pairs = batch * heads * q_seq * kv_seq * (causal_fraction(q_seq, kv_seq) if causal else 1.0)
+    flop = 2.0 * pairs * (head_dim + v_head_dim)
+    nbytes = element_B * batch * (heads * q_seq * (head_dim + v_head_dim)
+                                  + kv_heads * kv_seq * (head_dim + v_head_dim))
+    return _tensor_time(gpu, flop, attention_efficiency(gpu, kv_seq, causal), nbytes, dtype)

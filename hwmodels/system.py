@@ -293,6 +293,9 @@ class NvlinkSpec:
     efficiency_copy_engine: float = fig("efficiency_copy_engine", hi=1.0)
     efficiency_tma: float = fig("efficiency_tma", hi=1.0)
     efficiency_register: float = fig("efficiency_register", hi=1.0)
+    efficiency_multimem: float = fig("efficiency_multimem", hi=1.0,
+                                     doc="payload share of the wire for multimem (NVLS) "
+                                         "reductions and multicasts through the switch")
 
     @property
     def bandwidth_Bps(self) -> float:
@@ -301,7 +304,7 @@ class NvlinkSpec:
 
     def efficiency(self, mechanism: str) -> float:
         return {"copy-engine": self.efficiency_copy_engine, "tma": self.efficiency_tma,
-                "register": self.efficiency_register, "multimem": self.efficiency_register,
+                "register": self.efficiency_register, "multimem": self.efficiency_multimem,
                 }[mechanism]
 
 

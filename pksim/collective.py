@@ -63,6 +63,9 @@ class Model:
     # its store and on to the next chunk in program order, without flags: its steps pay no
     # signal; the last write's drain and the kernel's end are paid once, at the end.
     tail_s: float = 0.0
+    # NCCL's line protocols (LL, LL128) and its NVLS loop run cut through: a step's flows
+    # start once the previous step's first bytes have landed (nccl.cut_through, D41)
+    cut: nccl.CutThrough | None = None
 
     def issued_s(self, step: int) -> float:
         """Earliest start of costed step ``step`` allowed by the host's calls."""
@@ -76,7 +79,8 @@ class Model:
         steps = self.program.costed()
         for i, step in enumerate(steps):
             sync = self.sync_s[step.key]
-            if self.program.phases is not None and i == len(steps) - 1:
+            if self.program.phases is not None and i == len(steps) - 1 \
+                    and not edge_barriers(self.topo, self.schedule):
                 sync -= phase_flag_s(self.system, self.topo, self.schedule)
             yield step, self.classes[step.key], sync
 
@@ -111,6 +115,18 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
                             schedule.root, sequential, topo.domains,
                             schedule.mechanism if schedule.impl == "pk" else None,
                             schedule.dtype)
+    return assemble(system, schedule, topo, program, reduced, host_lead_s, cold, streamed)
+
+
+def assemble(system: System, schedule: Schedule, topo: Topology, program: Program,
+             reduced: bool = True, host_lead_s: float = 0.0, cold: bool = False,
+             streamed: bool = False) -> Model:
+    """The Model of ``program`` (steps of transfers, or a generated kernel's phases) run by
+    ``schedule`` on ``topo``: what ``build`` does once it has the collective's program. A
+    caller with its own traffic (pksim.programs' point-to-point batches) gives its program
+    here; ``schedule``'s key (its ``extra`` included) must then name that traffic, since the
+    prepared flows are cached by it."""
+    nbytes = _nbytes(schedule)
     kinds = program_kinds(program)
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
@@ -121,6 +137,8 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
     lanes = 1
     if schedule.chunk_bytes and largest > schedule.chunk_bytes:
         lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
+    if schedule.impl == "nccl":         # NVLS's copies through its buffers, chunk by chunk
+        program = nccl.with_buffer_copies(program, schedule, nbytes)
     resident = resident_in_l2(topo, nbytes) and not cold
     caps = capacities(topo, schedule)
     if schedule.impl == "nccl":
@@ -148,8 +166,12 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         ce = system.gpu.copy_engine
         launch = max(0.0, ce_setup_s(topo) - system.gpu.sync.stream_chain_s)
         launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
+    if edge_barriers(topo, schedule):      # ranks in separate processes meet first (D43)
+        launch += edge_barrier_s(system, topo)
+    cut = nccl.cut_through(schedule, program, sync) if schedule.impl == "nccl" else None
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
-                 reduced, host_issue_s(system, schedule, program), host_lead_s, floor, tail)
+                 reduced, host_issue_s(system, schedule, program), host_lead_s, floor, tail,
+                 cut)
 
 
 def streamed_in_network(schedule: Schedule) -> bool:
@@ -266,6 +288,28 @@ def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves,
     return handoff_s(system.gpu, drain)
 
 
+def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
+    """Whether a pk kernel meets every rank at its entry and its exit: ranks in separate
+    processes (kernels/collectives/collective.cuh run(), ``edges``) run a grid barrier across
+    all ranks before the first phase and after the last (docs/decisions.md D43); the
+    algorithms without a generated kernel (rhd, tree, hierarchical) are held to the same, as
+    any kernel whose peers' buffers must be ready. Virtual ranks share one launch and need
+    neither; copy-engine schedules leave it to their barrier kernels (not modelled). The exit
+    is the last step's own signal (Model.step_classes keeps a phase kernel's; a streamed
+    in-network kernel's is its tail, Model.tail_s)."""
+    return (schedule.impl == "pk" and not topo.virtual and topo.world > 1
+            and schedule.mechanism in ("tma", "register", "multimem"))
+
+
+def edge_barrier_s(system: System, topo: Topology) -> float:
+    """The entry barrier across GPUs (pk::barrier: a system-scope release, one arrival
+    stored into every rank's counter over NVLink, a system-scope acquire of every peer's):
+    a phase's hand-off (hwmodels.sm.handoff_s) whose drain is the arrivals' one-way path;
+    the exit barrier is the last phase's own hand-off, kept (Model.step_classes)."""
+    path = max((topo.gpu_path(0, q).latency_s for q in range(1, topo.world)), default=0.0)
+    return handoff_s(system.gpu, path)
+
+
 def ce_waits_s(system: System, topo: Topology, schedule: Schedule) -> float:
     """GPU time of the event waits between two phases of a copy-engine collective in virtual
     ranks (kernels/collectives/entry.cuh, run_copy_engine): every rank's stream waits on the
@@ -305,7 +349,9 @@ def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[s
 def simulate(model: Model, record: bool = False) -> Prediction:
     """Run the model on the fluid engine; return the prediction (with the analytical
     bound and alpha-beta time beside it)."""
-    if model.lanes == 1:
+    if model.cut is not None:
+        time_s, busy_s, records = _run_cut_through(model, record)
+    elif model.lanes == 1:
         time_s, busy_s, records = _run_sequential(model, record)
     else:
         time_s, busy_s, records = _run_lanes(model, record)
@@ -356,6 +402,52 @@ def _run_lanes(model: Model, record: bool):
             if sync_s > 0:
                 yield env.timeout(sync_s)
             done[j][s].succeed()
+
+    for j in range(model.lanes):
+        env.process(lane(j))
+    env.run()
+    return env.now, engine.busy_s, engine.records
+
+
+def _run_cut_through(model: Model, record: bool):
+    """Lanes whose steps cut through (Model.cut): a lane starts its steps' flows together,
+    step s after the path latencies of the steps before it (its first bytes can only follow
+    theirs), except after a hand-off step, whose flows must end and be signalled first; the
+    hand-offs cut the lane into segments, which run in lane order where the cut says so;
+    lane j starts once lane j - depth has ended. All flows share the resources, so a link
+    carrying several steps at once carries their sum: the time is the larger of the latency
+    chain and the busiest resource's work, not their sum."""
+    env = simpy.Environment()
+    engine = FluidEngine(env, model.capacity, record=record)
+    steps = list(model.step_classes())
+    depth = max(1, model.schedule.pipeline_depth)
+    cut = model.cut
+    segments = len(cut.handoffs & set(range(len(steps) - 1))) + 1
+    done = [[env.event() for _ in range(segments)] for _ in range(model.lanes)]
+
+    def lane(j: int):
+        yield env.timeout(model.launch_s)
+        if j >= depth:
+            yield done[j - depth][-1]
+        events, offset, k = [], cut.lead_s, 0
+        if cut.in_order and j > 0:
+            yield done[j - 1][0]
+        for s, (step, classes, _sync) in enumerate(steps):
+            for fc in classes:
+                events.append(engine.transfer(fc.nbytes, dict(fc.usage), offset + fc.latency_s,
+                                              rank=fc.issuer, step=s, lane=j,
+                                              pattern=step.key[0]))
+            offset += max((fc.latency_s for fc in classes), default=0.0)
+            if s in cut.handoffs and s < len(steps) - 1:
+                yield env.all_of(events)
+                done[j][k].succeed()
+                events, offset, k = [], cut.handoff_s, k + 1
+                if cut.in_order and j > 0:
+                    yield done[j - 1][k]
+        yield env.all_of(events)
+        if cut.tail_s > 0:
+            yield env.timeout(cut.tail_s)
+        done[j][-1].succeed()
 
     for j in range(model.lanes):
         env.process(lane(j))

@@ -151,6 +151,10 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
     issuer = t.dst if t.kind == "switch-reduce" else t.src
     if sched.mechanism == "copy-engine":
         add(resource("ce", issuer), 1.0)
+    elif sched.impl == "nccl":     # NCCL's channels move every byte at NCCL's channel rate
+        # (NVLS's copies through its buffers by their own warps: pksim.nccl, D42)
+        local_copy = t.kind == "copy" and t.src == t.dst
+        add(resource("copy" if local_copy else "issue", issuer), 1.0)
     else:
         add(resource("issue", issuer), issue_weight(topo, sched, t, piece, resident))
     link_w = 1.0 / link_efficiency
@@ -173,7 +177,11 @@ def flow_spec(topo: Topology, sched: Schedule, t: Transfer, piece: float,
             latency = max(latency, path.latency_s)
         add(resource("nvl_in", t.dst), link_w)
         add(_mem(topo, t.dst, resident), 1.0)
-        latency *= 2
+        # a load's round trip: from the issuer up to the switch and on to every rank's
+        # memory, its access there, and the reduced value back the same way (D40)
+        gpu = topo.system.gpu
+        access = gpu.l2.latency_s if resident else gpu.hbm.latency_s
+        latency = 2 * (latency + topo.reduction_path(t.dst).latency_s) + access
     elif t.kind == "multicast":
         add(_mem(topo, t.src, resident), 1.0)
         up = topo.reduction_path(t.src)
@@ -271,8 +279,9 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
             latency = max(latency, path.latency_s)
     block = piece / working_blocks(sched.comm_sms, piece, dealt=m.dealt)
     far = not topo.virtual and any(q != m.issuer for q in m.sources)
+    far_stores = not topo.virtual and not far and any(q != m.issuer for q in m.dests)
     latency += tma_s + move_latency_s(gpu, mech, len(m.sources), len(m.dests), m.reduce, block,
-                                      m.routine, remote=far)
+                                      m.routine, remote=far, far_stores=far_stores)
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
     # complete (pk::tma::complete_writes) before the next starts: inside one GPU until the L2
     # has them (as a phase's writes, pksim.collective.phase_sync_s), across GPUs a round trip.

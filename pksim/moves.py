@@ -149,12 +149,16 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
 
 
 def move_latency_s(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
-                   block_payload_B: float, routine: str = "", remote: bool = False) -> float:
+                   block_payload_B: float, routine: str = "", remote: bool = False,
+                   far_stores: bool = False) -> float:
     """What a move of the generated collectives waits beyond its first read, for a block
     moving ``block_payload_B``: its buffers (move_fixed_latency_s) and, for a TMA sum of the
     collectives' routines, its first chunk's loads (tma_fill_s; ``remote``: from another
-    GPU). The fused kernels' pull-reduce (``routine`` "pull") sums by registers."""
+    GPU). The fused kernels' pull-reduce (``routine`` "pull") sums by registers.
+    ``far_stores``: the sum reads near sources only and stores to another GPU (a ring's
+    step): an NVLink move, whose near loads ride in the shadow of its far stores' round
+    trips (docs/decisions.md D38), so it waits for no first chunk at the local rate."""
     latency = move_fixed_latency_s(gpu, sources, dests)
-    if mechanism == "tma" and reduce and routine != "pull":
+    if mechanism == "tma" and reduce and routine != "pull" and not far_stores:
         latency += tma_fill_s(gpu, block_payload_B, sources, remote)
     return latency

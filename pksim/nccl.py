@@ -8,17 +8,20 @@ picked algorithm on the topology (pksim.collective) with:
   128 (15/16), Simple 1 (nccl-model.md section 2), times the register path's efficiency;
 - per step, the topology's path latency, plus for Simple the flag the sender posts after
   its data (LL and LL128 carry their flags inside the data lines);
-- per rank, the issue capacity of the picked channels: LL at llMaxBw, LL128 at channels x
-  perChMaxRingLL128Bw, Simple at that over 15/16 (NCCL's tables: reported as such);
+- per rank, the issue capacity of the picked channels: channels x perChMaxRingLL128Bw
+  (LL128), over 15/16 for LL and Simple (NCCL's tables: reported as such);
 - the launch cost of the launch mode (``launch_costs``).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology, resource
 from pksim import nccl_graph
 from pksim.nccl_constants import constants
+from pksim.program import Program, Step, Transfer
 from pksim.schedule import Schedule
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -73,6 +76,11 @@ def check(system: System, topo: Topology, schedule: Schedule) -> None:
 
 
 def link_efficiency(system: System, schedule: Schedule) -> float:
+    """Payload share of the wire: NVLS's multimem traffic at the multimem figure (NCCL's own
+    NVLS model, docs/decisions.md D42), the other algorithms' register stores at the
+    register figure times the protocol's line format."""
+    if schedule.algorithm == "nvls":
+        return system.gpu.nvlink.efficiency_multimem
     return system.gpu.nvlink.efficiency_register * PROTO_EFFICIENCY[schedule.protocol]
 
 
@@ -81,18 +89,24 @@ def _extra(schedule: Schedule, key: str, default=None):
 
 
 def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
-    """NCCL's channels replace pk's communication SMs: per rank, channels x per-channel rate
-    (llMaxBws for LL, perChMaxRingLL128Bws per channel otherwise; nccl-model.md 1.1)."""
+    """NCCL's channels replace pk's communication SMs: per rank, channels x NCCL's per-channel
+    rate (perChMaxRingLL128Bws, nccl-model.md 1.1; over 15/16 for the other protocols, which
+    carry more payload per line). llMaxBws is not a rate of the channels: it caps the LL
+    entry of the cost table, which ranks (docs/decisions.md D41); LL's own limit is its line
+    format on the wire (link_efficiency)."""
     c = constants(_extra(schedule, "nccl_version"))
     arch = nccl_graph.arch_row(system)
     col = min(len({loc.domain for loc in topo.locations}) - 1, 2)
-    if schedule.protocol == "LL":
-        rate = c.ll_max_bw[arch][col] * 1e9
-    else:
-        rate = schedule.comm_sms * c.ring_ll128_bw[arch][col] * 1e9
-        if schedule.protocol == "Simple":
-            rate /= PROTO_EFFICIENCY["LL128"]
-    return {resource("issue", r): rate for r in range(topo.world)}
+    rate = schedule.comm_sms * c.ring_ll128_bw[arch][col] * 1e9
+    if schedule.protocol != "LL128":
+        rate /= PROTO_EFFICIENCY["LL128"]
+    caps = {resource("issue", r): rate for r in range(topo.world)}
+    if schedule.algorithm == "nvls" and not registered(schedule):
+        # NVLS's scatter and gather warps (15 of a channel's 20, all_reduce.h) copy through
+        # its buffers beside the reduce warps: at the same channel rate (an estimate: NCCL
+        # states no copy rate; docs/decisions.md D42)
+        caps |= {resource("copy", r): rate for r in range(topo.world)}
+    return caps
 
 
 def step_sync_s(system: System, schedule: Schedule, specs) -> float:
@@ -103,6 +117,80 @@ def step_sync_s(system: System, schedule: Schedule, specs) -> float:
         return 0.0
     latency = max((s.latency_s for s in specs), default=0.0)
     return latency + system.gpu.sync.flag_latency_sys_s
+
+
+def registered(schedule: Schedule) -> bool:
+    """Whether NCCL sees the call's buffers registered: a call captured in a CUDA graph
+    registers them (NCCL_GRAPH_REGISTER, default 1: enqueue.cc's
+    ncclCudaGraphValid(capturingGraph) && ncclParamGraphRegister()); an eager call of
+    nccl-tests or a framework does not (docs/decisions.md D42)."""
+    return _extra(schedule, "launch", DEFAULT_LAUNCH) == "graph"
+
+
+def buffer_bytes(op: str, world: int, nbytes: float) -> tuple[float, float]:
+    """(send, receive) buffer bytes of one rank, nbytes as nccl-tests counts it."""
+    if op == "all-gather":
+        return nbytes / world, nbytes
+    if op == "reduce-scatter":
+        return nbytes, nbytes / world
+    return nbytes, nbytes
+
+
+def with_buffer_copies(program: Program, schedule: Schedule, nbytes: float) -> Program:
+    """NVLS without registered buffers (all_reduce.h and its all-gather / reduce-scatter
+    siblings, regUsed = 0): the scatter warps copy the rank's input into its slot of NCCL's
+    NVLS buffer before the reduce warps' multimem loads, and the gather warps copy the result
+    out of it into the output after the multicast. Registered buffers run zero-copy (the
+    scatter and gather warps only exchange the slots' flags). docs/decisions.md D42."""
+    if schedule.algorithm != "nvls" or registered(schedule):
+        return program
+    w = program.world
+    send, recv = buffer_bytes(schedule.op, w, nbytes)
+    scatter = Step(("nvls-copy", "scatter", w, send),
+                   lambda: [Transfer(r, r, send, "copy") for r in range(w)])
+    gather = Step(("nvls-copy", "gather", w, recv),
+                  lambda: [Transfer(r, r, recv, "copy") for r in range(w)])
+    return Program([scatter] + program.steps + [gather], w)
+
+
+def cuts_through(schedule: Schedule) -> bool:
+    """NCCL's line protocols and NVLS cut through (cut_through); the rest run step by step."""
+    return schedule.protocol in ("LL", "LL128") or schedule.algorithm == "nvls"
+
+
+@dataclass(frozen=True)
+class CutThrough:
+    """How a lane of a cut-through NCCL schedule runs (pksim.collective._run_cut_through):
+    ``lead_s`` before its first step, a store-and-forward hand-off of ``handoff_s`` after
+    each step of ``handoffs`` (indices), ``tail_s`` after its last step. The hand-offs cut
+    a lane into segments; ``in_order``: a segment of lane j also waits for the same segment
+    of lane j - 1 (its warps take the chunks one after another)."""
+    lead_s: float = 0.0
+    handoffs: frozenset = frozenset()
+    handoff_s: float = 0.0
+    tail_s: float = 0.0
+    in_order: bool = False
+
+
+def cut_through(schedule: Schedule, program: Program, sync: dict) -> CutThrough | None:
+    """How NCCL runs this schedule's steps, or None for step by step (ring and tree Simple,
+    point-to-point). Cut through: a step's flows start once the previous step's first bytes
+    have landed. The line protocols forward each line as it lands (LL, LL128: the flag is in
+    the line; prims_ll.h, prims_ll128.h); their lanes pay no signal. NVLS reduces a chunk and
+    multicasts it in one pass of the same threads (all_reduce.h, directRecvDirectSend), behind
+    the Simple protocol's flags: a lane waits for every peer's post of the chunk's slot first
+    and posts the landed result last (the Simple signal, ``sync``); without registered
+    buffers its scatter copy must end, and be posted, before the reduce reads it, and the
+    gather copy starts once the multicast's result is posted. docs/decisions.md D41, D42."""
+    if not cuts_through(schedule):
+        return None
+    if schedule.algorithm != "nvls":
+        return CutThrough()
+    signal = max(sync.values(), default=0.0)
+    keys = [step.key for step in program.costed()]
+    if keys and keys[0][0] == "nvls-copy":
+        return CutThrough(0.0, frozenset({0, len(keys) - 2}), signal, 0.0, True)
+    return CutThrough(signal, frozenset(), 0.0, signal)
 
 
 def launch_costs(system: System, topo: Topology, mode: str) -> tuple[float, float, dict]:
@@ -137,26 +225,33 @@ ALGORITHM = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvls_tree": "hiera
 
 
 def choose(system: System, topo: Topology, op: str, nbytes: int, version: str | None = None,
-           nvls: bool = True) -> nccl_graph.Pick | None:
+           nvls: bool = True, algo: str | None = None,
+           proto: str | None = None) -> nccl_graph.Pick | None:
     """NCCL's own pick for this call (None: a point-to-point op, which NCCL runs as sends
-    outside its tuner)."""
+    outside its tuner); ``algo`` / ``proto`` (NCCL's table names: ring, nvls, ...; LL,
+    LL128, Simple) force them as NCCL_ALGO / NCCL_PROTO do."""
     if topo.virtual:
         raise InfeasibleError("NCCL does not run several ranks on one GPU (virtual ranks)")
-    return nccl_graph.pick(system, topo, constants(version), op, nbytes, nvls)
+    return nccl_graph.pick(system, topo, constants(version), op, nbytes, nvls, algo, proto)
 
 
 def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None,
                   domains: int = 1, version: str | None = None,
-                  launch: str = DEFAULT_LAUNCH, nvls: bool = True) -> Schedule:
+                  launch: str = DEFAULT_LAUNCH, nvls: bool = True, algo: str | None = None,
+                  proto: str | None = None) -> Schedule:
     """The schedule NCCL itself would pick for this call: the tuner's pick, with its channels
     as the issuing units and channels x chunk as the DES's pipeline lane."""
     if launch not in LAUNCH_MODES:
         raise InfeasibleError(f"NCCL launch mode must be one of {', '.join(LAUNCH_MODES)}")
     topo = Topology.build(system, world, domains)
-    p = choose(system, topo, op, nbytes, version, nvls)
+    p = choose(system, topo, op, nbytes, version, nvls, algo, proto)
     extra = {"launch": launch, "nccl_version": constants(version).version}
     if not nvls:
         extra["nvls"] = "off"
+    if algo:
+        extra["nccl_algo"] = algo
+    if proto:
+        extra["nccl_proto"] = proto
     if p is None:            # point-to-point: Simple over the execution channels
         g = nccl_graph.derive(system, topo, constants(version))
         return Schedule(op=op, shape=(("bytes", nbytes),), world=topo.world, domains=domains,
@@ -176,7 +271,8 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
     topo = Topology.build(system, schedule.world, schedule.domains)
     version = _extra(schedule, "nccl_version")
     p = choose(system, topo, schedule.op, schedule.dim("bytes"), version,
-               _extra(schedule, "nvls") != "off")
+               _extra(schedule, "nvls") != "off", _extra(schedule, "nccl_algo"),
+               _extra(schedule, "nccl_proto"))
     mode = _extra(schedule, "launch", DEFAULT_LAUNCH)
     gpu_s, host_s, launch_src = launch_costs(system, topo, mode)
     out = {"nccl_version": version, "launch": {"mode": mode, "gpu_s": gpu_s,
@@ -186,7 +282,14 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
         out["from_nccl_tables"] = ["channels: 2 x ring graph channels (connect.cc:460)"]
         return out
     out["pick"] = {"algorithm": p.algorithm, "protocol": p.protocol, "channels": p.channels,
-                   "threads": p.threads, "chunk_bytes": p.chunk_bytes}
+                   "threads": p.threads, "chunk_bytes": p.chunk_bytes,
+                   "forced": {"algo": _extra(schedule, "nccl_algo"),
+                              "proto": _extra(schedule, "nccl_proto")}}
+    out["run"] = {
+        "steps": "cut through" if cuts_through(schedule) else "step by step",
+        "buffers": "registered (CUDA graph capture)" if registered(schedule)
+                   else "not registered (eager call)",
+        "nvls_copies": schedule.algorithm == "nvls" and not registered(schedule)}
     out["tuner_ranked"] = [{"algorithm": a, "protocol": pr, "cost_s": round(t * 1e-6, 12),
                             "latency_s": round(lat * 1e-6, 12), "algbw_GBps": round(bw, 3)}
                            for t, a, pr, lat, bw in p.table[:top]]
@@ -197,6 +300,6 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
         "graph inputs: NVLink per-link bw (topo.h), search speed arrays (search.cc)",
         "channels: per-call reduction of 2 x ring graph channels, or nvlsChannels (enqueue.cc)",
         "chunk_bytes: NCCL buffer steps (init.cc:810-828) / NVLS chunk rule (enqueue.cc)",
-        "issue rate per rank: llMaxBws (LL) or channels x perChMaxRingLL128Bws (tuning.cc)",
+        "issue rate per rank: channels x perChMaxRingLL128Bws (tuning.cc)",
         "wire efficiency: LL 1/2, LL128 15/16 (NCCL's line formats)"]
     return out

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.nccl_constants import Constants
@@ -152,22 +153,32 @@ class Pick:
     table: tuple                 # ranked rows: (cost us, algo, proto, latency us, bw GB/s)
 
     def pipeline_depth(self) -> int:
-        """Chunks in flight per channel: NCCL_STEPS buffer slots over the chunk's steps."""
+        """Chunks in flight per channel: NCCL_STEPS buffer slots over the chunk's steps
+        (ring Simple: CHUNKSTEPS 4 slots a chunk; NVLS and the line protocols: one slot;
+        tree Simple: its chunk rule is not quoted, 2 kept)."""
         if self.protocol == "Simple" and self.algorithm == "ring":
             return NCCL_STEPS // 4
-        return NCCL_STEPS if self.protocol != "Simple" else 2
+        if self.protocol != "Simple" or self.algorithm in ("nvls", "nvls_tree"):
+            return NCCL_STEPS
+        return 2
 
 
 def pick(system: System, topo: Topology, c: Constants, op: str, nbytes: int,
-         nvls: bool = True) -> Pick | None:
-    """NCCL's choice for ``op`` (None: a point-to-point op, outside the tuner)."""
+         nvls: bool = True, algo: str | None = None, proto: str | None = None) -> Pick | None:
+    """NCCL's choice for ``op`` (None: a point-to-point op, outside the tuner). ``algo`` /
+    ``proto`` force them as NCCL_ALGO / NCCL_PROTO do: every other entry of the cost table
+    is zeroed (tuning.cc:453-462, 537-538) and the argmin runs over the rest."""
     coll = TUNED.get(op)
     if coll is None:
         return None
     g = derive(system, topo, c)
-    rows = ranked(c, g, coll, nbytes, nvls)
+    rows = [r for r in ranked(c, g, coll, nbytes, nvls)
+            if (algo is None or r[1] == algo) and (proto is None or r[2] == proto)]
     if not rows:
-        return None
+        if algo is None and proto is None:
+            return None
+        raise InfeasibleError(f"NCCL has no usable {algo or 'algorithm'}/{proto or 'protocol'} "
+                              f"for {op} here (NCCL_ALGO / NCCL_PROTO leave nothing)")
     _t, algo, proto, _lat, _bw = rows[0]
     nc, nt = call_channels(g, algo, proto, nbytes)
     return Pick(coll, algo, proto, nc, nt, chunk_bytes(g, algo, proto, nbytes, nc), c.version,

@@ -445,3 +445,31 @@ def sensitivity(points: Sequence[dict], title: str) -> Figure:
                   loc="best")
     fig.suptitle(title + "  (on each bar: the binding resource; * the best schedule changed)")
     return fig
+
+
+def roofline_shares(points: Sequence[dict], title: str) -> Figure:
+    """Percent of the roofline each way of running reaches, per program, a panel per system;
+    ``points``: system, program, baseline_pct, best_pct. Programs are sorted by the
+    baseline's share; a line joins each program's two points (the gain)."""
+    systems = list(dict.fromkeys(p["system"] for p in points))
+    fig = Figure(figsize=(13, 3.6 * len(systems)), layout="constrained")
+    for index, system in enumerate(systems, start=1):
+        ax = fig.add_subplot(len(systems), 1, index)
+        mine = sorted((p for p in points if p["system"] == system),
+                      key=lambda p: (p["baseline_pct"], p["best_pct"]))
+        xs = range(len(mine))
+        for x, p in zip(xs, mine):
+            ax.plot([x, x], [p["baseline_pct"], p["best_pct"]], color=OTHER_COLOUR, lw=0.8)
+        ax.scatter(xs, [p["baseline_pct"] for p in mine], s=14, color=PALETTE[1],
+                   marker="s", label="baseline (PyTorch + NCCL)", zorder=3)
+        ax.scatter(xs, [p["best_pct"] for p in mine], s=14, color=PALETTE[0],
+                   marker="o", label="pksim's best", zorder=3)
+        ax.set_yscale("log")
+        ax.set_ylabel("% of roofline")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([p["program"] for p in mine], rotation=90, fontsize=6)
+        ax.set_xlim(-1, len(mine))
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.set_title(f"{system}: {title}", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left")
+    return fig

@@ -7,12 +7,12 @@ import click
 
 from hwmodels.errors import PksimError
 from pksim import __version__
-from pksim.cli import calibrate, codegen, env, predict, run, systems, validate
+from pksim.cli import calibrate, codegen, env, predict, programs, run, systems, validate
 
-try:            # the what-if study, sweep and trace commands need matplotlib
-    from pksim.cli import whatif
+try:            # the what-if study, sweep, trace and programs report commands need matplotlib
+    from pksim.cli import programs_report, whatif
 except ImportError:
-    whatif = None
+    programs_report = whatif = None
 
 
 class _Group(click.Group):
@@ -35,6 +35,7 @@ def cli() -> None:
 
 def _register() -> None:
     cli.add_command(systems.systems)
+    cli.add_command(programs.programs)
     cli.add_command(predict.predict)
     cli.add_command(predict.search)
     cli.add_command(calibrate.calibrate)
@@ -46,6 +47,7 @@ def _register() -> None:
         cli.add_command(whatif.whatif)
         cli.add_command(whatif.sweep)
         cli.add_command(whatif.trace)
+        programs.programs.add_command(programs_report.report)
 
 
 _register()

@@ -7,8 +7,11 @@ import click
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
+from hwmodels.topology import Topology
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.output import emit_json, table
+from pksim.cli.programs import (print_prediction as print_program, print_search as
+                                print_program_search, program_prediction, search_program)
 from pksim.collective import as_run
 from pksim.prediction import Prediction
 from pksim.inputs import check_bytes, check_comm_sms, check_elements, check_root, check_world
@@ -17,17 +20,22 @@ from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nc
 from pksim.search import SearchResult, fused_space, search as run_search, space
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 from pksim.simulate import predict as run_predict
+from pksim.versus import versus_nccl
 from pksim.workloads.collectives import COLLECTIVES
 
 
 def op_options(fn):
     """Options shared by predict and search."""
     options = [
-        click.option("--system", "system_name", required=True,
-                     help="Shipped system name or path to a system .toml."),
+        click.option("--system", "system_name", default=None,
+                     help="Shipped system name or path to a system .toml (with --program: "
+                          "default dgx-h100)."),
+        click.option("--program", default=None, metavar="NAME|FILE",
+                     help="A whole program (a shipped name, pksim programs list, or a .toml): "
+                          "its baseline, pksim's best and its roofline."),
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override a system figure (repeatable)."),
-        click.option("--op", required=True, type=click.Choice(COLLECTIVES + FUSED_OPS),
+        click.option("--op", default=None, type=click.Choice(COLLECTIVES + FUSED_OPS),
                      help="Operation: a collective, or a fused compute + communication op."),
         click.option("--bytes", "size", default=None, metavar="SIZE",
                      help="Collectives: size as nccl-tests counts it (bytes or KiB/MiB/GiB)."),
@@ -185,6 +193,7 @@ def _print_prediction(p: Prediction) -> None:
 def _search(kw, top: int = 1):
     """The ranked predictions (the first ``top`` are the best of every candidate; the
     search prunes by lower bound what cannot be among them) and the search result."""
+    need_op(kw)
     system = load_system(kw["system_name"], kw["overrides"])
     cands = _candidates(system, kw)
     if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
@@ -192,6 +201,13 @@ def _search(kw, top: int = 1):
         return system, [p], SearchResult((p,), (), 1)
     result = run_search(system, cands, top=top, cold=kw["cold"])
     return system, list(result.ranked), result
+
+
+def need_op(kw) -> None:
+    """Without --program, --system and --op are required."""
+    for key, flag in (("system_name", "--system"), ("op", "--op")):
+        if kw.get(key) is None:
+            raise click.UsageError(f"Missing option '{flag}' (or give --program).")
 
 
 @click.command()
@@ -202,13 +218,28 @@ def predict(**kw) -> None:
     Collectives take --bytes; gemm-rs, gemm-ar and ag-gemm take --m --n --k
     (each rank's own GEMM); ring-attention and ulysses-attention take --batch --heads
     --seq --head-dim; moe-dispatch-gemm and moe-combine take --tokens --hidden
-    --experts --topk --expert-hidden [--skew]."""
+    --experts --topk --expert-hidden [--skew]. --program NAME|FILE predicts a whole program
+    (pksim programs list): the baseline as PyTorch + NCCL run it, pksim's best, the roofline."""
+    if kw["program"]:
+        p = program_prediction(kw)
+        if kw["as_json"]:
+            emit_json(p.to_dict(timeline=True))
+        else:
+            print_program(p)
+        return
     system, ranked, _ = _search(kw, top=1)
     best = ranked[0]
     if kw["as_json"]:
         out = best.to_dict()
         if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
             out["nccl"] = nccl_report(system, best.schedule)
+        elif best.schedule.op in COLLECTIVES and best.schedule.world > 1 \
+                and not Topology.build(system, best.schedule.world,
+                                       best.schedule.domains).virtual:
+            # pk's schedule against NCCL's own pick: both bindings, the difference itemised
+            out["vs_nccl"] = versus_nccl(system, best.schedule.op, best.nbytes,
+                                         best.schedule.world, best.schedule.domains,
+                                         kw.get("launch", DEFAULT_LAUNCH), pk=best)
         emit_json(out)
     else:
         _print_prediction(best)
@@ -224,6 +255,13 @@ def search(top: int, **kw) -> None:
     found by branch and bound (the table says how many were simulated and pruned)."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
+    if kw["program"]:
+        found = search_program(kw, top)
+        if kw["as_json"]:
+            emit_json(found)
+        else:
+            print_program_search(found)
+        return
     _system, ranked, result = _search(kw, top=top)
     infeasible = result.infeasible
     if kw["as_json"]:

@@ -17,7 +17,7 @@ from validation.environment import require
 from validation.layout import (CASES, FUSED_DIR, FUSED_MEASURED, MEASURED, gpu_missing,
                                split_hint)
 from validation.prepare.bundle import prepare
-from validation.published.judge import judge, miss_reason
+from validation.published.judge import judge, miss_reason, versus
 from validation.published.nccl_tests import parse_nccl_tests, parse_tuning, read_text
 from validation.published.pages import DOCS_DIR, HEADER, as_dict, summary_rows, write_pages
 from validation.published.schema import MODES, NVLS, PROCESSES
@@ -213,9 +213,10 @@ def _published(out: Path | None, force: bool, write_docs: bool, as_json: bool) -
         raise ConfigError("--write-docs writes docs/validation: give it or -o DIR, not both")
     target = DOCS_DIR if write_docs else (out or Path("pksim-out/published"))
     reports = judge()
-    files = write_pages(reports, target, force or write_docs)
+    vs = versus()
+    files = write_pages(reports, target, force or write_docs, vs)
     if as_json:
-        emit_json(as_dict(reports) | {"files": [str(f) for f in files]})
+        emit_json(as_dict(reports, vs) | {"files": [str(f) for f in files]})
         return
     rows = [HEADER] + summary_rows(reports)
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
@@ -230,6 +231,15 @@ def _published(out: Path | None, force: bool, write_docs: bool, as_json: bool) -
         for p in bad:
             click.echo(f"  pick: {r.name}: {p.coll} {p.bytes} B logged {p.logged}, "
                        f"model {p.model}")
+    for v in vs:
+        d = v["difference_parts"]
+        click.echo(f"  pk vs NCCL: {v['system']} all-reduce {v['bytes'] >> 20} MiB: "
+                   f"{v['pk']['label']} ({v['pk']['binding']}) "
+                   f"{v['pk']['time_s'] * 1e6:.1f} us, {v['nccl']['label']} "
+                   f"({v['nccl']['binding']}) {v['nccl']['time_s'] * 1e6:.1f} us; "
+                   f"{'same' if v['same_binding'] else 'DIFFERENT'} binding; pk - NCCL: "
+                   + ", ".join(f"{k.removesuffix('_s')} {x * 1e6:+.1f}" for k, x in d.items())
+                   + " us")
     click.echo(f"  wrote {files[0]} and {len(files) - 1} plots")
 
 

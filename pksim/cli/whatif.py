@@ -16,7 +16,8 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time, parse_bytes_range
 from pksim import plots, report
-from pksim.cli.predict import _candidates, op_options
+from pksim.cli.predict import _candidates, need_op, op_options
+from pksim.cli.programs import program_prediction
 from pksim.cli.output import emit_json, json_entry, table
 from pksim.inputs import check_root, check_world
 from pksim.plots import OutputDir
@@ -24,6 +25,7 @@ from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, chec
                           default_workers, recorded, resume_from, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
 from pksim.simulate import predict as run_predict
+from pksim.programs.trace import chrome_trace as program_trace, gantt_rows as program_gantt
 from pksim.trace import chrome_trace
 from pksim.study import KNOWN_OPS, Case, Variant, default_study, find_study, load_variants
 from pksim.workloads.collectives import COLLECTIVES
@@ -343,7 +345,12 @@ def _trace_command():
     def trace(output, force, gantt, **kw) -> None:
         """The timeline of one prediction as a Chrome/Perfetto trace: a track per rank,
         per SM group (fused ops: compute SMs and communication SMs) and per link class
-        (without --algorithm etc., the best schedule)."""
+        (without --algorithm etc., the best schedule). With --program: the program's
+        baseline and pksim's best, a track per lane and the host."""
+        if kw["program"]:
+            _trace_program(output, force, gantt, kw)
+            return
+        need_op(kw)
         system = load_system(kw["system_name"], kw["overrides"])
         collective = kw["op"] in COLLECTIVES
         size = kw["size"] if collective else "-".join(
@@ -377,6 +384,30 @@ def _trace_command():
         click.echo("open the .json in https://ui.perfetto.dev or chrome://tracing")
 
     return trace
+
+
+def _trace_program(output, force, gantt, kw) -> None:
+    p = program_prediction(kw)
+    path = Path(output) if output else OUT_ROOT / "trace" / f"{p.system}-{p.program}.json"
+    if path.suffix != ".json":
+        raise ConfigError(f"-o {path}: the trace is JSON; name it FILE.json")
+    out = OutputDir(path.parent, force)
+    stem = path.stem + "-gantt"
+    out.check([path.name] + (plots.plot_files([stem]) if gantt else []))
+    out.write_json(path.name, program_trace(p))
+    if gantt:
+        out.save(plots.gantt(program_gantt(p), f"{p.program} on {p.system}: baseline "
+                             f"{format_time(p.baseline_s)}, pksim {format_time(p.best_s)}"),
+                 stem, program_gantt(p))
+    if kw["as_json"]:
+        emit_json({"prediction": p.to_dict(timeline=True),
+                   "files": [str(f) for f in out.written]})
+        return
+    click.echo(f"program {p.program} on {p.system}: baseline {format_time(p.baseline_s)}, "
+               f"pksim {format_time(p.best_s)} ({p.speedup:.2f}x)")
+    for f in out.written:
+        click.echo(f"wrote {f}")
+    click.echo("open the .json in https://ui.perfetto.dev or chrome://tracing")
 
 
 trace = _trace_command()

@@ -54,7 +54,7 @@ def test_units_are_converted_to_si_once():
     assert h100.gpu.nvlink.bandwidth_Bps == 18 * 25e9          # 18 links = 450 GB/s
     assert h100.gpu.sm.clock_Hz == 1980e6
     assert h100.gpu.l2.capacity_B == 50 * 1024**2
-    assert h100.gpu.nvlink.latency_s == pytest.approx(1e-6)
+    assert h100.gpu.nvlink.latency_s == pytest.approx(310e-9)     # latency_ns = 310
     assert h100.scaleout.nic_bandwidth_Bps == 400e9 / 8        # 400 Gb/s = 50 GB/s
     assert h100.gpu.tensor.flops_bf16 == pytest.approx(989.4e12)
 

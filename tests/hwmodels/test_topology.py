@@ -31,7 +31,7 @@ def test_one_tier_path_is_egress_switch_ingress():
     path = topo.gpu_path(0, 5)
     assert path.resources == ("nvl_out[0]", "sw1[0]", "nvl_in[5]")
     assert path.hops == ("gpu0", "sw1.0", "gpu5")
-    assert path.latency_s == pytest.approx(1e-6)     # gpu.nvlink.latency_ns = 1000
+    assert path.latency_s == pytest.approx(310e-9)   # gpu.nvlink.latency_ns = 310
 
 
 def test_two_tier_path_climbs_only_when_it_must():

@@ -7,7 +7,8 @@ import pytest
 
 from hwmodels.catalog import load_system
 from hwmodels.topology import Topology
-from pksim.nccl import nccl_schedule
+from hwmodels.errors import InfeasibleError
+from pksim.nccl import nccl_schedule, report as nccl_report
 from pksim.nccl_constants import constants
 from pksim.nccl_graph import derive, pick
 from pksim.nccl_tuner import table
@@ -97,17 +98,12 @@ def test_versions_change_the_nvls_figures(h200):
         pytest.approx(0 + 2 * 7 * 28.0)
 
 
-# Known failure, left visible: on dgx-h100 NCCL's tuner keeps ring/LL up to 1 MiB (its cost
-# 28.0 us against NVLS 28.9), but the DES prices that ring at 28 us (14 steps x the 1 us
-# NVLink latency estimate + LL at llMaxBw) while NVLS at 2 MiB simulates in 19 us: the
-# time is not monotonic at the crossover in graph mode (one-thread's host floor hides it).
-# Measured (curve A) 1 MiB ring/LL takes 11 us: the ring/LL DES is too slow, not the pick.
-NON_MONOTONIC = pytest.mark.xfail(strict=True, reason="ring/LL DES too slow at the NVLS "
-                                  "crossover on dgx-h100 (see comment)")
-
-
+# At NCCL's ring/LL -> NVLS crossover on dgx-h100 (1 -> 2 MiB; curve A measures 11.1 and
+# 16.1 us in graph mode) the DES keeps the order: ring/LL at 1 MiB costs its LL line format on
+# the wire and one NVLink latency (D41), NVLS at 2 MiB its lane's handshakes and its loads'
+# round trip to every rank's memory (D41, D40).
 @pytest.mark.parametrize("name, launch", [
-    pytest.param("dgx-h100", "graph", marks=NON_MONOTONIC), ("dgx-h100", "one-thread"),
+    ("dgx-h100", "graph"), ("dgx-h100", "one-thread"), ("dgx-h100", "eager"),
     ("gb200-nvl72", "graph"), ("gb200-nvl72", "one-thread")])
 def test_larger_message_never_faster(name, launch):
     system = load_system(name)
@@ -153,3 +149,50 @@ def test_launch_modes_order_small_messages():
     # one thread issuing 8 launches cannot beat 8 x launch_api_us
     assert t["one-thread"] >= 8 * system.gpu.sync.launch_api_s
     assert t["graph"] <= t["eager"] <= t["one-thread"]
+
+
+def test_forced_algorithm_and_protocol_pick_over_the_rest():
+    # NCCL_ALGO / NCCL_PROTO zero every other entry of the cost table (tuning.cc:453-462,
+    # 537-538): on dgx-h100 at 1 GiB the free pick is NVLS; forcing Ring gives ring/Simple,
+    # forcing LL128 as well ring/LL128; NVLS with LL is no entry at all
+    system = load_system("dgx-h100")
+    topo = Topology.build(system)
+    c = constants()
+    assert pick(system, topo, c, "all-reduce", 1 << 30).algorithm == "nvls"
+    ring = pick(system, topo, c, "all-reduce", 1 << 30, algo="ring")
+    assert (ring.algorithm, ring.protocol) == ("ring", "Simple")
+    ll128 = pick(system, topo, c, "all-reduce", 1 << 30, algo="ring", proto="LL128")
+    assert (ll128.algorithm, ll128.protocol) == ("ring", "LL128")
+    with pytest.raises(InfeasibleError, match="NCCL_ALGO"):
+        pick(system, topo, c, "all-reduce", 1 << 30, algo="nvls", proto="LL")
+    s = nccl_schedule(system, "all-reduce", 1 << 30, algo="ring", proto="LL128")
+    assert (s.algorithm, s.protocol) == ("ring", "LL128")
+    assert nccl_report(system, s)["pick"]["forced"] == {"algo": "ring", "proto": "LL128"}
+
+
+def test_ring_ll_cuts_through_and_nvls_copies_only_unregistered():
+    # ring/LL at 128 B on dgx-h100 in a CUDA graph: 14 steps of one NVLink crossing each
+    # (0.31 us, the flag rides in the line; D40, D41) behind a graph node's launch (1.3 us):
+    # 1.3 + 14 x 0.31 = 5.64 us, the data itself a few ns
+    system = load_system("dgx-h100")
+    s = nccl_schedule(system, "all-reduce", 128, launch="graph")
+    assert (s.algorithm, s.protocol) == ("ring", "LL")
+    t = predict(system, s).time_s
+    assert t == pytest.approx(system.gpu.sync.kernel_launch_s + 14 * system.gpu.nvlink.latency_s,
+                              rel=1e-3)
+    assert t == pytest.approx(5.64e-6, rel=1e-3)
+    # at 1 MiB the 14 steps' data share the links at once: the time is the links' work (LL
+    # carries 8 B in 16 at the register efficiency: 2 x 7/8 MiB / (450 GB/s x 0.76 / 2)) and
+    # one crossing, not the sum of 14 crossings and the work
+    s = nccl_schedule(system, "all-reduce", 1 << 20, launch="graph")
+    link = 2 * 7 / 8 * (1 << 20) / (450e9 * 0.76 / 2)
+    p = predict(system, s)
+    assert p.time_s < system.gpu.sync.kernel_launch_s + link + 2 * system.gpu.nvlink.latency_s
+    assert p.time_s > system.gpu.sync.kernel_launch_s + link
+    # NVLS at 1 GiB: an eager call copies through NCCL's buffers (2 x 1 GiB on the copy
+    # warps per rank), a captured one does not (D42); both are bound by the NVLink ports
+    eager = predict(system, nccl_schedule(system, "all-reduce", 1 << 30, launch="eager"))
+    graph = predict(system, nccl_schedule(system, "all-reduce", 1 << 30, launch="graph"))
+    assert "copy" in eager.breakdown and "copy" not in graph.breakdown
+    assert eager.bound_resource == graph.bound_resource == "nvl_in"
+    assert graph.time_s < eager.time_s < 1.1 * graph.time_s

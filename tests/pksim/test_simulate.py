@@ -18,13 +18,15 @@ from tests.pksim.cases import GiB, H100, sched
 def test_one_nvlink_hop():
     # broadcast from rank 0 to rank 1 on dgx-h100 with TMA and every SM (issue not binding).
     # The generated broadcast pulls: rank 1 reads the root's buffer (a read is a round trip,
-    # 2 x 1 us path latency, plus a TMA message's round trip t = tma_message_half_bytes /
-    # gpu.transfer_remote: tma_message_half_bytes / tma_write_per_sm), the root copies its own locally
-    # (HBM, far from binding); the writes are local, so the kernel ends a bulk-store round
-    # trip t after the data (its one phase signals nobody):
+    # 2 x 0.31 us path latency, plus a TMA message's round trip t = tma_message_half_bytes /
+    # gpu.transfer_remote: tma_message_half_bytes / tma_write_per_sm), the root copies its own
+    # locally (HBM, far from binding); the writes are local. The ranks are separate GPUs, so
+    # the kernel meets both at its entry and exit (D43): an entry barrier (the arrivals'
+    # 0.31 us path, a release 0.55 us and a system-scope flag 0.918 us) and, after the data
+    # and a bulk-store round trip t, the exit's release and flag (1.468 us):
     # launch (a kernel on a stream, 2.16 us, and a moving kernel's start, 0.77 us; its grid
-    # of 132 blocks, one per SM, adds nothing) + 2 us + t + S / (450 GB/s x 0.78 TMA
-    # efficiency) + t. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
+    # of 132 blocks, one per SM, adds nothing) + 1.778 us + 0.62 us + t + S / (450 GB/s x
+    # 0.78 TMA efficiency) + t + 1.468 us. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
     from hwmodels.sm import grid_start_s, tma_latency_s
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
@@ -34,10 +36,13 @@ def test_one_nvlink_hop():
     r = s.gpu.transfer_remote
     assert t == pytest.approx(r.tma_message_half_B / r.tma_write_Bps_per_sm)
     assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
-    expected = s.gpu.sync.stream_launch_s + 0.77e-6 + lat + 2 * t + GiB / link
+    flag = s.gpu.sync.release_s + s.gpu.sync.flag_latency_sys_s
+    assert flag == pytest.approx(1.468e-6)
+    barriers = s.gpu.nvlink.latency_s + 2 * flag
+    expected = s.gpu.sync.stream_launch_s + 0.77e-6 + lat + 2 * t + GiB / link + barriers
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(2.16e-6 + 0.77e-6 + 2e-6 + 2 * t + 1073741824 / 351e9,
-                                     rel=1e-6)
+    assert p.time_s == pytest.approx(2.16e-6 + 0.77e-6 + 0.62e-6 + 2 * t + 1073741824 / 351e9
+                                     + 1.778e-6 + 1.468e-6, rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
@@ -184,16 +189,19 @@ FAST_SMS = [f"gpu.transfer.tma_move_{k}_ns_per_KiB=0.001" for k in ("base", "des
 def test_ring_all_reduce_on_8_gpus():
     # The generated ring: 8 reduce-scatter phases (the last one local), 7 all-gather phases;
     # SMs made fast enough never to bind. 14 phases store S/8 over one link at 450 x 0.78 =
-    # 351 GB/s: 1 us path latency, the data, 1 us for the writes to land, the block's
+    # 351 GB/s: 0.31 us path latency, the data, 0.31 us for the writes to land, the block's
     # release (sync.release_ns, r) and a 0.918 us system-scope flag; the local phase sums two
     # of the rank's own chunks into its output (3 x S/8 of HBM traffic at C = 3.35 TB/s x
-    # hbm.efficiency) and hands off (r + 0.918 us); the last phase signals nobody:
-    # time = 2.16 us + 14 x (2.918 us + r + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
+    # hbm.efficiency) and hands off (r + 0.918 us); the last phase's hand-off is the kernel's
+    # exit barrier, and its entry barrier costs the arrivals' 0.31 us, r and the flag (D43):
+    # time = 2.16 us + 14 x (1.538 us + r + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
+    #        + (0.31 us + r + 0.918 us)
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
-    # for the second buffer (gpu.transfer.move_buffer_latency, b) and wait for a stage slot
-    # (32 KiB / 3) of both sources, local, before their first store (pksim.moves.tma_fill_s:
-    # f = 2 x 32768 / 3 B at the per-SM TMA rate): + 7 (b + f). Each GPU's kernel starts in
+    # for the second buffer (gpu.transfer.move_buffer_latency, b); the 6 that store to the
+    # next GPU wait for no first chunk of their own sources (D38), the local one waits for a
+    # stage slot (32 KiB / 3) of both at the per-SM TMA rate (pksim.moves.tma_fill_s:
+    # f = 2 x 32768 / 3 B / 38.5 GB/s): + 7 b + f. Each GPU's kernel starts in
     # transfer.move_start (0.77 us; 132 blocks, one per SM, add nothing).
     from hwmodels.sm import grid_start_s, tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
@@ -203,23 +211,26 @@ def test_ring_all_reduce_on_8_gpus():
     flag = handoff + 2 * tma_latency_s(s.gpu, remote=True)
     step = 2 * s.gpu.nvlink.latency_s + flag + GiB / 8 / link
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
-    last = -handoff
+    entry = s.gpu.nvlink.latency_s + handoff
     fill = 2 * (32768 / 3) / s.gpu.transfer.tma_local_Bps_per_sm
-    extra = 7 * (s.gpu.transfer.move_buffer_latency_s + fill) + 0.77e-6
+    extra = 7 * s.gpu.transfer.move_buffer_latency_s + fill + 0.77e-6
     assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
-    assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + last
+    assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + entry
                                      + extra, rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)
 
 
 def test_two_flows_sharing_one_port_get_half_each():
     # gather to rank 0 from ranks 1 and 2: both shards (S/3) enter rank 0's one NVLink
-    # port, so each gets half of 351 GB/s: time = launch + 1 us + (S/3) / 175.5 GB/s + signal
+    # port, so each gets half of 351 GB/s: time = launch + entry barrier (the arrivals'
+    # 0.31 us, a release and a system-scope flag: D43) + 0.31 us + (S/3) / 175.5 GB/s + signal
     s = H100
     p = predict(s, sched("gather", world=3, algorithm="direct"))
     half = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma / 2
     lat = s.gpu.nvlink.latency_s
-    expected = s.gpu.sync.stream_launch_s + lat + (GiB / 3) / half + lat + s.gpu.sync.flag_latency_s
+    entry = lat + s.gpu.sync.release_s + s.gpu.sync.flag_latency_sys_s
+    expected = (s.gpu.sync.stream_launch_s + entry + lat + (GiB / 3) / half + lat
+                + s.gpu.sync.flag_latency_s)
     assert p.time_s == pytest.approx(expected, rel=1e-9)
 
 

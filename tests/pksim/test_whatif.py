@@ -342,8 +342,8 @@ def test_user_system_file_with_inherits(tmp_path):
         # rate, validation/microbench/fused_pull.cu, would take longer)
         best = {r["system"]: r["label"] for r in rows if r["shape"] == shape}
         if all("none" in str(b) for b in best.values()):
-            # the library GEMM then NCCL's reduce-scatter wins on both: NCCL's ring/LL issues
-            # at its llMaxBw, not at the links' rate, so faster links may tie
+            # the library GEMM then NCCL's reduce-scatter wins on both: its time may be the
+            # GEMM's or a host floor, so faster links may tie
             assert t <= times[("dgx-h100", shape)]
             continue
         assert t < times[("dgx-h100", shape)], best

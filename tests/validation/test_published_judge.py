@@ -82,3 +82,40 @@ def test_cli_published_refuses_to_overwrite(tmp_path):
     assert res.exit_code == 2 and "--force" in res.output
     res = CliRunner().invoke(cli, ["validate", "--published", "--write-docs", "-o", str(out)])
     assert res.exit_code == 2
+
+
+def test_forced_algorithm_and_protocol(reports):
+    # NVIDIA/nccl PR #2343 forced Ring/LL128 (NCCL_ALGO, NCCL_PROTO): the model's pick over
+    # the remaining entries is ring/LL128 too, not its free choice (ring/Simple at 1 GiB)
+    by = {r.name: r for r in reports}
+    for c in by["b200-2gpu-allreduce-ring-ll128-nccl-pr2343"].curves:
+        assert [p.label for p in c.points] == ["nccl/ring/LL128"]
+    # the Megatron series force Ring on all-gather / reduce-scatter: ring at every size
+    for c in by["h100-8gpu-ag-rs-symmetric-megatron-pr5596"].curves:
+        assert all(p.label.startswith("nccl/ring/") for p in c.points if p.label)
+
+
+def test_bound_rows_and_stated_launch(reports):
+    # nccl-tests#333: "under 8 us" (at-most): a prediction below the bound is no error
+    from validation.published.judge import Point
+    assert Point(1024, 8e-6, 4e-6, qualifier="at-most").error == 0.0
+    assert Point(1024, 8e-6, 10e-6, qualifier="at-most").error == pytest.approx(0.25)
+    assert Point(1024, 8e-6, 4e-6, qualifier="at-least").error == pytest.approx(-0.5)
+    assert Point(1024, 8e-6, 10e-6, qualifier="at-least").error == 0.0
+    by = {r.name: r for r in reports}
+    gb = by["gb200-4gpu-allreduce-small-nccl-tests333"].curves[0].points[0]
+    assert gb.qualifier == "at-most" and gb.predicted_s < gb.measured_s and gb.error == 0.0
+    # curve F: one process drives the 8 B200s, mode not stated: nccl-tests' default, one
+    # thread without a CUDA graph
+    f = by["b200-8gpu-allreduce"].curves[0]
+    assert f.launch == "one-thread" and "nccl-tests' default" in f.note
+
+
+def test_versus_table_in_the_pages(reports, tmp_path):
+    from validation.published.judge import versus
+    rows = versus(("dgx-h100",), (256 << 20,))
+    assert len(rows) == 1 and rows[0]["same_binding"]
+    assert rows[0]["pk"]["binding_group"] == rows[0]["nccl"]["binding_group"] == "nvlink"
+    page = markdown(reports[:1], rows)
+    assert "## pk against NCCL from 64 MiB" in page and "| dgx-h100 | 256 |" in page
+    assert as_dict(reports[:1], rows)["versus_nccl"][0]["system"] == "dgx-h100"

@@ -29,6 +29,7 @@ from pksim.nccl_constants import constants
 from pksim.nccl_graph import pick
 from pksim.search import best
 from pksim.simulate import predict
+from pksim.versus import versus_nccl
 from validation.published.corpus import Entry, Row, Series, load_corpus
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -77,12 +78,20 @@ class Point:
     label: str | None = None          # the schedule (NCCL's pick or pk's best)
     bound: str | None = None          # the binding resource of the prediction
     reason: str | None = None         # why not predicted
+    qualifier: str = "exact"          # the row's: "at-most" / "at-least" bound the time
 
     @property
     def error(self) -> float | None:
+        """predicted / measured - 1; a row that only bounds the time ("under 8 us":
+        at-most) counts a prediction on the bound's right side as no error."""
         if self.predicted_s is None or not self.measured_s:
             return None
-        return self.predicted_s / self.measured_s - 1
+        err = self.predicted_s / self.measured_s - 1
+        if self.qualifier == "at-most":
+            return max(0.0, err)
+        if self.qualifier == "at-least":
+            return min(0.0, err)
+        return err
 
 
 @dataclass
@@ -181,6 +190,9 @@ def launch_mode(entry: Entry) -> tuple[str, str | None]:
             return "eager", None
         return "one-thread", (None if procs == "one"
                               else "processes not stated: one thread for all GPUs assumed")
+    if procs == "one":
+        return "one-thread", ("launch mode not stated: one process drives every GPU, without "
+                              "a CUDA graph (nccl-tests' default) assumed")
     return "eager", "launch mode not stated: eager (one process per GPU) assumed"
 
 
@@ -214,7 +226,8 @@ def _curve(entry: Entry, system, series: Series, version: str | None) -> Curve:
     curve = Curve(series.label, impl, kind, alg, launch, world, [], assumed)
     for row in series.rows:
         nbytes = row.bytes
-        point = Point(nbytes, measured_s(entry, series, row, nbytes) if nbytes else None)
+        point = Point(nbytes, measured_s(entry, series, row, nbytes) if nbytes else None,
+                      qualifier=_time_qualifier(row.qualifier, row))
         curve.points.append(point)
         if kind == "other":
             point.reason = UNPREDICTED_IMPLS.get(impl, f"implementation {impl!r} not modelled")
@@ -227,15 +240,34 @@ def _curve(entry: Entry, system, series: Series, version: str | None) -> Curve:
             point.reason = "no time or bandwidth to compare"
         else:
             _predict(point, system, op, nbytes, world, kind, alg, launch, version,
-                     entry.environment["nvls"] != "off")
+                     entry.environment["nvls"] != "off", forced(entry, series))
     return curve
 
 
-def _predict(point: Point, system, op, nbytes, world, kind, alg, launch, version, nvls):
+def _time_qualifier(qualifier: str, row: Row) -> str:
+    """A row's qualifier as a bound on the time: a bandwidth "at-least" bounds the time from
+    above."""
+    if qualifier not in ("at-most", "at-least") or row.time_s is not None:
+        return qualifier
+    return "at-most" if qualifier == "at-least" else "at-least"
+
+
+def forced(entry: Entry, series: Series) -> tuple[str | None, str | None]:
+    """The algorithm and protocol the measurement forced (NCCL_ALGO / NCCL_PROTO: the
+    series', else the entry's [environment]), in NCCL's table names, or None."""
+    algo = series.algo or entry.environment.get("algo")
+    proto = series.proto or entry.environment.get("proto")
+    return (_norm_algo(algo) if algo else None,
+            PROTOS.get(proto.lower(), proto) if proto else None)
+
+
+def _predict(point: Point, system, op, nbytes, world, kind, alg, launch, version, nvls,
+             force=(None, None)):
     try:
         if kind == "nccl":
             p = predict(system, nccl_schedule(system, op, nbytes, world, version=version,
-                                              launch=launch, nvls=nvls))
+                                              launch=launch, nvls=nvls, algo=force[0],
+                                              proto=force[1]))
         else:
             p = best(system, op, nbytes, world, algorithms=(alg,))
     except PksimError as exc:
@@ -333,10 +365,29 @@ def miss_reason(curve: Curve) -> str | None:
             f"{abs(worst.error):.0%} ({worst.label}, bound by {worst.bound})")
 
 
+# pk's best schedule against NCCL's pick where both have the switch's reduction (NVLS):
+# the systems the judged entries map to, at sizes from 64 MiB (pksim.versus, D44)
+VERSUS_SYSTEMS = ("dgx-h100", "hgx-h200", "dgx-b200")
+VERSUS_BYTES = (64 * MiB, 256 * MiB, 1024 * MiB)
+
+
+def versus(systems: tuple[str, ...] = VERSUS_SYSTEMS,
+           sizes: tuple[int, ...] = VERSUS_BYTES) -> list[dict]:
+    """All-reduce: pk's best schedule against NCCL's pick (its default launch), each with its
+    binding resource and time, and the difference itemised (pksim.versus.versus_nccl)."""
+    rows = []
+    for name in systems:
+        system = load_system(name)
+        for nbytes in sizes:
+            rows.append({"system": name, "bytes": nbytes,
+                         **versus_nccl(system, "all-reduce", nbytes)})
+    return rows
+
+
 def judge(entries: tuple[Entry, ...] | None = None) -> list[EntryReport]:
     """The whole corpus judged (``entries`` default: every shipped entry)."""
     return [judge_entry(e) for e in (entries if entries is not None else load_corpus())]
 
 
-__all__ = ["judge", "judge_entry", "EntryReport", "Curve", "Point", "Pick", "BANDS",
+__all__ = ["judge", "judge_entry", "versus", "EntryReport", "Curve", "Point", "Pick", "BANDS",
            "SYSTEMS", "TARGETS", "miss_reason", "band_of", "stats"]

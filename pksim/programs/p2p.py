@@ -1,0 +1,100 @@
+"""A send/recv batch (``torch.distributed.batch_isend_irecv``) as its exact transfers: every
+rank of every group of the partition sends each of its ``send`` entries to the member that many
+places along (dropped past an end of the group without ``wrap``), all at once, as one step on
+the fluid model (``pksim.collective.assemble``).
+
+NCCL runs the batch as point-to-point sends on its p2p channels with the Simple protocol
+(``pksim.nccl.nccl_schedule``'s point-to-point schedule); pk as one kernel whose SMs (or copy
+engines) store each payload to its peer, with the communication SMs and mechanism searched.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from hwmodels.errors import InfeasibleError
+from hwmodels.system import System
+from hwmodels.topology import Topology
+from pksim.cache import BoundedCache
+from pksim.collective import assemble, simulate
+from pksim.nccl import nccl_schedule
+from pksim.program import Program as Steps, Step, Transfer
+from pksim.programs.check import peer_position
+from pksim.programs.costs import Choice
+from pksim.programs.model import Op, Program
+from pksim.schedule import Schedule
+
+_RUNS = BoundedCache(1024)
+# pk's candidates for a batch: mechanism x communication SMs
+PK_MECHANISMS = ("tma", "register", "copy-engine")
+PK_SMS = (4, 8, 16, 32)
+
+
+def transfers(program: Program, op: Op) -> tuple[tuple[int, int, int], ...]:
+    """(source rank, destination rank, bytes) of every send of the batch, over all ranks."""
+    t = program.tensors
+    wrap = op.param("wrap", True)
+    out = []
+    for part in program.groups[op.group].parts:
+        n = len(part)
+        for p, rank in enumerate(part):
+            for e in op.p2p:
+                q = peer_position(p, e.offset, n, wrap) if e.send else None
+                if q is not None:
+                    out.append((rank, part[q], t[e.tensor].nbytes))
+    return tuple(out)
+
+
+def per_rank(program: Program, op: Op) -> list[tuple[float, float]]:
+    """(bytes sent, bytes received) per rank."""
+    load = [[0.0, 0.0] for _ in range(program.world)]
+    for src, dst, nbytes in transfers(program, op):
+        load[src][0] += nbytes
+        load[dst][1] += nbytes
+    return [(s, r) for s, r in load]
+
+
+def _steps(moves: tuple[tuple[int, int, int], ...], world: int, key: str) -> Steps:
+    step = Step(("p2p", key), lambda: [Transfer(s, d, float(b), "copy", ((s, d, i),))
+                                       for i, (s, d, b) in enumerate(moves)])
+    return Steps([step], world)
+
+
+def sendrecv_choices(system: System, program: Program, op: Op) -> tuple[Choice, Choice]:
+    """(NCCL's point-to-point sends, pksim's best) for a send/recv batch."""
+    moves = transfers(program, op)
+    key = hashlib.sha256(repr((program.world, moves)).encode()).hexdigest()[:16]
+    hit = _RUNS.lookup(system, (id(system), key))
+    if hit is not None:
+        return hit
+    busiest = max(max(s, r) for s, r in per_rank(program, op)) or 1
+    world = program.world
+    nccl = nccl_schedule(system, "all-to-all", int(busiest), world)
+    nccl = nccl.with_(extra=tuple(sorted(nccl.extra + (("p2p", key),))))
+    nccl_choice = Choice(_run(system, nccl, moves, key), "nccl/p2p/Simple",
+                         nccl.comm_sms, nccl)
+    best = nccl_choice
+    sms_max = Topology.build(system, world).sms_per_rank()
+    for mech in PK_MECHANISMS:
+        for sms in (PK_SMS if mech != "copy-engine" else (1,)):
+            if sms > sms_max:
+                continue
+            sched = Schedule(op="all-to-all", shape=(("bytes", int(busiest)),), world=world,
+                             algorithm="direct", mechanism=mech, comm_sms=sms,
+                             extra=(("p2p", key),))
+            try:
+                time_s = _run(system, sched, moves, key)
+            except InfeasibleError:
+                continue
+            if time_s < best.time_s:
+                label = f"p2p/{mech}" + ("" if mech == "copy-engine" else f"/{sms}sm")
+                best = Choice(time_s, label, 0 if mech == "copy-engine" else sms, sched)
+    return _RUNS.store(system, (id(system), key), (nccl_choice, best))
+
+
+def _run(system: System, schedule: Schedule, moves, key: str) -> float:
+    """The batch's time alone, without NCCL's host floor of back-to-back calls (the program's
+    scheduler issues the launches itself)."""
+    topo = Topology.build(system, schedule.world)
+    model = assemble(system, schedule, topo, _steps(moves, topo.world, key))
+    model.host_floor_s = 0.0
+    return simulate(model).time_s

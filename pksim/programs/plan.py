@@ -1,0 +1,345 @@
+"""The two ways a program runs: as PyTorch + NCCL run it (the baseline), and pksim's best.
+
+Baseline: one task per op in program order on one stream: library kernels (a memory-bound op
+as the ``kernels`` PyTorch launches for it), NCCL's own pick for every collective and
+point-to-point batch, host reads where the program has them.
+
+pksim's best (docs/design.md, "Programs: pksim's best"), each rewrite kept only where it is
+faster than what it replaces, judged on the ops' times alone:
+1. a GEMM whose only reader is a reduce-scatter or all-reduce of its output, or whose A is
+   read only from an all-gather's output, runs as pksim's fused op (gemm-rs, gemm-ar,
+   ag-gemm: the fused search, pksim.search.fused_space);
+2. a memory-bound op that only feeds a collective, or is the only reader of its output, runs
+   in the collective's kernel (a prologue or epilogue of pk's best schedule): one launch less,
+   and the bytes of the collective's own tensor not read or written again;
+3. consecutive independent collectives of one kind, group, reduction and root run as one
+   call carrying all their bytes;
+4. every other op alone: compute as in the baseline but a memory-bound op as one kernel, each
+   communication op at the faster of pk's best schedule and NCCL's pick;
+then the tasks run on a compute and a communication lane (``pksim.programs.timeline``).
+Merges never create a dependency cycle (a merge that would is not made). Why: docs/decisions.md
+D46.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from hwmodels.errors import ConfigError, InfeasibleError
+from hwmodels.system import System
+from pksim.programs.costs import (SCHEDULE_DTYPE, Call, best_call, calls, compute_s, memory_s,
+                                  nccl_call, pk_call)
+from pksim.programs.model import COLLECTIVE_KINDS, DTYPE_BYTES, GEMM_KINDS, Op, Program
+from pksim.programs.p2p import sendrecv_choices
+from pksim.programs.timeline import Task
+from pksim.search import fused_space, search
+
+COMPUTE_LABEL = {"gemm": "library GEMM", "grouped-gemm": "library grouped GEMM",
+                 "conv": "library convolution", "attention": "library attention"}
+FUSABLE_DTYPES = ("bf16", "fp16")
+COALESCE = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce")
+
+
+@dataclass(frozen=True)
+class Plan:
+    tasks: tuple[Task, ...]
+    task_of: dict[str, int]          # op -> the (last) task that runs it
+    notes: tuple[str, ...] = ()
+
+
+# ---- one op -------------------------------------------------------------------------------------
+def _compute_task(system: System, op: Op, kernels: int) -> Task:
+    if op.param("kernels", 1) == 0:           # a rebinding: no kernel, only the order
+        return Task(op.name, (op.name,), ("compute",), 0.0, "compute", "no kernel (rebinding)",
+                    launches=0)
+    launch = system.gpu.sync.stream_launch_s
+    label = COMPUTE_LABEL.get(op.kind) or f"{op.kind} ({kernels} kernel{'s' * (kernels > 1)})"
+    return Task(op.name, (op.name,), ("compute",), kernels * launch + compute_s(system, op),
+                "compute", label, launches=kernels)
+
+
+def _comm_tasks(system: System, program: Program, op: Op, best: bool) -> list[Task]:
+    if op.kind == "sendrecv":
+        nccl, pk = sendrecv_choices(system, program, op)
+        c = pk if best else nccl
+        return [Task(op.name, (op.name,), ("comm",), c.time_s, "comm", c.label, sms=c.sms)]
+    out = []
+    for i, call in enumerate(calls(program, op)):
+        c = best_call(system, call) if best else nccl_call(system, call)
+        out.append(Task(op.name if len(out) == 0 else f"{op.name} ({i + 1})", (op.name,),
+                        ("comm",), c.time_s, "comm", c.label, sms=c.sms))
+        if op.kind == "all-gather-object":
+            # torch reads the largest length (one read), then each rank's length and pickle
+            # (two reads per rank) on the host
+            reads = 1 if i == 0 else 2 * call.world
+            out.append(Task(f"{op.name} (host reads {i + 1})", (op.name,), ("comm",), 0.0,
+                            "host", "host reads", launches=0, host_reads=reads))
+    return out
+
+
+def _op_tasks(system: System, program: Program, op: Op, best: bool) -> list[Task]:
+    if op.kind == "host-sync":
+        return [Task(op.name, (op.name,), ("compute",), 0.0, "host", "host read",
+                     launches=0, host_reads=op.param("count", 1))]
+    if op.is_comm:
+        return _comm_tasks(system, program, op, best)
+    return [_compute_task(system, op, 1 if best else op.param("kernels", 1))]
+
+
+def _notes(program: Program) -> tuple[str, ...]:
+    kinds = {op.dtype for op in program.ops if op.kind in GEMM_KINDS}
+    if "fp64" in kinds:
+        return ("FP64 GEMMs taken at the FP32 rate: the system files have no FP64 figure",)
+    return ()
+
+
+def baseline_plan(system: System, program: Program) -> Plan:
+    groups = [[op.name] for op in program.ops]
+    return _tasks(system, program, groups, {}, best=False, one_lane=True)
+
+
+# ---- pksim's best -------------------------------------------------------------------------------
+class _Groups:
+    """Which ops run together, and the checks that keep the merged graph acyclic."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.of = {op.name: i for i, op in enumerate(program.ops)}
+        self.members: dict[int, list[str]] = {i: [op.name] for i, op in enumerate(program.ops)}
+        self.fused: dict[int, Task] = {}
+
+    def free(self, *names: str) -> bool:
+        return all(len(self.members[self.of[n]]) == 1 for n in names)
+
+    def merge(self, names: list[str], task: Task) -> bool:
+        keep = dict(self.of)
+        gid = self.of[names[0]]
+        for n in names[1:]:
+            old = self.of[n]
+            for m in self.members.pop(old):
+                self.of[m] = gid
+                self.members[gid].append(m)
+        if self.acyclic():
+            self.fused[gid] = task
+            return True
+        self.of = keep
+        self.members = {}
+        for name, g in keep.items():
+            self.members.setdefault(g, []).append(name)
+        return False
+
+    def edges(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {g: set() for g in self.members}
+        for op in self.program.ops:
+            g = self.of[op.name]
+            out[g].update(self.of[d] for d in op.deps if self.of[d] != g)
+        return out
+
+    def acyclic(self) -> bool:
+        return len(self.order()) == len(self.members)
+
+    def order(self) -> list[int]:
+        """Groups in issue order: dependencies first, then the earliest first op (Kahn's
+        algorithm over the merged graph; a cycle leaves groups out)."""
+        deps = self.edges()
+        first = {g: min(self.program.op_index[m] for m in ms) for g, ms in self.members.items()}
+        waiting = {g: len(d) for g, d in deps.items()}
+        users: dict[int, list[int]] = {g: [] for g in deps}
+        for g, d in deps.items():
+            for x in d:
+                users[x].append(g)
+        ready = [(first[g], g) for g, w in waiting.items() if w == 0]
+        heapq.heapify(ready)
+        out: list[int] = []
+        while ready:
+            _, g = heapq.heappop(ready)
+            out.append(g)
+            for u in users[g]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    heapq.heappush(ready, (first[u], u))
+        return out
+
+
+def best_plan(system: System, program: Program) -> Plan:
+    groups = _Groups(program)
+    readers = _readers(program)
+    _gemm_fusions(system, program, groups, readers)
+    _epilogues(system, program, groups, readers)
+    _coalesce(system, program, groups)
+    ordered = [sorted(groups.members[g], key=program.op_index.get) for g in groups.order()]
+    fused = {tuple(sorted(ms, key=program.op_index.get)): groups.fused[g]
+             for g, ms in groups.members.items() if g in groups.fused}
+    return _tasks(system, program, ordered, fused, best=True, one_lane=False)
+
+
+def _readers(program: Program) -> dict[tuple[str, str], list[str]]:
+    """(writer op, tensor) -> the ops that read what it wrote, in order (a view's readers
+    and writers are its base tensor's)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    last: dict[str, str] = {}
+    for op in program.ops:
+        for t in dict.fromkeys(program.base(x) for x in op.reads):
+            if t in last:
+                out.setdefault((last[t], t), []).append(op.name)
+        for t in op.writes:
+            last[program.base(t)] = op.name
+    return out
+
+
+def _writer(program: Program, op: Op, tensor: str) -> Op | None:
+    base = program.base(tensor)
+    for name in reversed(op.deps):           # the last writer before ``op``
+        dep = program.op(name)
+        if base in {program.base(t) for t in dep.writes}:
+            return dep
+    return None
+
+
+def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) -> None:
+    """GEMM + collective as pksim's fused op. A convolution of one group runs as its implicit
+    GEMM (rows: output positions, columns: output channels, K: input channels x kernel), so
+    its output feeds a collective as that GEMM's would."""
+    for op in program.ops:
+        if op.kind not in ("gemm", "conv") or len(op.gemm_shapes) != 1 \
+                or op.dtype not in FUSABLE_DTYPES:
+            continue
+        m, n, k = op.gemm_shapes[0]
+        out = op.writes[0]
+        after = [program.op(r) for r in readers.get((op.name, program.base(out)), [])]
+        pairs = []
+        if len(after) == 1 and after[0].reads[0] == out and after[0].param("reduce") == "sum" \
+                and not program.tensors[out].view_of:
+            fused = {"reduce-scatter": "gemm-rs", "all-reduce": "gemm-ar"}.get(after[0].kind)
+            if fused:
+                pairs.append((fused, op, after[0], m))
+        ag = _writer(program, op, op.param("a")) if op.kind == "gemm" else None
+        if ag is not None and ag.kind == "all-gather" and not op.param("transpose_a") \
+                and ag.writes[0] == op.param("a") and not program.tensors[op.param("a")].view_of \
+                and readers.get((ag.name, op.param("a"))) == [op.name]:
+            pairs.append(("ag-gemm", ag, op, m))
+        for fused_op, first, second, rows in pairs:
+            coll = first if first.is_comm else second
+            world = program.groups[coll.group].size
+            if world < 2 or rows < world or not groups.free(first.name, second.name):
+                continue
+            try:
+                cands = fused_space(system, fused_op, {"m": rows, "n": n, "k": k}, world=world,
+                                    dtype=op.dtype)
+                best = search(system, cands, top=1).ranked[0]
+            except (InfeasibleError, ConfigError):
+                continue
+            alone = (_compute_task(system, op, 1).duration_s
+                     + sum(t.duration_s for t in _comm_tasks(system, program, coll, True)))
+            if best.time_s < alone:
+                label = f"{fused_op} {best.schedule.label()}"
+                groups.merge([first.name, second.name],
+                             Task(f"{first.name}+{second.name}", (first.name, second.name),
+                                  ("compute", "comm"), best.time_s, "fused", label))
+
+
+def _epilogues(system: System, program: Program, groups: _Groups, readers) -> None:
+    launch = system.gpu.sync.stream_launch_s
+    for c in program.ops:
+        if c.kind not in COLLECTIVE_KINDS or c.kind == "all-gather-object" \
+                or not groups.free(c.name):
+            continue
+        (call,) = calls(program, c)
+        pk = pk_call(system, call)
+        if pk is None:
+            continue
+        parts = []
+        pro = _writer(program, c, c.reads[0])
+        if pro is not None and pro.is_memory and pro.writes == c.reads[:1] and \
+                readers.get((pro.name, program.base(c.reads[0]))) == [c.name] and \
+                groups.free(pro.name):
+            parts.append((pro, program.tensors[c.reads[0]].nbytes))
+        after = readers.get((c.name, program.base(c.writes[0])), [])
+        if len(after) == 1 and program.op(after[0]).is_memory and groups.free(after[0]):
+            parts.append((program.op(after[0]), program.tensors[c.writes[0]].nbytes))
+        if not parts:
+            continue
+        fused_s = pk.time_s + sum(memory_s(system, max(0.0, e.nbytes - shared), e.vector_flops)
+                                  for e, shared in parts)
+        alone_s = best_call(system, call).time_s + sum(
+            launch + memory_s(system, e.nbytes, e.vector_flops) for e, _ in parts)
+        if fused_s < alone_s:
+            names = sorted([c.name] + [e.name for e, _ in parts], key=program.op_index.get)
+            label = pk.label + "".join(
+                f" + {'prologue' if e.name in c.deps else 'epilogue'} {e.kind}" for e, _ in parts)
+            groups.merge(names, Task("+".join(names), tuple(names), ("compute", "comm"),
+                                     fused_s, "fused", label, sms=pk.sms))
+
+
+def _coalesce(system: System, program: Program, groups: _Groups) -> None:
+    def signature(op: Op):
+        if op.kind not in COALESCE or not groups.free(op.name):
+            return None
+        return (op.kind, op.group, op.param("reduce"), op.param("root", 0),
+                SCHEDULE_DTYPE[DTYPE_BYTES[op.dtype]], calls(program, op)[0].in_switch)
+
+    bucket: list[Op] = []
+    for op in [o for o in program.ops if o.is_comm] + [None]:
+        sig = signature(op) if op is not None else None
+        if bucket and sig == signature(bucket[0]) and all(
+                not _depends(program, op, m) for m in bucket):
+            bucket.append(op)
+            continue
+        if len(bucket) > 1:
+            _coalesce_bucket(system, program, groups, bucket)
+        bucket = [op] if sig is not None else []
+
+
+def _coalesce_bucket(system: System, program: Program, groups: _Groups, bucket: list[Op]) -> None:
+    first = calls(program, bucket[0])[0]
+    call = Call(first.op, sum(c.nbytes for op in bucket for c in calls(program, op)), first.world,
+                first.dtype, first.root, first.in_switch)
+    choice = best_call(system, call)
+    alone = sum(best_call(system, c).time_s for op in bucket for c in calls(program, op))
+    if choice.time_s < alone:
+        names = [op.name for op in bucket]
+        groups.merge(names, Task("+".join(names), tuple(names), ("comm",), choice.time_s, "comm",
+                                 f"{choice.label} ({len(names)} calls in one)", sms=choice.sms))
+
+
+def _depends(program: Program, later: Op, earlier: Op) -> bool:
+    """Whether ``later`` depends on ``earlier``, directly or through other ops (a walk back
+    over the dependencies that stops at ops issued before ``earlier``)."""
+    stop = program.op_index[earlier.name]
+    seen: set[str] = set()
+    todo = list(later.deps)
+    while todo:
+        name = todo.pop()
+        if name == earlier.name:
+            return True
+        if name in seen or program.op_index[name] < stop:
+            continue
+        seen.add(name)
+        todo.extend(program.op(name).deps)
+    return False
+
+
+# ---- tasks -------------------------------------------------------------------------------------
+def _tasks(system: System, program: Program, groups: list[list[str]],
+           fused: dict[tuple[str, ...], Task], best: bool, one_lane: bool) -> Plan:
+    tasks: list[Task] = []
+    task_of: dict[str, int] = {}
+    for members in groups:
+        key = tuple(members)
+        made = [fused[key]] if key in fused else _op_tasks(system, program,
+                                                           program.op(members[0]), best)
+        deps = sorted({task_of[d] for m in members for d in program.op(m).deps
+                       if d not in members})
+        for i, task in enumerate(made):
+            lanes = task.lanes if not one_lane else (
+                # the baseline's asynchronous calls (and the host reads of the objects they
+                # gather) run on NCCL's own stream
+                ("nccl",) if program.op(members[0]).param("async") and task.kind in ("comm",
+                                                                                    "host")
+                else ("stream",))
+            mine = tuple(deps) if i == 0 else (len(tasks) - 1,)
+            tasks.append(Task(task.name, task.ops, lanes, task.duration_s, task.kind, task.label,
+                              task.launches, task.host_reads, task.sms, mine))
+        for m in members:
+            task_of[m] = len(tasks) - 1
+    return Plan(tuple(tasks), task_of, _notes(program))

@@ -1,0 +1,72 @@
+"""pk's best schedule against NCCL's own pick for one collective: both binding resources and
+their difference in time, itemised (``pksim predict --json``'s ``vs_nccl``; the published
+report's pk-against-NCCL table).
+
+Each prediction's time splits into parts that add up to it (docs/decisions.md D44):
+- ``launch_s``: what the model pays before the first byte moves (the launch, a generated
+  kernel's grid start and entry barrier);
+- ``host_s``: how far the host's issue floor holds the call beyond the GPU's time (NCCL's
+  back-to-back calls: nccl.launch_costs);
+- ``payload_s``: the binding resource's busy time at its raw capacity (a link's payload at
+  the line rate; an SM or memory resource's whole busy time);
+- ``wire_s``: what the binding link's protocol and mechanism efficiency add to that busy
+  time (busy x (1 - efficiency));
+- ``exposed_s``: the rest: latencies, signals and pipeline fill or drain not hidden behind
+  the binding resource.
+The binding resource is the resource class busiest over the run; two predictions are bound by
+the same resource when their binding classes are one port pair (a GPU's NVLink egress and
+ingress carry the same all-reduce traffic; nic_out / nic_in; a tier's up and down links).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from hwmodels.system import System
+from pksim import nccl
+from pksim.collective import LINK_CLASSES, build, simulate
+from pksim.prediction import Prediction
+from pksim.search import best
+from pksim.simulate import predict
+
+PARTS = ("launch_s", "host_s", "payload_s", "wire_s", "exposed_s")
+PORT_PAIRS = {"nvl_in": "nvlink", "nvl_out": "nvlink", "nic_in": "nic", "nic_out": "nic",
+              "up1": "tier-1 uplink", "down1": "tier-1 uplink",
+              "up2": "tier-2 uplink", "down2": "tier-2 uplink"}
+
+
+def link_efficiency(system: System, p: Prediction) -> float:
+    """Payload share of the wire on the links of ``p``'s schedule."""
+    s = p.schedule
+    if s.impl == "nccl":
+        return nccl.link_efficiency(system, s)
+    return system.gpu.nvlink.efficiency(s.mechanism)
+
+
+def itemise(system: System, p: Prediction) -> dict:
+    """``p``'s binding resource and its time split into PARTS (they add up to time_s)."""
+    model = build(system, p.schedule)
+    gpu_only = simulate(dataclasses.replace(model, host_floor_s=0.0, tail_s=0.0)).time_s
+    binding = max(p.breakdown, key=p.breakdown.get) if p.breakdown else "latency"
+    busy = p.breakdown.get(binding, 0.0)
+    eff = link_efficiency(system, p) if binding in LINK_CLASSES else 1.0
+    host = max(0.0, model.host_floor_s - gpu_only)
+    parts = {"launch_s": model.launch_s, "host_s": host, "payload_s": busy * eff,
+             "wire_s": busy * (1 - eff)}
+    parts["exposed_s"] = p.time_s - sum(parts.values())
+    return {"label": p.schedule.label(), "time_s": p.time_s, "binding": binding,
+            "binding_group": PORT_PAIRS.get(binding, binding),
+            "bound_resource": p.bound_resource, "efficiency": eff, "parts": parts}
+
+
+def versus_nccl(system: System, op: str, nbytes: int, world: int | None = None,
+                domains: int = 1, launch: str = nccl.DEFAULT_LAUNCH,
+                pk: Prediction | None = None) -> dict:
+    """pk's best schedule (or ``pk``) and NCCL's pick for this call, each itemised, and
+    pk - NCCL per part (negative: pk spends less there)."""
+    mine = pk if pk is not None else best(system, op, nbytes, world, domains)
+    theirs = predict(system, nccl.nccl_schedule(system, op, nbytes, world, domains,
+                                                launch=launch))
+    a, b = itemise(system, mine), itemise(system, theirs)
+    return {"pk": a, "nccl": b, "same_binding": a["binding_group"] == b["binding_group"],
+            "difference_s": a["time_s"] - b["time_s"],
+            "difference_parts": {k: a["parts"][k] - b["parts"][k] for k in PARTS}}
