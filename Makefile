@@ -17,8 +17,10 @@ install: $(STAMP)
 run: install
 	$(BIN)/pksim whatif -o pksim-out/default --force
 
+# One pytest-xdist worker per core, each test file whole on one of them: a file's module
+# fixtures (its nvcc builds, a fit, the default study) are made once.
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 test-kernels: install
 	PKSIM_KERNEL_MATRIX=full $(BIN)/python -m pytest -q tests/codegen tests/kernels

@@ -11,7 +11,8 @@ to that folder) becomes ``docs/images/a-b.png`` (``-o default`` -> ``default-tim
 ``-o trace-ring.json --gantt`` -> ``trace-ring-gantt.png``); only images the markdown
 references are copied.
 
-``python docs/run_examples.py`` (``make docs``) rewrites the output blocks and images;
+``python docs/run_examples.py`` (``make docs``) rewrites the output blocks and images
+(``--only TEXT``: only the examples whose command contains TEXT);
 ``--check`` only compares (as tests/test_docs.py does): a number that differs by more than
 2 %, or a word that differs, fails with the file, the command and the first differing token.
 Lines that say how long something took (``(31.6 s)``) are not compared.
@@ -134,9 +135,11 @@ def check(example: Example) -> str | None:
         f"{example.path.relative_to(ROOT)}: `{example.command}`: {diff}"
 
 
-def rewrite(path: Path) -> int:
+def rewrite(path: Path, only: str = "") -> int:
+    """Rewrite the outputs (and images) of ``path``'s examples whose command contains
+    ``only`` (every example when empty); the number rewritten."""
     lines = path.read_text().splitlines()
-    found = examples(path)
+    found = [ex for ex in examples(path) if only in ex.command]
     for ex in reversed(found):
         body = lines[ex.start + 1:ex.end]
         k = 0
@@ -153,8 +156,9 @@ def main(argv: list[str]) -> int:
         failures = [f for path in FILES for ex in examples(path) if (f := check(ex))]
         print("\n".join(failures) or "every example agrees with the program")
         return 1 if failures else 0
+    only = argv[argv.index("--only") + 1] if "--only" in argv else ""
     for path in FILES:
-        print(f"{path.relative_to(ROOT)}: {rewrite(path)} examples rewritten")
+        print(f"{path.relative_to(ROOT)}: {rewrite(path, only)} examples rewritten")
     return 0
 
 

@@ -156,28 +156,32 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _resolve(path: Path, chain: tuple[Path, ...]) -> tuple[dict, dict, dict, dict]:
+def _resolve(path: Path, chain: tuple[Path, ...]
+             ) -> tuple[dict, dict, dict, dict, tuple[str, ...]]:
+    """(top-level meta, values, provenance, origin, the files: ``path`` first, then its
+    parents) of ``path`` with its parents merged in."""
     if path.resolve() in chain:
         names = " -> ".join(p.stem for p in chain + (path.resolve(),))
         raise ConfigError(f"{path}: inheritance cycle {names}")
     top, values, prov, origin = _load_file(path)
     parent_name = top.get("inherits")
     if parent_name is None:
-        return top, values, prov, origin
+        return top, values, prov, origin, (str(path),)
     if not isinstance(parent_name, str):
         raise ConfigError(f"{path}: inherits must be a system name, got {parent_name!r}")
     try:
         parent_path = system_path(parent_name, relative_to=path.parent)
     except ConfigError:
         raise ConfigError(f"{path}: inherits unknown system {parent_name!r}") from None
-    p_top, p_values, p_prov, p_origin = _resolve(parent_path, chain + (path.resolve(),))
+    p_top, p_values, p_prov, p_origin, files = _resolve(parent_path, chain + (path.resolve(),))
     for key in ("calibrated", "calibration"):   # a child of a calibrated file is calibrated
         if key not in top and key in p_top:
             top[key] = p_top[key]
     if "switch_tier" in values.get("domain", {}):  # an array of tables replaces the parent's
         p_prov = {k: v for k, v in p_prov.items() if not k.startswith("domain.switch_tier.")}
         p_values.get("domain", {}).pop("switch_tier", None)
-    return top, _merge(p_values, values), {**p_prov, **prov}, {**p_origin, **origin}
+    return (top, _merge(p_values, values), {**p_prov, **prov}, {**p_origin, **origin},
+            (str(path),) + files)
 
 
 def _parse_literal(text: str) -> Any:
@@ -273,7 +277,7 @@ def _build(cls: type, raw: dict, prefix: str, where_of: Callable[[str], str]) ->
 def load_system(name_or_path: str, overrides: Iterable[str] = ()) -> System:
     """Load, inherit, override, check and convert a system to SI."""
     path = system_path(name_or_path)
-    top, values, prov, origin = _resolve(path, ())
+    top, values, prov, origin, files = _resolve(path, ())
     for setting in overrides:
         apply_override(values, prov, setting)
     for key in ("name", "description"):
@@ -296,5 +300,5 @@ def load_system(name_or_path: str, overrides: Iterable[str] = ()) -> System:
                     inherits=top.get("inherits"), provenance=MappingProxyType(prov),
                     calibrated=top.get("calibrated"), calibration=top.get("calibration"),
                     **specs)
-    check_system(system)
+    check_system(system, where_of, files)
     return system

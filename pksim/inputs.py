@@ -36,14 +36,25 @@ def check_world(system: System, world: int | None, domains: int = 1,
     return n
 
 
-def check_bytes(system: System, op: str, nbytes: int, dtype: str, world: int,
-                what: str = "--bytes") -> None:
-    """A collective's size: whole elements of ``dtype``, split evenly where the op splits
-    it, and input + output buffers within one GPU's memory."""
+def check_elements(nbytes: int, dtype: str, what: str = "--bytes") -> None:
+    """``nbytes`` holds a whole number of ``dtype`` elements."""
     elem = DTYPES[dtype]
     if nbytes * 8 % int(elem * 8):
         raise ConfigError(f"{what} {nbytes}: not a whole number of {dtype} elements "
                           f"({elem:g} bytes each)")
+
+
+def check_root(root: int, world: int, what: str = "--root") -> None:
+    """A root rank: one of the ``world`` ranks."""
+    if not 0 <= root < world:
+        raise ConfigError(f"{what} {root} is not a rank of {world} (0..{world - 1})")
+
+
+def check_bytes(system: System, op: str, nbytes: int, dtype: str, world: int,
+                what: str = "--bytes") -> None:
+    """A collective's size: whole elements of ``dtype``, split evenly where the op splits
+    it, and input + output buffers within one GPU's memory."""
+    check_elements(nbytes, dtype, what)
     if op not in COLLECTIVES:
         return
     per_rank = nbytes + nbytes / world if op in _SHARED else 2 * nbytes

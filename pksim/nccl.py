@@ -294,10 +294,11 @@ def report(system: System, schedule: Schedule, top: int = 8) -> dict:
         "buffers": "registered (CUDA graph capture)" if registered(schedule)
                    else "not registered (eager call)",
         "nvls_copies": schedule.algorithm == "nvls" and not registered(schedule)}
-    out["tuner_ranked"] = [{"algorithm": a, "protocol": pr, "cost_us": round(t, 3),
-                            "latency_us": round(lat, 3), "algbw_GBps": round(bw, 3)}
+    out["tuner_ranked"] = [{"algorithm": a, "protocol": pr, "cost_s": round(t * 1e-6, 12),
+                            "latency_s": round(lat * 1e-6, 12), "algbw_GBps": round(bw, 3)}
                            for t, a, pr, lat, bw in p.table[:top]]
-    out["graph"] = {k: v for k, v in p.graph.__dict__.items() if k != "notes"}
+    out["graph"] = {(f"{k}_GBps" if "bw" in k else k): v          # NCCL's bw: GB/s
+                    for k, v in p.graph.__dict__.items() if k != "notes"}
     out["from_nccl_tables"] = [
         f"pick: argmin of the tuner's cost table (tuning.cc constants of NCCL {p.version})",
         "graph inputs: NVLink per-link bw (topo.h), search speed arrays (search.cc)",

@@ -211,14 +211,15 @@ def _bytes_axis(ax, sizes: Sequence[float]) -> None:
 
 # ---- sweep: busbw / time against size ------------------------------------------------
 def against_size(points: Sequence[dict], y: str, title: str, ylabel: str,
-                 logy: bool = False) -> Figure:
-    """Lines per (system, impl); ``points`` have system, impl, size_B and ``y``."""
+                 logy: bool = False, scale: float = 1.0) -> Figure:
+    """Lines per (system, impl); ``points`` have system, impl, size_B and ``y`` (drawn
+    times ``scale``: seconds in the data, microseconds on the axis)."""
     fig, (ax,) = _figure(1, 7.5, 4.6)
     colours = _colours(p["system"] for p in points)
     series: dict[tuple[str, str], list] = defaultdict(list)
     for p in points:
         if p.get(y) is not None:
-            series[(p["system"], p["impl"])].append((p["size_B"], p[y]))
+            series[(p["system"], p["impl"])].append((p["size_B"], p[y] * scale))
     for (system, impl), values in series.items():
         values.sort()
         ax.plot(*zip(*values), color=colours[system],
@@ -239,11 +240,13 @@ def against_size(points: Sequence[dict], y: str, title: str, ylabel: str,
 # ---- study: time / speed-up against shape, per workload group ------------------------
 def by_group(points: Sequence[dict], y: str, ylabel: str, title: str,
              impls: Sequence[str] = ("pk", "nccl"), hline: float | None = None,
-             logy: bool = True) -> Figure:
+             logy: bool = True, scale: float = 1.0) -> Figure:
     """A panel per ``panel`` key (a workload, or a workload at one world size); in it, lines over
     the varying shape key per system (pk solid, nccl dashed), or bars per system when
     the shape is fixed. ``points`` have panel, system, impl, x, x_label, bar and ``y``.
-    Systems that coincide (same GPU and links) are drawn thick under thin."""
+    Systems that coincide (same GPU and links) are drawn thick under thin. ``y`` is drawn
+    times ``scale`` (seconds in the data, microseconds on the axis)."""
+    points = [{**p, y: p[y] * scale} if p.get(y) is not None else p for p in points]
     panels = list(dict.fromkeys(p["panel"] for p in points))
     fig, axes = _figure(len(panels))
     systems = list(dict.fromkeys(p["system"] for p in points))
@@ -305,13 +308,13 @@ def _log_ticks(axis, values: Sequence[float]) -> None:
 
 
 def breakdown(items: Sequence[dict], title: str) -> Figure:
-    """Stacked busy time per resource class; ``items`` have group, label, time_us and
-    busy_us (dict). Resources overlap in time, so a stack can exceed the total time
-    (the black tick)."""
+    """Stacked busy time per resource class, in microseconds; ``items`` have group, label,
+    time_s and busy_s (dict, seconds). Resources overlap in time, so a stack can exceed
+    the total time (the black tick)."""
     groups = list(dict.fromkeys(i["group"] for i in items))
     weights: dict[str, float] = defaultdict(float)
     for item in items:
-        for cls, busy in item["busy_us"].items():
+        for cls, busy in item["busy_s"].items():
             weights[cls] += busy
     entry, colours = legend_groups(weights)
     fig, axes = _figure(len(groups), 5.6, 3.8)
@@ -319,15 +322,16 @@ def breakdown(items: Sequence[dict], title: str) -> Figure:
         mine = [i for i in items if i["group"] == group]
         for x, item in enumerate(mine):
             summed: dict[str, float] = defaultdict(float)
-            for cls, busy in item["busy_us"].items():
-                summed[entry[cls]] += busy
+            for cls, busy in item["busy_s"].items():
+                summed[entry[cls]] += busy * 1e6
             bottom = 0.0
             for name in colours:
                 if summed.get(name):
                     ax.bar(x, summed[name], bottom=bottom, color=colours[name],
                            edgecolor="white", linewidth=0.4)
                     bottom += summed[name]
-            ax.plot([x - 0.4, x + 0.4], [item["time_us"]] * 2, color="black", linewidth=2)
+            ax.plot([x - 0.4, x + 0.4], [item["time_s"] * 1e6] * 2, color="black",
+                    linewidth=2)
         ax.set_xticks(range(len(mine)))
         ax.set_xticklabels([i["label"] for i in mine], fontsize=7, rotation=35, ha="right")
         ax.set_ylabel("busy time (us)")
@@ -384,18 +388,19 @@ def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: 
 
 
 def gantt(events: Sequence[dict], title: str, max_tracks: int = 40) -> Figure:
-    """Horizontal bars per track; ``events`` have track, name, start_us, end_us, group."""
+    """Horizontal bars per track, in microseconds; ``events`` have track, name, start_s,
+    end_s (seconds), group."""
     tracks = list(dict.fromkeys(e["track"] for e in events))[:max_tracks]
     fig = Figure(figsize=(11, 0.32 * len(tracks) + 1.6), layout="constrained")
     ax = fig.add_subplot()
     weights: dict[str, float] = defaultdict(float)
     for e in events:
-        weights[e["group"]] += e["end_us"] - e["start_us"]
+        weights[e["group"]] += e["end_s"] - e["start_s"]
     entry, groups = legend_groups(weights)
     row = {t: i for i, t in enumerate(tracks)}
     for e in events:
         if e["track"] in row:
-            ax.barh(row[e["track"]], e["end_us"] - e["start_us"], left=e["start_us"],
+            ax.barh(row[e["track"]], (e["end_s"] - e["start_s"]) * 1e6, left=e["start_s"] * 1e6,
                     height=0.7, color=groups[entry[e["group"]]], edgecolor="white",
                     linewidth=0.3)
     ax.set_yticks(range(len(tracks)))

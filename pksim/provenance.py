@@ -17,11 +17,17 @@ _FIGURES = {
     "cecmd": "gpu.copy_engine.command_us",
     "nic_in": "scaleout.nic_bandwidth_Gbps",
     "nic_out": "scaleout.nic_bandwidth_Gbps",
+    "mempath": "gpu.hbm.bandwidth_GBps",
 }
-_ISSUE = {"tma": "gpu.transfer.tma_remote_per_sm_GBps",
-          "register": "gpu.transfer.ldst_remote_per_sm_GBps",
-          "multimem": "gpu.transfer.ldst_remote_per_sm_GBps",
-          "copy-engine": "gpu.copy_engine.bandwidth_GBps"}
+# The issuing SMs' per-SM rate: over NVLink the mechanism study's figure (write direction,
+# gpu.transfer_remote, docs/decisions.md D38); on virtual ranks (one GPU) the local fit's.
+_ISSUE_REMOTE = {"tma": "gpu.transfer_remote.tma_write_per_sm_GBps",
+                 "register": "gpu.transfer_remote.ldst_write_per_sm_GBps",
+                 "multimem": "gpu.transfer_remote.multimem_per_sm_GBps",
+                 "copy-engine": "gpu.copy_engine.bandwidth_GBps"}
+_ISSUE_LOCAL = {"tma": "gpu.transfer.tma_local_per_sm_GBps",
+                "register": "gpu.transfer.ldst_local_per_sm_GBps",
+                "copy-engine": "gpu.copy_engine.bandwidth_GBps"}
 _TIERED = {"sw": "port_bandwidth_GBps", "up": "uplink_bandwidth_GBps",
            "down": "uplink_bandwidth_GBps", "nvls": "reduction_efficiency"}
 
@@ -32,7 +38,8 @@ def binding_figure(system: System, resource: str, mechanism: str = "tma",
     if resource in _FIGURES:
         return _FIGURES[resource]
     if resource == "issue":
-        return _ISSUE.get(mechanism, "")
+        local = system.domain.fabric == "shared-memory"
+        return (_ISSUE_LOCAL if local else _ISSUE_REMOTE).get(mechanism, "")
     if resource == "tensor":
         return f"gpu.tensor.tflops_{dtype}"
     stem = resource.rstrip("0123456789")

@@ -23,10 +23,6 @@ ROOTED = ("broadcast", "reduce", "gather", "scatter")
 NOT_SUPPORTED = "not supported yet"
 
 
-def _us(seconds: float) -> float | None:
-    return None if seconds is None or math.isnan(seconds) else seconds * 1e6
-
-
 def _num(value: float) -> float | None:
     return None if value is None or math.isnan(value) else value
 
@@ -41,10 +37,10 @@ def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
         c = r.case
         out.append({"system": r.system, "variant": r.variant, "workload": c.workload,
                     "op": c.op, "shape": c.shape_text(), "world": c.world,
-                    "status": r.status, "schedule": r.schedule, "time_us": _us(r.time_s),
+                    "status": r.status, "schedule": r.schedule, "time_s": _num(r.time_s),
                     "bound_resource": r.bound_resource, "busbw_GBps": _num(r.busbw_GBps),
                     "baseline_schedule": r.baseline_schedule,
-                    "baseline_us": _us(r.baseline_s), "speedup": _num(r.speedup),
+                    "baseline_s": _num(r.baseline_s), "speedup": _num(r.speedup),
                     "gain": _num(r.gain), "binding_figure": r.binding_figure,
                     "binding_provenance": r.binding_provenance, "message": r.message,
                     "emittable": r.emittable, "not_emittable": r.not_emittable or None})
@@ -77,13 +73,13 @@ def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]
             out.append(head + [f"{e['status']}: {e['message'][:60]}"]
                        + [""] * (width - len(head) - 1))
         elif what_if:
-            out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
+            out.append(head + [_label(e["schedule"]), _fmt_s(e["time_s"]),
                                e["bound_resource"], _rests_on(e), _fmt_x(e["gain"]),
                                _fmt_x(e["speedup"])])
         else:
-            out.append(head + [_label(e["schedule"]), _fmt_us(e["time_us"]),
+            out.append(head + [_label(e["schedule"]), _fmt_s(e["time_s"]),
                                e["bound_resource"], _label(e["baseline_schedule"] or "-"),
-                               _fmt_us(e["baseline_us"]), _fmt_x(e["speedup"])])
+                               _fmt_s(e["baseline_s"]), _fmt_x(e["speedup"])])
     return out
 
 
@@ -109,9 +105,11 @@ def _rests_on(entry: dict) -> str:
     return f"{key.rsplit('.', 1)[-1]} ({entry.get('binding_provenance') or '?'})"
 
 
-def _fmt_us(us: float | None) -> str:
-    if us is None:
+def _fmt_s(seconds: float | None) -> str:
+    """A time for people: '18.3 us', '1.85 ms'."""
+    if seconds is None:
         return "-"
+    us = seconds * 1e6
     return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} us"
 
 
@@ -145,7 +143,7 @@ def _points(rows: Sequence[Row], study: Study, variant: str = "base") -> list[di
         out.append({"panel": panel, "bar": f"{bar} {r.impl}",
                     "workload": r.case.workload, "world": r.case.world, "system": r.system,
                     "impl": r.impl, "x": x, "x_label": label, "shape": r.case.shape_text(),
-                    "time_us": r.time_s * 1e6, "speedup": _num(r.speedup),
+                    "time_s": r.time_s, "speedup": _num(r.speedup),
                     "busbw_GBps": r.busbw_GBps, "size_B": r.nbytes,
                     "schedule": r.schedule, "bound_resource": r.bound_resource})
     return out
@@ -165,8 +163,8 @@ def _breakdown_items(rows: Sequence[Row]) -> list[dict]:
         if r.ok and r.variant == "base" and ((r.case.workload, r.case.world), r.case) in chosen:
             items.append({"group": f"{r.case.workload} {r.case.shape_text()} x{r.case.world}",
                           "label": f"{r.system} {r.impl}", "system": r.system, "impl": r.impl,
-                          "schedule": r.schedule, "time_us": r.time_s * 1e6,
-                          "busy_us": {k: v * 1e6 for k, v in r.breakdown.items()}})
+                          "schedule": r.schedule, "time_s": r.time_s,
+                          "busy_s": dict(r.breakdown)})
     return items
 
 
@@ -177,14 +175,15 @@ def roofs(systems: dict[str, System]) -> dict[str, dict[str, float]]:
 
 
 # The columns of results.csv and summary.csv (what an empty or partial file still has).
+# Every file pksim writes gives times in seconds, in keys ending _s (docs/guide.md).
 RESULT_COLUMNS = ["system", "variant", "workload", "op", "shape", "dtype", "world", "domains",
-                  "impl", "status", "message", "schedule", "bound_resource", "nbytes",
-                  "algbw_GBps", "busbw_GBps", "link_util", "baseline_schedule", "speedup",
-                  "gain", "seconds", "binding_figure", "binding_provenance", "assumed",
-                  "time_us", "bound_us", "alpha_beta_us", "baseline_us"]
+                  "impl", "status", "message", "time_s", "schedule", "bound_s",
+                  "bound_resource", "alpha_beta_s", "nbytes", "algbw_GBps", "busbw_GBps",
+                  "link_util", "baseline_s", "baseline_schedule", "speedup", "gain",
+                  "seconds", "binding_figure", "binding_provenance", "assumed"]
 SUMMARY_COLUMNS = ["system", "variant", "workload", "op", "shape", "world", "status",
-                   "schedule", "time_us", "bound_resource", "busbw_GBps", "baseline_schedule",
-                   "baseline_us", "speedup", "gain", "binding_figure", "binding_provenance",
+                   "schedule", "time_s", "bound_resource", "busbw_GBps", "baseline_schedule",
+                   "baseline_s", "speedup", "gain", "binding_figure", "binding_provenance",
                    "message"]
 
 
@@ -204,11 +203,7 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
     flat = [{**{k: v for k, v in d.items() if k not in ("breakdown", "schedule_json")},
              "shape": " ".join(f"{k}={v}" for k, v in d["shape"].items()),
              "assumed": ";".join(d["assumed"]),
-             **{f"busy_{k}_us": v * 1e6 for k, v in d["breakdown"].items()}} for d in records]
-    for d in flat:
-        for key in ("time_s", "bound_s", "alpha_beta_s", "baseline_s"):
-            value = d.pop(key)
-            d[key[:-2] + "_us"] = None if value is None else value * 1e6
+             **{f"busy_{k}_s": v for k, v in d["breakdown"].items()}} for d in records]
     meta = meta or {}
     comment = ""
     if meta.get("interrupted"):
@@ -222,8 +217,8 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
     points = _points(rows, study)
     grouped = [p for p in points]
     if "time" in study.plots and points:
-        out.save(plots.by_group(grouped, "time_us", "time (us)", f"{title}: predicted time"),
-                 "time", grouped)
+        out.save(plots.by_group(grouped, "time_s", "time (us)", f"{title}: predicted time",
+                                scale=1e6), "time", grouped)
     speed = [p for p in points if p["impl"] == "pk" and p["speedup"] is not None]
     if "speedup" in study.plots and speed:
         out.save(plots.by_group(speed, "speedup", f"speed-up over {study.baseline}",
@@ -231,8 +226,8 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
                                 impls=("pk",), hline=1.0, logy=False), "speedup", speed)
     items = _breakdown_items(rows)
     if "breakdown" in study.plots and items:
-        data = [{**{k: v for k, v in i.items() if k != "busy_us"},
-                 **{f"busy_{k}_us": v for k, v in i["busy_us"].items()}} for i in items]
+        data = [{**{k: v for k, v in i.items() if k != "busy_s"},
+                 **{f"busy_{k}_s": v for k, v in i["busy_s"].items()}} for i in items]
         out.save(plots.breakdown(items, f"{title}: busy time per resource"), "breakdown", data)
     coll = [p for p in points if p["size_B"] and p["busbw_GBps"]]
     if "roofline" in study.plots and coll:
@@ -259,7 +254,7 @@ def _gains(rows: Sequence[Row]) -> list[dict]:
     return [{"system": r.system, "variant": r.variant, "workload": r.case.workload,
              "world": r.case.world, "size": _x_axis(r)[0],
              "case": f"{r.case.workload} {r.case.shape_text()} x{r.case.world}",
-             "gain": _num(r.gain), "time_us": r.time_s * 1e6, "schedule": r.schedule,
+             "gain": _num(r.gain), "time_s": r.time_s, "schedule": r.schedule,
              "bound_resource": r.bound_resource,
              "changed": r.schedule != base.get((r.system_ref, r.case), r.schedule)}
             for r in rows if r.ok and r.impl == "pk"]
@@ -302,22 +297,22 @@ def sweep_rows(rows: Sequence[Row], impls: Sequence[str]) -> list[dict[str, Any]
             "type": NCCL_TYPES.get(c.dtype, c.dtype),
             "redop": "sum" if c.op in REDUCING else "none",
             "root": c.root if c.op in ROOTED else -1, "shape": c.shape_text()})
-        entry[f"{r.impl}_time_us"] = _us(r.time_s)
+        entry[f"{r.impl}_time_s"] = _num(r.time_s)
         entry[f"{r.impl}_algbw_GBps"] = _num(r.algbw_GBps)
         entry[f"{r.impl}_busbw_GBps"] = _num(r.busbw_GBps)
         entry[f"{r.impl}_schedule"] = r.schedule if r.ok else r.status
     order = list(dict.fromkeys(r.system for r in rows))
     out = list(table.values())
     for e in out:
-        if "pk_time_us" in e and "nccl_time_us" in e and e["pk_time_us"] and e["nccl_time_us"]:
-            e["speedup"] = e["nccl_time_us"] / e["pk_time_us"]
+        if e.get("pk_time_s") and e.get("nccl_time_s"):
+            e["speedup"] = e["nccl_time_s"] / e["pk_time_s"]
     return sorted(out, key=lambda e: (order.index(e["system"]), e["size_B"], e["shape"]))
 
 
 def sweep_columns(impls: Sequence[str]) -> list[str]:
     cols = ["system", "op", "world", "size_B", "count", "type", "redop", "root"]
     for impl in impls:
-        cols += [f"{impl}_time_us", f"{impl}_algbw_GBps", f"{impl}_busbw_GBps",
+        cols += [f"{impl}_time_s", f"{impl}_algbw_GBps", f"{impl}_busbw_GBps",
                  f"{impl}_schedule"]
     return cols + (["speedup"] if {"pk", "nccl"} <= set(impls) else [])
 
@@ -332,24 +327,27 @@ def sweep_files() -> list[str]:
 
 def write_sweep(out: OutputDir, rows: Sequence[Row], impls: Sequence[str], op: str,
                 with_plots: bool = True, systems: dict[str, System] | None = None,
-                partial: str = "") -> list[dict]:
+                partial: str = "", resume: dict | None = None) -> list[dict]:
     """sweep.csv/json and the plots; ``partial`` (an interrupted sweep: what it has)
-    heads the CSV as a comment, is kept in the JSON, and no plot is drawn."""
+    heads the CSV as a comment, is kept in the JSON, and no plot is drawn. sweep.json
+    also keeps every task's row (``results``) and what the sweep was (``resume``), which
+    ``--resume`` reads."""
     table = sweep_rows(rows, impls)
     out.write_csv("sweep.csv", table, sweep_columns(impls), partial)
-    out.write_json("sweep.json", {"op": op, "partial": partial or None,
+    out.write_json("sweep.json", {"op": op, "partial": partial or None, "resume": resume,
+                                  "results": [r.to_dict() for r in rows],
                                   "columns": sweep_columns(impls), "rows": table,
-                                  "units": {"size_B": "bytes", "time_us": "microseconds",
+                                  "units": {"size_B": "bytes", "time_s": "seconds",
                                             "algbw_GBps": "1e9 bytes/s",
                                             "busbw_GBps": "1e9 bytes/s"}})
     points = [{"system": r.system, "impl": r.impl, "size_B": r.nbytes, "schedule": r.schedule,
-               "time_us": r.time_s * 1e6, "algbw_GBps": r.algbw_GBps,
+               "time_s": r.time_s, "algbw_GBps": r.algbw_GBps,
                "busbw_GBps": r.busbw_GBps} for r in rows if r.ok]
     if with_plots and points and not partial:
         out.save(plots.against_size(points, "busbw_GBps", f"{op}: bus bandwidth",
                                     "busbw (GB/s)"), "busbw", points)
-        out.save(plots.against_size(points, "time_us", f"{op}: time", "time (us)", logy=True),
-                 "time", points)
+        out.save(plots.against_size(points, "time_s", f"{op}: time", "time (us)", logy=True,
+                                    scale=1e6), "time", points)
         bandwidth = [p for p in points if p["busbw_GBps"]]
         if systems and bandwidth:
             out.save(plots.roofline(bandwidth, roofs(systems), f"{op}: bus bandwidth"),

@@ -12,17 +12,20 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import gc
+import json
 import math
 import os
 import signal
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
+from pksim.inputs import check_bytes
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
 from pksim.provenance import binding_figure, provenance_of
@@ -32,7 +35,7 @@ from pksim.search import fused_space, lower_bound, search, space
 from pksim.simulate import predict
 from pksim.study import PLANNED_OPS, Case, Variant
 from pksim.workloads.collectives import COLLECTIVES
-from pksim.workloads.fused import FUSED_OPS
+from pksim.workloads.fused import FUSED_OPS, check_shape
 
 
 class NotSupportedYet(PksimError):
@@ -296,14 +299,40 @@ def run_tasks(tasks: list[Task], workers: int = 1, scheduler: str | None = None,
     return RunResult(rows, len(tasks), interrupted, time.perf_counter() - start)
 
 
-def tasks_for(variants: list[tuple[Variant, System]], workloads, impls) -> tuple[list[Task], list[str]]:
-    """Expand each workload on each system variant: the tasks, and what was skipped."""
+def check_case(system: System, case: Case, where: str = "",
+               option: Callable[[str], str] = lambda key: key) -> None:
+    """A case no run can have is a ConfigError before any work (``where``: e.g. the study
+    file and workload; ``option(key)`` names a shape key): a collective's size in whole
+    elements and within the GPU's memory, a fused op's shape (one the world cannot split
+    stays a row that says so)."""
+    try:
+        if case.op in COLLECTIVES:
+            check_bytes(system, case.op, case.nbytes, case.dtype, case.world,
+                        option("bytes"))
+        elif case.op in FUSED_OPS:
+            try:
+                check_shape(case.op, dict(case.shape), case.world, option)
+            except InfeasibleError:
+                pass
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from None
+
+
+def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
+              where: str = "study") -> tuple[list[Task], list[str]]:
+    """Expand each workload on each system variant: the tasks, and what was skipped. A
+    case the unchanged system cannot run at all is an error naming ``where``, the
+    workload and the system (checked before any work)."""
     tasks, skipped = [], []
     for variant, system in variants:
         for workload in workloads:
             cases, notes = workload.expand(system)
             if variant.label == "base":
                 skipped.extend(notes)
+                for case in cases:
+                    check_case(system, case, f"{where}: workload {workload.name!r} "
+                                             f"({case.shape_text()} x{case.world}) on "
+                                             f"{system.name}: ")
             tasks.extend(Task(variant, case, impl) for case in cases for impl in impls)
     return tasks, skipped
 
@@ -311,6 +340,39 @@ def tasks_for(variants: list[tuple[Variant, System]], workloads, impls) -> tuple
 def _task_key(system_name: str, variant: str, workload: str, shape: dict, world: int,
               impl: str) -> tuple:
     return (system_name, variant, workload, tuple(sorted(shape.items())), world, impl)
+
+
+def resume_from(path: Path, identity: dict[str, Any], records_key: str, tasks: list[Task],
+                names: dict[Task, str]) -> tuple[list[Row], list[Task]]:
+    """``--resume`` of whatif and sweep: the rows an earlier run of the same command left
+    in ``path`` (its results.json or sweep.json, ``records_key``: the list of its per-task
+    records) and the tasks still to run. ``identity`` (command, study or op, systems,
+    --set, ...) must equal the file's ``resume`` entry; a file written before files had
+    one is matched on its study (or op) name alone. ``names``: each task's system name."""
+    try:
+        previous = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: cannot read {path} ({exc})") from None
+    if not isinstance(previous, dict):
+        raise ConfigError(f"--resume: {path} is not a file pksim wrote")
+    recorded = previous.get("resume")
+    if isinstance(recorded, dict):
+        for key, value in identity.items():
+            if recorded.get(key) != value:
+                raise ConfigError(f"--resume: {path} comes from another run: its {key} is "
+                                  f"{recorded.get(key)!r}, this run's {value!r}")
+    else:
+        key = "study" if "study" in identity else "op"
+        if previous.get(key) != identity.get(key):
+            raise ConfigError(f"--resume: {path} is not a result of {key} "
+                              f"{identity.get(key)!r}")
+    records = previous.get(records_key)
+    if not isinstance(records, list):
+        raise ConfigError(f"--resume: {path} has no per-task results (written by an older "
+                          f"pksim?): run it again without --resume")
+    return resume_rows(tasks, names, records)
 
 
 def resume_rows(tasks: list[Task], names: dict[Task, str], records: list[dict]
@@ -359,5 +421,6 @@ def recorded(row: Row) -> Prediction:
 
 
 __all__ = ["best_prediction", "best_of", "lower_bound", "NotSupportedYet", "Task", "Row", "run_task",
+           "check_case",
            "run_tasks", "tasks_for", "attach_baselines", "executor", "default_workers",
-           "RunResult", "recorded", "resume_rows"]
+           "RunResult", "recorded", "resume_rows", "resume_from"]

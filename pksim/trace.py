@@ -56,11 +56,11 @@ def _merge(events: list[dict], touching: bool = True) -> list[dict]:
     """Union of overlapping (and, if ``touching``, back-to-back) intervals on one track
     (names and bytes combined)."""
     merged: list[dict] = []
-    for e in sorted(events, key=lambda e: (e["start_us"], e["end_us"])):
+    for e in sorted(events, key=lambda e: (e["start_s"], e["end_s"])):
         last = merged[-1] if merged else None
-        if last is not None and (e["start_us"] < last["end_us"] or
-                                 (touching and e["start_us"] == last["end_us"])):
-            last["end_us"] = max(last["end_us"], e["end_us"])
+        if last is not None and (e["start_s"] < last["end_s"] or
+                                 (touching and e["start_s"] == last["end_s"])):
+            last["end_s"] = max(last["end_s"], e["end_s"])
             last["bytes"] += e["bytes"]
             if e["name"] not in last["names"]:
                 last["names"].append(e["name"])
@@ -76,7 +76,7 @@ def _merge(events: list[dict], touching: bool = True) -> list[dict]:
 
 
 def tracks(system: System, p: Prediction) -> list[dict]:
-    """Gantt rows: track, kind, rank, name, group (phase), start_us, end_us, bytes."""
+    """Gantt rows: track, kind, rank, name, group (phase), start_s, end_s, bytes."""
     if not p.timeline:
         return []
     if p.schedule.op in FUSED_OPS:
@@ -88,8 +88,8 @@ def tracks(system: System, p: Prediction) -> list[dict]:
     for e in p.timeline:
         track, name = _TRACK.match(e.track), _NAME.match(e.name)
         phase = name.group(1) if name else e.name
-        base = {"name": e.name, "group": phase, "start_us": e.start_s * 1e6,
-                "end_us": e.end_s * 1e6, "bytes": e.nbytes}
+        base = {"name": e.name, "group": phase, "start_s": e.start_s,
+                "end_s": e.end_s, "bytes": e.nbytes}
         if not track:
             raw[(e.track, "other", -1, 0)].append(base)
             continue
@@ -114,13 +114,12 @@ def _tail(p: Prediction, rows: list[dict]) -> list[dict]:
     """The trace spans the prediction: when the predicted time ends after the last
     transfer (the host's launch floor of back-to-back calls, or the last host-issued
     launch: ``pksim.collective.simulate``), a span on its own track covers the rest."""
-    end_us = max((r["end_us"] for r in rows), default=0.0)
-    time_us = p.time_s * 1e6
-    if time_us - end_us <= 1e-6 * max(time_us, 1.0):
+    end_s = max((r["end_s"] for r in rows), default=0.0)
+    if p.time_s - end_s <= max(1e-6 * p.time_s, 1e-12):
         return []
     return [{"track": "host / launch floor", "kind": "other", "rank": -1,
              "name": "launch and host floor (no transfer in flight)", "group": "launch floor",
-             "start_us": end_us, "end_us": time_us, "bytes": 0}]
+             "start_s": end_s, "end_s": p.time_s, "bytes": 0}]
 
 
 def _fused_tracks(p: Prediction) -> list[dict]:
@@ -138,8 +137,8 @@ def _fused_tracks(p: Prediction) -> list[dict]:
                  e.name.split(": ", 1)[-1].split()[0] if kind == "compute" else
                  e.name.split(" chunk")[0].split(" tail")[0])
         raw[(e.track, kind, rank)].append({"name": e.name, "group": group,
-                                           "start_us": e.start_s * 1e6,
-                                           "end_us": e.end_s * 1e6, "bytes": e.nbytes})
+                                           "start_s": e.start_s,
+                                           "end_s": e.end_s, "bytes": e.nbytes})
     order = {"compute": 0, "comm": 1, "link": 2, "other": 3}
     out = []
     for key in sorted(raw, key=lambda k: (k[2] < 0, k[2], order[k[1]], k[0])):
@@ -150,7 +149,9 @@ def _fused_tracks(p: Prediction) -> list[dict]:
 
 
 def chrome_trace(system: System, p: Prediction) -> dict[str, Any]:
-    """The Chrome trace-event JSON (load in chrome://tracing or ui.perfetto.dev)."""
+    """The Chrome trace-event JSON (load in chrome://tracing or ui.perfetto.dev): its
+    events' ``ts`` and ``dur`` in microseconds, as the trace-event format defines them;
+    ``otherData`` (ours) in seconds, as every file pksim writes."""
     rows = tracks(system, p)
     processes: dict[str, int] = {}
     threads: dict[tuple[int, str], int] = {}
@@ -162,8 +163,8 @@ def chrome_trace(system: System, p: Prediction) -> dict[str, Any]:
         thread = row["track"].split(" / ", 1)[-1]
         tid = threads.setdefault((pid, thread), len(threads) + 1)
         events.append({"name": row["name"], "cat": row["kind"], "ph": "X", "pid": pid,
-                       "tid": tid, "ts": row["start_us"],
-                       "dur": max(row["end_us"] - row["start_us"], 1e-3),
+                       "tid": tid, "ts": row["start_s"] * 1e6,
+                       "dur": max((row["end_s"] - row["start_s"]) * 1e6, 1e-3),
                        "args": {"phase": row["group"], "bytes": row["bytes"]}})
     meta: list[dict[str, Any]] = []
     for name, pid in processes.items():
@@ -180,7 +181,7 @@ def chrome_trace(system: System, p: Prediction) -> dict[str, Any]:
             "otherData": {"system": p.system, "op": s.op, "bytes": p.nbytes,
                           "shape": dict(s.shape), "dtype": s.dtype,
                           "world": s.world, "schedule": s.label(),
-                          "schedule_key": s.key(), "time_us": p.time_s * 1e6,
-                          "bound_us": p.bound_s * 1e6, "bound_resource": p.bound_resource,
+                          "schedule_key": s.key(), "time_s": p.time_s,
+                          "bound_s": p.bound_s, "bound_resource": p.bound_resource,
                           "reduced": p.reduced,
                           "note": "one rank per symmetry class" if p.reduced else "every rank"}}

@@ -28,3 +28,4 @@ def shipped_copy(tmp_path):
         shutil.copy(SYSTEMS_DIR / f"{name}.toml", dst)
         return dst
     return copy
+

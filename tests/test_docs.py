@@ -1,8 +1,10 @@
 """Docs that cannot drift: every example of README.md and docs/guide.md agrees with what
 the program prints (numbers within 2 %, words exactly; docs/run_examples.py), the NCCL
 trace spans its prediction, and plots keep at most eight legend entries with distinct
-colours. Examples marked ``slow`` (the default what-if study, about a minute) run only with
-PKSIM_DOCS_SLOW=1; ``make docs`` runs them all."""
+colours. Examples marked ``slow`` run only with PKSIM_DOCS_SLOW=1 (``make docs`` runs them
+all); the one slow example, the default what-if study (about a minute), is compared in
+tests/golden/test_predictions.py with the tables the golden test's own run of it printed,
+so that CI checks it without running the study twice."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,6 +18,7 @@ from click.testing import CliRunner
 
 from pksim import plots
 from pksim.cli.main import cli
+from tests.golden.test_predictions import is_default_study
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("run_examples", ROOT / "docs" / "run_examples.py")
@@ -34,10 +37,20 @@ def test_every_doc_has_examples():
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda ex: f"{ex.path.name}:{ex.command[:60]}")
 def test_example_output_matches_the_program(example):
+    if is_default_study(example.command) and not SLOW:
+        pytest.skip("the default study: tests/golden/test_predictions.py compares it with the "
+                    "run the golden test makes anyway")
     if example.slow and not SLOW:
         pytest.skip("slow example: PKSIM_DOCS_SLOW=1 (or make docs) runs it")
     problem = run_examples.check(example)
     assert problem is None, problem + "  (run `make docs` and commit the docs)"
+
+
+def test_the_default_study_block_is_checked_in_ci():
+    """Exactly one example is the default study, and the golden test file checks it."""
+    assert sum(is_default_study(ex.command) for ex in EXAMPLES) == 1
+    assert not any(ex.slow and not is_default_study(ex.command) for ex in EXAMPLES), \
+        "a slow example other than the default study would go unchecked in CI"
 
 
 def test_comparison_tolerates_two_percent_not_more():
@@ -56,7 +69,7 @@ def test_nccl_trace_spans_its_prediction(tmp_path):
     trace = json.loads(path.read_text())
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     end = max(e["ts"] + e["dur"] for e in spans)
-    assert end == pytest.approx(trace["otherData"]["time_us"], rel=1e-6)
+    assert end == pytest.approx(trace["otherData"]["time_s"] * 1e6, rel=1e-6)
 
 
 def test_legend_keeps_eight_distinct_colours_and_sums_the_rest():
@@ -70,10 +83,10 @@ def test_legend_keeps_eight_distinct_colours_and_sums_the_rest():
 
 
 def test_breakdown_and_gantt_legends_are_capped():
-    items = [{"group": "g", "label": f"x{j}", "time_us": 10.0,
-              "busy_us": {f"res{i}": float(i + 1) for i in range(11)}} for j in range(2)]
-    events = [{"track": "t", "name": f"p{i}", "group": f"p{i}", "start_us": float(i),
-               "end_us": float(i) + 1} for i in range(10)]
+    items = [{"group": "g", "label": f"x{j}", "time_s": 10e-6,
+              "busy_s": {f"res{i}": (i + 1) * 1e-6 for i in range(11)}} for j in range(2)]
+    events = [{"track": "t", "name": f"p{i}", "group": f"p{i}", "start_s": i * 1e-6,
+               "end_s": (i + 1) * 1e-6} for i in range(10)]
     for fig in (plots.breakdown(items, "b"), plots.gantt(events, "g")):
         legend = fig.legends[0]
         labels = [t.get_text() for t in legend.get_texts()]

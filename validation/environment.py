@@ -26,6 +26,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "codegen --build": ("kernels", "nvcc"),
     "calibrate": ("gpu", "kernels", "nvcc"),
     "calibrate --from-json": (),
+    "calibrate --ranks": ("gpu", "torch", "nvcc"),
     "run --virtual": ("gpu", "torch", "kernels", "nvcc"),
     "validate": ("gpu", "torch", "kernels", "nvcc"),
     "validate --prepare": ("kernels", "nvcc"),

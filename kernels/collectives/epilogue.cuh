@@ -16,7 +16,7 @@
 // (registers: the same 16-byte loads in flight per thread; TMA: the same stages, the op and
 // the epilogue applied in the stage before its bulk stores), so the moves the model costs are
 // the same (pksim.workloads.phases; the epilogue's arithmetic and its bias reads, a vector that
-// stays in L2, are not costed: docs/decisions.md D51).
+// stays in L2, are not costed: docs/decisions.md D53).
 //
 // one-shot / two-shot all-reduce and direct reduce-scatter with an epilogue: the kernels of
 // all_reduce.cuh / reduce_scatter.cuh with reduce_ep in place of reduce_to. No copy-engine form
@@ -124,7 +124,7 @@ PK_DEV void combine_vec(float* acc, const uint4& raw) {
 // The epilogue of `count` consecutive elements whose first is bias entry j (< bias_count, which
 // the host keeps below 2^32: 32-bit positions). kVecBias: read a vector of the bias at once when
 // it lies on the 16-byte grid (the TMA stage: 2 % faster with it; the register path 5 % slower,
-// its per-element reads kept: comm suite runs 2 and 3, docs/VALIDATION.md).
+// its per-element reads kept: comm suite runs 2 and 3, docs/validation/comm.md).
 template <class Op, class Ep, typename T, int count, bool kVecBias = false>
 PK_DEV void finish_at(float* acc, unsigned j, const ep_args& e) {
   if constexpr (Op::kAvg || Ep::kScale) {
@@ -269,7 +269,7 @@ PK_DEV void reg_reduce_ep(const ptrs<T>& dst, const cptrs<T>& src, size_t n, siz
   // One vector of each source per thread and round (the op and the epilogue take the registers
   // a second vector would: with two, the bias kernels spilled at the 128-register cap and the
   // avg two-shot at 4 ranks, at the cap without spilling, ran 1.8x slower than with a bias and
-  // one; docs/VALIDATION.md, the comm suite).
+  // one; docs/validation/comm.md).
   constexpr int U = 1;
   if (src.n <= 2) reg_ep_body<U, 2, Op, Ep>(dst, src, head, nv, base, e, g);
   else if (src.n <= 4) reg_ep_body<U, 4, Op, Ep>(dst, src, head, nv, base, e, g);

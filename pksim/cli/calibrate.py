@@ -12,7 +12,9 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, ValidationError
 from pksim.cli.output import emit_json, table
 from validation.calibrate import fit as cal
+from validation.calibrate import ranks as peer
 from validation.calibrate.file import inherits_ref, render_toml, write_file
+from pksim.plots import check_writable
 from validation.calibrate.microbench import failures, find_gpu, run_microbenchmarks
 from validation.environment import require
 
@@ -60,11 +62,19 @@ def _pct(x: float | None) -> str:
 @click.option("--partial", is_flag=True,
               help="When microbenchmarks fail, fit what was measured and record the missing "
                    "groups in the file ([calibration.missing]) instead of stopping.")
+@click.option("--ranks", type=int, default=None, metavar="N",
+              help="Measure the remote path instead: N processes read, write and reduce "
+                   "into each other's buffers (CUDA IPC) per mechanism, SMs and size, and "
+                   "the file gets gpu.transfer_remote. On one GPU all N share it: the "
+                   "local path, which the file says.")
+@click.option("--launcher", default=None, metavar="CMD",
+              help="With --ranks: the command that starts N processes of what follows it "
+                   f"[default: {peer.DEFAULT_LAUNCHER}].")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
 def calibrate(device: int, system_name: str, output: Path | None, from_json: tuple[Path, ...],
-              results_out: Path | None, python: str, quick: bool, partial: bool, force: bool,
-              as_json: bool) -> None:
+              results_out: Path | None, python: str, quick: bool, partial: bool, ranks: int | None,
+              launcher: str | None, force: bool, as_json: bool) -> None:
     """Fit the model to microbenchmarks and write a calibrated system file.
 
     Without --from-json, runs validation/microbench/run.py on the GPU (progress shown,
@@ -74,6 +84,12 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: tup
 
     system = load_system(system_name)
     stem = Path(system.path).stem
+    if ranks is not None:
+        _calibrate_ranks(system, system_name, ranks, output, from_json, results_out, device,
+                         quick, launcher, partial, force, as_json)
+        return
+    if launcher is not None:
+        raise ConfigError("--launcher only applies with --ranks N")
     output = output or OUT_DIR / f"{stem}-calibrated.toml"
     if output.exists() and not force:
         raise ConfigError(f"{output}: already exists (use --force to overwrite it)")
@@ -131,4 +147,72 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: tup
           ["benchmark", "points", "median |error|", "max |error|"],
           [[b, s.points, _pct(s.median_abs_error), _pct(s.max_abs_error) if s.predicted
             else "measured only"] for b, s in fitted.summary.items()])
+    click.echo(f"wrote {output}")
+
+
+def _calibrate_ranks(system, system_name: str, n: int, output: Path | None,
+                     from_json: tuple[Path, ...], results_out: Path | None, device: int,
+                     quick: bool, launcher: str | None, partial: bool, force: bool,
+                     as_json: bool) -> None:
+    """``--ranks N``: the remote-path figures from N processes (validation.calibrate.ranks)."""
+    if n < 2:
+        raise ConfigError(f"--ranks {n}: peers need at least 2 ranks")
+    if partial:
+        raise ConfigError("--partial applies to the one-GPU microbenchmarks, not --ranks")
+    if len(from_json) > 1:
+        raise ConfigError("--ranks refits one results file: give --from-json PEERS.json once")
+    stem = Path(system.path).stem
+    output = output or OUT_DIR / f"{stem}-ranks{n}.toml"
+    if output.exists() and not force:
+        raise ConfigError(f"{output}: already exists (use --force to overwrite it)")
+    check_writable(output.parent)
+    say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+    if from_json:
+        path = from_json[0]
+    else:
+        say(f"measuring on {find_gpu(device)} with {n} processes")
+        require("calibrate --ranks", "refit saved results with --from-json PEERS.json")
+        lib = peer.build()
+        points = peer.plan(n, system.gpu.sm.count, quick)
+        path = peer.launch(n, lib, points, results_out or OUT_DIR / f"{stem}-ranks{n}",
+                           launcher, say)
+    doc = peer.load(path)
+    if doc["world"] != n:
+        raise ConfigError(f"{path}: measured with {doc['world']} ranks, not --ranks {n}")
+    result = peer.fit(doc)
+    parts = ["pksim calibrate", f"--ranks {n}"]
+    parts += [f"--from-json {path}"] if from_json else [f"--device {device}"]
+    if quick and not from_json:
+        parts.append("--quick")
+    if system_name != "h200-single":
+        parts.append(f"--system {system_name}")
+    command = " ".join(parts + [f"-o {output}"])
+    text = peer.render(doc, result, inherits_ref(system, system_name, output), output.stem,
+                       command, str(path))
+    write_file(output, text, force)
+    try:
+        load_system(str(output))
+    except ConfigError as exc:                      # a bug here, not the user's input
+        raise ValidationError(f"the calibrated file does not load: {exc}") from None
+    if as_json:
+        emit_json({"output": str(output), "results": str(path), "device": doc["device"],
+                   "date": doc["date"], "ranks": n, "devices": doc["devices"],
+                   "path": doc["path"],
+                   "figures": {f"gpu.transfer_remote.{k}": {
+                       "value": v, "was": cal.get_figure(system, f"gpu.transfer_remote.{k}")}
+                       for k, v in result.values.items()},
+                   "groups": [{"group": g.name, "points": g.points,
+                               "median_abs_error": g.median_abs_error,
+                               "max_abs_error": g.max_abs_error, "fitted": list(g.fitted),
+                               "note": g.note} for g in result.groups]})
+        return
+    where = ("LOCAL path: all ranks on one device, a check of the machinery, not NVLink"
+             if doc["path"] == "local" else f"{doc['devices']} devices")
+    table(f"remote-path figures ({doc['device']}, {n} ranks, {where})",
+          ["figure", "measured", system.name],
+          [[f"gpu.transfer_remote.{k}", f"{v:.4g}",
+            f"{cal.get_figure(system, f'gpu.transfer_remote.{k}'):.4g}"]
+           for k, v in result.values.items()])
+    table("prediction vs measurement", ["group", "points", "median |error|", "max |error|",
+                                        "fitted"], peer.summary_rows(result))
     click.echo(f"wrote {output}")

@@ -27,17 +27,15 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
 
 
 def json_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """A table entry as every command's --json gives it: times in seconds (``*_us`` keys
-    become ``*_s``), the schedule's label under ``label`` (``*_schedule`` under
-    ``*_label``; predict and search give the schedule itself under ``schedule``), and
-    ``null`` for what does not apply."""
+    """A table entry as every command's --json gives it: times in seconds as the entries
+    hold them (``*_s`` keys, as in every file pksim writes), the schedule's label under
+    ``label`` (``*_schedule`` under ``*_label``; predict and search give the schedule
+    itself under ``schedule``), and ``null`` for what does not apply."""
     out: dict[str, Any] = {}
     for key, value in entry.items():
         if isinstance(value, float) and not math.isfinite(value):
             value = None
-        if key.endswith("_us"):
-            key, value = key[:-3] + "_s", None if value is None else value / 1e6
-        elif key == "schedule" and isinstance(value, str):
+        if key == "schedule" and isinstance(value, str):
             key = "label"
         elif key.endswith("_schedule") and isinstance(value, str):
             key = key[: -len("schedule")] + "label"

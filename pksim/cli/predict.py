@@ -16,7 +16,7 @@ from pksim.cli.programs import (print_prediction as print_program, print_search 
 from pksim.collective import as_run
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
-from pksim.inputs import check_bytes, check_comm_sms, check_positive, check_world
+from pksim.inputs import check_bytes, check_comm_sms, check_elements, check_root, check_world
 from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
 from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nccl_report
 from pksim.search import SearchResult, fused_space, search as run_search, space
@@ -141,7 +141,7 @@ def _candidates(system, kw) -> list[Schedule]:
 def _space(system, kw) -> list[Schedule]:
     world = check_world(system, kw["world"], kw["domains"])
     check_comm_sms(system, kw["comm_sms"], world, kw["domains"])
-    check_positive(kw["root"], "--root", 0)
+    check_root(kw["root"], world)
     if kw["op"] in FUSED_OPS:
         return _fused_candidates(system, kw)
     extra, implied = comm_extra(kw, kw["op"], world)
@@ -155,6 +155,8 @@ def _space(system, kw) -> list[Schedule]:
         return [sched.with_(root=kw["root"], dtype=kw["dtype"],
                             extra=tuple(sorted(dict(sched.extra, **dict(extra)).items())))]
     chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
+    if chunk:
+        check_elements(chunk, kw["dtype"], "--chunk-bytes")
     cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
                   algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
                   mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),

@@ -19,10 +19,10 @@ from pksim import plots, report
 from pksim.cli.predict import _candidates, need_op, op_options
 from pksim.cli.programs import program_prediction
 from pksim.cli.output import emit_json, json_entry, table
-from pksim.inputs import check_bytes, check_positive, check_world
+from pksim.inputs import check_root, check_world
 from pksim.plots import OutputDir
-from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, default_workers,
-                          recorded, resume_rows, run_tasks, tasks_for)
+from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, check_case,
+                          default_workers, recorded, resume_from, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
 from pksim.simulate import predict as run_predict
 from pksim.programs.trace import chrome_trace as program_trace, gantt_rows as program_gantt
@@ -35,11 +35,14 @@ OUT_ROOT = Path("pksim-out")
 
 
 def run_options(fn):
-    """Options shared by whatif and sweep: output folder, parallelism, format."""
+    """Options shared by whatif and sweep: output folder, resume, parallelism, format."""
     for option in reversed([
         click.option("-o", "--output", metavar="DIR", default=None,
                      help="Output folder (default: ./pksim-out/<study>)."),
         click.option("--force", is_flag=True, help="Overwrite files already there."),
+        click.option("--resume", is_flag=True,
+                     help="Complete an interrupted run in the output folder: keep the rows "
+                          "it wrote, compute the rest (same command and options)."),
         click.option("--workers", type=int, default=None,
                      help="Processes to use (default: every core)."),
         click.option("--scheduler", metavar="ADDRESS", default=None,
@@ -83,10 +86,12 @@ def _run(tasks: list[Task], workers: int | None, scheduler: str | None, label: s
         progress.stop()
 
 
-def _interrupted(result, out: OutputDir) -> None:
+def _interrupted(result, out: OutputDir, kept: int = 0) -> None:
+    """After Ctrl-C: say what was kept (``kept``: rows a --resume brought) and exit 130."""
     if result.interrupted:
-        click.echo(f"pksim: interrupted: kept {len(result.rows)} of {result.total} results "
-                   f"in {out.path}", err=True)
+        click.echo(f"pksim: interrupted: kept {len(result.rows) + kept} of "
+                   f"{result.total + kept} results in {out.path} (--resume completes them)",
+                   err=True)
         sys.exit(130)
 
 
@@ -104,11 +109,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Override a figure of every system (repeatable).")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...",
               help="What-if: one change at a time; a value like 2x scales the system's figure.")
-@click.option("--resume", is_flag=True,
-              help="Complete an interrupted study in the output folder: keep the rows it "
-                   "wrote, compute the rest.")
 @run_options
-def whatif(study_file, systems, overrides, vary, resume, output, force, workers, scheduler,
+def whatif(study_file, systems, overrides, vary, output, force, resume, workers, scheduler,
            no_plots, as_json) -> None:
     """Run a study: the best schedule, its time, the baseline and the speed-up for each
     workload on each system (with no options, the built-in 70B-class TP study)."""
@@ -116,16 +118,19 @@ def whatif(study_file, systems, overrides, vary, resume, output, force, workers,
     study = find_study(study_file) if study_file else default_study()
     study = study.with_options(_split(systems), overrides, vary)
     pairs = load_variants(study)
-    tasks, skipped = tasks_for(pairs, study.workloads, study.impls)
+    tasks, skipped = tasks_for(pairs, study.workloads, study.impls, study.path or study.name)
     out = OutputDir(output or OUT_ROOT / study.name, force or resume)
     out.check(report.study_files(study))
+    identity = {"command": "whatif", "study": study.name, "systems": list(study.systems),
+                "set": list(study.overrides), "vary": [[k, list(v)] for k, v in study.vary],
+                "impls": list(study.impls)}
     kept: list = []
     if resume:
-        kept, tasks = _resumed(out, study, tasks, pairs)
+        name_of = {variant: system.name for variant, system in pairs}
+        kept, tasks = resume_from(out.path / "results.json", identity, "rows", tasks,
+                                  {t: name_of[t.variant] for t in tasks})
     result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json)
-    result.rows[:0] = kept
-    result.total += len(kept)
-    rows = attach_baselines(result.rows, study.baseline)
+    rows = attach_baselines(kept + result.rows, study.baseline)
     rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
                              [w.name for w in study.workloads].index(r.case.workload),
                              r.case.world, r.case.shape, r.impl))
@@ -133,8 +138,9 @@ def whatif(study_file, systems, overrides, vary, resume, output, force, workers,
     timelines = [] if no_plots or result.interrupted else _timelines(study, rows, pairs)
     wall = time.perf_counter() - start
     report.write_study(out, study, rows, systems_by_name, timelines, not no_plots,
-                       {"wall_s": wall, "tasks": result.total, "finished": len(rows),
-                        "interrupted": result.interrupted, "skipped": skipped})
+                       {"wall_s": wall, "tasks": result.total + len(kept), "finished": len(rows),
+                        "interrupted": result.interrupted, "skipped": skipped,
+                        "resume": identity})
     entries = report.summary(rows)
     if as_json:
         emit_json({"study": study.name, "wall_s": wall, "interrupted": result.interrupted,
@@ -145,22 +151,7 @@ def whatif(study_file, systems, overrides, vary, resume, output, force, workers,
         click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), "
                    f"{len(out.written)} files in {out.path}/ "
                    f"({time.perf_counter() - start:.1f} s in all)")
-    _interrupted(result, out)
-
-
-def _resumed(out: OutputDir, study, tasks, pairs):
-    """The rows an interrupted run of this study left in ``out``, and the tasks left."""
-    path = out.path / "results.json"
-    try:
-        previous = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--resume: cannot read {path} ({exc})") from None
-    if previous.get("study") != study.name or not isinstance(previous.get("rows"), list):
-        raise ConfigError(f"--resume: {path} is not a result of study {study.name!r}")
-    name_of = {variant: system.name for variant, system in pairs}
-    return resume_rows(tasks, {t: name_of[t.variant] for t in tasks}, previous["rows"])
+    _interrupted(result, out, len(kept))
 
 
 def _variant_order(row, pairs) -> int:
@@ -225,7 +216,7 @@ def _timelines(study, rows, pairs):
               help="Implementations side by side.")
 @run_options
 def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, impls, output,
-          force, workers, scheduler, no_plots, as_json) -> None:
+          force, resume, workers, scheduler, no_plots, as_json) -> None:
     """A size (or shape) sweep in the nccl-tests layout: size, time, algbw, busbw for
     pk and nccl side by side, and a plot."""
     impl_list = _split((impls,))
@@ -238,24 +229,33 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     tasks = []
     for variant, system in variants:
         n = check_world(system, world, domains)
-        check_positive(root, "--root", 0)
-        if root >= n:
-            raise ConfigError(f"--root {root} is not a rank of {n}")
+        check_root(root, n)
         for shape in _product(shape_axes):
             case = Case(op, op, shape, dtype, n, domains, root)
-            if op in COLLECTIVES:
-                check_bytes(system, op, case.nbytes, dtype, n)
+            check_case(system, case, option=lambda key: "--bytes" if size else
+                       "--shape" if key == "bytes" else f"--shape {key}")
             tasks.extend(Task(variant, case, impl) for impl in impl_list)
-    out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force)
+    out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force or resume)
     out.check(report.sweep_files())
+    identity = {"command": "sweep", "op": op, "systems": list(refs), "set": list(overrides),
+                "dtype": dtype, "world": world, "domains": domains, "root": root,
+                "impls": list(impl_list)}
+    order = {(t.variant.ref, t.case, t.impl): i for i, t in enumerate(tasks)}
+    kept: list = []
+    if resume:
+        name_of = {variant: system.name for variant, system in variants}
+        kept, tasks = resume_from(out.path / "sweep.json", identity, "results", tasks,
+                                  {t: name_of[t.variant] for t in tasks})
     result = _run(tasks, workers, scheduler, f"sweep {op}", as_json)
-    rows = attach_baselines(result.rows, "nccl")
+    rows = attach_baselines(kept + result.rows, "nccl")
+    rows.sort(key=lambda r: order[(r.system_ref, r.case, r.impl)])
     if rows and all(r.status == report.NOT_SUPPORTED for r in rows):
         raise NotSupportedYet(rows[0].message)
-    partial = (f"partial: {len(rows)} of {result.total} rows (interrupted)"
-               if result.interrupted else "")
+    total = result.total + len(kept)
+    partial = (f"partial: {len(rows)} of {total} rows (interrupted); the same command with "
+               f"--resume -o {out.path} completes it" if result.interrupted else "")
     entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
-                                 {s.name: s for _, s in variants}, partial)
+                                 {s.name: s for _, s in variants}, partial, identity)
     if as_json:
         emit_json({"op": op, "rows": [json_entry(e) for e in entries],
                    "files": [str(p) for p in out.written]})
@@ -263,7 +263,7 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
         _print_sweep(op, entries, impl_list, [s.name for _, s in variants])
         click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), {len(out.written)} "
                    f"files in {out.path}/")
-    _interrupted(result, out)
+    _interrupted(result, out, len(kept))
 
 
 def _shape_axes(op: str, size: str | None, shapes: tuple[str, ...]
@@ -319,8 +319,8 @@ def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
         for e in mine:
             row = [format_bytes(e["size_B"]) if e["size_B"] else e["shape"], e["count"] or ""]
             for impl in impls:
-                t = e.get(f"{impl}_time_us")
-                row += [f"{t:.2f}" if t is not None else "-",
+                t = e.get(f"{impl}_time_s")
+                row += [f"{t * 1e6:.2f}" if t is not None else "-",
                         _f(e.get(f"{impl}_algbw_GBps")), _f(e.get(f"{impl}_busbw_GBps")),
                         e.get(f"{impl}_schedule", "")]
             rows.append(row)

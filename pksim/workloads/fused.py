@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.sm import GEMM_TILE
@@ -70,20 +71,24 @@ class Plan:
     tail: tuple[tuple[Transfer, ...], ...] = ()   # steps after all chunks (second shot, out)
 
 
-def check_shape(op: str, shape: dict[str, int], world: int) -> None:
+def check_shape(op: str, shape: dict[str, int], world: int,
+                option: Callable[[str], str] | None = None) -> None:
+    """ConfigError for a shape no run can have (names the key as ``option(key)`` gives
+    it: ``--topk`` by default), InfeasibleError for one this world cannot split."""
+    name = option or (lambda key: "--" + key.replace("_", "-"))
     for key in SHAPE_KEYS[op]:
         if key not in shape:
-            raise ConfigError(f"{op} needs --{key.replace('_', '-')}")
+            raise ConfigError(f"{op} needs {name(key)}")
         if shape[key] <= 0:
-            raise ConfigError(f"--{key.replace('_', '-')} must be positive, got {shape[key]}")
+            raise ConfigError(f"{name(key)} must be positive, got {shape[key]}")
     if op in ("gemm-rs", "gemm-ar", "ag-gemm") and shape["m"] < world:
-        raise ConfigError(f"--m {shape['m']} is smaller than the world ({world})")
+        raise ConfigError(f"{name('m')} {shape['m']} is smaller than the world ({world})")
     if op == "ulysses-attention" and shape["heads"] % world:
         raise InfeasibleError(f"ulysses needs heads ({shape['heads']}) divisible by the world "
                               f"({world})")
     if op.startswith("moe") and shape["topk"] > shape["experts"]:
-        raise ConfigError(f"--topk {shape['topk']} is more than the {shape['experts']} "
-                          f"experts")
+        raise ConfigError(f"{name('topk')} {shape['topk']} is more than the "
+                          f"{shape['experts']} experts")
     if op.startswith("moe") and shape["experts"] % world:
         raise InfeasibleError(f"experts ({shape['experts']}) must divide evenly over the "
                               f"world ({world})")

@@ -275,7 +275,7 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
     """The generated kernel's phases, or None where codegen has no such kernel (then the
     algorithm's transfers are costed as they are). A reduce op or a fused epilogue
     (``extra``) moves what the plain sum moves (collectives/epilogue.cuh; docs/decisions.md
-    D51)."""
+    D53)."""
     if mechanism not in KERNEL_MECHANISMS or world < 2:
         return None
     if mechanism == "copy-engine" and ((op, algorithm) in SM_ONLY or not plain(extra)):

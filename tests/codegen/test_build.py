@@ -175,9 +175,11 @@ ptxas info    : Function properties for _Z6helperv
         "_Z6helperv": {"stack": 0, "spill_stores": 0, "spill_loads": 0}}
 
 
-def test_cache_is_keyed_by_content(tmp_path, cache):
-    e = codegen.emit(load_system("h200-virtual"), _schedule("broadcast", "direct", "register"),
-                     None, tmp_path)
+def test_cache_is_keyed_by_content(tmp_path, cache, builds):
+    """The same source (one of the matrix's, emitted again elsewhere) is found in the cache
+    the matrix filled: no second nvcc run."""
+    key = ("broadcast", "direct", "register", "sm_90a")
+    e = codegen.emit(load_system(SYSTEM_FOR_ARCH["sm_90a"]), _schedule(*key[:3]), None, tmp_path)
     opts = codegen.options_for(e.plan)
     text = e.source.read_text()
     assert cache_key(text, opts, NVCC) == cache_key(text, opts, NVCC)
@@ -185,6 +187,7 @@ def test_cache_is_keyed_by_content(tmp_path, cache):
     assert cache_key(text, BuildOptions(arch="sm_100a"), NVCC) != cache_key(text, opts, NVCC)
     first = codegen.build(e.source, cache=cache)
     mtime = first.stat().st_mtime_ns
+    assert first == builds[key]                      # the matrix's binary, reused
     assert codegen.build(e.source, cache=cache) == first and first.stat().st_mtime_ns == mtime
 
 

@@ -7,6 +7,7 @@ it on purpose and says why in its commit.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import sys
@@ -52,12 +53,23 @@ def _fused(args: tuple[str, dict]) -> tuple[str, dict]:
     return c["id"], {k: fields.get(k) for k in KEPT if k in fields} | {"not_predicted": why}
 
 
-def whatif_rows() -> list[dict]:
+@functools.lru_cache(maxsize=1)
+def default_study() -> tuple[tuple[dict, ...], str]:
+    """The default what-if study, run once per process: its results.json rows and what
+    ``pksim whatif`` printed (at the width docs/run_examples.py gives its examples).
+    The golden test compares the rows; tests/test_docs.py compares the guide's
+    default-study block with the printed tables, so CI runs the study only once."""
     with tempfile.TemporaryDirectory() as tmp:
-        res = CliRunner().invoke(cli, ["whatif", "-o", tmp, "--force", "--no-plots"])
+        res = CliRunner().invoke(cli, ["whatif", "-o", tmp, "--force", "--no-plots"],
+                                 env={"COLUMNS": "100"})
         if res.exit_code != 0:
             raise RuntimeError(f"pksim whatif failed: {res.output}")
         rows = json.loads((Path(tmp) / "results.json").read_text())["rows"]
+    return tuple(rows), res.output
+
+
+def whatif_rows() -> list[dict]:
+    rows, _ = default_study()
     return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
 
 

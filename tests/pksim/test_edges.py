@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from pksim.cli.main import cli
 from pksim.plots import OutputDir
+from pksim.runner import run_task as _REAL_RUN_TASK
 
 SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
 NVLINK = "gpu.nvlink.link_bandwidth_GBps"
@@ -183,14 +184,14 @@ kinds = ["time"]
 
 
 def _stable(path):
-    """A study file without what differs between runs (wall times)."""
+    """A study or sweep file without what differs between runs (wall times)."""
     import csv
     import json
     if path.suffix == ".json":
         data = json.loads(path.read_text())
         if isinstance(data, dict):
             data.pop("wall_s", None)
-            for row in data.get("rows", []):
+            for row in data.get("rows", []) + data.get("results", []):
                 row.pop("seconds", None)
         return data
     with path.open() as handle:
@@ -230,6 +231,9 @@ def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, m
         text = (part / name).read_text()
         assert text.startswith(f"# partial: {k} of {total} rows") and "system," in text
     assert not (part / "time.png").exists()                  # no plot from part of a study
+    # a results.json written before files said which run they came from still resumes
+    data.pop("resume")
+    (part / "results.json").write_text(json.dumps(data))
 
     calls.clear()
     monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(10 ** 6))
@@ -329,21 +333,185 @@ def test_whatif_rows_name_the_figure_they_rest_on_and_its_provenance(tmp_path):
                for r in tensor)
 
 
-def test_interrupted_sweep_says_it_is_partial(tmp_path, monkeypatch):
-    import json
+def _interrupt_after(monkeypatch, k):
+    """Make the k+1-th task raise KeyboardInterrupt (Ctrl-C); returns the tasks run."""
     import pksim.runner
-    real, calls = pksim.runner.run_task, []
+    real, calls = _REAL_RUN_TASK, []
 
     def task(t):
-        if len(calls) == 2:
+        if len(calls) == k:
             raise KeyboardInterrupt
         calls.append(t)
         return real(t)
     monkeypatch.setattr(pksim.runner, "run_task", task)
-    out = tmp_path / "s"
-    result = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB:8MiB",
-                  "--workers", "1", "-o", str(out)])
+    return calls
+
+
+SWEEP = ["sweep", "--system", "dgx-h100,h200-virtual", "--op", "all-reduce", "--bytes",
+         "1MiB:8MiB", "--world", "4", "--workers", "1"]
+
+
+def test_interrupted_sweep_is_partial_and_resume_completes_it(tmp_path, monkeypatch):
+    import json
+    full = tmp_path / "full"
+    assert run(SWEEP + ["-o", str(full)]).exit_code == 0
+    total = 2 * 4 * 2                      # systems x sizes (1, 2, 4, 8 MiB) x impls
+    assert len(json.loads((full / "sweep.json").read_text())["results"]) == total
+
+    k = 5
+    part = tmp_path / "part"
+    _interrupt_after(monkeypatch, k)
+    result = run(SWEEP + ["-o", str(part)])
     assert result.exit_code == 130
-    assert (out / "sweep.csv").read_text().startswith("# partial: 2 of 8 rows")
-    assert json.loads((out / "sweep.json").read_text())["partial"].startswith("partial: 2 of 8")
-    assert not (out / "busbw.png").exists()
+    assert (part / "sweep.csv").read_text().startswith(f"# partial: {k} of {total} rows")
+    data = json.loads((part / "sweep.json").read_text())
+    assert data["partial"].startswith(f"partial: {k} of {total}") and "--resume" in data["partial"]
+    assert len(data["results"]) == k
+    assert not (part / "busbw.png").exists()
+
+    calls = _interrupt_after(monkeypatch, 10 ** 6)
+    resumed = run(SWEEP + ["-o", str(part), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(calls) == total - k                           # only the missing rows ran
+    for name in ("sweep.json", "sweep.csv", "busbw.csv", "busbw.json", "time.json",
+                 "roofline.json"):
+        assert _stable(part / name) == _stable(full / name), name
+    assert (part / "busbw.png").exists()
+
+
+def test_sweep_resume_refuses_another_sweeps_files(tmp_path):
+    out = tmp_path / "s"
+    assert run(SWEEP + ["-o", str(out), "--no-plots"]).exit_code == 0
+    one_line_error(run(SWEEP + ["-o", str(out), "--no-plots", "--resume", "--dtype", "fp32"]),
+                   "--resume", "another run", "dtype")
+    one_line_error(run(["sweep", "--system", "dgx-h100", "--op", "all-gather", "--bytes",
+                        "1MiB", "--resume", "-o", str(out)]), "--resume", "all-gather")
+    one_line_error(run(SWEEP + ["--resume", "-o", str(tmp_path / "none")]), "nothing to resume")
+
+
+def test_every_binding_resource_names_a_figure_of_the_system_with_its_provenance():
+    """Each resource a prediction can be bound by maps to a key the system file has (so its
+    provenance is known), on every shipped system, virtual ranks included; only the NCCL
+    baseline's own time rests on no single figure."""
+    from hwmodels.catalog import list_systems, load_system
+    from pksim.provenance import binding_figure, provenance_of
+    from pksim.schedule import DTYPES
+    resources = ["issue", "latency", "hbm", "l2", "ce", "cecmd", "mempath", "tensor", "nvl_in",
+                 "nvl_out", "nic_in", "nic_out", "sw1", "nvls1", "up1", "down1", "sw2"]
+    for name in list_systems():
+        system = load_system(name)
+        tiers = len(system.domain.switch_tiers)
+        for resource in resources:
+            level = resource.lstrip("swnvlsupdown")
+            if level.isdigit() and int(level) > tiers:
+                continue
+            for mechanism in ("tma", "register", "copy-engine", "multimem"):
+                if mechanism == "multimem" and system.domain.fabric == "shared-memory":
+                    continue                       # no multimem inside one GPU
+                for dtype in DTYPES if resource == "tensor" else ("bf16",):
+                    key = binding_figure(system, resource, mechanism, dtype)
+                    assert key and provenance_of(system, key), (name, resource, mechanism, key)
+        assert binding_figure(system, "nccl") == ""
+    virtual = load_system("h200-virtual")
+    assert binding_figure(virtual, "issue", "tma") == "gpu.transfer.tma_local_per_sm_GBps"
+    h100 = load_system("dgx-h100")
+    assert binding_figure(h100, "issue", "multimem") == "gpu.transfer_remote.multimem_per_sm_GBps"
+    assert provenance_of(h100, "gpu.transfer_remote.multimem_per_sm_GBps") == "estimate"
+
+
+def _keys(obj):
+    """Every key of a JSON document, at any depth."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield key
+            yield from _keys(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            yield from _keys(value)
+
+
+def test_every_file_and_json_gives_times_in_seconds(tmp_path):
+    """One rule for machine-readable output (docs/guide.md): CSV headers, JSON files and
+    --json give times in seconds, in keys ending _s; no key in us, ms or ns (the Chrome
+    trace's own ts/dur, microseconds by its format, carry no unit in their names)."""
+    import csv
+    import json
+    import re
+    study = tmp_path / "small.toml"
+    study.write_text(STUDY.replace('kinds = ["time"]', 'kinds = ["time", "breakdown", '
+                                   '"timeline", "sensitivity", "roofline", "speedup"]'))
+    commands = [
+        ["whatif", "--study", str(study), "--workers", "1", "--vary", f"{NVLINK}=2x",
+         "-o", str(tmp_path / "w"), "--json"],
+        ["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB,2MiB",
+         "--workers", "1", "-o", str(tmp_path / "s"), "--json"],
+        ["trace", *SMALL, "--gantt", "-o", str(tmp_path / "t" / "t.json"), "--json"],
+        ["predict", *SMALL, "--impl", "nccl", "--json"],
+        ["search", *SMALL, "--json", "--top", "2"],
+        ["codegen", *SMALL, "-o", str(tmp_path / "c"), "--json"],
+    ]
+    other_unit = re.compile(r"_(us|ms|ns)$")
+    for args in commands:
+        result = run(args)
+        assert result.exit_code == 0, (args, result.output)
+        assert not [k for k in _keys(json.loads(result.output)) if other_unit.search(k)], args
+    files = [p for p in tmp_path.rglob("*") if p.suffix in (".csv", ".json")]
+    assert len(files) > 20
+    for path in files:
+        if path.suffix == ".csv":
+            with path.open() as handle:
+                header = next(csv.reader(line for line in handle if not line.startswith("#")))
+            keys = header
+        else:
+            keys = list(_keys(json.loads(path.read_text())))
+        bad = [k for k in keys if other_unit.search(str(k))]
+        assert not bad, (path.name, bad)
+    results = json.loads((tmp_path / "w" / "results.json").read_text())["rows"]
+    with (tmp_path / "w" / "results.csv").open() as handle:
+        first = next(csv.DictReader(line for line in handle if not line.startswith("#")))
+    assert float(first["time_s"]) == pytest.approx(results[0]["time_s"], rel=1e-5)
+    assert 1e-7 < results[0]["time_s"] < 1e-2                 # seconds, not microseconds
+
+
+# ---- a study's or a sweep's cases: checked before any work ------------------------------------
+@pytest.mark.parametrize("workload, needle", [
+    ('op = "all-reduce"\nbytes = [3, "1MiB"]', "bytes 3: not a whole number of bf16"),
+    ('op = "all-reduce"\nbytes = "1TiB"', "more than the 80 GB"),
+    ('op = "moe-dispatch-gemm"\ntokens = 1024\nhidden = 1024\nexperts = 8\ntopk = 16\n'
+     'expert_hidden = 1024', "topk 16 is more than the 8 experts"),
+    ('op = "gemm-rs"\nm = 4\nn = 1024\nk = 1024', "m 4 is smaller than the world (8)"),
+])
+def test_a_study_case_no_run_can_have_is_one_line_before_any_work(tmp_path, monkeypatch,
+                                                                    workload, needle):
+    import pksim.runner
+
+    def no_work(*_a, **_k):
+        raise AssertionError("work started before the cases were checked")
+    monkeypatch.setattr(pksim.runner, "run_tasks", no_work)
+    study = tmp_path / "bad.toml"
+    study.write_text(f'name = "bad"\nsystems = ["dgx-h100"]\n[[workload]]\nname = "w"\n'
+                     f'{workload}\nworld = 8\n')
+    one_line_error(run(["whatif", "--study", str(study), "-o", str(tmp_path / "o")]),
+                   str(study), "workload 'w'", "dgx-h100", needle)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--op", "moe-dispatch-gemm", "--shape", "tokens=1024", "--shape", "hidden=1024",
+      "--shape", "experts=8", "--shape", "topk=16", "--shape", "expert_hidden=1024"],
+     "--shape topk 16 is more than the 8 experts"),
+    (["--op", "all-reduce", "--shape", "count=1:1099511627776"], "more than the 80 GB"),
+    (["--op", "all-reduce", "--bytes", "1MiB", "--root", "8"], "--root 8 is not a rank of 8"),
+])
+def test_sweep_case_no_run_can_have(tmp_path, args, needle):
+    one_line_error(run(["sweep", "--system", "dgx-h100", *args, "-o", str(tmp_path / "s")]),
+                   needle)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--root", "9"], "--root 9 is not a rank of 8"),
+    (["--root", "-1"], "--root -1 is not a rank"),
+    (["--chunk-bytes", "3"], "--chunk-bytes 3: not a whole number of bf16"),
+])
+def test_root_and_chunk_name_their_option(args, needle):
+    one_line_error(run(["predict", *SMALL, *args]), needle)

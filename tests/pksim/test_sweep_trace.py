@@ -16,8 +16,8 @@ from pksim.trace import chrome_trace, tracks
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SWEEP_COLUMNS = ["system", "op", "world", "size_B", "count", "type", "redop", "root",
-                 "pk_time_us", "pk_algbw_GBps", "pk_busbw_GBps", "pk_schedule",
-                 "nccl_time_us", "nccl_algbw_GBps", "nccl_busbw_GBps", "nccl_schedule",
+                 "pk_time_s", "pk_algbw_GBps", "pk_busbw_GBps", "pk_schedule",
+                 "nccl_time_s", "nccl_algbw_GBps", "nccl_busbw_GBps", "nccl_schedule",
                  "speedup"]
 
 
@@ -56,15 +56,15 @@ def test_sweep_nccl_tests_layout_and_units(tmp_path):
     for r in rows:
         assert r["type"] == "bfloat16" and r["redop"] == "sum" and r["root"] == "-1"
         assert int(r["count"]) == int(r["size_B"]) // 2 and r["world"] == "8"
-        time_us, algbw = float(r["pk_time_us"]), float(r["pk_algbw_GBps"])
-        # algbw (GB/s) = bytes / time: size_B / (time_us * 1e-6) / 1e9
-        assert algbw == pytest.approx(int(r["size_B"]) / (time_us * 1e-6) / 1e9, rel=1e-4)
+        time_s, algbw = float(r["pk_time_s"]), float(r["pk_algbw_GBps"])
+        # algbw (GB/s) = bytes / time: size_B / time_s / 1e9
+        assert algbw == pytest.approx(int(r["size_B"]) / time_s / 1e9, rel=1e-4)
         assert float(r["pk_busbw_GBps"]) == pytest.approx(algbw * 2 * 7 / 8, rel=1e-4)
-        assert float(r["speedup"]) == pytest.approx(float(r["nccl_time_us"]) / time_us,
+        assert float(r["speedup"]) == pytest.approx(float(r["nccl_time_s"]) / time_s,
                                                     rel=1e-4)
         assert r["nccl_schedule"].startswith("nccl/")
     data = json.loads((out / "sweep.json").read_text())
-    assert data["units"]["time_us"] == "microseconds" and len(data["rows"]) == 5
+    assert data["units"]["time_s"] == "seconds" and len(data["rows"]) == 5
     for stem in ("busbw", "time", "roofline"):
         assert (out / f"{stem}.png").read_bytes()[:8] == PNG
         assert read_csv(out / f"{stem}.csv") and json.loads((out / f"{stem}.json").read_text())
@@ -79,7 +79,7 @@ def test_sweep_several_systems_and_a_shape_range(tmp_path):
     rows = json.loads(result.output)["rows"]
     assert {r["system"] for r in rows} == {"dgx-h100", "dgx-b200"}
     assert sorted({r["size_B"] for r in rows}) == [m * 1024 * 2 for m in (1024, 2048, 4096)]
-    assert "nccl_time_us" not in read_csv(out / "sweep.csv")[0]
+    assert "nccl_time_s" not in read_csv(out / "sweep.csv")[0]
     points = json.loads((out / "busbw.json").read_text())
     assert {p["system"] for p in points} == {"dgx-h100", "dgx-b200"}
 
@@ -126,7 +126,7 @@ def test_trace_file_loads_with_trace_events(tmp_path):
     spans = [e for e in events if e["ph"] == "X"]
     assert spans and all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
     end = max(e["ts"] + e["dur"] for e in spans)
-    assert end == pytest.approx(trace["otherData"]["time_us"], rel=0.02)
+    assert end == pytest.approx(trace["otherData"]["time_s"] * 1e6, rel=0.02)
     assert (tmp_path / "t-gantt.png").read_bytes()[:8] == PNG
     one_line_error(run(["trace", "--system", "dgx-h100", "--op", "all-reduce", "--bytes",
                         "16MiB", "-o", str(path)]), "exists")
@@ -143,7 +143,7 @@ def test_trace_tracks_per_rank_sm_group_and_link_class():
     assert kinds == {"lane", "sm-group", "link"}
     assert any(r["track"].startswith("rank 0 / NCCL channels") for r in rows)
     for track in {r["track"] for r in rows}:                   # no overlaps on a track
-        spans = sorted((r["start_us"], r["end_us"]) for r in rows if r["track"] == track)
+        spans = sorted((r["start_s"], r["end_s"]) for r in rows if r["track"] == track)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     assert chrome_trace(system, p)["otherData"]["schedule"].startswith("nccl/")
 
@@ -180,7 +180,7 @@ def test_trace_of_a_fused_op_has_compute_comm_and_link_tracks(tmp_path):
     assert all(e["cat"] in ("compute", "comm", "link") for e in spans)
     start = min(e["ts"] for e in spans)
     end = max(e["ts"] + e["dur"] for e in spans)
-    assert start == 0 and end - start == pytest.approx(trace["otherData"]["time_us"], rel=0.01)
+    assert start == 0 and end - start == pytest.approx(trace["otherData"]["time_s"] * 1e6, rel=0.01)
     assert trace["otherData"]["shape"] == {"k": 2048, "m": 8192, "n": 8192}
     assert (tmp_path / "gemm-rs-gantt.png").read_bytes()[:8] == PNG
 
@@ -221,4 +221,4 @@ def test_trace_of_the_baseline_is_the_library_kernel_then_nccl(tmp_path):
     assert [e["name"] for e in spans if e["name"] != "kernel launch"] == [
         "library GEMM", "NCCL reduce-scatter"]
     end = max(e["ts"] + e["dur"] for e in spans)
-    assert end == pytest.approx(trace["otherData"]["time_us"], rel=1e-6)
+    assert end == pytest.approx(trace["otherData"]["time_s"] * 1e6, rel=1e-6)

@@ -307,7 +307,7 @@ def test_whatif_end_to_end(tmp_path):
     with (out / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     for column in ("system", "variant", "workload", "op", "shape", "world", "impl", "status",
-                   "time_us", "schedule", "bound_us", "bound_resource", "busbw_GBps",
+                   "time_s", "schedule", "bound_s", "bound_resource", "busbw_GBps",
                    "speedup", "message"):
         assert column in rows[0]
     assert json.loads((out / "results.json").read_text())["study"] == "small"

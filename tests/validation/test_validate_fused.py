@@ -262,7 +262,9 @@ def _fused_suite_text(**fused) -> str:
     ({"shapes": '[{mnk = "1000x1020x512", worlds = [2]}]'},
      ["fused.shapes[0].mnk = '1000x1020x512'", "multiples of 8"]),
     ({"shapes": '[{mnk = "4x1024x512", worlds = [8]}]'}, ["fused.shapes[0].mnk", "below world 8"]),
-    ({"shapes": '[{mnk = "1000x1024x512", worlds = [16]}]'}, ["fused.shapes[0].worlds = [16]"]),
+    ({"shapes": '[{mnk = "1000x1024x512", worlds = [1000]}]'}, ["fused.shapes[0].worlds = [1000]"]),
+    # a world the suite's system does not have (h200-virtual-calibrated: 8 virtual ranks)
+    ({"shapes": '[{mnk = "1000x1024x512", worlds = [16]}]'}, ["fused world 16", "8 ranks"]),
     ({"shapes": '[{mnk = "1000x1024x512", world = [2]}]'}, ["unknown key 'fused.shapes[0].world'"]),
     ({"shapes": '["1000x1024x512"]'}, ["fused.shapes[0] = '1000x1024x512'", "must be a table"]),
     ({"shapes": None}, ["fused: missing key 'shapes'"]),

@@ -44,7 +44,7 @@ ALPHA = 0.37
 # rows, as MoE dispatch and torch's split sizes do: every block starts 16-byte aligned); the
 # checked cases' sizes are odd. Packed blocks at odd displacements run the register fallback
 # of the copy and sum routines (collective.cuh), which the model does not know
-# (docs/VALIDATION.md, the comm suite).
+# (docs/validation/comm.md).
 ROW = 64
 
 
