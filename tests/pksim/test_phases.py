@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pksim.workloads.phases import KERNEL_PHASES, SM, bytes_moved, kernel_phases
+from pksim.workloads.phases import KERNEL_PHASES, SIZED_PHASES, SM, bytes_moved, kernel_phases
 
 MiB = 1 << 20
 
@@ -72,10 +72,15 @@ def test_no_phases_where_codegen_has_no_kernel():
                                   ("reduce-scatter", "direct"), ("reduce-scatter", "ring"),
                                   ("all-reduce", "direct"), ("all-reduce", "two-shot"),
                                   ("all-reduce", "ring"), ("all-to-all", "direct"),
-                                  ("broadcast", "direct")}
-    # every kernel codegen runs has its phases here (in-network ones are compile-only)
+                                  ("broadcast", "direct"), ("reduce", "direct"),
+                                  ("reduce", "two-shot"), ("gather", "direct"),
+                                  ("scatter", "direct")}
+    # every kernel codegen runs has its phases here or, for the split-size ops, in
+    # SIZED_PHASES; in-network kernels are compile-only, and rhd is costed from its
+    # transfers (docs/decisions.md D52)
     from codegen.plan import KERNELS
-    assert set(KERNEL_PHASES) == {k for k in KERNELS if k[1] != "in-network"}
+    phased = set(KERNEL_PHASES) | set(SIZED_PHASES)
+    assert phased == {k for k in KERNELS if k[1] not in ("in-network", "rhd")}
 
 
 def test_copy_engine_broadcast_reads_the_root_once_per_copy():

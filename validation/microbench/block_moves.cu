@@ -71,7 +71,7 @@ PK_HD bool group_dest(int groups, int own) {
 // pass pkc::one(...) (the one-shot, the reduce-scatter, the broadcast, the ring steps); the
 // destinations' count is a run-time value otherwise, as in those that fill a set per peer
 // (docs/decisions.md D13).
-template <class C, bool reduce, int QB = PKC_MAX_RANKS, bool one = false>
+template <class C, bool reduce, int QB = PKC_SET_SLOTS, bool one = false>
 __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
                                                    size_t n, int groups, int own,
@@ -103,13 +103,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
   pkc::ptrs<bf16> mine{}, d{};
   pkc::cptrs<bf16> q{};
 #pragma unroll
-  for (int k = 0; k < PKC_MAX_RANKS; ++k) {
+  for (int k = 0; k < PKC_SET_SLOTS; ++k) {
     mine.p[k] = own_dest ? dst.p[grp] : dst.p[k];
     d.p[k] = mine.p[k] + (one_dest ? 0 : at) + s.lo;
     // own == 5: shared reads in the staggered order of the generated one-shot (group g
     // reads source g first, then g + 1, ...), by a subtraction as pkc::peer (a `%` costs
     // 0.3 us at 4 KiB: docs/decisions.md D17); sums only: copies read one source
-    int j = first + k < PKC_MAX_RANKS ? first + k : PKC_MAX_RANKS - 1;
+    int j = first + k < PKC_SET_SLOTS ? first + k : PKC_SET_SLOTS - 1;
     if constexpr (reduce) {
       if (own == 5 && groups > 1 && k < src.n) j = k < src.n - grp ? grp + k : grp + k - src.n;
     }
@@ -149,8 +149,8 @@ void launch(const pkc::ptrs<bf16>& d, const pkc::cptrs<bf16>& s, size_t n, int r
   // one destination (the kernel's mine.n == 1) known to the compiler
   const bool one = group_dest(groups, own) || d.n == 1;
   auto* k = reduce ? (own == 3 ? move_kernel<C, true, 4>   // crossed: never one destination
-                               : one ? move_kernel<C, true, PKC_MAX_RANKS, true> : move_kernel<C, true>)
-                   : one ? move_kernel<C, false, PKC_MAX_RANKS, true> : move_kernel<C, false>;
+                               : one ? move_kernel<C, true, PKC_SET_SLOTS, true> : move_kernel<C, true>)
+                   : one ? move_kernel<C, false, PKC_SET_SLOTS, true> : move_kernel<C, false>;
   if (coop)  // as the generated collectives launch (pk::launch_cooperative)
     pk::launch_cooperative(k, dim3(blocks), dim3(C::kThreads), C::kSmemBytes, st, d, s, n, groups, own, err);
   else
@@ -181,9 +181,9 @@ int main(int argc, char** argv) {
                              (int)tma_cfg::kSmemBytes));
   CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)tma_cfg::kSmemBytes));
-  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, true, PKC_MAX_RANKS, true>,
+  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, true, PKC_SET_SLOTS, true>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tma_cfg::kSmemBytes));
-  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, false, PKC_MAX_RANKS, true>,
+  CHECK(cudaFuncSetAttribute(move_kernel<tma_cfg, false, PKC_SET_SLOTS, true>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tma_cfg::kSmemBytes));
   const Shape shapes[] = {{"copy", 1, 1}, {"copy", 1, 2}, {"copy", 1, 4}, {"copy", 1, 8},
                           {"reduce", 2, 1}, {"reduce", 4, 1}, {"reduce", 8, 1},
