@@ -33,7 +33,17 @@ template <int kKind>
 __global__ void __launch_bounds__(kThreads, 1) pull_kernel(const __grid_constant__ pull_globals g) {
   const int rank = static_cast<int>(blockIdx.x) / g.comm_blocks;
   const int block = static_cast<int>(blockIdx.x) % g.comm_blocks;
-  pkf::pull_reduce<kKind>::run(g, rank, block, nullptr);
+  pkf::pull_reduce<kKind>::template run<false>(g, rank, block, nullptr);  // the narrow instance
+}
+
+// A host array copied into device memory (the fused runtime's device table, for one call).
+template <typename T>
+static T* to_device(const T* host, size_t n) {
+  T* dev = nullptr;
+  CHECK(cudaMalloc(&dev, n * sizeof(T)));
+  CHECK(cudaMemcpy(dev, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  CHECK(cudaDeviceSynchronize());   // complete before a launch on the non-blocking stream
+  return dev;
 }
 
 __global__ void set_counters_kernel(unsigned* c, size_t n, unsigned v) {
@@ -75,13 +85,29 @@ int main(int argc, char** argv) {
             set_counters_kernel<<<32, 256>>>(f.ctr.ptr[r], tiles, 2u * world);
             CHECK_LAUNCH();
           }
+          // The fused ABI v2 (pkf::pull_op::comm_params / fill): the pointers in the kernel
+          // parameter (narrow instance, world <= 8) and in a device table; the flag counters'
+          // pointers and the row partition in the table, as pkf_table writes them.
           pull_globals g{};
           for (int r = 0; r < world; ++r) {
-            g.comm.partial[r] = partial[r];
-            g.comm.out[r] = out[r];
+            g.comm.partial_inl[r] = partial[r];
+            g.comm.out_inl[r] = out[r];
           }
-          g.comm.flags = f;
-          g.comm.rows = pkf::partition::make(M, world);
+          const bf16** partial_tab = to_device(const_cast<const bf16**>(partial.data()), world);
+          bf16** out_tab = to_device(out.data(), world);
+          unsigned int** ctr_tab = to_device(f.ctr.ptr, world);
+          g.comm.partial = partial_tab;
+          g.comm.out = out_tab;
+          g.comm.flags.ctr.table = ctr_tab;
+          g.comm.flags.ctr.world = world;
+          g.comm.flags.num_flags = f.num_flags;
+          g.comm.flags.spin = f.spin;
+          std::vector<int> lo_host(world + 1);
+          std::vector<int4> blk_host(pkf::partition::blocks(M));
+          pkf::partition::make(lo_host.data(), blk_host.data(), nullptr, nullptr, M, world);
+          int* lo_dev = to_device(lo_host.data(), lo_host.size());
+          int4* blk_dev = to_device(blk_host.data(), blk_host.size());
+          g.comm.rows = pkf::partition{lo_dev, blk_dev, world};
           g.comm.N = N;
           g.comm.world = world;
           g.comm.bm = kBM;
@@ -100,8 +126,8 @@ int main(int argc, char** argv) {
           const std::string check = run_check(err, [&](unsigned long long* bad) {
             for (int r = 0; r < world; ++r) {
               // rs: rank r's output holds its rows; ar: every rank's holds all M rows.
-              const int lo = kind == 0 ? g.comm.rows.begin(r) : 0;
-              const int hi = kind == 0 ? g.comm.rows.end(r) : M;
+              const int lo = kind == 0 ? lo_host[r] : 0;
+              const int hi = kind == 0 ? lo_host[r + 1] : M;
               pkc::cptrs<bf16> src{};
               for (int q = 0; q < world; ++q) src.add(partial[q] + static_cast<size_t>(lo) * N);
               check_kernel<<<sms * 4, 512>>>(out[r], src, static_cast<size_t>(hi - lo) * N, bad);
@@ -113,6 +139,8 @@ int main(int argc, char** argv) {
             times = times_behind_write(st, go, flush, flush_bytes, reps);
           }
           pk::free_virtual_flags(f);
+          for (void* t : {(void*)partial_tab, (void*)out_tab, (void*)ctr_tab, (void*)lo_dev, (void*)blk_dev})
+            CHECK(cudaFree(t));
           const double part = static_cast<double>(M) * N * sizeof(bf16);
           const double traffic = world * part + part * (kind == 0 ? 1 : world);
           JsonObj params;

@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
   }
   CHECK_LAUNCH();
   CHECK(cudaDeviceSynchronize());
+  CUtensorMap* map_tab = nullptr;   // store_add_all's device table of output maps
+  CHECK(cudaMalloc(&map_tab, kMaxD * sizeof(CUtensorMap)));
   pk::error_record* err = new_error_record();
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -134,8 +136,14 @@ int main(int argc, char** argv) {
       if (ep == "store") {
         go = [&, plain] { launch(plain, st); };
       } else if (ep == "store_add") {
+        // the fused ABI v2: the outputs' maps in a device table (pkf::store_add_op::fill)
         auto p = operands<pkf::store_add_all>(A, B, s.m, s.n, s.k, sms);
-        for (int o = 0; o < v.d; ++o) out_map(&p.epi.out[o], out[o], s.m, s.n);
+        std::vector<CUtensorMap> maps(v.d);
+        for (int o = 0; o < v.d; ++o) out_map(&maps[o], out[o], s.m, s.n);
+        CHECK(cudaStreamSynchronize(st));   // no launch of the last variant still reads it
+        CHECK(cudaMemcpy(map_tab, maps.data(), v.d * sizeof(CUtensorMap), cudaMemcpyHostToDevice));
+        CHECK(cudaDeviceSynchronize());     // written before a launch on the non-blocking stream
+        p.epi.out = map_tab;
         p.epi.world = v.d;
         p.epi.rank = 0;
         go = [&, p] { launch(p, st); };
@@ -176,6 +184,7 @@ int main(int argc, char** argv) {
     }
   }
   for (bf16* p : out) CHECK(cudaFree(p));
+  CHECK(cudaFree(map_tab));
   CHECK(cudaFree(A));
   CHECK(cudaFree(B));
   CHECK(cudaFree(C));
