@@ -31,14 +31,7 @@ struct all_gather_direct {
 #ifdef __CUDACC__
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
-    using T = typename G::value_type;
-    if constexpr (C::kWide) {  // PKC_SET_SLOTS destinations at a time, each batch reads the shard
-      return copy_list<C>(g, c, all_peers<C>(g.out, c, c.rank * g.count), g.in[c.rank], g.count, sm);
-    } else {
-      ptrs<T> dst{};
-      fill_peers<C>(dst, g.out, c, c.rank * g.count);
-      return copy_range<C>(g, c, dst, g.in[c.rank], g.count, sm);
-    }
+    return copy_to_ranks<C>(g, c, g.in[c.rank], c.rank * g.count, g.count, sm);
   }
 #endif
 

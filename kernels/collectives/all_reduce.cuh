@@ -53,13 +53,7 @@ struct all_reduce_one_shot {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
-    if constexpr (C::kWide) {
-      return reduce_list<C>(g, c, one(g.out[c.rank] + s.lo), all_peers<C>(g.in, c, s.lo), s.size(), sm);
-    } else {
-      cptrs<T> src{};
-      fill_peers<C>(src, g.in, c, s.lo);
-      return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
-    }
+    return reduce_from_ranks<C, may_shift::no>(g, c, g.out[c.rank] + s.lo, s.lo, s.size(), s.lo, sm);  // whole lines
   }
 #endif
 
@@ -104,19 +98,14 @@ struct all_reduce_two_shot {
     const span ch = chunk_of<T>(g.count, c.world, c.rank);
     const span s = block_piece<T>(ch.size(), c);
     const size_t at = ch.lo + s.lo;
-    if constexpr (C::kWide) {
-      return reduce_list<C>(g, c, all_peers<C>(g.out, c, at), all_peers<C>(g.in, c, at), s.size(), sm);
-    } else {
-      cptrs<T> src{};
-      ptrs<T> dst{};
-      fill_peers<C>(src, g.in, c, at);
-      fill_peers<C>(dst, g.out, c, at);
-      // bf16 by registers loads all 8 sources at once (no stack: ptxas -v, sm_90a, CUDA 13.0;
-      // 4 a round had cost 1.5 us a call at 8 ranks in block_moves_cross: docs/decisions.md D24);
-      // fp32 4 a round (as the model's load_rounds has it; 8 at once in fp32 has not been timed)
-      constexpr int kLoads = C::kMech == mech::reg && sizeof(T) == 2 ? PKC_SET_SLOTS : 4;
-      return reduce_to<C, kLoads>(g, c, dst, src, s.size(), sm);
-    }
+    // The plain sum in bf16 by registers loads all 8 sources at once (no stack: ptxas -v, sm_90a,
+    // CUDA 13.0; 4 a round had cost 1.5 us a call at 8 ranks in block_moves_cross:
+    // docs/decisions.md D24); in fp32 4 a round (as the model's load_rounds has it; 8 at once in
+    // fp32 has not been timed). With a reduce op or an epilogue, all 8 (one vector each).
+    using R = decltype(policy_of<C>::make(g));
+    constexpr int kLoads =
+        C::kMech == mech::reg && (sizeof(T) == 2 || !std::is_same<R, sum_policy>::value) ? PKC_SET_SLOTS : 4;
+    return reduce_ranks_to_ranks<C, kLoads>(g, c, at, s.size(), at, sm);
   }
 #endif
 

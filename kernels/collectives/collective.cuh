@@ -12,12 +12,14 @@
 //   * ctx: which rank and which of its blocks this block is (virtual ranks: rank = block / bpr);
 //   * piece(): cutting a range into 16-byte-aligned pieces, one per rank or block;
 //   * copy_to / reduce_to: move a span to up to PKC_SET_SLOTS destinations, or sum up to
-//     PKC_SET_SLOTS sources into them (fp32 accumulation), through the mechanism of the config:
-//     TMA (bulk loads into shared memory, bulk stores out of it; the SM adds) or registers
-//     (16-byte ld.global.cg / st); anything not 16-byte aligned goes through the register path;
-//     copy_list / reduce_list: the same for a peer_list of any length (every rank's buffer in a
-//     rank's visiting order), PKC_SET_SLOTS buffers at a time (a TMA sum takes at most
-//     PKC_TMA_MAX_SOURCES: the host refuses more);
+//     PKC_SET_SLOTS sources into them (fp32 accumulation; a reduce op and an epilogue through
+//     epilogue.cuh's policies), through the mechanism of the config: TMA (bulk loads into
+//     shared memory, bulk stores out of it; the SM adds) or registers (16-byte ld.global.cg /
+//     st), at any alignment (the element loops: moves.cuh); copy_list / reduce_list: the same
+//     for a peer_list of any length (every rank's buffer in a rank's visiting order),
+//     PKC_SET_SLOTS buffers at a time (a TMA sum takes at most PKC_TMA_MAX_SOURCES: the host
+//     refuses more); reduce_from_ranks / reduce_ranks_to_ranks / copy_to_ranks: those moves
+//     over every rank's buffer, narrow or wide;
 //   * grid_barrier (dissemination: ceil(log2 world) rounds), ring_wait / ring_signal (block b
 //     of a rank and of the next), pair_wait / pair_signal (a partner per phase): the
 //     synchronisation between phases;
@@ -235,6 +237,15 @@ struct ptr_set {
   PK_HD void fill_set(ptr_set<Q>& s, int) const {
     s.fill(n, [&](int k) { return static_cast<Q>(p[k]); });
   }
+  // f(p[k]) for every pointer of the set, each at its compile-time slot.
+  template <class F>
+  PK_HD void each(F f) const {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int k = 0; k < PKC_SET_SLOTS; ++k)
+      if (k < n) f(p[k]);
+  }
   PK_HD int misalignment() const {
     const int a = static_cast<int>(reinterpret_cast<uintptr_t>(p[0]) & 15u);
 #ifdef __CUDA_ARCH__
@@ -269,10 +280,11 @@ PK_HD void fill_peers(ptr_set<P>& s, const L& l, const ctx& c, size_t offset) {
 // slots. at(k) reads the pointer where it lies (kernel parameter or peer table); fill_set()
 // takes up to PKC_SET_SLOTS of them, from the first-th on, into compile-time slots. Every
 // rank's buffer is 16-byte aligned (checked by the host), so the list's misalignment is the
-// offset's.
-template <class C, typename T>
+// offset's. Narrow (Wide = false), the pointers are read from the kernel parameter at each use
+// (a uniform load), so that a list holds none in registers (moves.cuh's shifted sums).
+template <class C, typename T, bool Wide = true>
 struct peer_list {
-  const peers<T, true>* buf;
+  const peers<T, Wide>* buf;
   size_t offset;   // elements
   int rank, n;     // n: the world
   PK_HD T* at(int k) const { return (*buf)[peer<C>(rank, k, n)] + offset; }
@@ -281,12 +293,16 @@ struct peer_list {
     const int count = n - first < PKC_SET_SLOTS ? n - first : PKC_SET_SLOTS;
     s.fill(count, [&](int k) { return static_cast<Q>(at(first + k < n ? first + k : n - 1)); });
   }
+  template <class F>
+  PK_HD void each(F f) const {
+    for (int k = 0; k < n; ++k) f(at(k));
+  }
   PK_HD int misalignment() const { return static_cast<int>((offset * sizeof(T)) & 15u); }
 };
 
-template <class C, typename T>
-PK_HD peer_list<C, T> all_peers(const peers<T, true>& l, const ctx& c, size_t offset) {
-  return peer_list<C, T>{&l, offset, c.rank, c.world};
+template <class C, typename T, bool Wide>
+PK_HD peer_list<C, T, Wide> all_peers(const peers<T, Wide>& l, const ctx& c, size_t offset) {
+  return peer_list<C, T, Wide>{&l, offset, c.rank, c.world};
 }
 
 // for (int d = 0; d < n; ++d) with d a compile-time constant after unrolling (n <= PKC_SET_SLOTS).
@@ -309,435 +325,14 @@ struct block_smem {
   unsigned parity;       // bit s: parity of the next phase of bar[s]; identical in every thread
 };
 
+}  // namespace pkc
+
+// ---- the element loops of every move (copies, sums; registers, TMA) ------------------------------
+#include "moves.cuh"
+
+namespace pkc {
+
 #ifdef __CUDACC__
-
-PK_DEV float to_f32(float x) { return x; }
-PK_DEV float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-PK_DEV T from_f32(float x);
-template <>
-PK_DEV float from_f32<float>(float x) { return x; }
-template <>
-PK_DEV __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-// acc[0..V) += the V elements packed in a 16-byte vector.
-PK_DEV void add_vec(float* acc, const uint4& raw, float) {
-  const float* f = reinterpret_cast<const float*>(&raw);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) acc[k] += f[k];
-}
-PK_DEV void add_vec(float* acc, const uint4& raw, __nv_bfloat16) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float2 f = __bfloat1622float2(h[k]);
-    acc[2 * k] += f.x;
-    acc[2 * k + 1] += f.y;
-  }
-}
-PK_DEV uint4 pack_vec(const float* acc, float) {
-  uint4 r;
-  float* f = reinterpret_cast<float*>(&r);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) f[k] = acc[k];
-  return r;
-}
-PK_DEV uint4 pack_vec(const float* acc, __nv_bfloat16) {
-  uint4 r;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(acc[2 * k], acc[2 * k + 1]);
-  return r;
-}
-
-// ---- register path ---------------------------------------------------------------------------
-
-// dst[d][0..n) = src[0..n) for every destination. Co-aligned destinations share one 16-byte
-// load per vector (fan-out); otherwise each destination is copied by pk::ldst::copy, which
-// handles any alignment.
-template <typename T>
-PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group g) {
-  const size_t bytes = n * sizeof(T);
-  if (bytes == 0 || dst.n == 0) return;
-  bool co = dst.n > 1;
-  PKC_EACH(d, dst.n)
-    co = co && (((reinterpret_cast<uintptr_t>(dst.p[d]) ^ reinterpret_cast<uintptr_t>(src)) & 15u) == 0);
-  if (!co) {
-    PKC_EACH(d, dst.n) pk::ldst::copy(dst.p[d], src, bytes, g);
-    return;
-  }
-  const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
-  size_t head = (16u - (reinterpret_cast<uintptr_t>(s) & 15u)) & 15u;
-  if (head > bytes) head = bytes;
-  for (size_t i = g.tid; i < head; i += g.size) {
-    const unsigned char v = __ldcg(s + i);
-    PKC_EACH(d, dst.n) reinterpret_cast<unsigned char*>(dst.p[d])[i] = v;
-  }
-  const size_t nv = (bytes - head) / 16;
-  const uint4* sv = reinterpret_cast<const uint4*>(s + head);
-  constexpr int U = pk::ldst::UNROLL;
-  size_t i = g.tid;
-  for (; i + (U - 1) * g.size < nv; i += U * g.size) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = __ldcg(sv + i + u * g.size);
-    PKC_EACH(d, dst.n) {
-      uint4* dv = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(dst.p[d]) + head);
-#pragma unroll
-      for (int u = 0; u < U; ++u) dv[i + u * g.size] = v[u];
-    }
-  }
-  for (; i < nv; i += g.size) {
-    const uint4 v = __ldcg(sv + i);
-    PKC_EACH(d, dst.n)
-      reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(dst.p[d]) + head)[i] = v;
-  }
-  for (size_t j = head + nv * 16 + g.tid; j < bytes; j += g.size) {
-    const unsigned char v = __ldcg(s + j);
-    PKC_EACH(d, dst.n) reinterpret_cast<unsigned char*>(dst.p[d])[j] = v;
-  }
-}
-
-// The vector part of reg_reduce: U vectors of each of up to Q sources per thread and round.
-template <int U, int Q, int QB, typename T>
-PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head, size_t nv,
-                            pk::ldst::group g) {
-  constexpr size_t V = kVec<T>;
-  static_assert(Q % QB == 0, "sources are loaded in whole batches");
-  for (size_t i0 = g.tid; i0 < nv; i0 += U * g.size) {
-    float acc[U][V];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (size_t k = 0; k < V; ++k) acc[u][k] = 0.f;
-    // QB sources at a time: load, then add in source order (the sum is that of one pass).
-#pragma unroll
-    for (int q0 = 0; q0 < Q; q0 += QB) {
-      uint4 raw[U][QB];
-#pragma unroll
-      for (int q = 0; q < QB; ++q) {
-        if (q0 + q < src.n) {
-          const uint4* sv = reinterpret_cast<const uint4*>(src.p[q0 + q] + head);
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-            if (i0 + u * g.size < nv) raw[u][q] = __ldcg(sv + i0 + u * g.size);
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < QB; ++q) {
-        if (q0 + q < src.n) {
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-            if (i0 + u * g.size < nv) add_vec(acc[u], raw[u][q], T{});
-        }
-      }
-      // keep the next batch's loads behind this batch's adds: its registers are reused
-      if (q0 + QB < Q) asm volatile("" ::: "memory");
-    }
-    PKC_EACH(d, dst.n) {
-      uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i0 + u * g.size < nv) dv[i0 + u * g.size] = pack_vec(acc[u], T{});
-    }
-  }
-}
-
-// dst[d][i] = sum over sources of src[q][i] (fp32 accumulation, sources in the given order),
-// for every destination. 16-byte vectors when every pointer is co-aligned, else scalars.
-// QB: how many of more than 4 sources are loaded at a time (see below).
-template <int QB = PKC_SET_SLOTS, typename T>
-PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ldst::group g) {
-  if (n == 0 || dst.n == 0) return;
-  constexpr size_t V = kVec<T>;
-  const uintptr_t a0 = reinterpret_cast<uintptr_t>(dst.p[0]) & 15u;
-  bool co = true;
-  PKC_EACH(d, dst.n) co = co && ((reinterpret_cast<uintptr_t>(dst.p[d]) & 15u) == a0);
-  PKC_EACH(q, src.n) co = co && ((reinterpret_cast<uintptr_t>(src.p[q]) & 15u) == a0);
-  size_t head = n, nv = 0;
-  if (co && a0 % sizeof(T) == 0) {
-    head = ((16u - a0) & 15u) / sizeof(T);
-    if (head > n) head = n;
-    nv = (n - head) / V;
-  }
-  for (size_t i = g.tid; i < head; i += g.size) {
-    float a = 0.f;
-    PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
-    PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
-  }
-  // Loads in flight per thread: U vectors of every source (U = 2 up to 4 sources, else 1),
-  // at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers a
-  // thread) keeps its pointer sets in registers (ptxas -v). The two-shot all-reduce in fp32 (up
-  // to 8 sources and 8 destinations) loads 4 sources at a time (QB = 4): it keeps both pointer
-  // sets in registers (88 -> 16 B of stack; none since fill writes every slot) but waits two
-  // memory latencies a vector; in bf16, its pointer sets filled at compile-time indices, it
-  // loads all 8 with no stack. Loading 4 at a time everywhere made the 8-rank one-shot
-  // all-reduce and direct reduce-scatter by registers 1.5-1.8x slower at 16 MiB and up (H200),
-  // so they keep all 8 in flight (docs/decisions.md D24).
-  if (src.n <= 2) reg_reduce_body<2, 2, 2>(dst, src, head, nv, g);
-  else if (src.n <= 4) reg_reduce_body<2, 4, 4>(dst, src, head, nv, g);
-  else reg_reduce_body<1, PKC_SET_SLOTS, QB>(dst, src, head, nv, g);
-  for (size_t i = head + nv * V + g.tid; i < n; i += g.size) {
-    float a = 0.f;
-    PKC_EACH(q, src.n) a += to_f32(__ldcg(src.p[q] + i));
-    PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
-  }
-}
-
-// dst[d][i] = sum of src[q][i] for lists of any length (peer_list, or a ptr_set): the sources
-// PKC_SET_SLOTS at a time into one fp32 accumulator per vector (each batch's 16-byte loads in
-// flight together, its pointers filled at compile-time slots), the sum stored to the
-// destinations PKC_SET_SLOTS at a time. The sum's order is the list's; rounded once. 16-byte
-// vectors when every pointer shares its misalignment (always, for lists of rank buffers at
-// an offset of whole vectors), else scalars.
-template <typename T, class D, class S>
-PK_DEV void reg_reduce_scalar(const D& dst, const S& src, size_t i) {
-  float a = 0.f;
-  for (int q = 0; q < src.n; ++q) a += to_f32(__ldcg(src.at(q) + i));
-  for (int d = 0; d < dst.n; ++d) dst.at(d)[i] = from_f32<T>(a);
-}
-
-template <typename T, class D, class S>
-PK_DEV void reg_reduce_many(const D dst, const S src, size_t n, pk::ldst::group g) {
-  if (n == 0 || dst.n == 0 || src.n == 0) return;
-  constexpr size_t V = kVec<T>;
-  const int a0 = dst.misalignment();
-  size_t head = n, nv = 0;
-  if (a0 >= 0 && a0 == src.misalignment() && a0 % sizeof(T) == 0) {
-    head = ((16u - a0) & 15u) / sizeof(T);
-    if (head > n) head = n;
-    nv = (n - head) / V;
-  }
-  for (size_t i = g.tid; i < head; i += g.size) reg_reduce_scalar<T>(dst, src, i);
-  for (size_t i = g.tid; i < nv; i += g.size) {
-    float acc[V];
-#pragma unroll
-    for (size_t k = 0; k < V; ++k) acc[k] = 0.f;
-    for (int q0 = 0; q0 < src.n; q0 += PKC_SET_SLOTS) {
-      cptrs<T> b;
-      src.fill_set(b, q0);
-      uint4 raw[PKC_SET_SLOTS];
-      PKC_EACH(q, b.n) raw[q] = __ldcg(reinterpret_cast<const uint4*>(b.p[q] + head) + i);
-      PKC_EACH(q, b.n) add_vec(acc, raw[q], T{});
-    }
-    const uint4 v = pack_vec(acc, T{});
-    for (int d0 = 0; d0 < dst.n; d0 += PKC_SET_SLOTS) {
-      ptrs<T> b;
-      dst.fill_set(b, d0);
-      PKC_EACH(d, b.n) reinterpret_cast<uint4*>(b.p[d] + head)[i] = v;
-    }
-  }
-  for (size_t i = head + nv * V + g.tid; i < n; i += g.size) reg_reduce_scalar<T>(dst, src, i);
-}
-
-// ---- TMA path -----------------------------------------------------------------------------------
-
-template <class C>
-PK_DEV unsigned char* stage_at(const block_smem& sm, int s) {
-  return sm.stage + static_cast<size_t>(s) * C::kStageBytes;
-}
-
-// Parity bookkeeping for `nchunks` chunks dealt round-robin over the stages, for threads that
-// did not wait themselves.
-template <class C>
-PK_DEV void advance_parity(block_smem& sm, size_t nchunks) {
-  for (int s = 0; s < C::kStages; ++s) {
-    const size_t uses = nchunks > static_cast<size_t>(s) ? (nchunks - s + C::kStages - 1) / C::kStages : 0;
-    if (uses & 1u) sm.parity ^= 1u << s;
-  }
-}
-
-// Which stage-sized chunks of a range a block moves: first, first + step, first + 2 step, ...
-struct chunk_deal {
-  size_t first = 0, step = 1;
-  PK_HD size_t count(size_t total) const { return total > first ? (total - first + step - 1) / step : 0; }
-  PK_HD size_t at(size_t c) const { return first + c * step; }
-};
-
-// dst[d][0..n) = src[0..n): thread 0 streams the source through the stages with bulk loads and
-// bulk-stores every stage to each 16-byte-aligned destination; misaligned destinations and the
-// tail (< 16 bytes) go through the register path. Returns false (in every thread) on a timeout.
-// With a deal other than {0, 1} the block moves only its chunks of the range; the caller makes
-// sure every pointer is 16-byte aligned, and the block dealt chunk 0 also moves the tail (and
-// the whole range when it is shorter than 16 bytes).
-template <class C, typename T>
-PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
-                     const pk::spin_ctx& spin, int rank, chunk_deal deal = {}) {
-  const size_t bytes = n * sizeof(T);
-  const size_t body = aligned16(src) ? (bytes & ~static_cast<size_t>(15)) : 0;
-  ptrs<T> bulk{}, slow{};
-  PKC_EACH(d, dst.n) {
-    if (body != 0 && aligned16(dst.p[d])) bulk.add(dst.p[d]);
-    else slow.add(dst.p[d]);
-  }
-  int ok = 1;
-  const size_t chunk = C::kStageBytes;
-  const size_t nchunks = bulk.n ? deal.count(ceil_div(body, chunk)) : 0;
-  const unsigned char* from = reinterpret_cast<const unsigned char*>(src);
-  if (nchunks != 0 && threadIdx.x == 0) {
-    auto issue = [&](size_t c) {
-      const int s = static_cast<int>(c % C::kStages);
-      const size_t off = deal.at(c) * chunk;
-      const unsigned len = static_cast<unsigned>(min_size(chunk, body - off));
-      pk::tma::mbar_arrive_expect_tx(&sm.bar[s], len);
-      pk::tma::load_async(stage_at<C>(sm, s), from + off, len, &sm.bar[s]);
-    };
-    for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);
-    unsigned parity = sm.parity;
-    for (size_t c = 0; c < nchunks; ++c) {
-      const int s = static_cast<int>(c % C::kStages);
-      const size_t off = deal.at(c) * chunk;
-      const unsigned len = static_cast<unsigned>(min_size(chunk, body - off));
-      if (!pk::tma::mbar_wait(&sm.bar[s], (parity >> s) & 1u, spin, rank)) {
-        ok = 0;
-        break;
-      }
-      parity ^= 1u << s;
-      PKC_EACH(d, bulk.n)
-        pk::tma::store_async(reinterpret_cast<unsigned char*>(bulk.p[d]) + off, stage_at<C>(sm, s), len);
-      pk::tma::commit_group();
-      // Refill the stage of the previous chunk, whose stores (one group back) have finished
-      // reading it by now, while this chunk's stores are still reading theirs.
-      if (c >= 1 && c - 1 + C::kStages < nchunks) {
-        pk::tma::wait_group_read<1>();
-        issue(c - 1 + C::kStages);
-      }
-    }
-    pk::tma::complete_writes();
-  }
-  advance_parity<C>(sm, nchunks);
-  const pk::ldst::group g = pk::ldst::block_group();
-  if (deal.first == 0)
-    PKC_EACH(d, slow.n) pk::ldst::copy(slow.p[d], src, bytes, g);
-  if (body < bytes && bulk.n && deal.first == 0) {
-    ptrs<T> tail{};
-    PKC_EACH(d, bulk.n) tail.add(bulk.p[d] + body / sizeof(T));
-    reg_copy(tail, src + body / sizeof(T), (bytes - body) / sizeof(T), g);
-  }
-  return __syncthreads_and(ok) != 0;
-}
-
-// Thread 0's copy of a reduction's pointers, in shared memory: it alone fills it, issues the
-// bulk loads and stores and reads it (the other threads must not: nothing orders their reads
-// after its writes), at run-time indices, which in registers would put them on the
-// stack and, kept in registers by unrolling, made the 8-way reductions spill 2-15 KB (ptxas -v).
-struct ptr_table {
-  const unsigned char* src[PKC_SET_SLOTS];
-  unsigned char* dst[PKC_SET_SLOTS];
-  int ndst;
-  template <typename T>
-  PK_DEV void fill(const ptrs<T>& d, const cptrs<T>& s) {
-    PKC_EACH(k, d.n) dst[k] = reinterpret_cast<unsigned char*>(d.p[k]);
-    PKC_EACH(k, s.n) src[k] = reinterpret_cast<const unsigned char*>(s.p[k]);
-    ndst = d.n;
-  }
-};
-
-// One stage's sum: output vector i = fp32 sum over the NS sources' vector i, in source order,
-// rounded once. Shared-memory addresses, so the loads are ld.shared rather than generic loads.
-template <int NS, typename T>
-PK_DEV void stage_sum(uint32_t in, uint32_t out, uint32_t chunk, unsigned nvec) {
-  for (unsigned i = threadIdx.x; i < nvec; i += blockDim.x) {
-    uint4 raw[NS];
-#pragma unroll
-    for (int q = 0; q < NS; ++q) raw[q] = pk::tma::lds128(in + q * chunk + i * 16u);
-    float acc[kVec<T>];
-#pragma unroll
-    for (size_t k = 0; k < kVec<T>; ++k) acc[k] = 0.f;
-#pragma unroll
-    for (int q = 0; q < NS; ++q) add_vec(acc, raw[q], T{});
-    pk::tma::sts128(out + i * 16u, pack_vec(acc, T{}));
-  }
-}
-
-// dst[d] = sum of the NS sources, through shared memory: per chunk, thread 0 bulk-loads the chunk of every source into one
-// stage, every thread sums (fp32) into the stage's output slot, thread 0 bulk-stores it to every
-// destination. The source count is a template argument because the chunk's critical path
-// (thread 0's issue, the sum) is 1.3-1.7x faster per block with it known than with a loop
-// over a run-time count (validation/experiments/tma_align.cu at commit 7cc519e;
-// docs/decisions.md D6). The caller checks alignment.
-template <class C, int NS, typename T>
-PK_DEV bool tma_reduce_n(const ptr_table& tab, int ndst, size_t body, block_smem& sm,
-                         const pk::spin_ctx& spin, int rank) {
-  constexpr size_t chunk = (C::kStageBytes / (NS + 1)) & ~static_cast<size_t>(15);
-  const size_t nchunks = (body != 0 && ndst != 0) ? ceil_div(body, chunk) : 0;
-  int ok = 1;
-  auto issue = [&](size_t c) {
-    const int s = static_cast<int>(c % C::kStages);
-    const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
-    pk::tma::mbar_arrive_expect_tx(&sm.bar[s], len * static_cast<unsigned>(NS));
-#pragma unroll
-    for (int q = 0; q < NS; ++q)
-      pk::tma::load_async(stage_at<C>(sm, s) + q * chunk, tab.src[q] + c * chunk, len, &sm.bar[s]);
-  };
-  if (threadIdx.x == 0)
-    for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);
-  for (size_t c = 0; c < nchunks; ++c) {
-    const int s = static_cast<int>(c % C::kStages);
-    const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
-    ok = pk::tma::mbar_wait(&sm.bar[s], (sm.parity >> s) & 1u, spin, rank) ? 1 : 0;
-    sm.parity ^= 1u << s;
-    // This stage's output slot was last stored from kStages chunks ago: that group (and only
-    // it, among the groups still pending) must have finished reading it.
-    if (threadIdx.x == 0) pk::tma::wait_group_read<C::kStages - 1>();
-    if (!__syncthreads_and(ok)) return false;
-    unsigned char* in = stage_at<C>(sm, s);
-    unsigned char* out = in + NS * chunk;
-    stage_sum<NS, T>(pk::tma::smem_u32(in), pk::tma::smem_u32(out), chunk, len / 16);
-    pk::tma::fence_shared_to_async();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int d = 0; d < tab.ndst; ++d) pk::tma::store_async(tab.dst[d] + c * chunk, out, len);
-      pk::tma::commit_group();
-      if (c + C::kStages < nchunks) issue(c + C::kStages);
-    }
-  }
-  if (threadIdx.x == 0 && nchunks != 0) pk::tma::complete_writes();
-  return true;
-}
-
-// dst[d] = sum of src[q] (up to PKC_SET_SLOTS of each) through TMA; needs every pointer 16-byte
-// aligned (else the register path does it all); the tail goes through registers.
-template <class C, typename T>
-PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_smem& sm,
-                       const pk::spin_ctx& spin, int rank) {
-  bool all_aligned = true;
-  PKC_EACH(d, dst.n) all_aligned = all_aligned && aligned16(dst.p[d]);
-  PKC_EACH(q, src.n) all_aligned = all_aligned && aligned16(src.p[q]);
-  const size_t bytes = n * sizeof(T);
-  const size_t body = all_aligned ? (bytes & ~static_cast<size_t>(15)) : 0;
-  static_assert(PKC_SET_SLOTS <= 8 && PKC_TMA_MAX_SOURCES <= PKC_SET_SLOTS,
-                "tma_reduce instantiates source counts 1..8");
-  __shared__ ptr_table tab;
-  if (threadIdx.x == 0) tab.fill(dst, src);
-  bool ok = true;
-#define PKC_REDUCE_CASE(S) \
-  case S:                  \
-    ok = tma_reduce_n<C, S, T>(tab, dst.n, body, sm, spin, rank); \
-    break;
-  switch (src.n) {
-    PKC_REDUCE_CASE(1)
-    PKC_REDUCE_CASE(2)
-    PKC_REDUCE_CASE(3)
-    PKC_REDUCE_CASE(4)
-    PKC_REDUCE_CASE(5)
-    PKC_REDUCE_CASE(6)
-    PKC_REDUCE_CASE(7)
-    PKC_REDUCE_CASE(8)
-    default: break;
-  }
-#undef PKC_REDUCE_CASE
-  if (!ok) return false;
-  if (body < bytes) {
-    const size_t first = body / sizeof(T);
-    ptrs<T> d2{};
-    cptrs<T> s2{};
-    PKC_EACH(d, dst.n) d2.add(dst.p[d] + first);
-    PKC_EACH(q, src.n) s2.add(src.p[q] + first);
-    reg_reduce<4>(d2, s2, n - first, pk::ldst::block_group());   // < 16 bytes: no vectors
-  }
-  return __syncthreads_and(1) != 0;
-}
 
 // ---- mechanism dispatch ---------------------------------------------------------------------------
 
@@ -745,6 +340,7 @@ template <class C, class G, typename T>
 PK_DEV bool copy_to(const G& g, const ctx& c, const ptrs<T>& dst, const T* src, size_t n,
                     block_smem& sm) {
   if constexpr (C::kMech == mech::tma) {
+    if (copy_is_shifted(dst, src)) return tma_copy_shifted<C>(dst, src, n, sm, g.flags.spin, c.rank);
     return tma_copy<C>(dst, src, n, sm, g.flags.spin, c.rank);
   } else {
     reg_copy(dst, src, n, pk::ldst::block_group());
@@ -773,13 +369,16 @@ PK_DEV bool copy_range(const G& g, const ctx& c, const ptrs<T>& dst, const T* sr
   return copy_to<C>(g, c, part, src + s.lo, s.size(), sm);
 }
 
-template <class C, int QB = PKC_SET_SLOTS, class G, typename T>
+// dst[d] = R over src[q] (the plain sum by default; epilogue.cuh's policies for a reduce op
+// and an epilogue), `base` the position of element 0 in the reduced buffer; S: the
+// misalignments the caller can meet (moves.cuh may_shift).
+template <class C, int QB = PKC_SET_SLOTS, may_shift S = may_shift::any, class G, typename T, class R = sum_policy>
 PK_DEV bool reduce_to(const G& g, const ctx& c, const ptrs<T>& dst, const cptrs<T>& src, size_t n,
-                      block_smem& sm) {
+                      block_smem& sm, const R& r = R{}, size_t base = 0) {
   if constexpr (C::kMech == mech::tma) {
-    return tma_reduce<C>(dst, src, n, sm, g.flags.spin, c.rank);
+    return tma_reduce<C, S>(dst, src, n, sm, g.flags.spin, c.rank, r, base);
   } else {
-    reg_reduce<QB>(dst, src, n, pk::ldst::block_group());
+    reg_reduce<QB, S>(dst, src, n, pk::ldst::block_group(), r, base);
     return true;
   }
 }
@@ -801,8 +400,9 @@ PK_DEV bool copy_list(const G& g, const ctx& c, const D& dst, const T* src, size
   return true;
 }
 
-template <class C, class G, class D, class S>
-PK_DEV bool reduce_list(const G& g, const ctx& c, const D& dst, const S& src, size_t n, block_smem&) {
+template <class C, class G, class D, class S, class R = sum_policy>
+PK_DEV bool reduce_list(const G& g, const ctx& c, const D& dst, const S& src, size_t n, block_smem&,
+                        const R& r = R{}, size_t base = 0) {
   using T = typename G::value_type;
   if constexpr (C::kMech == mech::tma) {
     if (threadIdx.x == 0)
@@ -810,8 +410,58 @@ PK_DEV bool reduce_list(const G& g, const ctx& c, const D& dst, const S& src, si
                        static_cast<unsigned>(src.n), PKC_TMA_MAX_SOURCES);
     return __syncthreads_and(0) != 0;
   } else {
-    reg_reduce_many<T>(dst, src, n, pk::ldst::block_group());
+    reg_reduce_many<T>(dst, src, n, pk::ldst::block_group(), r, base);
     return true;
+  }
+}
+
+// ---- the moves over every rank that the algorithms share -----------------------------------------
+
+// dst = the reduction (config C's policy) of every rank's input at element `at`, n elements,
+// sources in the order rank c.rank visits them; `base`: the position of the first in the
+// reduced buffer. Wide: the list of every rank; narrow: the set in the kernel parameter. The
+// sources share one misalignment (every rank's buffer at one offset); S = may_shift::no: every
+// move co-aligned (pieces of whole lines at offsets of whole lines).
+template <class C, may_shift S = may_shift::common, class G, typename T>
+PK_DEV bool reduce_from_ranks(const G& g, const ctx& c, T* dst, size_t at, size_t n, size_t base,
+                              block_smem& sm) {
+  const auto r = policy_of<C>::make(g);
+  if constexpr (C::kWide) {
+    return reduce_list<C>(g, c, one(dst), all_peers<C>(g.in, c, at), n, sm, r, base);
+  } else {
+    cptrs<T> src{};
+    fill_peers<C>(src, g.in, c, at);
+    return reduce_to<C, PKC_SET_SLOTS, S>(g, c, one(dst), src, n, sm, r, base);
+  }
+}
+
+// The same into every rank's output at `at` (a two-shot's sum and gather in one move; its
+// pieces are whole lines, so every move is co-aligned).
+template <class C, int QB = PKC_SET_SLOTS, class G>
+PK_DEV bool reduce_ranks_to_ranks(const G& g, const ctx& c, size_t at, size_t n, size_t base, block_smem& sm) {
+  using T = typename G::value_type;
+  const auto r = policy_of<C>::make(g);
+  if constexpr (C::kWide) {
+    return reduce_list<C>(g, c, all_peers<C>(g.out, c, at), all_peers<C>(g.in, c, at), n, sm, r, base);
+  } else {
+    cptrs<T> src{};
+    ptrs<T> dst{};
+    fill_peers<C>(src, g.in, c, at);
+    fill_peers<C>(dst, g.out, c, at);
+    return reduce_to<C, QB, may_shift::no>(g, c, dst, src, n, sm, r, base);
+  }
+}
+
+// Rank c.rank's `src` (n elements) into every rank's output at `at` (a fan-out: one read, a
+// store per rank; wide, PKC_SET_SLOTS ranks a batch, each batch reading the source).
+template <class C, class G, typename T>
+PK_DEV bool copy_to_ranks(const G& g, const ctx& c, const T* src, size_t at, size_t n, block_smem& sm) {
+  if constexpr (C::kWide) {
+    return copy_list<C>(g, c, all_peers<C>(g.out, c, at), src, n, sm);
+  } else {
+    ptrs<T> dst{};
+    fill_peers<C>(dst, g.out, c, at);
+    return copy_range<C>(g, c, dst, src, n, sm);
   }
 }
 

@@ -46,14 +46,8 @@ struct reduce_scatter_direct {
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
     using T = typename G::value_type;
     const span s = block_piece<T>(g.count, c);
-    if constexpr (C::kWide) {
-      return reduce_list<C>(g, c, one(g.out[c.rank] + s.lo), all_peers<C>(g.in, c, c.rank * g.count + s.lo),
-                            s.size(), sm);
-    } else {
-      cptrs<T> src{};
-      fill_peers<C>(src, g.in, c, c.rank * g.count + s.lo);
-      return reduce_to<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), sm);
-    }
+    const size_t at = c.rank * g.count + s.lo;
+    return reduce_from_ranks<C>(g, c, g.out[c.rank] + s.lo, at, s.size(), at, sm);
   }
 #endif
 

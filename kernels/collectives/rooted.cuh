@@ -40,13 +40,7 @@ struct reduce_direct : sm_only {
     using T = typename G::value_type;
     if (c.rank != g.root) return true;
     const span s = block_piece<T>(g.count, c);
-    if constexpr (C::kWide) {
-      return reduce_ep_list<C>(g, c, one(g.out[c.rank] + s.lo), all_peers<C>(g.in, c, s.lo), s.size(), s.lo, sm);
-    } else {
-      cptrs<T> src{};
-      fill_peers<C>(src, g.in, c, s.lo);
-      return reduce_ep<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), s.lo, sm);
-    }
+    return reduce_from_ranks<C, may_shift::no>(g, c, g.out[c.rank] + s.lo, s.lo, s.size(), s.lo, sm);  // whole lines
   }
 #endif
 };
@@ -66,13 +60,7 @@ struct reduce_two_shot : sm_only {
     const span ch = chunk_of<T>(g.count, c.world, c.rank);
     const span s = block_piece<T>(ch.size(), c);
     const size_t at = ch.lo + s.lo;
-    if constexpr (C::kWide) {
-      return reduce_ep_list<C>(g, c, one(g.out[g.root] + at), all_peers<C>(g.in, c, at), s.size(), at, sm);
-    } else {
-      cptrs<T> src{};
-      fill_peers<C>(src, g.in, c, at);
-      return reduce_ep<C>(g, c, one(g.out[g.root] + at), src, s.size(), at, sm);
-    }
+    return reduce_from_ranks<C, may_shift::no>(g, c, g.out[g.root] + at, at, s.size(), at, sm);  // whole lines
   }
 #endif
 };

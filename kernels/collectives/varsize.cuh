@@ -211,18 +211,10 @@ struct all_gather_v_direct : split_vector {
 #ifdef __CUDACC__
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem& sm) {
-    using T = typename G::value_type;
     if (!splits_current(g, c)) return false;
     const u64 n = g.splits[c.rank];
-    const u64 at = g.splits[c.world + c.rank];
     if (n == 0) return true;
-    if constexpr (C::kWide) {
-      return copy_list<C>(g, c, all_peers<C>(g.out, c, at), g.in[c.rank], n, sm);
-    } else {
-      ptrs<T> dst{};
-      fill_peers<C>(dst, g.out, c, at);
-      return copy_range<C>(g, c, dst, g.in[c.rank], n, sm);
-    }
+    return copy_to_ranks<C>(g, c, g.in[c.rank], g.splits[c.world + c.rank], n, sm);
   }
 #endif
 
@@ -253,13 +245,7 @@ struct reduce_scatter_v_direct : split_vector, sm_only {
     // a stale table (splits_current) moves nothing: its sizes are not this call's
     const span s = block_piece<T>(splits_current(g, c) ? g.splits[c.rank] : 0, c);
     const size_t at = g.splits[c.world + c.rank] + s.lo;
-    if constexpr (C::kWide) {
-      return reduce_ep_list<C>(g, c, one(g.out[c.rank] + s.lo), all_peers<C>(g.in, c, at), s.size(), at, sm);
-    } else {
-      cptrs<T> src{};
-      fill_peers<C>(src, g.in, c, at);
-      return reduce_ep<C>(g, c, one(g.out[c.rank] + s.lo), src, s.size(), at, sm);
-    }
+    return reduce_from_ranks<C>(g, c, g.out[c.rank] + s.lo, at, s.size(), at, sm);
   }
 #endif
 };
