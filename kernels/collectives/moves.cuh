@@ -6,16 +6,14 @@
 //
 // One cut for every move (move_plan): a head element by element up to the destinations' 16-byte
 // boundary, a body of 16-byte vectors stored on that grid, a tail element by element. A source
-// whose misalignment equals the destinations' is read by plain vector loads; one whose
-// misalignment differs (a shard at r x count of one buffer moved to the start of another, a -v
-// block at different displacements on its two sides) is read by aligned vector loads and
-// realigned: by registers, each lane takes the next vector from the next lane (a warp stores 31
-// vectors of the 32 it loads); by TMA, the source's aligned span, one vector longer, is
-// bulk-loaded into the stage and the threads realign it there before the bulk stores. The body
-// reads only bytes of the move's range (a shifted source's first vector moves into the head
-// where it would start before the range, its last into the tail where it would end past it).
-// Destinations that do not share one misalignment (no algorithm makes such a set) are moved
-// element by element (copies: pk::ldst::copy each). docs/decisions.md D58.
+// whose misalignment equals the destinations' is read by 16-byte loads; one whose misalignment
+// differs (a shard at r x count of one buffer moved to the start of another, a -v block at
+// different displacements on its two sides) is read, by registers, in the widest words its
+// shift allows (8, 4 or 2 bytes: load16), assembled into the same 16-byte vectors; by TMA, its
+// aligned span, one vector longer, is bulk-loaded into the stage and the threads realign it
+// there (funnel16) before the bulk stores (every byte loaded lies in the move's range:
+// staged()). Destinations that do not share one misalignment (no algorithm makes such a set)
+// are moved element by element (copies: pk::ldst::copy each). docs/decisions.md D58.
 //
 // A sum's arithmetic is its policy R: sum_policy here (fp32 sum, nothing after), epilogue.cuh's
 // ep_policy for a reduce op and an element-wise epilogue. R provides init() / apply(a, x) (the
@@ -129,11 +127,13 @@ PK_HD unsigned mis16(const void* p) { return static_cast<unsigned>(reinterpret_c
 
 // A move of `bytes` bytes: [0, head) and [tail(), bytes) element by element, nv 16-byte vectors
 // between, stored at destination byte head + 16 i. Source q's vector i is the 16 bytes at its
-// byte head - shift(q) + 16 i + shift(q): with shift(q) != 0, bytes shift(q).. of the aligned
-// pair at head - shift(q) + 16 i (its vectors i and i + 1).
+// byte head + 16 i, shift(q) bytes past a 16-byte boundary: by registers, read as W-byte words,
+// W = `word` the widest power of two that divides every shift (16 when none has one); by TMA,
+// the aligned pair at head - shift(q) + 16 i, realigned in the stage (staged()).
 struct move_plan {
   size_t head = 0, nv = 0;
   unsigned shifts = 0;   // source q: bits [4q, 4q + 4)
+  unsigned word = 16;
   PK_HD bool shifted() const { return shifts != 0; }
   PK_HD unsigned shift(int q) const { return (shifts >> (4 * q)) & 15u; }
   PK_HD size_t tail() const { return head + 16 * nv; }
@@ -147,12 +147,30 @@ PK_HD move_plan plan_head(unsigned md, size_t bytes) {
 }
 // ... the shift of source q (misalignment ms) ...
 PK_HD void plan_source(move_plan& p, int q, unsigned ms) { p.shifts |= ((ms + p.head) & 15u) << (4 * q); }
-// ... and the body, once the nsrc sources are in. In a shifted move every source's loads run one
-// vector past the body (a shifted source's last vector needs its next; the others load it too,
-// so that the loop's bound is one for all): a source whose first aligned vector would start
-// before its range gives the head one vector more, one whose vector past the body would end
-// past its range gives the body one vector less.
-PK_HD void plan_body(move_plan& p, size_t bytes, int nsrc) {
+// Everything element by element.
+PK_HD move_plan plan_scalar(size_t bytes) {
+  move_plan p;
+  p.head = bytes;
+  return p;
+}
+
+// ... and the body, for registers: whole vectors, read in the widest word every shift allows.
+PK_HD move_plan words(move_plan p, size_t bytes) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int q = 0; q < PKC_SET_SLOTS; ++q) {
+    const unsigned s = p.shift(q);
+    if (s != 0 && (s & (0u - s)) < p.word) p.word = s & (0u - s);
+  }
+  p.nv = (bytes - p.head) / 16;
+  return p;
+}
+// ... or for TMA's staging: the nsrc sources' loads run one vector past the body (a shifted
+// source's last vector needs its next; the others load it too, one length for all): a shifted
+// source whose first aligned vector would start before its range gives the head one vector
+// more, one whose vector past the body would end past its range gives the body one vector less.
+PK_HD move_plan staged(move_plan p, size_t bytes, int nsrc) {
   unsigned lo = 16, hi = 0;
 #ifdef __CUDA_ARCH__
 #pragma unroll
@@ -166,51 +184,65 @@ PK_HD void plan_body(move_plan& p, size_t bytes, int nsrc) {
   const size_t rem = bytes - p.head;
   p.nv = rem / 16;
   if (hi != 0 && p.nv != 0 && rem % 16 + lo < 16) --p.nv;
-}
-// Everything element by element.
-PK_HD move_plan plan_scalar(size_t bytes) {
-  move_plan p;
-  p.head = bytes;
   return p;
 }
 
-// The plan of a set of sources into a set or list of destinations.
+// The head and shifts of a set of sources into a set or list of destinations (destinations at
+// several misalignments: element by element) ...
 template <typename T, class D, typename P>
 PK_DEV move_plan plan_move(const D& dst, const ptr_set<P>& src, size_t bytes) {
   const int md = dst.misalignment();
   if (md < 0) return plan_scalar(bytes);
   move_plan p = plan_head(static_cast<unsigned>(md), bytes);
   PKC_EACH(q, src.n) plan_source(p, q, mis16(src.p[q]));
-  plan_body(p, bytes, src.n);
   return p;
 }
-// ... of a list of sources (one misalignment: every shift is shift(0); a set of mixed
-// misalignments moves element by element).
+// ... of a list of sources, which share one misalignment (every shift is shift(0); a set of
+// mixed misalignments: element by element) ...
 template <typename T, class D, class S>
 PK_DEV move_plan plan_list(const D& dst, const S& src, size_t bytes) {
   const int md = dst.misalignment(), ms = src.misalignment();
   if (md < 0 || ms < 0) return plan_scalar(bytes);
   move_plan p = plan_head(static_cast<unsigned>(md), bytes);
   plan_source(p, 0, static_cast<unsigned>(ms));
-  plan_body(p, bytes, 1);
   return p;
 }
-
-// ... of a set whose every pointer shares one misalignment, else element by element (no shifts).
+// ... of a set that the caller knows co-aligned (else element by element: no shifts).
 template <typename T, class D, typename P>
 PK_DEV move_plan plan_coaligned(const D& dst, const ptr_set<P>& src, size_t bytes) {
   const int md = dst.misalignment();
   bool co = md >= 0;
   PKC_EACH(q, src.n) co = co && static_cast<int>(mis16(src.p[q])) == md;
-  if (!co) return plan_scalar(bytes);
-  move_plan p = plan_head(static_cast<unsigned>(md), bytes);
-  p.nv = (bytes - p.head) / 16;
-  return p;
+  return co ? plan_head(static_cast<unsigned>(md), bytes) : plan_scalar(bytes);
 }
 
-// The 16 bytes at byte sh (0..15) of the 32 bytes lo, hi; E: the element size, a divisor of sh
-// (words need no byte shift when E >= 4).
-template <int E>
+// The 16 bytes at p, a W-byte boundary, by W-byte loads (ld.global.cg; little-endian: the word
+// at the lower address in the lower bits). A warp's W-byte loads of consecutive vectors are
+// coalesced as its 16-byte ones are: W = 8 and 4 move the same bytes per L1 wavefront in 2 and 4
+// instructions, W = 2 half as many.
+template <int W>
+PK_DEV uint4 load16(const unsigned char* p) {
+  if constexpr (W == 16) {
+    return __ldcg(reinterpret_cast<const uint4*>(p));
+  } else if constexpr (W == 8) {
+    const uint2* q = reinterpret_cast<const uint2*>(p);
+    const uint2 a = __ldcg(q), b = __ldcg(q + 1);
+    return make_uint4(a.x, a.y, b.x, b.y);
+  } else if constexpr (W == 4) {
+    const unsigned* q = reinterpret_cast<const unsigned*>(p);
+    return make_uint4(__ldcg(q), __ldcg(q + 1), __ldcg(q + 2), __ldcg(q + 3));
+  } else {
+    static_assert(W == 2, "words of 16, 8, 4 or 2 bytes");
+    const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+    unsigned w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      w[k] = static_cast<unsigned>(__ldcg(q + 2 * k)) | (static_cast<unsigned>(__ldcg(q + 2 * k + 1)) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// The 16 bytes at byte sh (0..15) of the 32 bytes lo, hi (TMA's staged realignment).
 PK_DEV uint4 funnel16(const uint4& lo, const uint4& hi, unsigned sh) {
   const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   uint32_t v[5];   // words sh / 4 .. sh / 4 + 4
@@ -220,105 +252,62 @@ PK_DEV uint4 funnel16(const uint4& lo, const uint4& hi, unsigned sh) {
     const uint32_t b = (sh & 8u) ? w[j + 3] : w[j + 1];
     v[j] = (sh & 4u) ? b : a;
   }
-  (void)E;
   const unsigned bits = (sh & 3u) * 8u;
   return make_uint4(__funnelshift_r(v[0], v[1], bits), __funnelshift_r(v[1], v[2], bits),
                     __funnelshift_r(v[2], v[3], bits), __funnelshift_r(v[3], v[4], bits));
 }
 
-// v realigned by sh bytes with the next lane's vector (every lane of the warp calls it).
-template <int E>
-PK_DEV uint4 realign(const uint4& v, unsigned sh) {
-  const uint4 next = make_uint4(__shfl_down_sync(~0u, v.x, 1), __shfl_down_sync(~0u, v.y, 1),
-                                __shfl_down_sync(~0u, v.z, 1), __shfl_down_sync(~0u, v.w, 1));
-  return funnel16<E>(v, next, sh);
-}
-
-// Whether a group can realign by lanes: whole warps, lane = tid % 32 (every group of the
-// collectives: a block's or a grid's threads).
-PK_DEV bool warp_shaped(pk::ldst::group g) { return (g.size & 31u) == 0; }
-
-// The body's vectors a lane works on: aligned, g.tid, g.tid + g.size, ...; shifted, warp
-// windows of 31 vectors (the warp's 32 lanes load 32, lane 31's only for lane 30), the lane's
-// place in its warp's window, windows of all warps in turn. at(k, u): round k's unroll u;
-// more(k): whether round k has work (shifted: for the whole warp alike, so that every lane
-// takes part in the shuffles).
-template <bool Shift>
-struct body_index {
-  size_t lanes, step, first;   // vectors between unrolls, between rounds, the lane's first
-  unsigned lane;
-  PK_DEV body_index(pk::ldst::group g, int U) {
-    lane = static_cast<unsigned>(g.tid & 31u);
-    lanes = Shift ? g.size / 32 * 31 : g.size;
-    step = static_cast<size_t>(U) * lanes;
-    first = Shift ? g.tid / 32 * 31 + lane : g.tid;
+// CALL (a statement that names W) with W = p.word, a compile-time constant (words of 2 bytes
+// only for 2-byte elements).
+#define PKC_WITH_WORD(T, p, CALL)                  \
+  switch ((p).word) {                              \
+    case 16: {                                     \
+      constexpr int W = 16;                        \
+      CALL;                                        \
+      break;                                       \
+    }                                              \
+    case 8: {                                      \
+      constexpr int W = 8;                         \
+      CALL;                                        \
+      break;                                       \
+    }                                              \
+    case 4: {                                      \
+      constexpr int W = 4;                         \
+      CALL;                                        \
+      break;                                       \
+    }                                              \
+    default:                                       \
+      if constexpr (sizeof(T) == 2) {              \
+        constexpr int W = 2;                       \
+        CALL;                                      \
+      }                                            \
+      break;                                       \
   }
-  PK_DEV bool more(size_t k, size_t nv) const { return Shift ? k - lane < nv : k < nv; }
-  PK_DEV size_t at(size_t k, int u) const { return k + u * lanes; }
-  // whether this lane stores vector i of nv
-  PK_DEV bool stores(size_t i, size_t nv) const { return i < nv && (!Shift || lane < 31); }
-};
-
-// The same in 32 bits, for the shifted sums' loops (registers: a piece holds fewer than 2^32
-// vectors, which reg_reduce checks).
-struct window_index {
-  unsigned lanes, step, first, lane;
-  PK_DEV window_index(pk::ldst::group g, int U) {
-    lane = static_cast<unsigned>(g.tid & 31u);
-    lanes = static_cast<unsigned>(g.size / 32 * 31);
-    step = static_cast<unsigned>(U) * lanes;
-    first = static_cast<unsigned>(g.tid / 32 * 31) + lane;
-  }
-  PK_DEV bool more(unsigned k, unsigned nv) const { return k - lane < nv; }
-  PK_DEV unsigned at(unsigned k, int u) const { return k + static_cast<unsigned>(u) * lanes; }
-  PK_DEV bool stores(unsigned i, unsigned nv) const { return i < nv && lane < 31; }
-};
 
 // ---- register path: copies ----------------------------------------------------------------------
 
 // The body of reg_copy: U vectors a thread in flight, each stored to every destination.
-template <bool Shift, typename T>
+template <int W, typename T>
 PK_DEV void reg_copy_body(const ptrs<T>& dst, const unsigned char* src, const move_plan& p,
                           pk::ldst::group g) {
   constexpr int U = pk::ldst::UNROLL;
-  const uint4* sv = reinterpret_cast<const uint4*>(src + p.head - p.shift(0));
+  const unsigned char* sb = src + p.head;
   const size_t nv = p.nv;
   auto out = [&](int d) { return reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(dst.p[d]) + p.head); };
-  if constexpr (!Shift) {
-    size_t i = g.tid;
-    for (; i + (U - 1) * g.size < nv; i += U * g.size) {
-      uint4 v[U];
+  size_t i = g.tid;
+  for (; i + (U - 1) * g.size < nv; i += U * g.size) {
+    uint4 v[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) v[u] = __ldcg(sv + i + u * g.size);
-      PKC_EACH(d, dst.n) {
-        uint4* dv = out(d);
+    for (int u = 0; u < U; ++u) v[u] = load16<W>(sb + 16 * (i + u * g.size));
+    PKC_EACH(d, dst.n) {
+      uint4* dv = out(d);
 #pragma unroll
-        for (int u = 0; u < U; ++u) dv[i + u * g.size] = v[u];
-      }
+      for (int u = 0; u < U; ++u) dv[i + u * g.size] = v[u];
     }
-    for (; i < nv; i += g.size) {
-      const uint4 v = __ldcg(sv + i);
-      PKC_EACH(d, dst.n) out(d)[i] = v;
-    }
-  } else {
-    const unsigned sh = p.shift(0);
-    const body_index<true> ix(g, U);
-    for (size_t k = ix.first; ix.more(k, nv); k += ix.step) {
-      uint4 v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const size_t i = ix.at(k, u);
-        v[u] = i <= nv ? __ldcg(sv + i) : make_uint4(0u, 0u, 0u, 0u);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) v[u] = realign<1>(v[u], sh);
-      PKC_EACH(d, dst.n) {
-        uint4* dv = out(d);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (ix.stores(ix.at(k, u), nv)) dv[ix.at(k, u)] = v[u];
-      }
-    }
+  }
+  for (; i < nv; i += g.size) {
+    const uint4 v = load16<W>(sb + 16 * i);
+    PKC_EACH(d, dst.n) out(d)[i] = v;
   }
 }
 
@@ -332,21 +321,21 @@ PK_DEV void copy_bytes(const ptrs<T>& dst, const T* src, size_t lo, size_t hi, p
   }
 }
 
-// dst[d][0..n) = src[0..n) for every destination: one 16-byte load a vector, stored to every
-// destination (the destinations co-aligned; else pk::ldst::copy each).
+// dst[d][0..n) = src[0..n) for every destination: a 16-byte vector loaded once (in words when
+// the source sits at another misalignment), stored to every destination (the destinations
+// co-aligned; else pk::ldst::copy each).
 template <typename T>
 PK_DEV void reg_copy(const ptrs<T>& dst, const T* src, size_t n, pk::ldst::group g) {
   const size_t bytes = n * sizeof(T);
   if (bytes == 0 || dst.n == 0) return;
-  const int md = dst.misalignment();
-  if (md < 0 || (!warp_shaped(g) && static_cast<unsigned>(md) != mis16(src))) {
+  if (dst.misalignment() < 0) {
     PKC_EACH(d, dst.n) pk::ldst::copy(dst.p[d], src, bytes, g);
     return;
   }
-  const move_plan p = plan_move<T>(dst, one(src), bytes);
+  const move_plan p = words(plan_move<T>(dst, one(src), bytes), bytes);
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
   copy_bytes(dst, src, 0, p.head, g);
-  if (p.shifted()) reg_copy_body<true>(dst, reinterpret_cast<const unsigned char*>(src), p, g);
-  else reg_copy_body<false>(dst, reinterpret_cast<const unsigned char*>(src), p, g);
+  PKC_WITH_WORD(T, p, (reg_copy_body<W>(dst, s, p, g)));
   copy_bytes(dst, src, p.tail(), bytes, g);
 }
 
@@ -372,22 +361,10 @@ PK_DEV void reduce_elems(const D& dst, const S& src, size_t lo, size_t hi, size_
 // buffer at one offset); any.
 enum class may_shift { no, common, any };
 
-// How a sum's sources sit against its destinations: all co-aligned; all at one shift (every
-// rank's buffer at one offset), realigned once, the result; each at its own (a ring's or a
-// halving's two: the rank's shard and a slot of scratch), each source realigned.
-enum class shift_mode { none, common, each };
-
-PK_DEV bool common_shift(const move_plan& p, int nsrc) {
-  bool same = true;
-#pragma unroll
-  for (int q = 1; q < PKC_SET_SLOTS; ++q) same = same && (q >= nsrc || p.shift(q) == p.shift(0));
-  return same;
-}
-
-// The vector part of reg_reduce, every source co-aligned with the destinations: U vectors of
-// each of up to Q sources per thread and round, QB sources loaded at a time (then added, in
-// source order: the sum is that of one pass).
-template <int U, int Q, int QB, class R, typename T>
+// The vector part of reg_reduce: U vectors of each of up to Q sources per thread and round, QB
+// sources loaded at a time (then added, in source order: the sum is that of one pass), each
+// vector in W-byte words.
+template <int U, int Q, int QB, int W, class R, typename T>
 PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head, size_t nv, size_t base,
                             const R& r, pk::ldst::group g) {
   constexpr size_t V = kVec<T>;
@@ -411,7 +388,7 @@ PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head
           const uint4* sv = reinterpret_cast<const uint4*>(src.p[q0 + q] + head);
 #pragma unroll
           for (int u = 0; u < U; ++u)
-            if (i0 + u * g.size < nv) raw[u][q] = __ldcg(sv + i0 + u * g.size);
+            if (i0 + u * g.size < nv) raw[u][q] = load16<W>(reinterpret_cast<const unsigned char*>(sv + i0 + u * g.size));
         }
       }
 #pragma unroll
@@ -437,175 +414,57 @@ PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head
   }
 }
 
-// The same for shifted sources: each lane loads and sums the vector of the sources' aligned
-// grid that starts its output (lane 31 loads the next window's first, for lane 30), then takes
-// the rest from the next lane: common (every source at one shift), the packed result, realigned
-// once (the epilogue placed by the sources' grid, s elements before the output's); each, every
-// source's vector as it is loaded. Either way the same fp32 operations in the same order as the
-// aligned loop. Every source's loads run one vector past the body (plan_body).
-template <int U, int Q, int QB, shift_mode M, class R, typename T>
-PK_DEV void reg_reduce_shifted(const ptrs<T>& dst, const cptrs<T>& src, const move_plan& p, size_t base,
-                               const R& r, pk::ldst::group g) {
-  constexpr size_t V = kVec<T>;
-  static_assert(M != shift_mode::none && Q % QB == 0 && U <= 2, "as reg_reduce_body, shifted");
-  const unsigned nv = static_cast<unsigned>(p.nv), last = nv + 1;
-  const window_index ix(g, U);
-  const size_t head = p.head / sizeof(T);
-  // More than 4 sources: their aligned starts in shared memory, read at each use (volatile: not
-  // held in registers across the loop), so that the block's 8 pointers take no registers.
-  constexpr bool kTable = Q > 4;
-  __shared__ const uint4* table[PKC_SET_SLOTS];
-  auto start = [&](int q) {
-    return reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned char*>(src.p[q]) + p.head -
-                                          (M == shift_mode::each ? p.shift(q) : p.shift(0)));
-  };
-  if constexpr (kTable) {
-    __syncthreads();   // the previous move's reads of the table are done
-    PKC_EACH(q, src.n) if (threadIdx.x == static_cast<unsigned>(q)) table[q] = start(q);
-    __syncthreads();
-  }
-  auto from = [&](int q) {
-    if constexpr (kTable) return static_cast<const uint4* volatile*>(table)[q];
-    else return start(q);
-  };
-  const unsigned sh = p.shift(0);
-  const size_t lead = M == shift_mode::common ? sh / sizeof(T) : 0;   // where the sum's grid starts
-  auto at = r.walk(base + head - lead + ix.first * V);   // the lane's first vector
-  const unsigned du = r.stride(ix.lanes * V);            // ... to unroll u + 1
-  const unsigned dround = r.stride(ix.step * V);         // ... to the next round
-  for (unsigned k = ix.first; ix.more(k, nv); k += ix.step, at.advance(dround)) {
-    float acc[U][V];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (size_t e = 0; e < V; ++e) acc[u][e] = R::init();
-#pragma unroll
-    for (int q0 = 0; q0 < Q; q0 += QB) {
-      uint4 raw[U][QB];
-#pragma unroll
-      for (int q = 0; q < QB; ++q) {
-        if (q0 + q < src.n) {
-          const uint4* sv = from(q0 + q);
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const unsigned i = ix.at(k, u);
-            if (i < last) raw[u][q] = __ldcg(sv + i);   // past `last`: neither this lane nor the one before stores
-          }
-        }
-      }
-      if constexpr (M == shift_mode::each) {
-#pragma unroll
-        for (int q = 0; q < QB; ++q)
-          if (q0 + q < src.n && p.shift(q0 + q) != 0)
-#pragma unroll
-            for (int u = 0; u < U; ++u) raw[u][q] = realign<sizeof(T)>(raw[u][q], p.shift(q0 + q));
-      }
-#pragma unroll
-      for (int q = 0; q < QB; ++q) {
-        if (q0 + q < src.n) {
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-            if (ix.at(k, u) < last) combine_vec<R, T>(acc[u], raw[u][q]);
-        }
-      }
-      // keep the next batch's loads behind this batch's adds: its registers are reused
-      if (q0 + QB < Q) asm volatile("" ::: "memory");
-    }
-    uint4 out[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      r.template finish<T, static_cast<int>(V)>(acc[u], u == 0 ? at.j : at.plus(du));
-      out[u] = pack_vec(acc[u], T{});
-      if constexpr (M == shift_mode::common) out[u] = realign<sizeof(T)>(out[u], sh);
-    }
-    PKC_EACH(d, dst.n) {
-      uint4* dv = reinterpret_cast<uint4*>(dst.p[d] + head);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (ix.stores(ix.at(k, u), nv)) dv[ix.at(k, u)] = out[u];
-    }
-  }
-}
-
 // dst[d][i] = R over src[q][i] for lists of any length (peer_list, or a ptr_set): the sources
 // PKC_SET_SLOTS at a time into one fp32 accumulator per vector (each batch's 16-byte loads in
-// flight together, its pointers filled at compile-time slots), the result stored to the
-// destinations PKC_SET_SLOTS at a time. The sum's order is the list's; rounded once. One shift
-// for every source (lists of rank buffers at one offset share their misalignment): the result
-// realigned once (reg_reduce_body, shift_mode::common).
-template <bool Shift, class R, typename T, class D, class S>
+// flight together, in W-byte words, its pointers filled at compile-time slots), the result
+// stored to the destinations PKC_SET_SLOTS at a time. The sum's order is the list's; rounded once.
+template <int W, class R, typename T, class D, class S>
 PK_DEV void reg_reduce_many_body(const D& dst, const S& src, const move_plan& p, size_t base, const R& r,
                                  pk::ldst::group g) {
   constexpr size_t V = kVec<T>;
-  const size_t nv = p.nv, last = Shift ? nv + 1 : nv;
-  const unsigned sh = p.shift(0);
-  const body_index<Shift> ix(g, 1);
-  auto at = r.walk(base + p.head / sizeof(T) - sh / sizeof(T) + ix.first * V);
-  const unsigned dround = r.stride(ix.step * V);
-  for (size_t k = ix.first; ix.more(k, nv); k += ix.step, at.advance(dround)) {
-    const size_t i = ix.at(k, 0);
+  const size_t head = p.head / sizeof(T), nv = p.nv;
+  auto at = r.walk(base + head + g.tid * V);
+  const unsigned dround = r.stride(g.size * V);
+  for (size_t i = g.tid; i < nv; i += g.size, at.advance(dround)) {
     float acc[V];
 #pragma unroll
     for (size_t e = 0; e < V; ++e) acc[e] = R::init();
-    if (i < last) {
-      for (int q0 = 0; q0 < src.n; q0 += PKC_SET_SLOTS) {
-        cptrs<T> b;
-        src.fill_set(b, q0);
-        uint4 raw[PKC_SET_SLOTS];
-        PKC_EACH(q, b.n) {
-          raw[q] = __ldcg(reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned char*>(b.p[q]) + p.head - sh) + i);
-        }
-        PKC_EACH(q, b.n) combine_vec<R, T>(acc, raw[q]);
-      }
+    for (int q0 = 0; q0 < src.n; q0 += PKC_SET_SLOTS) {
+      cptrs<T> b;
+      src.fill_set(b, q0);
+      uint4 raw[PKC_SET_SLOTS];
+      PKC_EACH(q, b.n) raw[q] = load16<W>(reinterpret_cast<const unsigned char*>(b.p[q] + head) + 16 * i);
+      PKC_EACH(q, b.n) combine_vec<R, T>(acc, raw[q]);
     }
     r.template finish<T, static_cast<int>(V)>(acc, at.j);
-    uint4 v = pack_vec(acc, T{});
-    if constexpr (Shift) v = realign<sizeof(T)>(v, sh);
-    if (!ix.stores(i, nv)) continue;
+    const uint4 v = pack_vec(acc, T{});
     for (int d0 = 0; d0 < dst.n; d0 += PKC_SET_SLOTS) {
       ptrs<T> b;
       dst.fill_set(b, d0);
-      PKC_EACH(d, b.n) reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(b.p[d]) + p.head)[i] = v;
+      PKC_EACH(d, b.n) reinterpret_cast<uint4*>(b.p[d] + head)[i] = v;
     }
   }
-}
-
-// Shifted sums: one shift for all sources, any count; one each, two sources (the rings' and
-// halvings' sums; more with several shifts do not occur and go element by element).
-template <int U, int Q, int QB, may_shift S, class R, typename T>
-PK_DEV void reg_reduce_vectors(const ptrs<T>& dst, const cptrs<T>& src, const move_plan& p, size_t base,
-                               const R& r, pk::ldst::group g) {
-  if constexpr (S != may_shift::no) {
-    if (p.shifted()) {
-      if constexpr (S == may_shift::any && Q == 2) {
-        if (!common_shift(p, src.n)) return reg_reduce_shifted<U, Q, QB, shift_mode::each>(dst, src, p, base, r, g);
-      }
-      return reg_reduce_shifted<U, Q, QB, shift_mode::common>(dst, src, p, base, r, g);
-    }
-  }
-  reg_reduce_body<U, Q, QB>(dst, src, p.head / sizeof(T), p.nv, base, r, g);
 }
 
 // dst[d][i] = R over sources of src[q][i] (fp32, sources in the given order), for every
 // destination; `base`: the position of element 0 in the reduced buffer (R's epilogue).
 // QB: how many of more than 4 sources the plain sum loads at a time (below). S: what the
-// caller can meet (may_shift); the shifted loops left out put the register two-shot (8 sources,
-// 8 destinations, at the 128-register cap) on 80-230 B of stack, and the realigning of every
-// source the direct reduce-scatter's (8 sources) on 16-100 B (ptxas -v, sm_90a, CUDA 13.0);
-// what a caller cannot meet goes element by element (and a mix of shifts over more than two
-// sources, which no algorithm makes).
+// caller can meet (may_shift); the word loops of a caller that cannot meet shifts are left out
+// (the register two-shot, 8 sources and 8 destinations at the 128-register cap, keeps no stack
+// only so: ptxas -v, sm_90a, CUDA 13.0), and its shifted sources go element by element. In
+// 2-byte words, more than 4 sources load 4 at a time (8 gave the register reduce-scatter-v 8 B
+// of stack).
 template <int QB = PKC_SET_SLOTS, may_shift S = may_shift::any, class R = sum_policy, typename T>
 PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ldst::group g, const R& r = R{},
                        size_t base = 0) {
   if (n == 0 || dst.n == 0) return;
   const size_t bytes = n * sizeof(T);
-  move_plan p = S == may_shift::no       ? plan_coaligned<T>(dst, src, bytes)
-                : S == may_shift::common ? plan_list<T>(dst, src, bytes)
-                                         : plan_move<T>(dst, src, bytes);
-  if (p.shifted() && (!warp_shaped(g) || p.nv >= (1ull << 31) ||
-                      (!common_shift(p, src.n) && (S == may_shift::common || src.n != 2))))
-    p = plan_scalar(bytes);
-  reduce_elems<T>(dst, src, 0, p.head / sizeof(T), base, r, g);
+  const move_plan p = words(S == may_shift::no       ? plan_coaligned<T>(dst, src, bytes)
+                            : S == may_shift::common ? plan_list<T>(dst, src, bytes)
+                                                     : plan_move<T>(dst, src, bytes),
+                            bytes);
+  const size_t head = p.head / sizeof(T);
+  reduce_elems<T>(dst, src, 0, head, base, r, g);
   // Loads in flight per thread: U vectors of every source (U = R::kRegVectors up to 4 sources,
   // else 1), at most 8 16-byte registers of raw data, so that a 512-thread block (128 registers
   // a thread) keeps its pointer sets in registers (ptxas -v). The two-shot all-reduce in fp32
@@ -617,9 +476,17 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   // all 8 in flight (docs/decisions.md D24). A reduce op or an epilogue takes the registers a
   // second vector would (R::kRegVectors = 1; epilogue.cuh).
   constexpr int U = R::kRegVectors;
-  if (src.n <= 2) reg_reduce_vectors<U, 2, 2, S>(dst, src, p, base, r, g);
-  else if (src.n <= 4) reg_reduce_vectors<U, 4, 4, S>(dst, src, p, base, r, g);
-  else reg_reduce_vectors<1, PKC_SET_SLOTS, QB, S>(dst, src, p, base, r, g);
+#define PKC_REG_REDUCE_BODY                                                     \
+  if (src.n <= 2) reg_reduce_body<U, 2, 2, W>(dst, src, head, p.nv, base, r, g); \
+  else if (src.n <= 4) reg_reduce_body<U, 4, 4, W>(dst, src, head, p.nv, base, r, g); \
+  else reg_reduce_body<1, PKC_SET_SLOTS, (W == 2 && QB > 4 ? 4 : QB), W>(dst, src, head, p.nv, base, r, g)
+  if constexpr (S == may_shift::no) {
+    constexpr int W = 16;
+    PKC_REG_REDUCE_BODY;
+  } else {
+    PKC_WITH_WORD(T, p, PKC_REG_REDUCE_BODY);
+  }
+#undef PKC_REG_REDUCE_BODY
   reduce_elems<T>(dst, src, p.tail() / sizeof(T), n, base, r, g);
 }
 
@@ -628,13 +495,10 @@ PK_DEV void reg_reduce_many(const D dst, const S src, size_t n, pk::ldst::group 
                             size_t base = 0) {
   if (n == 0 || dst.n == 0 || src.n == 0) return;
   const size_t bytes = n * sizeof(T);
-  move_plan p = plan_list<T>(dst, src, bytes);
-  if (p.shifted() && !warp_shaped(g)) p = plan_scalar(bytes);
-  const size_t head = p.head / sizeof(T), tail = p.tail() / sizeof(T);
-  reduce_elems<T>(dst, src, 0, head, base, r, g);
-  if (p.shifted()) reg_reduce_many_body<true, R, T>(dst, src, p, base, r, g);
-  else reg_reduce_many_body<false, R, T>(dst, src, p, base, r, g);
-  reduce_elems<T>(dst, src, tail, n, base, r, g);
+  const move_plan p = words(plan_list<T>(dst, src, bytes), bytes);
+  reduce_elems<T>(dst, src, 0, p.head / sizeof(T), base, r, g);
+  PKC_WITH_WORD(T, p, (reg_reduce_many_body<W, R, T>(dst, src, p, base, r, g)));
+  reduce_elems<T>(dst, src, p.tail() / sizeof(T), n, base, r, g);
 }
 
 // ---- TMA path -----------------------------------------------------------------------------------
@@ -678,7 +542,7 @@ PK_DEV bool tma_copy(const ptrs<T>& dst, const T* src, size_t n, block_smem& sm,
     if (deal.first == 0) reg_copy(dst, src, n, g);
     return __syncthreads_and(1) != 0;
   }
-  const move_plan p = plan_move<T>(dst, one(src), bytes);
+  const move_plan p = words(plan_move<T>(dst, one(src), bytes), bytes);   // co-aligned: no shift
   int ok = 1;
   const size_t chunk = C::kStageBytes;
   const size_t body = 16 * p.nv;
@@ -754,7 +618,7 @@ PK_DEV void stage_op(uint32_t in, uint32_t out, uint32_t slot, unsigned nvec, un
       raw[q] = pk::tma::lds128(in + q * slot + i * 16u);
       if constexpr (Shift) {
         const unsigned sh = (shifts >> (4 * q)) & 15u;
-        if (sh != 0) raw[q] = funnel16<(Copy ? 1 : sizeof(T))>(raw[q], pk::tma::lds128(in + q * slot + i * 16u + 16u), sh);
+        if (sh != 0) raw[q] = funnel16(raw[q], pk::tma::lds128(in + q * slot + i * 16u + 16u), sh);
       }
     }
     if constexpr (Copy) {
@@ -837,7 +701,7 @@ PK_DEV bool tma_copy_shifted(const ptrs<T>& dst, const T* src, size_t n, block_s
                              const pk::spin_ctx& spin, int rank) {
   const size_t bytes = n * sizeof(T);
   const pk::ldst::group g = pk::ldst::block_group();
-  const move_plan p = plan_move<T>(dst, one(src), bytes);
+  const move_plan p = staged(plan_move<T>(dst, one(src), bytes), bytes, 1);
   __shared__ ptr_table tab;
   if (threadIdx.x == 0) tab.fill(dst, one(static_cast<const T*>(src)), p);
   copy_bytes(dst, src, 0, p.head, g);
@@ -886,7 +750,8 @@ PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_
                        const pk::spin_ctx& spin, int rank, const R& r = R{}, size_t base = 0) {
   const size_t bytes = n * sizeof(T);
   const pk::ldst::group g = pk::ldst::block_group();
-  const move_plan p = S == may_shift::no ? plan_coaligned<T>(dst, src, bytes) : plan_move<T>(dst, src, bytes);
+  const move_plan p = S == may_shift::no ? words(plan_coaligned<T>(dst, src, bytes), bytes)
+                                         : staged(plan_move<T>(dst, src, bytes), bytes, src.n);
   const size_t head = p.head / sizeof(T), tail = p.tail() / sizeof(T);
   __shared__ ptr_table tab;
   if (threadIdx.x == 0) tab.fill(dst, src, p);
