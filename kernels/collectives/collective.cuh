@@ -425,13 +425,12 @@ PK_DEV bool reduce_list(const G& g, const ctx& c, const D& dst, const S& src, si
 template <class C, may_shift S = may_shift::common, class G, typename T>
 PK_DEV bool reduce_from_ranks(const G& g, const ctx& c, T* dst, size_t at, size_t n, size_t base,
                               block_smem& sm) {
-  const auto r = policy_of<C>::make(g);
   if constexpr (C::kWide) {
-    return reduce_list<C>(g, c, one(dst), all_peers<C>(g.in, c, at), n, sm, r, base);
+    return reduce_list<C>(g, c, one(dst), all_peers<C>(g.in, c, at), n, sm, policy_of<C>::make(g), base);
   } else {
     cptrs<T> src{};
     fill_peers<C>(src, g.in, c, at);
-    return reduce_to<C, PKC_SET_SLOTS, S>(g, c, one(dst), src, n, sm, r, base);
+    return reduce_to<C, PKC_SET_SLOTS, S>(g, c, one(dst), src, n, sm, policy_of<C>::make(g), base);
   }
 }
 
@@ -440,15 +439,15 @@ PK_DEV bool reduce_from_ranks(const G& g, const ctx& c, T* dst, size_t at, size_
 template <class C, int QB = PKC_SET_SLOTS, class G>
 PK_DEV bool reduce_ranks_to_ranks(const G& g, const ctx& c, size_t at, size_t n, size_t base, block_smem& sm) {
   using T = typename G::value_type;
-  const auto r = policy_of<C>::make(g);
   if constexpr (C::kWide) {
-    return reduce_list<C>(g, c, all_peers<C>(g.out, c, at), all_peers<C>(g.in, c, at), n, sm, r, base);
+    return reduce_list<C>(g, c, all_peers<C>(g.out, c, at), all_peers<C>(g.in, c, at), n, sm,
+                          policy_of<C>::make(g), base);
   } else {
     cptrs<T> src{};
     ptrs<T> dst{};
     fill_peers<C>(src, g.in, c, at);
     fill_peers<C>(dst, g.out, c, at);
-    return reduce_to<C, QB, may_shift::no>(g, c, dst, src, n, sm, r, base);
+    return reduce_to<C, QB, may_shift::no>(g, c, dst, src, n, sm, policy_of<C>::make(g), base);
   }
 }
 

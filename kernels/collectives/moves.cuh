@@ -103,6 +103,7 @@ struct no_walk {
 
 struct sum_policy {
   static constexpr int kRegVectors = 2;
+  static constexpr bool kBias = false;   // reads a vector by position (the register two-shot: all_reduce.cuh)
   PK_DEV static float init() { return 0.f; }
   PK_DEV static float apply(float a, float x) { return a + x; }
   PK_DEV no_walk walk(size_t) const { return {}; }
@@ -207,13 +208,17 @@ PK_DEV move_plan plan_list(const D& dst, const S& src, size_t bytes) {
   plan_source(p, 0, static_cast<unsigned>(ms));
   return p;
 }
-// ... of a set that the caller knows co-aligned (else element by element: no shifts).
-template <typename T, class D, typename P>
-PK_DEV move_plan plan_coaligned(const D& dst, const ptr_set<P>& src, size_t bytes) {
-  const int md = dst.misalignment();
-  bool co = md >= 0;
-  PKC_EACH(q, src.n) co = co && static_cast<int>(mis16(src.p[q])) == md;
-  return co ? plan_head(static_cast<unsigned>(md), bytes) : plan_scalar(bytes);
+// ... of a set that the caller knows co-aligned, with its body (else element by element: no
+// shifts).
+template <typename T, typename Q, typename P>
+PK_DEV move_plan plan_coaligned(const ptr_set<Q>& dst, const ptr_set<P>& src, size_t bytes) {
+  const unsigned md = mis16(dst.p[0]);
+  bool co = true;
+  PKC_EACH(d, dst.n) co = co && mis16(dst.p[d]) == md;
+  PKC_EACH(q, src.n) co = co && mis16(src.p[q]) == md;
+  move_plan p = co ? plan_head(md, bytes) : plan_scalar(bytes);
+  p.nv = (bytes - p.head) / 16;
+  return p;
 }
 
 // The 16 bytes at p, a W-byte boundary, by W-byte loads (ld.global.cg; little-endian: the word
@@ -350,8 +355,7 @@ PK_DEV void reduce_elems(const D& dst, const S& src, size_t lo, size_t hi, size_
     float a = R::init();
     src.each([&](const T* p) { a = R::apply(a, to_f32(__ldcg(p + i))); });
     r.template finish_index<T, 1>(&a, base + i);
-    const T v = from_f32<T>(a);
-    dst.each([&](T* p) { p[i] = v; });
+    dst.each([&](T* p) { p[i] = from_f32<T>(a); });
   }
 }
 
@@ -388,7 +392,10 @@ PK_DEV void reg_reduce_body(const ptrs<T>& dst, const cptrs<T>& src, size_t head
           const uint4* sv = reinterpret_cast<const uint4*>(src.p[q0 + q] + head);
 #pragma unroll
           for (int u = 0; u < U; ++u)
-            if (i0 + u * g.size < nv) raw[u][q] = load16<W>(reinterpret_cast<const unsigned char*>(sv + i0 + u * g.size));
+            if (i0 + u * g.size < nv) {
+              if constexpr (W == 16) raw[u][q] = __ldcg(sv + i0 + u * g.size);
+              else raw[u][q] = load16<W>(reinterpret_cast<const unsigned char*>(sv + i0 + u * g.size));
+            }
         }
       }
 #pragma unroll
@@ -446,6 +453,41 @@ PK_DEV void reg_reduce_many_body(const D& dst, const S& src, const move_plan& p,
   }
 }
 
+// One element: dst[d][i] = R over src[q][i], finished at position `at`.
+template <typename T, class R>
+PK_DEV void reduce_elem(const ptrs<T>& dst, const cptrs<T>& src, size_t i, size_t at, const R& r) {
+  float a = R::init();
+  PKC_EACH(q, src.n) a = R::apply(a, to_f32(__ldcg(src.p[q] + i)));
+  r.template finish_index<T, 1>(&a, at);
+  PKC_EACH(d, dst.n) dst.p[d][i] = from_f32<T>(a);
+}
+
+// reg_reduce for callers whose moves are co-aligned (may_shift::no): 16-byte vectors when every
+// pointer shares one misalignment, else element by element; no word loops. Written as the
+// register two-shot (8 sources, 8 destinations, at the 128-register cap) was tuned: a plan of
+// the general form here put it on 8-24 B of stack (ptxas -v, sm_90a, CUDA 13.0).
+template <int QB, class R, typename T>
+PK_DEV void reg_reduce_coaligned(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ldst::group g,
+                                 const R& r, size_t base) {
+  constexpr size_t V = kVec<T>;
+  const uintptr_t a0 = reinterpret_cast<uintptr_t>(dst.p[0]) & 15u;
+  bool co = true;
+  PKC_EACH(d, dst.n) co = co && ((reinterpret_cast<uintptr_t>(dst.p[d]) & 15u) == a0);
+  PKC_EACH(q, src.n) co = co && ((reinterpret_cast<uintptr_t>(src.p[q]) & 15u) == a0);
+  size_t head = n, nv = 0;
+  if (co) {
+    head = ((16u - a0) & 15u) / sizeof(T);
+    if (head > n) head = n;
+    nv = (n - head) / V;
+  }
+  for (size_t i = g.tid; i < head; i += g.size) reduce_elem<T>(dst, src, i, base + i, r);
+  constexpr int U = R::kRegVectors;
+  if (src.n <= 2) reg_reduce_body<U, 2, 2, 16>(dst, src, head, nv, base, r, g);
+  else if (src.n <= 4) reg_reduce_body<U, 4, 4, 16>(dst, src, head, nv, base, r, g);
+  else reg_reduce_body<1, PKC_SET_SLOTS, QB, 16>(dst, src, head, nv, base, r, g);
+  for (size_t i = head + nv * V + g.tid; i < n; i += g.size) reduce_elem<T>(dst, src, i, base + i, r);
+}
+
 // dst[d][i] = R over sources of src[q][i] (fp32, sources in the given order), for every
 // destination; `base`: the position of element 0 in the reduced buffer (R's epilogue).
 // QB: how many of more than 4 sources the plain sum loads at a time (below). S: what the
@@ -458,11 +500,13 @@ template <int QB = PKC_SET_SLOTS, may_shift S = may_shift::any, class R = sum_po
 PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ldst::group g, const R& r = R{},
                        size_t base = 0) {
   if (n == 0 || dst.n == 0) return;
+  if constexpr (S == may_shift::no) {
+    reg_reduce_coaligned<QB>(dst, src, n, g, r, base);
+    return;
+  }
   const size_t bytes = n * sizeof(T);
-  const move_plan p = words(S == may_shift::no       ? plan_coaligned<T>(dst, src, bytes)
-                            : S == may_shift::common ? plan_list<T>(dst, src, bytes)
-                                                     : plan_move<T>(dst, src, bytes),
-                            bytes);
+  const move_plan p =
+      words(S == may_shift::common ? plan_list<T>(dst, src, bytes) : plan_move<T>(dst, src, bytes), bytes);
   const size_t head = p.head / sizeof(T);
   reduce_elems<T>(dst, src, 0, head, base, r, g);
   // Loads in flight per thread: U vectors of every source (U = R::kRegVectors up to 4 sources,
@@ -480,12 +524,7 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   if (src.n <= 2) reg_reduce_body<U, 2, 2, W>(dst, src, head, p.nv, base, r, g); \
   else if (src.n <= 4) reg_reduce_body<U, 4, 4, W>(dst, src, head, p.nv, base, r, g); \
   else reg_reduce_body<1, PKC_SET_SLOTS, (W == 2 && QB > 4 ? 4 : QB), W>(dst, src, head, p.nv, base, r, g)
-  if constexpr (S == may_shift::no) {
-    constexpr int W = 16;
-    PKC_REG_REDUCE_BODY;
-  } else {
-    PKC_WITH_WORD(T, p, PKC_REG_REDUCE_BODY);
-  }
+  PKC_WITH_WORD(T, p, PKC_REG_REDUCE_BODY);
 #undef PKC_REG_REDUCE_BODY
   reduce_elems<T>(dst, src, p.tail() / sizeof(T), n, base, r, g);
 }
@@ -750,7 +789,7 @@ PK_DEV bool tma_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, block_
                        const pk::spin_ctx& spin, int rank, const R& r = R{}, size_t base = 0) {
   const size_t bytes = n * sizeof(T);
   const pk::ldst::group g = pk::ldst::block_group();
-  const move_plan p = S == may_shift::no ? words(plan_coaligned<T>(dst, src, bytes), bytes)
+  const move_plan p = S == may_shift::no ? plan_coaligned<T>(dst, src, bytes)
                                          : staged(plan_move<T>(dst, src, bytes), bytes, src.n);
   const size_t head = p.head / sizeof(T), tail = p.tail() / sizeof(T);
   __shared__ ptr_table tab;

@@ -50,7 +50,12 @@
 // --stagger B starts buffer k of the sources at k x B and of the destinations at (8 + k) x B
 // bytes into its allocation (default 0: every buffer at the start of its own allocation).
 // --payload-mib N: N MiB per destination instead of 64.
-// Usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N]
+// --shift BYTES (0..14, even): every source starts BYTES past its 16-byte boundary,
+// the destinations on it, as a shard at an odd offset moved to the start of another buffer
+// (the collectives' shifted moves: registers read words, TMA realigns in the stage; moves.cuh,
+// docs/decisions.md D58); only the first sweep (back to back, records carry "shift"; 0 for
+// the aligned moves of the same sweep).
+// Usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N] [--shift BYTES]
 #include "moves_check.cuh"
 #include "pk/host.cuh"
 
@@ -125,6 +130,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
     pkc::block_smem sm = stages<C>(smem_raw, bars);
     const pk::spin_ctx spin = pk::spin_ctx::make(err, 1ll << 31);
     if constexpr (reduce) pkc::tma_reduce<C>(d, q, s.size(), sm, spin, 0);
+    else if (pkc::copy_is_shifted(d, q.p[0]))  // as pkc::copy_to: staged and realigned
+      pkc::tma_copy_shifted<C>(d, q.p[0], s.size(), sm, spin, 0);
     else if (PKC_INTERLEAVE)  // as pkc::copy_range: 32 KiB chunks dealt round-robin over the blocks
       pkc::tma_copy<C>(mine, src.p[first], n, sm, spin, 0,
                        pkc::chunk_deal{static_cast<size_t>(b), static_cast<size_t>(per)});
@@ -161,15 +168,22 @@ int main(int argc, char** argv) {
   bool quick = false;
   size_t stagger = 0;  // buffer k starts k x stagger bytes into its allocation
   size_t payload_mib = 0;  // 0: 64 MiB (16 with --quick)
+  size_t shift = 0;        // sources start this many bytes past a 16-byte boundary
+  bool sweep_only = false; // --shift given: the first sweep only
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--stagger" && i + 1 < argc) stagger = std::stoull(argv[++i]);
     else if (a == "--payload-mib" && i + 1 < argc) payload_mib = std::stoull(argv[++i]);
+    else if (a == "--shift" && i + 1 < argc) shift = std::stoull(argv[++i]), sweep_only = true;
     else {
-      fprintf(stderr, "block_moves: unknown argument %s (usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N])\n", a.c_str());
+      fprintf(stderr, "block_moves: unknown argument %s (usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N] [--shift BYTES])\n", a.c_str());
       return 2;
     }
+  }
+  if (shift >= 16 || shift % sizeof(bf16) != 0) {
+    fprintf(stderr, "block_moves: --shift %zu is not a multiple of 2 below 16 bytes\n", shift);
+    return 2;
   }
   if (stagger % 128 != 0) {
     fprintf(stderr, "block_moves: --stagger %zu is not a multiple of 128 bytes\n", stagger);
@@ -192,9 +206,9 @@ int main(int argc, char** argv) {
   const size_t n_big = big / sizeof(bf16);
   std::vector<bf16*> srcs(8), dsts(8);
   for (int k = 0; k < 8; ++k) {
-    CHECK(cudaMalloc(&srcs[k], big + 16 * stagger));
+    CHECK(cudaMalloc(&srcs[k], big + 16 * stagger + 16));
     CHECK(cudaMalloc(&dsts[k], big + 16 * stagger));
-    srcs[k] += k * stagger / sizeof(bf16);
+    srcs[k] += (k * stagger + shift) / sizeof(bf16);
     dsts[k] += (8 + k) * stagger / sizeof(bf16);
     fill_bf16_kernel<<<sms * 4, 512>>>(srcs[k], n_big, 100 + k);
     CHECK_LAUNCH();
@@ -254,6 +268,7 @@ int main(int argc, char** argv) {
   // The launch constants every record carries after its shape.
   auto add_config = [&](JsonObj& params, bool tma) {
     if (stagger) params.integer("stagger", (long long)stagger);
+    if (sweep_only) params.integer("shift", (long long)shift);
     params.integer("threads", tma ? 256 : 512).integer("stage_bytes", tma ? 32768 : 0).integer("stages", tma ? 4 : 0);
   };
   auto emit_point = [&](const char* bench, JsonObj& params, double bytes, double traffic_bytes,
@@ -282,7 +297,8 @@ int main(int argc, char** argv) {
         const int count = pass == 0 ? 9 : 3;
         for (int bi = 0; bi < count; ++bi) {
           const int blocks = list[bi];
-          if (quick && pass == 0 && blocks != 4 && blocks != 16 && blocks != 132) continue;
+          if (quick && pass == 0 && blocks != 4 && blocks != 16 && blocks != 132 && !(sweep_only && blocks == 1))
+            continue;
           Timing t = time_op(st, [&](long long) { run(tma, d, s, n, reduce, blocks); }, cfg);
           JsonObj params = shape_params(tma, sh, blocks);
           add_config(params, tma);
@@ -292,6 +308,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (sweep_only) return exit_status(err, "block_moves");   // --shift: the first sweep only
   // Alone behind a write: the small payload on 4-264 blocks, each launch enqueued behind a
   // 256 MiB write and timed by events around it alone ("timing": "behind_write"), as
   // `pksim validate` times a collective: no previous grid to overlap the blocks' start.
