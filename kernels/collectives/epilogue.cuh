@@ -173,7 +173,6 @@ struct ep_policy {
   // cap and the avg two-shot at 4 ranks, at the cap without spilling, ran 1.8x slower than with
   // a bias and one; docs/validation/comm.md).
   static constexpr int kRegVectors = 1;
-  static constexpr bool kBias = Ep::kBias;
   ep_args e;
   PK_DEV static float init() { return Op::init(); }
   PK_DEV static float apply(float a, float x) { return Op::apply(a, x); }

@@ -103,7 +103,6 @@ struct no_walk {
 
 struct sum_policy {
   static constexpr int kRegVectors = 2;
-  static constexpr bool kBias = false;   // reads a vector by position (the register two-shot: all_reduce.cuh)
   PK_DEV static float init() { return 0.f; }
   PK_DEV static float apply(float a, float x) { return a + x; }
   PK_DEV no_walk walk(size_t) const { return {}; }
