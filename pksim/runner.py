@@ -215,7 +215,8 @@ def _describe(who: str, run: Run) -> str:
     """A program run in a few words: 'pksim (31 launches, 3 fused)'."""
     launches = sum(t["launches"] for t in run.tasks)
     fused = sum(len(t["ops"]) > 1 for t in run.tasks)
-    return f"{who} ({launches} launches" + (f", {fused} fused)" if fused else ")")
+    plural = "" if launches == 1 else "es"
+    return f"{who} ({launches} launch{plural}" + (f", {fused} fused)" if fused else ")")
 
 
 def program_fill(row: Row, system: System, case: Case, impl: str) -> Row:

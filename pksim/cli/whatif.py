@@ -114,7 +114,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 def whatif(study_file, systems, overrides, vary, output, force, resume, workers, scheduler,
            no_plots, as_json) -> None:
     """Run a study: the best schedule, its time, the baseline and the speed-up for each
-    workload on each system (with no options, the built-in 70B-class TP study)."""
+    workload on each system; for each program of the study, its baseline (PyTorch + NCCL),
+    pksim's best and roofline (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
     study = find_study(study_file) if study_file else default_study()
     study = study.with_options(_split(systems), overrides, vary)
