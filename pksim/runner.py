@@ -185,24 +185,27 @@ def run_task(task: Task) -> Row:
         with _no_gc():
             if task.case.is_program:
                 program_fill(row, system, task.case, task.impl)
-                row.seconds = time.perf_counter() - start
-                return row
-            p = best_prediction(system, task.case, task.impl)
+            else:
+                _op_fill(row, system, best_prediction(system, task.case, task.impl))
     except NotSupportedYet as exc:
         row.status, row.message = "not supported yet", str(exc)
     except InfeasibleError as exc:
         row.status, row.message = "infeasible", str(exc)
     except PksimError as exc:
         row.status, row.message = "error", str(exc)
-    else:
-        fill(row, p)
-        row.binding_figure = binding_figure(system, p.bound_resource, p.schedule.mechanism,
-                                            p.schedule.dtype)
-        row.binding_provenance = provenance_of(system, row.binding_figure)
-        emit = emittable_fields(system, p.schedule)
-        row.emittable, row.not_emittable = emit["emittable"], emit["not_emittable"] or ""
     row.seconds = time.perf_counter() - start
     return row
+
+
+def _op_fill(row: Row, system: System, p: Prediction) -> None:
+    """An op's row from its best prediction, with what it rests on and whether codegen can
+    emit its schedule."""
+    fill(row, p)
+    row.binding_figure = binding_figure(system, p.bound_resource, p.schedule.mechanism,
+                                        p.schedule.dtype)
+    row.binding_provenance = provenance_of(system, row.binding_figure)
+    emit = emittable_fields(system, p.schedule)
+    row.emittable, row.not_emittable = emit["emittable"], emit["not_emittable"] or ""
 
 
 # ---- programs ------------------------------------------------------------------------------
