@@ -2,15 +2,19 @@
 //
 // Provides (device side, namespace pkf; every routine is run by all threads of one block and
 // returns in all of them)
-//   * pull_reduce<kToAll>: the communication blocks of owner o wait for the tiles that carry
-//     o's rows (a counter per tile on o, fed by every rank's store_signal epilogue), and sum the
-//     world partial tiles (fp32, sources in rank order, 16-byte ld.global.cg loads) into o's
-//     output rows (gemm-rs), or into the same rows of every rank's output (gemm-ar: the two
-//     shots of a two-shot all-reduce in one pass). Units are (tile, owner) intersections,
-//     dealt round-robin to the owner's blocks in the GEMM's own column-major order inside the
+//   * pull_reduce<kKind, kTma>: the communication blocks of owner o wait for the tiles that
+//     carry o's rows (a counter per tile on o, fed by every rank's store_signal epilogue), and
+//     sum the world partial tiles (fp32, sources in rank order) into o's output rows
+//     (gemm-rs), or into the same rows of every rank's output (gemm-ar: the two shots of a
+//     two-shot all-reduce in one pass). Units are (tile, owner) intersections, dealt
+//     round-robin to the owner's blocks in the GEMM's own column-major order inside the
 //     owner's row band, and taken in ARRIVAL order: thread 0 scans a window of the next 64
-//     pending units and takes the first whose counter is complete; each thread keeps 8 to 16
-//     16-byte loads in flight (4 vectors x 2 sources, 2 x 4, or 2 x 8);
+//     pending units and takes the first whose counter is complete. Two forms of a unit's sum:
+//     registers (16-byte ld.global.cg loads, each thread keeping 8 to 16 in flight: 4 vectors
+//     x 2 sources, 2 x 4, or 2 x 8; reduce_rect) and TMA (kTma, the schedule's mechanism
+//     "tma": warp 0 bulk-loads each source's rows of a chunk into shared-memory stages
+//     completing on mbarriers, every thread sums its vectors of the stage into fp32 registers,
+//     and warp 0 bulk-stores the chunk's sums from one of two output slots; reduce_rect_tma);
 //   * gather_rows<kTma>: the communication blocks of rank r copy every rank's shard of A into
 //     r's gathered M x K buffer, one (shard, BM-row band) piece at a time, the rank's own shard
 //     first when the order is staggered, and add 1 to the band's counter on r after each piece
@@ -212,25 +216,147 @@ PK_DEV void reduce_rect_multimem(const reduce_params& p, int r0, int r1, int c0,
 }
 #endif
 
+// ---- the TMA form of a unit's sum -------------------------------------------------------------
+
+// Shared-memory staging of the TMA pull (the dynamic shared memory of a communication block):
+// kStages stages of kStageBytes, each holding the rows of one chunk of ONE source, then two
+// output slots of kStageBytes (the chunk's sums while their bulk stores read them). A chunk is
+// at most kVecs 16-byte vectors a thread and at most a stage of rows (32 rows of a 256-column
+// tile: 16 KiB a source).
+struct pull_stages {
+  static constexpr int kStages = 4;
+  static constexpr unsigned kStageBytes = 16 * 1024;
+  static constexpr int kVecs = 3;
+  static constexpr unsigned kSmemBytes = (kStages + 2) * kStageBytes + 128;  // + alignment
+};
+
+// A block's TMA state across its units: identical in every thread.
+struct pull_tma_state {
+  unsigned char* smem;    // 128-byte aligned: the stages, then the output slots
+  uint64_t* bar;          // one mbarrier per stage (one arrival: warp 0's lane 0)
+  unsigned parity;        // bit s: parity of bar[s]'s next phase
+  unsigned chunks;        // chunks stored so far: chunk c's sums go to output slot c % 2
+  PK_DEV unsigned char* stage(int s) const { return smem + s * pull_stages::kStageBytes; }
+  PK_DEV unsigned char* slot(unsigned c) const {
+    return smem + (pull_stages::kStages + (c & 1u)) * pull_stages::kStageBytes;
+  }
+};
+
+// Rows [r0, r1) x columns [c0, c1) of the sum of every rank's partial through TMA, into the
+// destinations (as reduce_rect). The unit is cut into chunks of R rows; item i = chunk
+// i / world of source i % world (rank order, so the fp32 sum is the register form's bit for
+// bit) goes to stage i % kStages. Warp 0 issues: lane 0 announces the chunk's bytes on the
+// stage's mbarrier and the lanes bulk-load a row each (rows of a tile are N apart in the
+// partial: one 16-byte-aligned copy of (c1 - c0) x 2 bytes a row). Every thread waits for the
+// stage, adds its vectors to its fp32 accumulators, and the block syncs before warp 0 refills
+// the stage kStages items on. After a chunk's last source the threads write the sums into an
+// output slot and warp 0 bulk-stores them, a row a lane, to each destination; every lane of
+// warp 0 commits one bulk group a chunk, so wait_group_read<1> frees the slot two chunks on.
+// Returns false (in every thread) after a timeout.
+template <bool kToAll, bool kWide>
+PK_DEV bool reduce_rect_tma(const reduce_params& p, int rank, int lo, int r0, int r1, int c0,
+                            int c1, pull_tma_state& st) {
+  using S = pull_stages;
+  const unsigned row_bytes = static_cast<unsigned>(c1 - c0) * sizeof(bf16);
+  const int vpr = (c1 - c0) / 8;
+  int R = min(static_cast<int>(S::kStageBytes / row_bytes),
+              S::kVecs * static_cast<int>(blockDim.x) / vpr);
+  if (R >= 8) R &= ~7;
+  const int world = p.world;
+  const int items = (r1 - r0 + R - 1) / R * world;
+  const int lane = threadIdx.x & 31;
+  const bool issuer = threadIdx.x < 32;
+  auto issue = [&](int i) {         // warp 0
+    const int row0 = r0 + i / world * R, rows = min(R, r1 - row0), s = i % world;
+    uint64_t* bar = &st.bar[i % S::kStages];
+    if (lane == 0) pk::tma::mbar_arrive_expect_tx(bar, rows * row_bytes);
+    __syncwarp();
+    const bf16* src = (kWide ? p.partial[s] : p.partial_inl[s]) + static_cast<size_t>(row0) * p.N + c0;
+    unsigned char* dst = st.stage(i % S::kStages);
+    for (int r = lane; r < rows; r += 32)
+      pk::tma::load_async(dst + r * row_bytes, src + static_cast<size_t>(r) * p.N, row_bytes, bar);
+  };
+  auto store = [&](int row0, int rows, const unsigned char* slot) {   // warp 0
+    for (int k = 1; k <= (kToAll ? world : 1); ++k) {
+      const int o = kToAll ? (rank + k) % world : rank;
+      bf16* out = (kWide ? p.out[o] : p.out_inl[o]) + static_cast<size_t>(row0 - (kToAll ? 0 : lo)) * p.N + c0;
+      for (int r = lane; r < rows; r += 32)
+        pk::tma::store_async(out + static_cast<size_t>(r) * p.N, slot + r * row_bytes, row_bytes);
+    }
+    pk::tma::commit_group();
+  };
+  if (issuer) {
+    pk::tma::acquire_for_async_reads();   // after thread 0's acquire of the unit's counter
+    for (int i = 0; i < items && i < S::kStages; ++i) issue(i);
+  }
+  float acc[S::kVecs][8];
+  int ok = 1;
+  for (int i = 0; i < items; ++i) {
+    const int s = i % world, si = i % S::kStages;
+    const int row0 = r0 + i / world * R, rows = min(R, r1 - row0), nvec = rows * vpr;
+    if (s == 0)
+#pragma unroll
+      for (int u = 0; u < S::kVecs; ++u)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[u][k] = 0.f;
+    if (!pk::tma::mbar_wait(&st.bar[si], (st.parity >> si) & 1u, p.flags.spin, rank)) ok = 0;
+    st.parity ^= 1u << si;
+    const uint32_t in = pk::tma::smem_u32(st.stage(si));
+#pragma unroll
+    for (int u = 0; u < S::kVecs; ++u) {
+      const int v = threadIdx.x + u * blockDim.x;
+      if (v < nvec) pkc::add_vec(acc[u], pk::tma::lds128(in + (v / vpr) * row_bytes + (v % vpr) * 16u), bf16{});
+    }
+    const bool last = s == world - 1;
+    if (last && issuer) pk::tma::wait_group_read<1>();   // the output slot's stores of 2 chunks ago
+    if (!__syncthreads_and(ok)) return false;             // every thread is done with the stage
+    if (issuer && i + S::kStages < items) issue(i + S::kStages);
+    if (last) {
+      const unsigned char* slot = st.slot(st.chunks++);
+      const uint32_t out = pk::tma::smem_u32(slot);
+#pragma unroll
+      for (int u = 0; u < S::kVecs; ++u) {
+        const int v = threadIdx.x + u * blockDim.x;
+        if (v < nvec) pk::tma::sts128(out + (v / vpr) * row_bytes + (v % vpr) * 16u, pkc::pack_vec(acc[u], bf16{}));
+      }
+      pk::tma::fence_shared_to_async();
+      __syncthreads();
+      if (issuer) store(row0, rows, slot);
+    }
+  }
+  return true;
+}
+
 // kind: 0 = reduce into the owner's rows (gemm-rs), 1 = into every rank (gemm-ar),
-// 2 = in-network (gemm-ar through multicast addresses).
-template <int kKind>
+// 2 = in-network (gemm-ar through multicast addresses). kTma: the TMA form of the sums
+// (kinds 0 and 1; the block's dynamic shared memory holds pull_stages::kSmemBytes).
+template <int kKind, bool kTma = false>
 struct pull_reduce {
   using params = reduce_params;
+  static_assert(!kTma || kKind != 2, "the in-network form sums in the switch");
   template <bool kWide, class G>
-  __device__ static void run(const G& g, int rank, int block, unsigned char*) {
+  __device__ static void run(const G& g, int rank, int block, unsigned char* smem_raw) {
     const reduce_params& p = g.comm;
     const owner_units ou(p, rank);
     const int blocks = g.comm_blocks;
     const int mine = block < ou.count ? (ou.count - block + blocks - 1) / blocks : 0;
     __shared__ int picked;
+    __shared__ uint64_t bars[pull_stages::kStages];
+    pull_tma_state st{pk::tma::align_smem<128>(smem_raw), bars, 0u, 0u};
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        for (int s = 0; s < pull_stages::kStages; ++s) pk::tma::mbar_init(&bars[s], 1);
+        pk::tma::mbar_init_fence();
+      }
+      __syncthreads();
+    }
     int base = 0;
     unsigned long long done = 0;
     for (;;) {
       if (threadIdx.x == 0) picked = next_ready(p, ou, rank, block, blocks, mine, base, done);
       __syncthreads();
       const int i = picked;
-      if (i < 0) return;  // every thread read `picked` before anyone can write it again
+      if (i < 0) break;  // every thread read `picked` before anyone can write it again
       const int u = block + blocks * i;
       const int tm = ou.tile_m(u), tn = ou.tile_n(u);
       const int r0 = max(tm * p.bm, ou.lo), r1 = min((tm + 1) * p.bm, ou.hi);
@@ -239,11 +365,15 @@ struct pull_reduce {
 #if PK_ENABLE_MULTIMEM
         reduce_rect_multimem(p, r0, r1, c0, c1);
 #endif
+      } else if constexpr (kTma) {
+        if (!reduce_rect_tma<kKind == 1, kWide>(p, rank, ou.lo, r0, r1, c0, c1, st)) break;
       } else {
         reduce_rect<kKind == 1, kWide>(p, rank, ou.lo, r0, r1, c0, c1);
       }
       __syncthreads();
     }
+    // The bulk stores must have read the output slots (and written) before the block exits.
+    if (kTma && threadIdx.x < 32) pk::tma::complete_writes();
   }
 };
 

@@ -1,13 +1,14 @@
 // fused/ops.cuh: the fused operations, one struct per (op, overlap), and their globals.
 //
 // A generated translation unit defines `config` (the GEMM tile config, the default number of
-// communication blocks per rank, the default tile order, the copy mechanism) and picks one op:
+// communication blocks per rank, the default tile order, the communication blocks' mechanism:
+// kCopyTma, TMA or registers) and picks one op:
 //
 //   op                 GEMM epilogue      GEMM prologue  communication blocks     spins
 //   gemm_rs_intra      store_add_owners   -              none                     no
-//   gemm_rs_inter      store_signal       -              pull_reduce<0>           yes
+//   gemm_rs_inter      store_signal       -              pull_reduce<0, tma|reg>  yes
 //   gemm_ar_intra      store_add_all      -              none                     no
-//   gemm_ar_inter      store_signal       -              pull_reduce<1>           yes
+//   gemm_ar_inter      store_signal       -              pull_reduce<1, tma|reg>  yes
 //   gemm_ar_in_network store_signal       -              pull_reduce<2> (multimem) yes
 //   ag_gemm_inter      store_local        wait_rows      gather_rows<tma|reg>     yes
 //   ag_gemm_intra      store_shard_rows   load_peer_rows none                     no
@@ -205,13 +206,17 @@ using gemm_ar_intra = store_add_op<Config, kind::gemm_ar>;
 
 // ---- gemm-rs and gemm-ar, inter-SM: local store + flag, owners pull and reduce ----------------
 
-// kReduce: 0 gemm-rs, 1 gemm-ar (two-shot), 2 gemm-ar in-network (multimem).
+// kReduce: 0 gemm-rs, 1 gemm-ar (two-shot), 2 gemm-ar in-network (multimem). Config::kCopyTma:
+// the owners sum through TMA (the schedule's mechanism "tma"), else in registers.
 template <class Config, int kReduce>
 struct pull_op {
   using cfg = typename Config::gemm;
   using epi = store_signal;
   using pro = pk::gemm::no_prologue;
-  using comm_t = pull_reduce<kReduce>;
+  static constexpr bool kTma = Config::kCopyTma && kReduce != 2;
+  using comm_t = pull_reduce<kReduce, kTma>;
+  static_assert(!kTma || cfg::SMEM_BYTES >= static_cast<int>(pull_stages::kSmemBytes),
+                "the TMA pull stages its chunks in the GEMM's shared memory");
   using globals = globals_t<epi, pro, reduce_params>;
   static constexpr kind kKind = kReduce == 0 ? kind::gemm_rs : kind::gemm_ar;
   static constexpr bool kSpins = true, kStoreAdd = false, kPartial = true, kGathered = false;
