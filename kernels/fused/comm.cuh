@@ -259,8 +259,9 @@ struct pull_tma_state {
 // syncs before thread 0 refills the stage kStages items on. After a chunk's last source the
 // threads write the sums into an output slot and warp 0 stores it, a destination a lane, with
 // one tensor store (the owner's output map of gemm-rs holds its rows only, so the box's rows
-// outside the unit fall outside the map; gemm-ar's box at an owner boundary not on a 32-row
-// line is stored row by row with bulk copies instead). Every lane of warp 0 commits one bulk
+// past the unit fall outside the map); a box that starts before the owner's first row, or
+// (gemm-ar) ends in the next owner's rows, is stored row by row with bulk copies instead (at
+// an owner boundary off a 32-row line). Every lane of warp 0 commits one bulk
 // group a chunk, so wait_group_read<1> frees the slot two chunks on. Returns false (in every
 // thread) after a timeout.
 template <bool kToAll, bool kWide>
@@ -281,16 +282,19 @@ PK_DEV bool reduce_rect_tma(const reduce_params& p, int rank, int lo, int hi, in
   };
   auto store = [&](int row, int a, int b, const unsigned char* slot) {   // warp 0
     const int dests = kToAll ? world : 1;
-    if (!kToAll || (lo <= row && (row + S::kRows <= hi || hi == p.rows.end(world - 1)))) {
+    // A box store may start at no negative row (the H200 traps), and a box that reaches
+    // another owner's rows inside the map must not be stored whole.
+    if (lo <= row && (!kToAll || row + S::kRows <= hi || hi == p.rows.end(world - 1))) {
       for (int k = 1 + lane; k <= dests; k += 32) {
         const int o = kToAll ? (rank + k) % world : rank;
         pk::tma::store_tile_async(&out[o], c0, kToAll ? row : row - lo, slot);
       }
-    } else {                          // rows [a, b) only: the box reaches another owner's rows
+    } else {                          // rows [a, b) only, a row a lane
       for (int k = 1; k <= dests; ++k) {
-        bf16* o = (kWide ? p.out[(rank + k) % world] : p.out_inl[(rank + k) % world]) + c0;
+        const int o = kToAll ? (rank + k) % world : rank;
+        bf16* base = (kWide ? p.out[o] : p.out_inl[o]) + c0 - (kToAll ? 0 : static_cast<size_t>(lo) * p.N);
         for (int r = a + lane; r < b; r += 32)
-          pk::tma::store_async(o + static_cast<size_t>(r) * p.N, slot + (r - row) * pitch,
+          pk::tma::store_async(base + static_cast<size_t>(r) * p.N, slot + (r - row) * pitch,
                                (c1 - c0) * sizeof(bf16));
       }
     }
