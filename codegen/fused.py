@@ -15,8 +15,9 @@ gemm-rs    intra-sm  direct      tma        gemm_rs_intra: epilogue TMA store-ad
                                             sub-tile into the owner of its rows
 gemm-rs    inter-sm  direct      tma, reg   gemm_rs_inter: local store + per-tile flag; the
                                             owner's comm blocks pull and sum, arrival order
-                                            (TMA: bulk loads into shared-memory stages, bulk
-                                            stores of the sums; reg: 16-byte loads, stores)
+                                            (TMA: tensor copies of 32-row boxes into shared
+                                            memory, tensor stores of the sums; reg: 16-byte
+                                            loads and stores; docs/decisions.md D54)
 gemm-ar    intra-sm  direct      tma        gemm_ar_intra: store-add into every rank
 gemm-ar    inter-sm  two-shot    tma, reg   gemm_ar_inter: as gemm-rs inter-SM, the sum
                                             stored into every rank's output
@@ -151,7 +152,7 @@ _WHAT = {
                      "of the rank owning its rows; outputs must be zero first (zero_output)",
     "gemm_rs_inter": "GEMM blocks store tiles into their rank's partial buffer and flag them; the "
                      "owner's communication blocks sum every rank's tile in arrival order "
-                     "(kCopyTma: through TMA bulk loads and stores, else registers)",
+                     "(kCopyTma: through TMA tensor copies and stores, else registers)",
     "gemm_ar_intra": "each finished sub-tile is TMA store-added into every rank's output; outputs "
                      "must be zero first (zero_output)",
     "gemm_ar_inter": "as gemm-rs inter-SM, with the owner's sum stored into every rank's output "
