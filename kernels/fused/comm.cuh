@@ -219,7 +219,7 @@ PK_DEV void reduce_rect_multimem(const reduce_params& p, int r0, int r1, int c0,
 }
 #endif
 
-// ---- the TMA form of a unit's sum -------------------------------------------------------------
+// ---- the TMA form of a unit's sum (docs/decisions.md D54) -------------------------------------
 
 // Shared-memory staging of the TMA pull (the dynamic shared memory of a communication block):
 // kStages stages, each holding one box (kRows rows x bn columns, bn <= kMaxCols) of ONE
@@ -261,9 +261,9 @@ struct pull_tma_state {
 // one tensor store (the owner's output map of gemm-rs holds its rows only, so the box's rows
 // past the unit fall outside the map); a box that starts before the owner's first row, or
 // (gemm-ar) ends in the next owner's rows, is stored row by row with bulk copies instead (at
-// an owner boundary off a 32-row line). Every lane of warp 0 commits one bulk
-// group a chunk, so wait_group_read<1> frees the slot two chunks on. Returns false (in every
-// thread) after a timeout.
+// an owner boundary off a 32-row line). Every lane of warp 0 commits one bulk group a chunk,
+// so wait_group_read<1> frees the slot two chunks on. Returns false (in every thread) after a
+// timeout.
 template <bool kToAll, bool kWide>
 PK_DEV bool reduce_rect_tma(const reduce_params& p, int rank, int lo, int hi, int r0, int r1,
                             int c0, int c1, pull_tma_state& st) {
@@ -282,8 +282,8 @@ PK_DEV bool reduce_rect_tma(const reduce_params& p, int rank, int lo, int hi, in
   };
   auto store = [&](int row, int a, int b, const unsigned char* slot) {   // warp 0
     const int dests = kToAll ? world : 1;
-    // A box store may start at no negative row (the H200 traps), and a box that reaches
-    // another owner's rows inside the map must not be stored whole.
+    // No box store at a negative row (gemm-rs stores there trapped on the H200: illegal
+    // instruction), and none of a box that reaches another owner's rows inside the map.
     if (lo <= row && (!kToAll || row + S::kRows <= hi || hi == p.rows.end(world - 1))) {
       for (int k = 1 + lane; k <= dests; k += 32) {
         const int o = kToAll ? (rank + k) % world : rank;
