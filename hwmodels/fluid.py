@@ -19,6 +19,25 @@ import simpy
 _EPS = 1e-12
 
 
+def single_flow_time_s(capacity: Mapping[str, float], usage: Mapping[str, float],
+                       nbytes: float, latency_s: float = 0.0) -> float:
+    """When a flow that is alone on idle resources lands: FluidEngine's answer without the
+    event loop. Alone, the flow keeps its tightest resource's rate (capacity / weight) from
+    start to end, so it lands ``nbytes / rate`` after its latency; the float operations are
+    the engine's own (tests/hwmodels/test_fluid.py checks the two are equal)."""
+    for name in usage:
+        if name not in capacity:
+            raise KeyError(f"flow uses unknown resource {name!r}")
+    start = latency_s if latency_s > 0 else 0.0
+    if nbytes <= 0 or not usage:
+        return start
+    rate = max(min(capacity[name] / w for name, w in usage.items()), 0.0)
+    if rate <= 0:
+        stuck = sorted(n for n in usage if capacity[n] <= 0)
+        raise RuntimeError(f"flows cannot progress: zero-capacity resources {stuck}")
+    return start + float(nbytes) / rate
+
+
 @dataclass(eq=False)
 class Flow:
     nbytes: float

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 
 import simpy
 
-from hwmodels.fluid import FluidEngine
+from hwmodels.fluid import FluidEngine, single_flow_time_s
 from hwmodels.sm import (GEMM_TILE, attention_time_s, epilogue_handoff_s, gemm_efficiency,
                          gemm_time_s, grid_start_s, handoff_s, move_traffic, reduce_memory_weight,
                          sm_issue_Bps, sustained_factor, tile_reduce_memory_weight, tma_latency_s)
@@ -118,11 +118,7 @@ class GroupSummary:
 def flow_time_s(capacity: Mapping[str, float], usage: Mapping[str, float], nbytes: float,
                 latency_s: float = 0.0) -> float:
     """Time for ``nbytes`` to cross ``usage`` on an idle ``capacity`` set (fluid engine)."""
-    env = simpy.Environment()
-    engine = FluidEngine(env, dict(capacity))
-    engine.transfer(nbytes, dict(usage), latency_s)
-    env.run()
-    return env.now
+    return single_flow_time_s(capacity, usage, nbytes, latency_s)
 
 
 def _memory(gpu: GpuSpec, hot: bool, working_set_B: float) -> tuple[str, float, float]:

@@ -473,3 +473,90 @@ def roofline_shares(points: Sequence[dict], title: str) -> Figure:
         ax.set_title(f"{system}: {title}", fontsize=10)
         ax.legend(fontsize=7, loc="upper left")
     return fig
+
+
+# ---- study: programs per what-if -------------------------------------------------------
+def _variant_colours(points: Sequence[dict]) -> dict[str, str]:
+    """One colour per what-if variant (the unchanged system first, in black)."""
+    variants = list(dict.fromkeys(p["variant"] for p in points))
+    rest = [v for v in variants if v != "base"]
+    colours = {"base": "#000000"} if "base" in variants else {}
+    colours.update({v: PALETTE[i % (len(PALETTE) - 1)] for i, v in enumerate(rest)})
+    return colours
+
+
+def program_roofline(points: Sequence[dict], title: str) -> Figure:
+    """% of the roofline the baseline (square) and pksim's best (circle) reach, per program and
+    what-if variant (a colour each), a panel per system; a line joins the two, so its length
+    on the log axis is the speed-up. Each variant is measured against its own roofline.
+    ``points``: system, variant, program, baseline_pct, best_pct."""
+    systems = list(dict.fromkeys(p["system"] for p in points))
+    colours = _variant_colours(points)
+    fig, axes = _figure(len(systems), 6.4, 4.0)
+    for ax, system in zip(axes, systems):
+        mine = [p for p in points if p["system"] == system]
+        programs = list(dict.fromkeys(p["program"] for p in mine))
+        width = 0.8 / max(1, len(colours))
+        for j, variant in enumerate(colours):
+            for p in (p for p in mine if p["variant"] == variant):
+                x = programs.index(p["program"]) + (j - (len(colours) - 1) / 2) * width
+                ys = [p["baseline_pct"], p["best_pct"]]
+                if None in ys:
+                    continue
+                ax.plot([x, x], ys, color=colours[variant], linewidth=1.0)
+                ax.scatter([x], ys[:1], marker="s", s=18, facecolors="none",
+                           edgecolors=colours[variant], zorder=3)
+                ax.scatter([x], ys[1:], marker="o", s=18, color=colours[variant], zorder=3)
+        ax.set_yscale("log")
+        _log_ticks(ax.yaxis, [v for p in mine for v in (p["baseline_pct"], p["best_pct"])
+                              if v is not None])
+        ax.set_xticks(range(len(programs)))
+        ax.set_xticklabels(programs, fontsize=7, rotation=30, ha="right")
+        ax.set_ylabel("% of roofline")
+        ax.set_title(system, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    handles = [Line2D([], [], color=c, linewidth=2) for c in colours.values()]
+    handles += [Line2D([], [], color="grey", marker="s", markerfacecolor="none", linestyle=""),
+                Line2D([], [], color="grey", marker="o", linestyle="")]
+    labels = list(colours) + ["baseline (PyTorch + NCCL)", "pksim's best"]
+    fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
+               fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def program_gain(points: Sequence[dict], title: str) -> Figure:
+    """Speed-up over the unchanged system per what-if change, per program: pksim's best
+    (solid) and the baseline (hatched), a colour per change, a panel per system.
+    ``points``: system, variant, program, gain, baseline_gain."""
+    systems = list(dict.fromkeys(p["system"] for p in points))
+    colours = _variant_colours(points)
+    colours.pop("base", None)
+    fig, axes = _figure(len(systems), 6.4, 4.0)
+    for ax, system in zip(axes, systems):
+        mine = [p for p in points if p["system"] == system]
+        programs = list(dict.fromkeys(p["program"] for p in mine))
+        width = 0.8 / max(1, 2 * len(colours))
+        for j, variant in enumerate(colours):
+            for p in (p for p in mine if p["variant"] == variant):
+                x = programs.index(p["program"]) + (2 * j - len(colours) + 0.5) * width
+                for k, (key, hatch) in enumerate((("gain", None), ("baseline_gain", "//"))):
+                    if p[key] is not None:
+                        ax.bar(x + k * width, p[key], width, color=colours[variant],
+                               hatch=hatch, edgecolor="white", linewidth=0.4)
+                        ax.text(x + k * width, p[key], f" {p[key]:.2f}x", rotation=90,
+                                ha="center", va="bottom", fontsize=6)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.margins(y=0.2)
+        ax.set_xticks(range(len(programs)))
+        ax.set_xticklabels(programs, fontsize=7, rotation=30, ha="right")
+        ax.set_ylabel("speed-up vs unchanged")
+        ax.set_title(system, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    handles = [Patch(color=c) for c in colours.values()]
+    handles += [Patch(facecolor="grey"), Patch(facecolor="grey", hatch="//", edgecolor="white")]
+    labels = list(colours) + ["pksim's best", "baseline (PyTorch + NCCL)"]
+    fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
+               fontsize=8)
+    fig.suptitle(title)
+    return fig

@@ -18,6 +18,9 @@ _FIGURES = {
     "nic_in": "scaleout.nic_bandwidth_Gbps",
     "nic_out": "scaleout.nic_bandwidth_Gbps",
     "mempath": "gpu.hbm.bandwidth_GBps",
+    # the terms of a program's roofline (pksim.programs.roofline) that the names above miss
+    "nvlink": "gpu.nvlink.link_bandwidth_GBps",
+    "vector": "gpu.tensor.tflops_fp32",
 }
 # The issuing SMs' per-SM rate: over NVLink the mechanism study's figure (write direction,
 # gpu.transfer_remote, docs/decisions.md D38); on virtual ranks (one GPU) the local fit's.

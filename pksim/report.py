@@ -11,9 +11,10 @@ from hwmodels.units import format_bytes
 from pksim import plots
 from pksim.plots import OutputDir
 from pksim.prediction import Prediction
-from pksim.runner import Row
+from pksim.runner import Row, roofline_pct
 from pksim.schedule import DTYPES
 from pksim.study import Study
+from pksim.study_programs import PROGRAM_OP
 from pksim.trace import tracks
 from pksim.workloads.collectives import REDUCING
 
@@ -29,8 +30,11 @@ def _num(value: float) -> float | None:
 
 # ---- study ----------------------------------------------------------------------------
 def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
-    """One entry per (system, what-if, case): the best schedule against the baseline."""
+    """One entry per (system, what-if, case): the best schedule against the baseline (a
+    program's also its roofline, the share of it both reach, and the baseline's own gain
+    over the unchanged system: ``program_entry``)."""
     out = []
+    others = {(r.key(), r.impl): r for r in rows if r.case.is_program}
     for r in rows:
         if r.impl != impl:
             continue
@@ -44,7 +48,52 @@ def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
                     "gain": _num(r.gain), "binding_figure": r.binding_figure,
                     "binding_provenance": r.binding_provenance, "message": r.message,
                     "emittable": r.emittable, "not_emittable": r.not_emittable or None})
+        if c.is_program:
+            out[-1].update(program_entry(r, others.get((r.key(), "nccl"))))
     return out
+
+
+def program_entry(row: Row, baseline: Row | None) -> dict[str, Any]:
+    """A program's summary columns beyond an op's (seconds and percent)."""
+    return {"roofline_s": _num(row.roofline_s),
+            "pct_of_roofline": roofline_pct(row.roofline_s, row.time_s),
+            "baseline_pct_of_roofline": roofline_pct(row.roofline_s, row.baseline_s),
+            "baseline_gain": _num(baseline.gain) if baseline is not None and baseline.ok
+            else None}
+
+
+def program_table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]]:
+    """Terminal rows of the programs' tables: PROGRAM_HEADERS, or PROGRAM_WHATIF_HEADERS."""
+    out = []
+    width = len(PROGRAM_WHATIF_HEADERS if what_if else PROGRAM_HEADERS)
+    for e in entries:
+        head = ([e["variant"]] if what_if else []) + [e["workload"]]
+        if not what_if:
+            head.append(str(e["world"]))
+        if e["status"] != "ok":
+            out.append(head + [f"{e['status']}: {e['message'][:60]}"]
+                       + [""] * (width - len(head) - 1))
+            continue
+        roof = [_fmt_s(e["baseline_s"]), _fmt_s(e["time_s"]), _fmt_s(e["roofline_s"]),
+                e["bound_resource"]]
+        if what_if:
+            out.append(head + roof + [_fmt_pct(e["pct_of_roofline"]),
+                                      _fmt_x(e["baseline_gain"]), _fmt_x(e["gain"]),
+                                      _fmt_x(e["speedup"])])
+        else:
+            out.append(head + roof + [_fmt_pct(e["baseline_pct_of_roofline"]),
+                                      _fmt_pct(e["pct_of_roofline"]), _fmt_x(e["speedup"])])
+    return out
+
+
+PROGRAM_HEADERS = ["program", "ranks", "baseline", "pksim", "roofline", "binds",
+                   "baseline %roof", "pksim %roof", "speed-up"]
+PROGRAM_WHATIF_HEADERS = ["what-if", "program", "baseline", "pksim", "roofline", "binds",
+                          "pksim %roof", "baseline gain", "pksim gain", "speed-up"]
+
+
+def _fmt_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} %"
 
 
 def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]]:
@@ -133,6 +182,7 @@ def _points(rows: Sequence[Row], study: Study, variant: str = "base") -> list[di
     specs = {w.name: w for w in study.workloads}
     order = list(specs)
     out = []
+    rows = [r for r in rows if not r.case.is_program]
     for r in sorted(rows, key=lambda r: (order.index(r.case.workload), r.case.world)):
         if not r.ok or r.variant != variant:
             continue
@@ -152,6 +202,7 @@ def _points(rows: Sequence[Row], study: Study, variant: str = "base") -> list[di
 def _breakdown_items(rows: Sequence[Row]) -> list[dict]:
     """For each (workload, world), its largest case: busy time per resource class."""
     largest: dict[tuple, Row] = {}
+    rows = [r for r in rows if not r.case.is_program]
     for r in rows:
         if r.ok and r.variant == "base":
             key = (r.case.workload, r.case.world)
@@ -189,8 +240,12 @@ SUMMARY_COLUMNS = ["system", "variant", "workload", "op", "shape", "world", "sta
 
 def study_files(study: Study) -> list[str]:
     names = ["results.csv", "results.json", "summary.csv"]
-    stems = [k for k in study.plots if k != "sensitivity" or study.vary]
+    stems = [k for k in study.plots if k not in PROGRAM_PLOTS or study.programs]
+    stems = [k for k in stems if k not in ("sensitivity", "program-gain") or study.vary]
     return names + plots.plot_files(stems)
+
+
+PROGRAM_PLOTS = ("program-roofline", "program-gain")
 
 
 def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict[str, System],
@@ -244,13 +299,33 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
     if "sensitivity" in study.plots and study.vary and gains:
         out.save(plots.sensitivity(_sensitivity_cases(gains), f"{title}: what if"),
                  "sensitivity", gains)
+    _program_plots(out, study, rows)
+
+
+def _program_plots(out: OutputDir, study: Study, rows: Sequence[Row]) -> None:
+    """% of roofline per program and variant, and (with --vary) each change's gain."""
+    points = [{"system": e["system"], "variant": e["variant"], "program": e["workload"],
+               "world": e["world"], "baseline_s": e["baseline_s"], "best_s": e["time_s"],
+               "roofline_s": e["roofline_s"], "roofline_resource": e["bound_resource"],
+               "baseline_pct": e["baseline_pct_of_roofline"], "best_pct": e["pct_of_roofline"],
+               "speedup": e["speedup"], "gain": e["gain"], "baseline_gain": e["baseline_gain"]}
+              for e in summary(rows) if e["op"] == PROGRAM_OP and e["status"] == "ok"]
+    title = study.title or study.name
+    if "program-roofline" in study.plots and points:
+        out.save(plots.program_roofline(points, f"{title}: % of roofline, baseline and "
+                                                f"pksim's best"), "program-roofline", points)
+    changed = [p for p in points if p["variant"] != "base"]
+    if "program-gain" in study.plots and study.vary and changed:
+        out.save(plots.program_gain(changed, f"{title}: what each change buys the programs"),
+                 "program-gain", changed)
 
 
 def _gains(rows: Sequence[Row]) -> list[dict]:
     """pk rows with their gain over the unchanged system and whether the best schedule
     changed."""
     base = {(r.system_ref, r.case): r.schedule for r in rows
-            if r.ok and r.impl == "pk" and r.variant == "base"}
+            if r.ok and r.impl == "pk" and r.variant == "base" and not r.case.is_program}
+    rows = [r for r in rows if not r.case.is_program]
     return [{"system": r.system, "variant": r.variant, "workload": r.case.workload,
              "world": r.case.world, "size": _x_axis(r)[0],
              "case": f"{r.case.workload} {r.case.shape_text()} x{r.case.world}",

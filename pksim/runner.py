@@ -5,7 +5,9 @@ tasks, and the executor that runs them (inline, a process pool, or a Dask cluste
 simulator models: collectives (the searched best for ``pk``, NCCL's own choice for
 ``nccl``) and fused compute + communication ops (the best overlap strategy for ``pk``;
 cuBLAS + NCCL one after the other for ``nccl``). Any other op raises
-``NotSupportedYet``, which becomes a row saying so.
+``NotSupportedYet``, which becomes a row saying so. A program (``Case.is_program``) is not
+an op: ``program_fill`` gives its ``nccl`` row (the baseline as PyTorch + NCCL run it) and its
+``pk`` row (pksim's best), each with the program's roofline, as ``pksim predict --program``.
 """
 from __future__ import annotations
 
@@ -28,12 +30,18 @@ from hwmodels.system import System
 from pksim.inputs import check_bytes
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
+from pksim.programs.costs import TENSOR_RATE
+from pksim.programs.load import load_program
+from pksim.programs.model import Program
+from pksim.programs.predict import Run, predict_baseline, predict_program
+from pksim.programs.roofline import roofline
 from pksim.provenance import binding_figure, provenance_of
 from pksim.schedule import Schedule
 from pksim.nccl import nccl_schedule
 from pksim.search import fused_space, lower_bound, search, space
 from pksim.simulate import predict
 from pksim.study import PLANNED_OPS, Case, Variant
+from pksim.study_programs import ProgramEntry, check_fits
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import FUSED_OPS, check_shape
 
@@ -117,6 +125,8 @@ class Row:
     binding_provenance: str = ""     # its provenance tag (datasheet, estimate, ...)
     emittable: bool | None = None    # whether pksim codegen can emit the schedule
     not_emittable: str = ""          # why not (pksim.kernel_contract.emit_reason)
+    roofline_s: float = math.nan     # a program's roofline (also its bound_s)
+    roofline_terms: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -140,6 +150,8 @@ class Row:
         out["assumed"] = list(self.assumed)
         out["schedule_json"] = self.schedule_dict
         out["not_emittable"] = self.not_emittable or None
+        if c.is_program:          # op rows keep their keys: studies without programs unchanged
+            out.update(program_fields(self))
         return out
 
 
@@ -171,22 +183,85 @@ def run_task(task: Task) -> Row:
               system_ref=task.variant.ref, overrides=task.variant.overrides)
     try:
         with _no_gc():
-            p = best_prediction(system, task.case, task.impl)
+            if task.case.is_program:
+                program_fill(row, system, task.case, task.impl)
+            else:
+                _op_fill(row, system, best_prediction(system, task.case, task.impl))
     except NotSupportedYet as exc:
         row.status, row.message = "not supported yet", str(exc)
     except InfeasibleError as exc:
         row.status, row.message = "infeasible", str(exc)
     except PksimError as exc:
         row.status, row.message = "error", str(exc)
-    else:
-        fill(row, p)
-        row.binding_figure = binding_figure(system, p.bound_resource, p.schedule.mechanism,
-                                            p.schedule.dtype)
-        row.binding_provenance = provenance_of(system, row.binding_figure)
-        emit = emittable_fields(system, p.schedule)
-        row.emittable, row.not_emittable = emit["emittable"], emit["not_emittable"] or ""
     row.seconds = time.perf_counter() - start
     return row
+
+
+def _op_fill(row: Row, system: System, p: Prediction) -> None:
+    """An op's row from its best prediction, with what it rests on and whether codegen can
+    emit its schedule."""
+    fill(row, p)
+    row.binding_figure = binding_figure(system, p.bound_resource, p.schedule.mechanism,
+                                        p.schedule.dtype)
+    row.binding_provenance = provenance_of(system, row.binding_figure)
+    emit = emittable_fields(system, p.schedule)
+    row.emittable, row.not_emittable = emit["emittable"], emit["not_emittable"] or ""
+
+
+# ---- programs ------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def _program(ref: str) -> Program:
+    return load_program(ref)
+
+
+def _describe(who: str, run: Run) -> str:
+    """A program run in a few words: 'pksim (31 launches, 3 fused)'."""
+    launches = sum(t["launches"] for t in run.tasks)
+    fused = sum(len(t["ops"]) > 1 for t in run.tasks)
+    plural = "" if launches == 1 else "es"
+    return f"{who} ({launches} launch{plural}" + (f", {fused} fused)" if fused else ")")
+
+
+def program_fill(row: Row, system: System, case: Case, impl: str) -> Row:
+    """A program's row: ``nccl`` the baseline as PyTorch + NCCL run it, ``pk`` pksim's best
+    (with the baseline beside it, so a study of ``impls = ["pk"]`` has its speed-up too);
+    both with the roofline as their bound. The same functions as ``pksim predict --program``
+    (pksim.programs.predict), so the times are that command's exactly."""
+    program = _program(case.program)
+    if impl == "nccl":
+        _, run = predict_baseline(system, program)
+        roof = roofline(system, program)
+        row.time_s, row.schedule = run.time_s, _describe("PyTorch + NCCL", run)
+        row.roofline_s, row.bound_resource, terms = roof.time_s, roof.resource, roof.terms
+    else:
+        p = predict_program(system, program)
+        row.time_s, row.schedule = p.best_s, _describe("pksim", p.best)
+        row.baseline_s, row.baseline_schedule = p.baseline_s, _describe("PyTorch + NCCL",
+                                                                        p.baseline)
+        row.speedup = p.speedup
+        row.roofline_s, row.bound_resource, terms = (p.roofline_s, p.roofline_resource,
+                                                     p.roofline_terms)
+    row.bound_s, row.roofline_terms = row.roofline_s, dict(terms)
+    row.nbytes = program.summary()["comm_bytes"]
+    row.binding_figure = binding_figure(system, row.bound_resource,
+                                        dtype=TENSOR_RATE.get(program.dtype, "fp32"))
+    row.binding_provenance = provenance_of(system, row.binding_figure)
+    return row
+
+
+def roofline_pct(roof: float, time_s: float) -> float | None:
+    """The share of the roofline a time reaches, in percent (None where either is missing)."""
+    return 100.0 * roof / time_s if time_s > 0 and not math.isnan(roof + time_s) else None
+
+
+def program_fields(row: Row) -> dict[str, Any]:
+    """What a program row adds to results.json / .csv: the program, its roofline and the
+    share of it the row's time (and, on a ``pk`` row, the baseline's) reaches, in percent."""
+    return {"program": row.case.program,
+            "roofline_s": None if math.isnan(row.roofline_s) else row.roofline_s,
+            "roofline_terms_s": dict(row.roofline_terms),
+            "pct_of_roofline": roofline_pct(row.roofline_s, row.time_s),
+            "baseline_pct_of_roofline": roofline_pct(row.roofline_s, row.baseline_s)}
 
 
 def fill(row: Row, p: Prediction) -> Row:
@@ -319,12 +394,16 @@ def check_case(system: System, case: Case, where: str = "",
 
 
 def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
-              where: str = "study") -> tuple[list[Task], list[str]]:
+              where: str = "study", programs: tuple[ProgramEntry, ...] = ()
+              ) -> tuple[list[Task], list[str]]:
     """Expand each workload on each system variant: the tasks, and what was skipped. A
     case the unchanged system cannot run at all is an error naming ``where``, the
-    workload and the system (checked before any work)."""
+    workload and the system (checked before any work); so is a program whose world a
+    system variant cannot hold."""
     tasks, skipped = [], []
     for variant, system in variants:
+        for entry in programs:
+            check_fits(entry, system, where, variant.label)
         for workload in workloads:
             cases, notes = workload.expand(system)
             if variant.label == "base":
@@ -334,6 +413,8 @@ def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
                                              f"({case.shape_text()} x{case.world}) on "
                                              f"{system.name}: ")
             tasks.extend(Task(variant, case, impl) for case in cases for impl in impls)
+        tasks.extend(Task(variant, Case.of_program(entry), impl) for entry in programs
+                     for impl in impls)
     return tasks, skipped
 
 
@@ -409,6 +490,12 @@ def _row_from_record(task: Task, system_name: str, record: dict) -> Row:
     row.breakdown = dict(record.get("breakdown") or {})
     row.assumed = tuple(record.get("assumed") or ())
     row.schedule_dict = record.get("schedule_json")
+    if task.case.is_program:       # what program_fill gave and attach_baselines does not
+        for name in ("roofline_s", "baseline_s", "speedup"):
+            value = record.get(name)
+            setattr(row, name, math.nan if value is None else float(value))
+        row.baseline_schedule = record.get("baseline_schedule") or ""
+        row.roofline_terms = dict(record.get("roofline_terms_s") or {})
     return row
 
 
@@ -421,6 +508,6 @@ def recorded(row: Row) -> Prediction:
 
 
 __all__ = ["best_prediction", "best_of", "lower_bound", "NotSupportedYet", "Task", "Row", "run_task",
-           "check_case",
+           "check_case", "program_fill", "program_fields", "roofline_pct",
            "run_tasks", "tasks_for", "attach_baselines", "executor", "default_workers",
            "RunResult", "recorded", "resume_rows", "resume_from"]

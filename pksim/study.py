@@ -10,6 +10,7 @@ A study (``pksim/studies/default.toml`` is the one ``pksim whatif`` runs)::
     impls = ["pk", "nccl"]                 # pk: searched best; nccl: the baseline
     [vary]                                 # one change at a time, against the unchanged system
     "gpu.nvlink.link_bandwidth_GBps" = ["2x"]          # "2x": times the system's own figure
+    programs = ["gemm-reducescatter"]     # whole programs (pksim programs list, or files)
     [[workload]]
     name = "tp-ar"
     op = "all-reduce"
@@ -17,7 +18,8 @@ A study (``pksim/studies/default.toml`` is the one ``pksim whatif`` runs)::
     n = 8192                               # collectives: bytes, or count, or m x n elements
     world = [8, 72]                        # ranks; "domain" = the whole NVLink domain
     [plots]
-    kinds = ["time", "speedup", "breakdown", "roofline", "timeline", "sensitivity"]
+    kinds = ["time", "speedup", "breakdown", "roofline", "timeline", "sensitivity",
+             "program-roofline", "program-gain"]
     timeline = { system = "dgx-h100", workload = "tp-ar" }
 
 Shape values may be expressions in ``tp`` (= ``world``) and the other shape keys,
@@ -26,7 +28,9 @@ fused compute + communication ops take their own keys (``pksim.workloads.fused``
 ``m, n, k`` for gemm-rs, gemm-ar, ag-gemm). A workload may narrow the schedule space
 with ``search = { comm_sms = [16, 32], overlaps = ["inter-sm"] }``. An op listed in
 ``PLANNED_OPS`` (named, not simulated yet) loads and expands like any other; running
-it gives a "not supported yet" row (see ``pksim.runner.best_prediction``).
+it gives a "not supported yet" row (see ``pksim.runner.best_prediction``). A program
+(``pksim.study_programs``) gives two rows per system and variant: ``nccl``, the baseline as
+PyTorch + NCCL run it, and ``pk``, pksim's best, each with the program's roofline.
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ from hwmodels.resources import studies_dir
 from hwmodels.system import System
 from hwmodels.units import UNIT_SUFFIXES, format_bytes, parse_bytes
 from pksim.schedule import DTYPES, IMPLS
+from pksim.study_programs import PROGRAM_OP, ProgramEntry, load_entries
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 
@@ -54,9 +59,10 @@ STUDIES_DIR = studies_dir()
 # the simulator, it moves out of here and into ``pksim.runner.best_prediction``.
 PLANNED_OPS: dict[str, str] = {}
 KNOWN_OPS = COLLECTIVES + FUSED_OPS + tuple(PLANNED_OPS)
-PLOT_KINDS = ("time", "speedup", "breakdown", "roofline", "timeline", "sensitivity")
+PLOT_KINDS = ("time", "speedup", "breakdown", "roofline", "timeline", "sensitivity",
+              "program-roofline", "program-gain")
 _TOP_KEYS = {"name", "title", "description", "systems", "set", "impls", "baseline", "vary",
-             "workload", "plots"}
+             "workload", "programs", "plots"}
 _WORKLOAD_KEYS = {"name", "op", "dtype", "world", "domains", "root", "note", "search", "skew"}
 _COLLECTIVE_SHAPES = ({"bytes"}, {"count"}, {"m", "n"})
 # A workload's ``search`` table narrows the schedule space (pksim.search.space and
@@ -76,6 +82,16 @@ class Case:
     root: int = 0
     search: tuple[tuple[str, tuple], ...] = ()     # narrows the schedule space
     skew: float = 0.0                              # MoE routing skew (Zipf exponent)
+    program: str = ""                              # a program's shipped name or file
+
+    @classmethod
+    def of_program(cls, entry: ProgramEntry) -> "Case":
+        """A program's case: its name, its own world, no shape."""
+        return cls(entry.name, PROGRAM_OP, (), entry.dtype, entry.world, program=entry.ref)
+
+    @property
+    def is_program(self) -> bool:
+        return self.op == PROGRAM_OP
 
     def dim(self, key: str) -> int:
         return dict(self.shape)[key]
@@ -99,6 +115,8 @@ class Case:
         return " ".join(f"{k}={v}" for k, v in self.shape)
 
     def label(self) -> str:
+        if self.is_program:
+            return f"program {self.workload} x{self.world}"
         return f"{self.workload} {self.shape_text()} x{self.world}"
 
 
@@ -148,6 +166,7 @@ class Study:
     baseline: str = "nccl"
     plots: tuple[str, ...] = PLOT_KINDS
     timeline: tuple[str, str] | None = None          # (system, workload)
+    programs: tuple[ProgramEntry, ...] = ()
 
     def with_options(self, systems: tuple[str, ...] = (), overrides: tuple[str, ...] = (),
                      vary: tuple[str, ...] = ()) -> "Study":
@@ -384,17 +403,22 @@ def load_study(path: str | Path) -> Study:
         raise ConfigError(f"{where}: vary must be a table of key = [values]")
     vary = tuple((k, tuple(str(v) for v in _as_tuple(vs))) for k, vs in vary_raw.items())
     entries = raw.get("workload", [])
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{where}: a study needs at least one [[workload]]")
+    programs = load_entries(raw, where, path.parent)
+    if not isinstance(entries, list) or not (entries or programs):
+        raise ConfigError(f"{where}: a study needs at least one [[workload]] or programs")
     workloads = tuple(_workload(w, i, where) for i, w in enumerate(entries))
     names = [w.name for w in workloads]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: workload names must differ, got {names}")
+    for entry in programs:
+        if entry.name in names:
+            raise ConfigError(f"{where}: programs: {entry.given!r} is named {entry.name!r}, "
+                              f"as a [[workload]] is")
     plots, timeline = _plots(raw.get("plots", {}), where, names)
     return Study(name=name, workloads=workloads, systems=systems,
                  title=_text(raw, "title", where), description=_text(raw, "description", where),
                  path=str(path), overrides=_texts(raw, "set", where), vary=vary, impls=impls,
-                 baseline=baseline, plots=plots, timeline=timeline)
+                 baseline=baseline, plots=plots, timeline=timeline, programs=programs)
 
 
 def _plots(raw: Any, where: str, workloads: list[str]):

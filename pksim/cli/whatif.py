@@ -28,6 +28,7 @@ from pksim.simulate import predict as run_predict
 from pksim.programs.trace import chrome_trace as program_trace, gantt_rows as program_gantt
 from pksim.trace import chrome_trace
 from pksim.study import KNOWN_OPS, Case, Variant, default_study, find_study, load_variants
+from pksim.study_programs import PROGRAM_OP
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import SHAPE_KEYS
 
@@ -113,12 +114,14 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 def whatif(study_file, systems, overrides, vary, output, force, resume, workers, scheduler,
            no_plots, as_json) -> None:
     """Run a study: the best schedule, its time, the baseline and the speed-up for each
-    workload on each system (with no options, the built-in 70B-class TP study)."""
+    workload on each system; for each program of the study, its baseline (PyTorch + NCCL),
+    pksim's best and roofline (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
     study = find_study(study_file) if study_file else default_study()
     study = study.with_options(_split(systems), overrides, vary)
     pairs = load_variants(study)
-    tasks, skipped = tasks_for(pairs, study.workloads, study.impls, study.path or study.name)
+    tasks, skipped = tasks_for(pairs, study.workloads, study.impls, study.path or study.name,
+                               study.programs)
     out = OutputDir(output or OUT_ROOT / study.name, force or resume)
     out.check(report.study_files(study))
     identity = {"command": "whatif", "study": study.name, "systems": list(study.systems),
@@ -131,9 +134,9 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
                                   {t: name_of[t.variant] for t in tasks})
     result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json)
     rows = attach_baselines(kept + result.rows, study.baseline)
+    order = [w.name for w in study.workloads] + [e.name for e in study.programs]
     rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
-                             [w.name for w in study.workloads].index(r.case.workload),
-                             r.case.world, r.case.shape, r.impl))
+                             order.index(r.case.workload), r.case.world, r.case.shape, r.impl))
     systems_by_name = {system.name: system for _, system in pairs}
     timelines = [] if no_plots or result.interrupted else _timelines(study, rows, pairs)
     wall = time.perf_counter() - start
@@ -162,20 +165,37 @@ def _variant_order(row, pairs) -> int:
 def _print_study(study, entries, skipped) -> None:
     title = study.title or study.name
     for system in dict.fromkeys(e["system"] for e in entries):
-        base = [e for e in entries if e["system"] == system and e["variant"] == "base"]
-        table(f"{title}: {system} (baseline: {study.baseline})", report.TABLE_HEADERS,
-              report.table_rows(base))
-        changed = [e for e in entries if e["system"] == system and e["variant"] != "base"
+        mine = [e for e in entries if e["system"] == system and e["op"] != PROGRAM_OP]
+        base = [e for e in mine if e["variant"] == "base"]
+        if base:
+            table(f"{title}: {system} (baseline: {study.baseline})", report.TABLE_HEADERS,
+                  report.table_rows(base))
+        changed = [e for e in mine if e["variant"] != "base"
                    and e["status"] != report.NOT_SUPPORTED]
         if changed:
             table(f"what if, on {system}: one change at a time", report.WHATIF_HEADERS,
                   report.table_rows(changed, what_if=True))
+        _print_programs(title, system, [e for e in entries if e["system"] == system
+                                        and e["op"] == PROGRAM_OP])
     unsupported = {e["message"] for e in entries if e["status"] == report.NOT_SUPPORTED}
     for message in sorted(unsupported):
         click.echo(f"note: {message}")
     if skipped:
         click.echo(f"note: skipped {len(skipped)} (workload, system) pairs whose world is "
                    f"larger than the domain, e.g. {skipped[0]}")
+
+
+def _print_programs(title: str, system: str, entries: list[dict]) -> None:
+    """A study's programs on one system: the three times, the shares of the roofline and
+    the speed-up; then, per what-if change, what it buys the baseline and pksim's best."""
+    base = [e for e in entries if e["variant"] == "base"]
+    if base:
+        table(f"{title}: programs on {system} (baseline: PyTorch + NCCL)",
+              report.PROGRAM_HEADERS, report.program_table_rows(base))
+    changed = [e for e in entries if e["variant"] != "base"]
+    if changed:
+        table(f"what if, programs on {system}: one change at a time",
+              report.PROGRAM_WHATIF_HEADERS, report.program_table_rows(changed, what_if=True))
 
 
 def _timelines(study, rows, pairs):

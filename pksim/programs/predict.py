@@ -103,12 +103,18 @@ def _run(plan: Plan, spans: list[Span]) -> Run:
     return Run(max((s.end_s for s in spans), default=0.0), tuple(rows))
 
 
+def predict_baseline(system: System, program: Program) -> tuple[Plan, Run]:
+    """The baseline alone (its plan and run), as ``predict_program`` makes it: a what-if
+    study's ``nccl`` row of a program (pksim.runner)."""
+    plan = baseline_plan(system, program)
+    return plan, _run(plan, run_tasks(system, list(plan.tasks)))
+
+
 def predict_program(system: System | str, program: Program) -> ProgramPrediction:
     if isinstance(system, str):
         system = load_system(system)
-    base_plan = baseline_plan(system, program)
+    base_plan, base_run = predict_baseline(system, program)
     best = best_plan(system, program)
-    base_run = _run(base_plan, run_tasks(system, list(base_plan.tasks)))
     best_run = _run(best, run_tasks(system, list(best.tasks)))
     if best_run.time_s > base_run.time_s:
         # a rewrite judged on times alone lost once launches and lanes were counted:

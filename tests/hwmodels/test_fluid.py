@@ -1,10 +1,12 @@
 """The fluid engine against hand arithmetic."""
 from __future__ import annotations
 
+import random
+
 import pytest
 import simpy
 
-from hwmodels.fluid import FluidEngine
+from hwmodels.fluid import FluidEngine, single_flow_time_s
 
 
 def run(capacity, flows, record=False):
@@ -94,3 +96,35 @@ def test_a_higher_priority_takes_its_share_first():
     c = engine.transfer(100.0, {"port": 1.0})
     env.run()
     assert [a.value, b.value, c.value] == pytest.approx([1.0, 2.6, 2.6])
+
+
+def _engine_time(capacity, usage, nbytes, latency_s):
+    env = simpy.Environment()
+    FluidEngine(env, dict(capacity)).transfer(nbytes, dict(usage), latency_s)
+    env.run()
+    return env.now
+
+
+def test_single_flow_closed_form_equals_the_engine_bit_for_bit():
+    # Random capacities, weights, sizes and latencies, 1-4 resources: the closed form must
+    # give the engine's float, not one close to it (the calibration fit and the golden
+    # predictions run on it).
+    rng = random.Random(7)
+    for _ in range(2000):
+        names = rng.sample(["issue", "hbm", "l2", "nvlink", "pcie"], rng.randint(1, 4))
+        capacity = {n: 10 ** rng.uniform(8, 13) for n in names}
+        usage = {n: rng.choice([1.0, 2.0, 0.5, rng.uniform(0.1, 9.0)]) for n in names}
+        nbytes = rng.choice([0.0, 1.0, 4096.0, 10 ** rng.uniform(0, 10)])
+        latency = rng.choice([0.0, 10 ** rng.uniform(-9, -5)])
+        assert single_flow_time_s(capacity, usage, nbytes, latency) == \
+            _engine_time(capacity, usage, nbytes, latency)
+
+
+def test_single_flow_closed_form_arithmetic_and_errors():
+    # 1 MB over min(2e11 / 1, 1e12 / 4) = 2e11 B/s after 1 us: 1e-6 + 1e6 / 2e11 = 6e-6 s
+    assert single_flow_time_s({"a": 2e11, "b": 1e12}, {"a": 1.0, "b": 4.0}, 1e6, 1e-6) \
+        == pytest.approx(6e-6, rel=1e-15)
+    with pytest.raises(KeyError, match="'c'"):
+        single_flow_time_s({"a": 1.0}, {"c": 1.0}, 1.0)
+    with pytest.raises(RuntimeError, match="zero-capacity"):
+        single_flow_time_s({"a": 0.0}, {"a": 1.0}, 1.0)

@@ -80,9 +80,10 @@ def test_whatif_help():
 
 
 def test_shipped_studies_load():
-    assert {"default", "nvlink-whatif"} <= set(list_studies())
+    assert {"default", "nvlink-whatif", "programs-whatif"} <= set(list_studies())
     for name in list_studies():
-        assert find_study(name).workloads
+        study = find_study(name)
+        assert study.workloads or study.programs
 
 
 def test_default_study_answers_the_question():
