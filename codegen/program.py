@@ -14,13 +14,13 @@ gather, scatter
 all-gather-v,          the -v kernel (collectives/varsize.cuh); its split sizes are run-time
 all-to-all-v           arguments, so the library serves every rank's splits
 all-gather-object      the all-gather (its two calls: the lengths, then the padded objects)
-sendrecv               send-recv (collectives/p2p.cuh) with the batch's offsets (pairs inside the
-                       group without wrap-around)
+sendrecv               send-recv (collectives/p2p.cuh), its sizes a run-time matrix too
 =====================  ======================================================================
 
 The schedule of each is the fastest the model predicts among those codegen emits
-(pksim.kernel_contract.emit_reason), at the op's size (the -v ones at their even size,
-pksim.programs.costs.even_bytes: with even splits the -v kernel moves what the plain one does).
+(pksim.kernel_contract.emit_reason), at the op's size; the -v and send-recv kernels at the
+program's split sizes (pksim.programs.costs.kernel_call), the schedule pksim's best costs them
+with, so that ``predict --program`` and the emitted kernels' predictions agree.
 Reductions of types other than bf16 and fp32 and groups of one rank are not emitted; the index
 says why. Distinct schedules are emitted once.
 """
@@ -36,7 +36,7 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from pksim.kernel_contract import emit_reason
 from pksim.prediction import Prediction
-from pksim.programs.costs import even_bytes
+from pksim.programs.costs import kernel_call
 from pksim.programs.model import DTYPE_BYTES, Op, Program
 from pksim.schedule import Schedule
 from pksim.search import search, space
@@ -59,16 +59,6 @@ class CommKernel:
     reason: str = ""              # why nothing is emitted (schedule None)
 
 
-def _peers(program: Program, op: Op, n: int) -> str:
-    """send-recv's peers for a batch: its send offsets (with wrap-around), or the pairs they
-    make inside the group (without)."""
-    offsets = [e.offset for e in op.p2p if e.send]
-    if op.param("wrap", True):
-        return ",".join(f"{o:+d}" for o in offsets)
-    pairs = [f"{p}>{p + o}" for o in offsets for p in range(n) if 0 <= p + o < n]
-    return ",".join(pairs)
-
-
 def kernel_for(system: System, program: Program, op: Op) -> CommKernel:
     """The schedule codegen emits for a communication op (the model's fastest that it can)."""
     kind = op.kind
@@ -87,19 +77,17 @@ def kernel_for(system: System, program: Program, op: Op) -> CommKernel:
         extra["reduce_op"] = reduce_op
     kop = KERNEL_OP[kind]
     nbytes = op.comm_bytes
-    if kind in ("all-gather-v", "all-to-all-v"):
-        nbytes = even_bytes(program, op)
-    elif kind == "all-gather-object":
-        nbytes = n * op.param("object_bytes")
-    elif kind == "sendrecv":
-        sends = [program.tensors[e.tensor].nbytes for e in op.p2p if e.send]
-        if not sends:
-            return CommKernel(op.name, kind, None, None, "a batch without sends")
-        nbytes = max(sends)
-        extra["peers"] = _peers(program, op, n)
-        if not extra["peers"]:
-            return CommKernel(op.name, kind, None, None, "no send stays inside the group")
-    nbytes = max(16, -(-nbytes // 16) * 16)
+    if kind in ("all-gather-v", "all-to-all-v", "sendrecv"):
+        call = kernel_call(program, op)
+        if call is None:
+            return CommKernel(op.name, kind, None, None, "no send stays inside the group"
+                              if kind == "sendrecv" else "every split is empty")
+        nbytes, dtype = call.nbytes, call.dtype
+        extra.update(call.extra)
+    else:
+        if kind == "all-gather-object":
+            nbytes = n * op.param("object_bytes")
+        nbytes = max(16, -(-nbytes // 16) * 16)
     cands = space(system, kop, nbytes, n, 1, algorithms=codegen_algorithms(kop), chunks=(0,),
                   extra=tuple(sorted(extra.items())))
     cands = [c.with_(dtype=dtype, root=min(op.param("root", 0), n - 1)) for c in cands]

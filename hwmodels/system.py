@@ -165,6 +165,24 @@ class TransferSpec:
     ldst_move_source_s_per_B: float = fig("ldst_move_source_ns_per_KiB", 1e-9 / 1024,
                                           lo_open=False,
                                           doc="ld/st move: SM time per KiB per summed source")
+    # What a reduce op or a fused epilogue adds to those sums (kernels/collectives/epilogue.cuh
+    # beside collective.cuh's plain routines; pksim.moves.epilogue_time_per_B), measured by
+    # validation/microbench/epilogue_moves.cu (docs/decisions.md D56). A TMA stage applies the op
+    # and the scale to data already in shared memory (within 5 % of the sum: no term) and reads
+    # a bias by 16-byte vectors, waited for in every stage chunk; the register routines keep one
+    # vector a source in flight where the plain sum keeps two (up to 4 sources) and read a bias
+    # per element.
+    tma_move_bias_s: float = fig("tma_move_bias_ns", 1e-9, lo_open=False,
+                                 doc="TMA sum with a bias: SM time per stage chunk (a sum of S "
+                                     "sources cuts its stage into S + 1 chunks)")
+    ldst_move_epilogue_s_per_B: float = fig("ldst_move_epilogue_ns_per_KiB", 1e-9 / 1024,
+                                            lo_open=False,
+                                            doc="register sum of S <= 4 sources through the "
+                                                "epilogue routines: SM time per KiB of payload "
+                                                "x S (one vector a source in flight, not two)")
+    ldst_move_bias_s_per_elem: float = fig("ldst_move_bias_ps_per_element", 1e-12, lo_open=False,
+                                           doc="register sum with a bias: SM time per output "
+                                               "element (the bias read per element)")
     # The inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh: a flag per 128 x 256
     # unit, 384 threads with 8-16 loads in flight each), its own routine: per SM, time per KiB
     # of sums that read S partials and write D outputs, base + source x S + dest x D,

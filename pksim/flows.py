@@ -347,7 +347,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
         cold = s - warm_sources(topo, m, resident)    # what queues at the memory
         traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, ceiling=False)
         rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / traffic,
-                        readers=m.readers, routine=m.routine) / ranks
+                        readers=m.readers, routine=m.routine, epilogue=m.epilogue,
+                        elem_bytes=m.elem_bytes) / ranks
     return capacity / rate if rate > 0 else float("inf")
 
 

@@ -78,11 +78,24 @@ def in_network_chunk_bytes(comm_sms: int, chunk_bytes: int = 0) -> int:
 # "peers" (send-recv's pairs).
 REDUCE_OPS = ("sum", "avg", "min", "max")
 EPILOGUES = ("none", "scale", "bias", "scale-bias")
+# The plain register sum keeps two 16-byte vectors of each source in flight per thread up to this
+# many sources, one beyond (collective.cuh reg_reduce); the epilogue routines keep one
+# (epilogue.cuh reg_reduce_ep): what a reduce op costs a register sum (pksim.moves).
+REG_TWO_VECTOR_SOURCES = 4
 # (op, algorithm) of the kernels that reduce and so take a reduce op and an epilogue.
 EPILOGUE_KERNELS = (("all-reduce", "direct"), ("all-reduce", "two-shot"), ("reduce-scatter", "direct"),
                     ("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
 # Ops whose sizes come from split sizes (pkc_args::splits) rather than one count.
 SPLIT_OPS = ("all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv")
+
+
+def epilogue_cost(extra) -> str:
+    """What a reducing kernel's moves pay beyond the plain sum (pksim.moves.epilogue_time_per_B):
+    "" for the plain sum (collective.cuh's routines), "op" for the epilogue routines with a
+    reduce op or a scale, "bias" with a bias vector too (docs/decisions.md D56)."""
+    if plain_extra(extra):
+        return ""
+    return "bias" if "bias" in epilogue_of(extra) else "op"
 
 
 def reduce_op_of(extra) -> str:

@@ -14,6 +14,8 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
   launch call, ``sync.launch_api_us``;
 * the collectives' own routines (``block_moves``): the same flow, the SMs' rate from
   ``pksim.moves.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
+  their sums with a reduce op or an epilogue (``epilogue_moves``) likewise, with the
+  epilogue's term (``pksim.moves.epilogue_time_per_B``);
   the fused kernels' pull-reduce (``fused_pull``, its TMA form ``fused_pull_tma``)
   likewise at its own rate;
 * launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
@@ -41,6 +43,7 @@ from hwmodels.system import GpuSpec, System
 from pksim.kernel_contract import BLOCK_THREADS
 from pksim.moves import move_Bps, move_latency_s, working_blocks
 from pksim.fused.plans import MAX_CHUNKS_PER_PEER
+from pksim.schedule import DTYPES
 from pksim.workloads.phases import load_rounds
 
 # The ld/st copy kernel (copy_int4_kernel) keeps 4 x 16-byte loads in flight per thread.
@@ -54,6 +57,7 @@ REQUIRED = {
     "block_moves": (("bytes",), ("mechanism", "kind", "sources", "dests", "blocks")),
     "block_moves_own": (("bytes",), ("mechanism", "kind", "sources", "dests", "groups", "blocks")),
     "block_moves_cross": (("bytes",), ("mechanism", "sources", "dests", "groups", "blocks")),
+    "epilogue_moves": (("bytes",), ("mechanism", "variant", "dtype", "sources", "dests", "blocks")),
     "fused_pull": (("bytes",), ("kind", "world", "blocks", "threads")),
     "fused_pull_tma": (("bytes",), ("kind", "world", "blocks", "threads")),
     "signal_chain": (("bytes",), ("mechanism", "sync", "groups", "blocks", "steps")),
@@ -64,6 +68,9 @@ REQUIRED = {
     "attention": ((), ("batch", "heads", "seq", "head_dim", "causal")),
     "gemm_store_add": ((), ("epilogue", "dests", "m", "n", "k")),
 }
+# epilogue_moves' variants: what each costs beyond the plain sum (pksim.moves.epilogue_time_per_B).
+EPILOGUE_VARIANTS = {"sum": "", "min": "op", "avg": "op", "min-bias": "bias",
+                     "max-scale-bias": "bias"}
 # Benchmarks the model has no parameter for, and why.
 MEASURED_ONLY = {
     "atomics": "measured only: the model has no atomic-operation parameter (the generated "
@@ -186,7 +193,7 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
 def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
                 dests: int, blocks: int, readers: int = 1, groups: int = 1,
                 hot: bool = True, routine: str = "", threads: int | None = None,
-                load_rounds: int = 1) -> float:
+                load_rounds: int = 1, epilogue: str = "", elem_bytes: float = 2.0) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
     count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
     many groups of ``blocks`` blocks move the same sources, each into its own destinations
@@ -196,16 +203,18 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     working set that fits in L2 stays there; behind a flushing write (not ``hot``) it comes
     from HBM however small, as a validated collective's (pksim.collective.build's ``cold``).
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
-    collectives' routines (pksim.moves.move_time_per_B)."""
+    collectives' routines (pksim.moves.move_time_per_B). ``epilogue`` (with ``elem_bytes``):
+    a sum through the epilogue routines (pksim.moves.epilogue_time_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
-                            groups, hot, routine, load_rounds)
+                            groups, hot, routine, load_rounds, epilogue, elem_bytes)
     start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])
     return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
 
 
 def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
                      dests: int, blocks: int, readers: int = 1, groups: int = 1,
-                     hot: bool = True, routine: str = "", load_rounds: int = 1) -> float:
+                     hot: bool = True, routine: str = "", load_rounds: int = 1,
+                     epilogue: str = "", elem_bytes: float = 2.0) -> float:
     """_block_move's data movement alone, from its first read to its last write; a register
     sum loading its sources in ``load_rounds`` rounds waits ``transfer.load_round_ns`` more
     per further round (as pksim.flows.move_spec)."""
@@ -216,7 +225,7 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
     mem, cap, lat = _memory(gpu, hot, (sources * groups + dests * copies) * nbytes)
     queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, ceiling=False)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
-                    readers=readers, routine=routine)
+                    readers=readers, routine=routine, epilogue=epilogue, elem_bytes=elem_bytes)
     lat += move_latency_s(gpu, mechanism, sources, dests, kind == "reduce", nbytes / working,
                           routine)
     if mechanism != "tma":
@@ -360,6 +369,12 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _block_move(gpu, record["bytes"], p["mechanism"], "reduce", p["sources"],
                            p["dests"], p["blocks"], groups=p["groups"],
                            hot=p.get("timing") != "behind_write", load_rounds=rounds)
+    if bench == "epilogue_moves":
+        # a sum of S sources into D destinations through the epilogue routines ("variant"
+        # other than "sum"), back to back, from HBM (64 MiB a destination)
+        return _block_move(gpu, record["bytes"], p["mechanism"], "reduce", p["sources"],
+                           p["dests"], p["blocks"], epilogue=EPILOGUE_VARIANTS[p["variant"]],
+                           elem_bytes=DTYPES[p["dtype"]])
     if bench == "signal_chain":
         if p["sync"] != "ring":
             return None

@@ -13,7 +13,7 @@ import math
 from hwmodels.sm import move_fixed_latency_s, sm_issue_Bps
 from hwmodels.system import GpuSpec
 from pksim.kernel_contract import (CE_REDUCE_BLOCK_BYTES, LINE_BYTES, PAGED_PIECE_BYTES,
-                                   PIECE_BYTES, TMA_STAGE_BYTES)
+                                   PIECE_BYTES, REG_TWO_VECTOR_SOURCES, TMA_STAGE_BYTES)
 
 
 def tma_messages_per_B(sources: int, dests: int, reduce: bool) -> float:
@@ -78,9 +78,35 @@ def working_blocks(blocks: float, payload_B: float, dealt: bool) -> float:
     return dealt_blocks(blocks, payload_B) if dealt else piece_blocks(blocks, payload_B)
 
 
+def epilogue_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, epilogue: str,
+                        elem_bytes: float = 2.0) -> float:
+    """SM time per payload byte that a reduce op or a fused epilogue adds to a sum of
+    ``sources`` inside one GPU (``epilogue``: "" the plain sum, "op" a reduce op or a scale,
+    "bias" with a bias vector: pksim.kernel_contract.epilogue_cost), as the kernels do it
+    (kernels/collectives/epilogue.cuh; docs/decisions.md D56):
+
+    * TMA: the op and the scale run on the stage in shared memory as the sum does (no term);
+      a bias is read by 16-byte vectors and waited for in every stage chunk, S + 1 chunks a
+      stage: gpu.transfer.tma_move_bias_ns x (S + 1) / stage bytes;
+    * registers: the epilogue routines keep one vector a source in flight where the plain sum
+      keeps two (up to REG_TWO_VECTOR_SOURCES sources): ldst_move_epilogue_ns_per_KiB / S
+      there; a bias is read per element: ldst_move_bias_ps_per_element / element bytes.
+
+    Measured by validation/microbench/epilogue_moves.cu against the plain sum."""
+    if not epilogue or sources <= 0:
+        return 0.0
+    t = gpu.transfer
+    if mechanism == "tma":
+        return t.tma_move_bias_s * (sources + 1) / TMA_STAGE_BYTES if epilogue == "bias" else 0.0
+    out = t.ldst_move_epilogue_s_per_B / sources if sources <= REG_TWO_VECTOR_SOURCES else 0.0
+    if epilogue == "bias" and elem_bytes > 0:
+        out += t.ldst_move_bias_s_per_elem / elem_bytes
+    return out
+
+
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
                     far_sources: int = 0, far_dests: int = 0, readers: int = 1,
-                    routine: str = "") -> float:
+                    routine: str = "", epilogue: str = "", elem_bytes: float = 2.0) -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:
     read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``, of
     which ``far_sources`` and ``far_dests`` lie on other GPUs (over NVLink).
@@ -98,7 +124,9 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     buffer costs a payload byte at the mechanism's NVLink per-SM rate (gpu.transfer_remote,
     the mechanism study: read for a source, write for a destination; a pull-reduce moves by
     TMA or by registers as its form does); its near buffers and its sum ride in the shadow of
-    the far round trips and none of the one-GPU fit's figures applies."""
+    the far round trips and none of the one-GPU fit's figures applies. ``epilogue`` (with
+    ``elem_bytes``): a sum through the epilogue routines (epilogue_time_per_B), inside one
+    GPU; over NVLink it rides in the shadow of the far round trips as the near buffers do."""
     t = gpu.transfer
     if routine == "pull":
         mechanism = "tma" if mechanism == "tma" else "register"
@@ -122,6 +150,8 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     tau = base + dest * dests + ((red + src * sources) if reduce else 0.0)
     if mechanism == "tma":
         tau += t.tma_message_s * tma_messages_per_B(sources if reduce else 1, dests, reduce)
+    if reduce:
+        tau += epilogue_time_per_B(gpu, mechanism, sources, epilogue, elem_bytes)
     return tau
 
 
@@ -140,12 +170,13 @@ def far_time_per_B(gpu: GpuSpec, mechanism: str, far_sources: int, far_dests: in
 
 def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
              shared_Bps: float | None, far_sources: int = 0, far_dests: int = 0,
-             readers: int = 1, routine: str = "") -> float:
+             readers: int = 1, routine: str = "", epilogue: str = "",
+             elem_bytes: float = 2.0) -> float:
     """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
     use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA sums,
     which stay bound by the blocks closer to the memory's limit, one for the rest."""
     tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, far_sources, far_dests,
-                          readers, routine)
+                          readers, routine, epilogue, elem_bytes)
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
     t = gpu.transfer

@@ -49,7 +49,9 @@ class Move:
     at its own rate (pksim.moves.move_time_per_B). ``active``: how many ranks of the issuer's
     GPU move in this phase (0: every rank on it); on one GPU their SMs share the memory's knee
     (pksim.flows.move_issue_weight), so a phase only the root works in (the direct reduce)
-    gives its SMs the knee alone."""
+    gives its SMs the knee alone. ``epilogue``: a sum through the epilogue routines ("op": a
+    reduce op or a scale, "bias": with a bias vector; kernels/collectives/epilogue.cuh), of
+    ``elem_bytes`` elements (pksim.moves.epilogue_time_per_B)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -63,6 +65,8 @@ class Move:
     load_rounds: int = 1  # register sums: rounds in which the sources are loaded
     routine: str = ""    # "pull": the fused kernels' pull-reduce
     active: int = 0      # ranks of the issuer's GPU moving in this phase (0: all of them)
+    epilogue: str = ""   # "op" / "bias": a sum through the epilogue routines
+    elem_bytes: float = 2.0  # its element size (a bias is read per element by registers)
 
 
 @dataclass

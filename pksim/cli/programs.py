@@ -9,7 +9,7 @@ from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes, format_time
 from pksim.cli.output import emit_json, table
 from pksim.programs import list_programs, load_program, predict_program
-from pksim.programs.costs import calls
+from pksim.programs.costs import calls, kernel_call
 from pksim.programs.model import Program
 from pksim.programs.predict import ProgramPrediction
 from pksim.search import search as run_search, space
@@ -142,16 +142,17 @@ def search_program(kw: dict, top: int) -> dict:
     program = load_program(kw["program"])
     seen: dict = {}
     for op in program.comm_ops:
-        if op.kind == "sendrecv":
+        kernel = kernel_call(program, op)      # the -v and send-recv kernels at their splits
+        if op.kind == "sendrecv" and kernel is None:
             continue
-        for call in calls(program, op):
+        for call in [kernel] if kernel is not None else calls(program, op):
             if call.world < 2:
                 continue
             seen.setdefault(call, []).append(op.name)
     out = []
     for call, ops in seen.items():
         cands = [c.with_(root=call.root, dtype=call.dtype)
-                 for c in space(system, call.op, call.nbytes, call.world)
+                 for c in space(system, call.op, call.nbytes, call.world, extra=call.extra)
                  if call.in_switch or c.mechanism != "multimem"]
         result = run_search(system, cands, top=top)
         out.append({"ops": ops, "op": call.op, "bytes": call.nbytes, "world": call.world,

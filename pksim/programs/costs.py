@@ -11,9 +11,12 @@ NCCL's own collective (the baseline) and pksim's best schedule for each communic
   topology; pksim's best is the faster of that and the branch-and-bound search over pk's
   schedules (``pksim.search``). A sub-group collective runs as a collective of its group's
   size: on one switch tier, groups of disjoint GPUs share no resource.
-- ``-v`` forms run as the even collective whose every rank moves what rank 0's busiest
+- ``-v`` forms: NCCL runs the even collective whose every rank moves what rank 0's busiest
   direction moves off the rank (docs/decisions.md D47); send/recv batches as their exact
-  transfers between the ranks (``pksim.programs.p2p``).
+  transfers between the ranks (``pksim.programs.p2p``). pk runs both as the kernel codegen
+  emits for them (``kernel_call``: the -v kernel, p2p.cuh's send-recv) at their split sizes,
+  costed by that kernel's phases (pksim.workloads.phases), as every other generated
+  collective.
 Durations here exclude the host: the issue of launches and host reads is the scheduler's
 (``pksim.programs.timeline``). Results are cached per system and shape.
 """
@@ -29,8 +32,10 @@ from pksim.cache import BoundedCache
 from pksim.collective import build, simulate
 from pksim.nccl import nccl_schedule
 from pksim.programs.model import DTYPE_BYTES, Op, Program
-from pksim.schedule import Schedule
+from pksim.programs.check import peer_position
+from pksim.schedule import DTYPES, Schedule
 from pksim.search import search, space
+from pksim.workloads import varsize
 
 # pksim's dtypes of a program's element types, by element size (a collective moves bytes;
 # only its element size reaches the kernels' model)
@@ -68,13 +73,14 @@ class Choice:
 @dataclass(frozen=True)
 class Call:
     """One collective call as pksim runs it: op, nccl-tests size, ranks, root, whether the
-    switch may reduce it."""
+    switch may reduce it; ``extra``: a generated kernel's split sizes (Schedule.extra)."""
     op: str
     nbytes: int
     world: int
     dtype: str
     root: int = 0
     in_switch: bool = True
+    extra: tuple = ()
 
 
 def compute_s(system: System, op: Op) -> float:
@@ -145,6 +151,70 @@ def even_bytes(program: Program, op: Op) -> int:
     return int(math.ceil(busiest * n / (n - 1) / 16)) * 16
 
 
+def kernel_dtype(op: Op) -> str:
+    """The elements a copy kernel moves an op's data in: 4-byte where the type's size is a
+    multiple of 4, else 2-byte (a copy moves any type; codegen.program)."""
+    return "fp32" if DTYPE_BYTES[op.dtype] % 4 == 0 else "bf16"
+
+
+def _elems(nbytes: float, dtype: str) -> int:
+    return math.ceil(nbytes / DTYPES[dtype])
+
+
+def split_matrix(program: Program, op: Op) -> list[list[int]]:
+    """S[p][q]: the kernel's elements member p of the described rank's group sends to member q,
+    in an all-to-all-v or a send/recv batch.
+
+    all-to-all-v: the program knows the described rank's row (``in_splits``, what it sends)
+    and column (``out_splits``, what it receives); the busier of the two is made circulant,
+    so that every member sends and receives what the described rank's busier direction moves,
+    in its block sizes (as NCCL's even collective, docs/decisions.md D47). send/recv: every
+    member's sends at the batch's offsets (dropped past an end without ``wrap``)."""
+    t = program.tensors
+    n = program.groups[op.group].size
+    dtype = kernel_dtype(op)
+    if op.kind == "sendrecv":
+        wrap = op.param("wrap", True)
+        s = [[0] * n for _ in range(n)]
+        for p in range(n):
+            for e in op.p2p:
+                q = peer_position(p, e.offset, n, wrap) if e.send else None
+                if q is not None:
+                    s[p][q] += _elems(t[e.tensor].nbytes, dtype)
+        return s
+    me = program.groups[op.group].of(program.rank).index(program.rank)
+    row = t[op.reads[0]].row_elements * DTYPE_BYTES[op.dtype]
+    sent = [_elems(r * row, dtype) for r in op.param("in_splits")]
+    received = [_elems(r * row, dtype) for r in op.param("out_splits")]
+    if sum(sent) >= sum(received):      # row me is what it sends
+        return [[sent[(q - p + me) % n] for q in range(n)] for p in range(n)]
+    return [[received[(p - q + me) % n] for q in range(n)] for p in range(n)]   # column me
+
+
+def kernel_call(program: Program, op: Op) -> Call | None:
+    """The generated kernel pk runs for a -v collective or a send/recv batch, at its split
+    sizes: what pksim's best costs and ``pksim codegen --program`` emits (None for other ops,
+    groups of one rank and batches that send nothing)."""
+    n = program.groups[op.group].size
+    if n < 2 or op.kind not in ("all-gather-v", "all-to-all-v", "sendrecv"):
+        return None
+    dtype = kernel_dtype(op)
+    if op.kind == "all-gather-v":
+        row = program.tensors[op.writes[0]].row_elements * DTYPE_BYTES[op.dtype]
+        shares = [_elems(r * row, dtype) for r in op.param("splits")]
+        if not any(shares):
+            return None
+        kop, text = "all-gather-v", ",".join(map(str, shares))
+    else:
+        s = split_matrix(program, op)
+        if not any(map(any, s)):
+            return None
+        kop = "send-recv" if op.kind == "sendrecv" else "all-to-all-v"
+        text = ";".join(",".join(map(str, row)) for row in s)
+    extra = (("splits", text),)
+    return Call(kop, varsize.schedule_bytes(kop, extra, n, DTYPES[dtype]), n, dtype, extra=extra)
+
+
 def _without_floor(system: System, schedule: Schedule) -> float:
     """NCCL's time without the host floor of back-to-back calls: the program's scheduler
     issues the calls on the host itself."""
@@ -181,7 +251,7 @@ def pk_call(system: System, call: Call) -> Choice | None:
     if call.world == 1:
         return _RUNS.store(system, key, nccl_call(system, call))
     cands = [c.with_(root=call.root, dtype=call.dtype)
-             for c in space(system, call.op, call.nbytes, call.world)
+             for c in space(system, call.op, call.nbytes, call.world, extra=call.extra)
              if call.in_switch or c.mechanism != "multimem"]
     try:
         best = search(system, cands, top=1).ranked[0]
@@ -192,8 +262,9 @@ def pk_call(system: System, call: Call) -> Choice | None:
     return _RUNS.store(system, key, choice)
 
 
-def best_call(system: System, call: Call) -> Choice:
-    """The faster of pk's best schedule and NCCL's pick."""
+def best_call(system: System, call: Call, kernel: Call | None = None) -> Choice:
+    """The faster of pk's best schedule and NCCL's pick; ``kernel``: pk's call where it runs
+    another kernel than NCCL's (kernel_call)."""
     nccl = nccl_call(system, call)
-    pk = pk_call(system, call)
+    pk = pk_call(system, kernel or call)
     return pk if pk is not None and pk.time_s < nccl.time_s else nccl

@@ -4,14 +4,14 @@ places along (dropped past an end of the group without ``wrap``), all at once, a
 the fluid model (``pksim.collective.assemble``).
 
 NCCL runs the batch as point-to-point sends on its p2p channels with the Simple protocol
-(``pksim.nccl.nccl_schedule``'s point-to-point schedule); pk as one kernel whose SMs (or copy
-engines) store each payload to its peer, with the communication SMs and mechanism searched.
+(``pksim.nccl.nccl_schedule``'s point-to-point schedule), costed here. pk runs it as the
+send-recv kernel codegen emits (p2p.cuh), costed by its phases like every generated collective
+(``pksim.programs.costs.kernel_call``).
 """
 from __future__ import annotations
 
 import hashlib
 
-from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.cache import BoundedCache
@@ -24,9 +24,6 @@ from pksim.programs.model import Op, Program
 from pksim.schedule import Schedule
 
 _RUNS = BoundedCache(1024)
-# pk's candidates for a batch: mechanism x communication SMs
-PK_MECHANISMS = ("tma", "register", "copy-engine")
-PK_SMS = (4, 8, 16, 32)
 
 
 def transfers(program: Program, op: Op) -> tuple[tuple[int, int, int], ...]:
@@ -59,36 +56,18 @@ def _steps(moves: tuple[tuple[int, int, int], ...], world: int, key: str) -> Ste
     return Steps([step], world)
 
 
-def sendrecv_choices(system: System, program: Program, op: Op) -> tuple[Choice, Choice]:
-    """(NCCL's point-to-point sends, pksim's best) for a send/recv batch."""
+def sendrecv_nccl(system: System, program: Program, op: Op) -> Choice:
+    """NCCL's point-to-point sends for a send/recv batch."""
     moves = transfers(program, op)
     key = hashlib.sha256(repr((program.world, moves)).encode()).hexdigest()[:16]
     hit = _RUNS.lookup(system, (id(system), key))
     if hit is not None:
         return hit
     busiest = max(max(s, r) for s, r in per_rank(program, op)) or 1
-    world = program.world
-    nccl = nccl_schedule(system, "all-to-all", int(busiest), world)
+    nccl = nccl_schedule(system, "all-to-all", int(busiest), program.world)
     nccl = nccl.with_(extra=tuple(sorted(nccl.extra + (("p2p", key),))))
-    nccl_choice = Choice(_run(system, nccl, moves, key), "nccl/p2p/Simple",
-                         nccl.comm_sms, nccl)
-    best = nccl_choice
-    sms_max = Topology.build(system, world).sms_per_rank()
-    for mech in PK_MECHANISMS:
-        for sms in (PK_SMS if mech != "copy-engine" else (1,)):
-            if sms > sms_max:
-                continue
-            sched = Schedule(op="all-to-all", shape=(("bytes", int(busiest)),), world=world,
-                             algorithm="direct", mechanism=mech, comm_sms=sms,
-                             extra=(("p2p", key),))
-            try:
-                time_s = _run(system, sched, moves, key)
-            except InfeasibleError:
-                continue
-            if time_s < best.time_s:
-                label = f"p2p/{mech}" + ("" if mech == "copy-engine" else f"/{sms}sm")
-                best = Choice(time_s, label, 0 if mech == "copy-engine" else sms, sched)
-    return _RUNS.store(system, (id(system), key), (nccl_choice, best))
+    choice = Choice(_run(system, nccl, moves, key), "nccl/p2p/Simple", nccl.comm_sms, nccl)
+    return _RUNS.store(system, (id(system), key), choice)
 
 
 def _run(system: System, schedule: Schedule, moves, key: str) -> float:

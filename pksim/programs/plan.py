@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.system import System
-from pksim.programs.costs import (SCHEDULE_DTYPE, Call, best_call, calls, compute_s, memory_s,
-                                  nccl_call, pk_call)
+from pksim.programs.costs import (SCHEDULE_DTYPE, Call, best_call, calls, compute_s,
+                                  kernel_call, memory_s, nccl_call, pk_call)
 from pksim.programs.model import COLLECTIVE_KINDS, DTYPE_BYTES, GEMM_KINDS, Op, Program
-from pksim.programs.p2p import sendrecv_choices
+from pksim.programs.p2p import sendrecv_nccl
 from pksim.programs.timeline import Task
 from pksim.search import fused_space, search
 
@@ -59,13 +59,16 @@ def _compute_task(system: System, op: Op, kernels: int) -> Task:
 
 
 def _comm_tasks(system: System, program: Program, op: Op, best: bool) -> list[Task]:
+    kernel = kernel_call(program, op)     # the -v and send-recv kernels at their split sizes
     if op.kind == "sendrecv":
-        nccl, pk = sendrecv_choices(system, program, op)
-        c = pk if best else nccl
+        c = sendrecv_nccl(system, program, op)
+        pk = pk_call(system, kernel) if best and kernel is not None else None
+        if pk is not None and pk.time_s < c.time_s:
+            c = pk
         return [Task(op.name, (op.name,), ("comm",), c.time_s, "comm", c.label, sms=c.sms)]
     out = []
     for i, call in enumerate(calls(program, op)):
-        c = best_call(system, call) if best else nccl_call(system, call)
+        c = best_call(system, call, kernel) if best else nccl_call(system, call)
         out.append(Task(op.name if len(out) == 0 else f"{op.name} ({i + 1})", (op.name,),
                         ("comm",), c.time_s, "comm", c.label, sms=c.sms))
         if op.kind == "all-gather-object":
@@ -245,7 +248,8 @@ def _epilogues(system: System, program: Program, groups: _Groups, readers) -> No
                 or not groups.free(c.name):
             continue
         (call,) = calls(program, c)
-        pk = pk_call(system, call)
+        kernel = kernel_call(program, c)
+        pk = pk_call(system, kernel or call)
         if pk is None:
             continue
         parts = []
@@ -261,7 +265,7 @@ def _epilogues(system: System, program: Program, groups: _Groups, readers) -> No
             continue
         fused_s = pk.time_s + sum(memory_s(system, max(0.0, e.nbytes - shared), e.vector_flops)
                                   for e, shared in parts)
-        alone_s = best_call(system, call).time_s + sum(
+        alone_s = best_call(system, call, kernel).time_s + sum(
             launch + memory_s(system, e.nbytes, e.vector_flops) for e, _ in parts)
         if fused_s < alone_s:
             names = sorted([c.name] + [e.name for e, _ in parts], key=program.op_index.get)

@@ -13,9 +13,10 @@ works on it. Every phase is a Step without transfers and with moves.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Callable
 
-from pksim.kernel_contract import epilogue_of, reduce_op_of
+from pksim.kernel_contract import epilogue_cost, epilogue_of, reduce_op_of
 from pksim.program import Move, Step
 from pksim.schedule import DTYPES
 from pksim.workloads import varsize
@@ -275,18 +276,29 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
     """The generated kernel's phases, or None where codegen has no such kernel (then the
     algorithm's transfers are costed as they are). A reduce op or a fused epilogue
     (``extra``) moves what the plain sum moves (collectives/epilogue.cuh; docs/decisions.md
-    D53)."""
+    D53), its sums through the epilogue routines (Move.epilogue: their extra SM time, D56)."""
     if mechanism not in KERNEL_MECHANISMS or world < 2:
         return None
     if mechanism == "copy-engine" and ((op, algorithm) in SM_ONLY or not plain(extra)):
         return None     # no such kernel: a copy engine cannot apply the op (epilogue.cuh)
     sized = SIZED_PHASES.get((op, algorithm))
     if sized is not None:
-        return sized(world, nbytes, root, mechanism == "copy-engine", dtype, extra)
-    build = KERNEL_PHASES.get((op, algorithm))
-    if build is None:
-        return None
-    return build(world, nbytes, root, mechanism == "copy-engine", dtype)
+        steps = sized(world, nbytes, root, mechanism == "copy-engine", dtype, extra)
+    else:
+        build = KERNEL_PHASES.get((op, algorithm))
+        if build is None:
+            return None
+        steps = build(world, nbytes, root, mechanism == "copy-engine", dtype)
+    cost = epilogue_cost(extra)
+    return [_through_epilogue(s, cost, DTYPES[dtype]) for s in steps] if cost else steps
+
+
+def _through_epilogue(step: Step, cost: str, elem_bytes: float) -> Step:
+    """``step`` with its sums made by the epilogue routines (pksim.moves.epilogue_time_per_B)."""
+    def moves():
+        return [replace(m, epilogue=cost, elem_bytes=elem_bytes) if m.reduce else m
+                for m in step.moves() or ()]
+    return Step(step.key + ("epilogue", cost, elem_bytes), step.build, moves, joins=step.joins)
 
 
 def bytes_moved(steps: list[Step]) -> tuple[float, float]:

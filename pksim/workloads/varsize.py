@@ -7,7 +7,9 @@ Their sizes are not one number. A schedule carries them in ``Schedule.extra``, a
   Without it, the op splits its ``bytes`` evenly (the plain collective's sizes).
 * ``peers`` (send-recv): the pairs that exchange one message of ``bytes`` each, as offsets
   (``+1`` a ring shift: rank r sends to r + 1 mod world; ``+1,-1`` a neighbour / halo
-  exchange) or as explicit pairs (``0>4,1>5``: rank 0 sends to rank 4, ...).
+  exchange) or as explicit pairs (``0>4,1>5``: rank 0 sends to rank 4, ...); or, instead,
+  ``splits`` as all-to-all-v's matrix (messages of any sizes: a program's batch,
+  pksim.programs.costs.kernel_call). The kernel takes the matrix either way.
 
 Buffers are packed as torch.distributed lays them out (and kernels/collectives/varsize.cuh
 moves them): a rank's blocks follow each other in rank order. ``buffer_elems`` is what the
@@ -106,7 +108,7 @@ def matrix(op: str, extra, world: int, elems: int) -> list[list[int]]:
     """S[r][p]: elements rank r sends to rank p (all-to-all-v, send-recv). ``elems``: the
     schedule's bytes in elements (a send-recv's message; an all-to-all-v's even rank total)."""
     e = dict(extra)
-    if op == "send-recv":
+    if op == "send-recv" and "splits" not in e:
         s = [[0] * world for _ in range(world)]
         for src, dst in pairs(e.get("peers", "+1"), world):
             s[src][dst] += elems
@@ -151,10 +153,10 @@ def schedule_bytes(op: str, extra, world: int, elem_bytes: float) -> int:
 
 def _messages(op: str, extra, world: int, elems: int) -> list[tuple[int, int, int, Hashable]]:
     """(source, destination, elements, block) of everything the op moves between ranks."""
-    if op == "send-recv":
+    if op == "send-recv" and "splits" not in dict(extra):
         return [(src, dst, elems, ("m", i))
                 for i, (src, dst) in enumerate(pairs(dict(extra).get("peers", "+1"), world))]
-    if op == "all-to-all-v":
+    if op in MATRIX_OPS:
         s = matrix(op, extra, world, elems)
         return [(r, p, s[r][p], (r, p)) for r in range(world) for p in range(world) if s[r][p]]
     c = shares(extra, world, elems)

@@ -11,7 +11,9 @@ import codegen
 from codegen.program import emit_program, program_kernels
 from hwmodels.catalog import load_system
 from pksim.cli.main import cli
+from pksim.programs.costs import kernel_call, pk_call
 from pksim.programs.load import load_program
+from pksim.workloads import varsize
 
 H100 = load_system("dgx-h100")
 
@@ -23,13 +25,32 @@ def test_each_comm_op_gets_its_kernel():
         s = by_op[name].schedule
         assert s.op == "all-reduce" and dict(s.extra) == {"reduce_op": op}
         assert s.algorithm in ("direct", "two-shot") and s.mechanism != "copy-engine"
-    # the ring attention's batches: send-recv with its two sends to the next rank
+    # the ring attention's batches: send-recv with its two sends to the next rank, k and v of
+    # 16 x 2 x 8 x 64 = 16384 bf16 elements each: 32768 elements from each rank to the next
     ring = program_kernels(H100, load_program("ring-attention"))
     assert {k.schedule.op for k in ring} == {"send-recv"}
-    assert dict(ring[0].schedule.extra)["peers"] == "+1,+1"
+    assert varsize.matrix("send-recv", ring[0].schedule.extra, 8, 0) == [
+        [32768 if q == (p + 1) % 8 else 0 for q in range(8)] for p in range(8)]
     # MoE dispatch and combine: the all-to-all-v kernel (splits at run time)
     moe = {k.op: k for k in program_kernels(H100, load_program("moe-ep-balanced"))}
     assert moe["dispatch"].schedule.op == "all-to-all-v" and moe["dispatch"].prediction
+
+
+@pytest.mark.parametrize("name", ["ring-attention", "hyena-conv1d-halo", "moe-ep-balanced",
+                                  "sam-iou-suppression"])
+def test_the_emitted_split_kernels_are_what_predict_program_costs(name):
+    # the -v and send-recv kernels: codegen --program emits the schedule pksim's best costs,
+    # with the same prediction (both from the kernel's phases at the program's splits)
+    program = load_program(name)
+    checked = 0
+    for k in program_kernels(H100, program):
+        call = kernel_call(program, program.op(k.op))
+        if call is None:
+            continue
+        pk = pk_call(H100, call)
+        assert k.schedule == pk.schedule and k.prediction.time_s == pk.time_s, k.op
+        checked += 1
+    assert checked
 
 
 def test_emit_program_writes_each_kernel_once_and_an_index(tmp_path):

@@ -111,6 +111,18 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
     assert "all_to_all_v_direct : split_matrix" in varsize
 
 
+def test_loads_in_flight_of_the_plain_and_epilogue_register_sums():
+    # the model's register op term (pksim.moves.epilogue_time_per_B, D56) rests on this: the
+    # plain sum keeps two vectors a source in flight up to REG_TWO_VECTOR_SOURCES sources
+    # (reg_reduce_body<U = 2, ...>), one beyond; the epilogue routines one (U = 1)
+    coll = (KERNELS / "collectives/collective.cuh").read_text()
+    n = kc.REG_TWO_VECTOR_SOURCES
+    assert re.search(rf"if \(src\.n <= {n}\) reg_reduce_body<2, {n}, {n}>", coll)
+    assert re.search(r"else reg_reduce_body<1, PKC_SET_SLOTS, QB>", coll)
+    ep = (KERNELS / "collectives/epilogue.cuh").read_text()
+    assert "constexpr int U = 1;" in ep
+
+
 # ---- what codegen can emit: the one source the search and codegen share -------------------
 def _coll(op="all-reduce", alg="ring", mech="register", world=8, **kw):
     from pksim.schedule import Schedule

@@ -216,3 +216,29 @@ def test_tma_messages_of_a_sum_grow_with_its_sources_squared():
     assert move_time_per_B(gpu, "register", 8, 1, True) == pytest.approx(
         t.ldst_move_base_s_per_B + t.ldst_move_dest_s_per_B + t.ldst_move_reduce_s_per_B
         + 8 * t.ldst_move_source_s_per_B, rel=1e-12)
+
+
+def test_epilogue_time_per_byte_follows_the_routines():
+    # h200-calibrated: tma_move_bias 227.5 ns per stage chunk, ldst_move_epilogue 52.37 ns/KiB
+    # (x S), ldst_move_bias 30.62 ps per element (docs/decisions.md D56)
+    from pksim.moves import epilogue_time_per_B, move_time_per_B
+    gpu = load_system("h200-calibrated").gpu
+    KiB = 1024
+    # TMA: a sum of 2 sources cuts its 32 KiB stage in 3 chunks: 3 x 227.5 ns / 32 KiB a byte
+    assert epilogue_time_per_B(gpu, "tma", 2, "bias") == pytest.approx(3 * 227.5e-9 / (32 * KiB))
+    assert epilogue_time_per_B(gpu, "tma", 8, "bias") == pytest.approx(9 * 227.5e-9 / (32 * KiB))
+    assert epilogue_time_per_B(gpu, "tma", 4, "op") == 0.0
+    # registers: 52.37 ns/KiB / S up to 4 sources, none past; a bias per element: bf16 30.62 ps
+    # / 2 B, fp32 / 4 B
+    assert epilogue_time_per_B(gpu, "register", 2, "op") == pytest.approx(52.37e-9 / KiB / 2)
+    assert epilogue_time_per_B(gpu, "register", 8, "op") == 0.0
+    assert epilogue_time_per_B(gpu, "register", 8, "bias") == pytest.approx(30.62e-12 / 2)
+    assert epilogue_time_per_B(gpu, "register", 4, "bias", 4.0) == pytest.approx(
+        52.37e-9 / KiB / 4 + 30.62e-12 / 4)
+    assert epilogue_time_per_B(gpu, "register", 4, "") == 0.0
+    # added to the sum's time per byte, not to a copy's
+    plain = move_time_per_B(gpu, "register", 2, 1, True)
+    assert move_time_per_B(gpu, "register", 2, 1, True, epilogue="op") == pytest.approx(
+        plain + 52.37e-9 / KiB / 2)
+    assert move_time_per_B(gpu, "register", 1, 1, False, epilogue="bias") == \
+        move_time_per_B(gpu, "register", 1, 1, False)

@@ -187,3 +187,47 @@ def test_p2p_roofline_takes_the_busiest_rank():
     r = roofline(s, p)
     assert r.terms["nvlink"] == pytest.approx(256 / s.gpu.nvlink.bandwidth_Bps)
     assert math.isfinite(predict_program(s, p).best_s)
+
+
+def test_split_kernels_run_at_the_programs_split_sizes():
+    # pk runs a -v op or a send/recv batch as the kernel codegen emits, at the program's splits
+    # (pksim.programs.costs.kernel_call), in the kernel's 2- or 4-byte elements
+    from pksim.programs.costs import kernel_call, split_matrix
+    from pksim.workloads import varsize
+    g = {"shape": [32, 512]}                       # a row: 512 bf16 elements
+    # all-to-all-v, world 4: rank 0 sends rows (1, 2, 3, 4) and receives (4, 4, 4, 4); it sends
+    # 10 rows, receives 16: the column it receives is made circulant, S[p][q] = out[(p - q) % 4]
+    raw = program([{"name": "x", "kind": "all-to-all-v", "input": "g", "output": "h",
+                    "in_splits": [1, 2, 3, 4], "out_splits": [4, 4, 4, 4]}], world=4,
+                  tensors={"g": {"shape": [10, 512]}, "h": {"shape": [16, 512]}})
+    p = parse_program(raw, PATH)
+    s = split_matrix(p, p.ops[0])
+    assert [row[0] for row in s] == [4 * 512] * 4 and s == [[4 * 512] * 4] * 4
+    raw["op"][0].update(in_splits=[1, 2, 3, 10], out_splits=[4, 4, 4, 4])
+    raw["tensors"]["g"] = {"shape": [16, 512]}
+    p = parse_program(raw, PATH)
+    s = split_matrix(p, p.ops[0])
+    # now the row it sends is larger: S[p][q] = in[(q - p) % 4] x 512, row 0 exactly in_splits
+    assert s[0] == [512, 1024, 1536, 5120] and s[1] == [5120, 512, 1024, 1536]
+    call = kernel_call(p, p.ops[0])
+    assert (call.op, call.world, call.dtype) == ("all-to-all-v", 4, "bf16")
+    assert call.nbytes == 16 * 512 * 2                  # every rank's buffer: 16 rows
+    assert varsize.matrix("all-to-all-v", call.extra, 4, 0) == s
+    # all-gather-v of fp32 rows (4-byte elements): the shares in elements
+    raw = program([{"name": "x", "kind": "all-gather-v", "input": "s", "output": "g",
+                    "splits": [1, 0, 3, 4]}], world=4,
+                  tensors={"s": {"shape": [1, 8], "dtype": "fp32"},
+                           "g": {"shape": [8, 8], "dtype": "fp32"}})
+    p = parse_program(raw, PATH)
+    call = kernel_call(p, p.ops[0])
+    assert (call.op, call.dtype, dict(call.extra)["splits"]) == ("all-gather-v", "fp32", "8,0,24,32")
+    # a halo without wrap-around: the ends send one way only
+    raw = program([{"name": "halo", "kind": "sendrecv", "wrap": False,
+                    "p2p": [{"send": "a", "to": -1}, {"recv": "b", "from": -1},
+                            {"send": "b", "to": 1}, {"recv": "a", "from": 1}]}], world=4,
+                  tensors={"a": {"shape": [64]}, "b": {"shape": [32]}})
+    p = parse_program(raw, PATH)
+    assert split_matrix(p, p.ops[0]) == [[0, 32, 0, 0], [64, 0, 32, 0], [0, 64, 0, 32],
+                                         [0, 0, 64, 0]]
+    assert kernel_call(p, p.ops[0]).op == "send-recv"
+    assert predict_program(load_system("dgx-h100"), p).best_s > 0

@@ -82,3 +82,24 @@ def test_report_statistics_worked_by_hand():
     assert by["g1"]["regret"] == pytest.approx(0.2) and not by["g1"]["within"]
     assert by["g2"]["regret"] == 0 and by["g2"]["within"]
     assert (s["cases"], s["checked_ok"], s["failed"], s["groups_within"]) == (5, 4, ["e"], 1)
+
+
+def test_repredict_makes_a_runs_predictions_again_and_keeps_its_measurements():
+    # run 4's min + bias reduce-scatter at 16 MiB, w4, registers, 33 blocks: measured 32.0 us;
+    # predicted 26.0 us when prepared (the sum's moves alone, D53), 27.7 us with the epilogue
+    # terms (D56); its check fields and measurement are left as they are
+    import gzip
+    import json
+
+    from hwmodels.catalog import load_system
+    from hwmodels.resources import data_dir
+    from validation.prepare.comm import repredict
+    raw = gzip.decompress((data_dir() / "report" / "h200-comm-2026-12-04-run4.jsonl.gz").read_bytes())
+    rows = [json.loads(line) for line in raw.decode().splitlines()]
+    (row,) = [r for r in rows if r["id"] == "rs-min-bias-direct-reg-w4-bf16-16MiB-b33"]
+    assert row["predicted_s"] == pytest.approx(26.04e-6, rel=1e-3)
+    (new,) = repredict([row], load_system("h200-virtual-calibrated"))
+    assert new["predicted_s"] == pytest.approx(27.7e-6, rel=2e-3)
+    assert new["median_s"] == row["median_s"] and new["ok"] and new["schedule"] == row["schedule"]
+    checked = next(r for r in rows if not r.get("time"))
+    assert repredict([checked], load_system("h200-virtual-calibrated")) == [checked]

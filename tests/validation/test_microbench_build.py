@@ -22,7 +22,7 @@ MB = microbench_dir()
 RUN_PY = MB / "run.py"
 SOURCES = sorted(p.stem for p in MB.glob("*.cu"))
 EXPECTED = {"hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency", "flag_latency", "atomics",
-            "block_moves", "signal_chain", "fused_pull", "gemm_store_add"}
+            "block_moves", "signal_chain", "epilogue_moves", "fused_pull", "gemm_store_add"}
 
 
 def _load_driver():
@@ -106,7 +106,7 @@ def test_runs_fail_cleanly_without_gpu(build_dir):
 # test_generated_sm_kernels_have_no_stack), and the generated kernels have none, so the
 # primitives the model is fitted on must not either (block_moves' TMA copy had 32 B until
 # 2026-12-04, when its kernels were declared one block an SM as the generated ones are).
-TIMED_KERNELS = {"block_moves": "move_kernel", "signal_chain": "chain_kernel",
+TIMED_KERNELS = {"block_moves": "move_kernel", "signal_chain": "chain_kernel", "epilogue_moves": "ep_kernel",
                  "gemm_store_add": "gemm_kernel", "fused_pull": "pull_kernelILi0E"}
 
 

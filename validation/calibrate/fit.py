@@ -5,7 +5,7 @@ calibrated system file.
 log(predicted / measured) of ``pksim.microbench_model`` (the model the simulator uses),
 stage by stage: each stage fits the parameters its microbenchmark groups determine
 and holds those of earlier stages (flags -> ld/st copies -> launches -> copies ->
-TMA copy -> TMA reduce -> collective moves -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
+TMA copy -> TMA reduce -> collective moves -> epilogue moves -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
 (scale 5 %) keeps a few far-off points from pulling the rest. Parameters are fitted
 in log space, within the ranges below. ``validation.calibrate.file`` writes the
 result; ``validation.calibrate.microbench`` measures on a GPU.
@@ -102,6 +102,10 @@ STAGES = (
         Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
         Param("gpu.transfer.ldst_shared_read", 0.01, 1.0),
         Param("gpu.transfer.load_round_ns", 1, 1e5)), starts=3),
+    Stage("epilogue moves", ("epilogue_moves",), (
+        Param("gpu.transfer.tma_move_bias_ns", 0.01, 1e5),
+        Param("gpu.transfer.ldst_move_epilogue_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.ldst_move_bias_ps_per_element", 0.01, 1e5))),
     Stage("handoffs", ("signal_chain",), (Param("gpu.sync.release_ns", 1, 1e5),)),
     Stage("fused pull", ("fused_pull",), (
         Param("gpu.transfer.pull_move_base_ns_per_KiB", 0.01, 1e4),

@@ -87,6 +87,12 @@ EXPLAIN = {
         "per tile (`gemm_k_overhead` + `attention_causal_overhead` key positions) is one "
         "number for every batch and head count, while the kernel's tail (uneven causal "
         "rows over 132 SMs) depends on batch x heads."),
+    "epilogue_moves": (
+        "The plain sum's own figures (block_moves' fit) set them: the same points of the "
+        "variant \"sum\" are off alike (a TMA sum into 2 or 4 destinations 16-20 % high, of 4 "
+        "or 8 sources into one 11-13 % low). The three epilogue figures move only a variant's "
+        "time over the sum's at the same point, which the model predicts within 3.2 % median "
+        "(16 % max) of the measured ratio (docs/decisions.md D56)."),
 }
 
 

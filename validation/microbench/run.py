@@ -50,7 +50,7 @@ HEADERS = ["common.cuh"]
 # build log (a timed kernel must have no stack where the generated kernels have none:
 # tests/validation/test_microbench_build.py).
 KERNEL_BENCHES = {"block_moves": "collectives", "signal_chain": "collectives",
-                  "fused_pull": "fused", "gemm_store_add": "fused"}
+                  "epilogue_moves": "collectives", "fused_pull": "fused", "gemm_store_add": "fused"}
 KERNELS = None
 EXTRA_FLAGS, EXTRA_HEADERS = {}, {}
 
@@ -88,7 +88,7 @@ set_kernels(default_kernels())
 # Run order: bandwidth first, the benchmark most able to hang (spinning
 # kernels on two streams) last.
 ORDER = ["hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "block_moves", "atomics", "launch_latency", "torch_bench", "signal_chain",
-         "fused_pull", "gemm_store_add", "flag_latency"]
+         "epilogue_moves", "fused_pull", "gemm_store_add", "flag_latency"]
 TIMEOUT_S = {"torch_bench": 180}
 DEFAULT_TIMEOUT_S = 90
 PYTHON_BENCHES = {"torch_bench": "torch_bench.py"}

@@ -3,15 +3,19 @@ emit and build one library per variant, predict every timed case on the suite's 
 write the cases file that ``validation/run/collectives.py`` runs on the GPU.
 
     python -m validation.prepare.comm --out BUNDLE [--suite comm] [--pack]
+    python -m validation.prepare.comm --repredict RESULTS.jsonl[.gz] --out NEW.jsonl
 
 BUNDLE gets ``lib/*.so``, ``src/*.cu`` + manifests and ``cases.json``; ``--pack`` also writes
 ``libs.tar.xz`` (the libraries, about a fifth of their size, for a copy to a GPU machine).
 Each prediction is of the schedule as the GPU runs it (validation.prepare.predict:
 behind the L2 flush and, for copy engines, the spin the runner queues before every call).
+``--repredict`` predicts the timed rows of a finished run again with the model as it is now
+(the measurements unchanged), for a model whose primitives were fitted after the run.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shutil
 import tarfile
@@ -86,12 +90,38 @@ def case_rows(suite: CommSuite, libs: dict[Variant, str]) -> list[dict]:
     return rows
 
 
+def repredict(rows: list[dict], system: System) -> list[dict]:
+    """``rows`` (a run's results) with every timed row's prediction fields made again."""
+    out = []
+    for row in rows:
+        if row.get("time"):
+            v = Variant(row["op"], row["algorithm"], row["mechanism"], row.get("reduce_op", "sum"),
+                        row.get("epilogue", "none"), row.get("peers", ""))
+            case = dict(row, variant=v, splits=row.get("splits"))
+            row = {k: val for k, val in row.items() if k not in ("predict_error", "bound_s",
+                                                                "bound_resource")}
+            row.update(predict_case(system, case))
+        out.append(row)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--suite", default="comm")
     ap.add_argument("--pack", action="store_true", help="also write libs.tar.xz")
+    ap.add_argument("--repredict", type=Path, help="a run's RESULTS.jsonl[.gz]: write it to --out "
+                    "with the timed rows predicted again")
     ns = ap.parse_args(argv)
+    if ns.repredict:
+        raw = ns.repredict.read_bytes()
+        text = gzip.decompress(raw).decode() if ns.repredict.suffix == ".gz" else raw.decode()
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        system = load_system(load_comm_suite(ns.suite).system)
+        ns.out.write_text("".join(json.dumps(r) + "\n" for r in repredict(rows, system)))
+        print(f"{sum(1 for r in rows if r.get('time'))} timed rows predicted again on "
+              f"{system.name} into {ns.out}")
+        return 0
     suite = load_comm_suite(ns.suite)
     ns.out.mkdir(parents=True, exist_ok=True)
     libs = build_libs(ns.out, suite)
