@@ -288,6 +288,20 @@ PK_DEV uint4 funnel16(const uint4& lo, const uint4& hi, unsigned sh) {
       break;                                       \
   }
 
+// Shifted register sums for sm_100 and later: ptxas put the direct reduce-scatter by registers
+// (sums of up to 8 sources in words, at the 128-register cap) on 56-648 B of stack for sm_103a,
+// and the fp32 reduce-scatter-v on 40 B for sm_100a, with the form sm_90a compiles without any
+// (CUDA 13.0), so there they run the lists' loop for sets too and load one source's words at a
+// time (word_batch). Not timed: no such GPU here.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr bool kLeanShiftedSums = true;
+#else
+constexpr bool kLeanShiftedSums = false;
+#endif
+
+// How many of QB sources a lean shifted sum loads at a time in W-byte words.
+PK_HD constexpr int word_batch(int QB, int W) { return W >= 16 ? QB : 1; }
+
 // ---- register path: copies ----------------------------------------------------------------------
 
 // The body of reg_copy: U vectors a thread in flight, each stored to every destination.
@@ -438,9 +452,18 @@ PK_DEV void reg_reduce_many_body(const D& dst, const S& src, const move_plan& p,
     for (int q0 = 0; q0 < src.n; q0 += PKC_SET_SLOTS) {
       cptrs<T> b;
       src.fill_set(b, q0);
-      uint4 raw[PKC_SET_SLOTS];
-      PKC_EACH(q, b.n) raw[q] = load16<W>(reinterpret_cast<const unsigned char*>(b.p[q] + head) + 16 * i);
-      PKC_EACH(q, b.n) combine_vec<R, T>(acc, raw[q]);
+      constexpr int SB = kLeanShiftedSums ? word_batch(PKC_SET_SLOTS, W) : PKC_SET_SLOTS;
+#pragma unroll
+      for (int q0 = 0; q0 < PKC_SET_SLOTS; q0 += SB) {   // SB sources' loads in flight at a time
+        uint4 raw[SB];
+#pragma unroll
+        for (int q = 0; q < SB; ++q)
+          if (q0 + q < b.n) raw[q] = load16<W>(reinterpret_cast<const unsigned char*>(b.p[q0 + q] + head) + 16 * i);
+#pragma unroll
+        for (int q = 0; q < SB; ++q)
+          if (q0 + q < b.n) combine_vec<R, T>(acc, raw[q]);
+        if (q0 + SB < PKC_SET_SLOTS) asm volatile("" ::: "memory");
+      }
     }
     r.template finish<T, static_cast<int>(V)>(acc, at.j);
     const uint4 v = pack_vec(acc, T{});
@@ -523,7 +546,11 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   if (src.n <= 2) reg_reduce_body<U, 2, 2, W>(dst, src, head, p.nv, base, r, g); \
   else if (src.n <= 4) reg_reduce_body<U, 4, 4, W>(dst, src, head, p.nv, base, r, g); \
   else reg_reduce_body<1, PKC_SET_SLOTS, (W == 2 && QB > 4 ? 4 : QB), W>(dst, src, head, p.nv, base, r, g)
-  PKC_WITH_WORD(T, p, PKC_REG_REDUCE_BODY);
+  if (kLeanShiftedSums && p.word != 16) {
+    PKC_WITH_WORD(T, p, (reg_reduce_many_body<W, R, T>(dst, src, p, base, r, g)));
+  } else {
+    PKC_WITH_WORD(T, p, PKC_REG_REDUCE_BODY);
+  }
 #undef PKC_REG_REDUCE_BODY
   reduce_elems<T>(dst, src, p.tail() / sizeof(T), n, base, r, g);
 }
