@@ -4,21 +4,22 @@ Baseline: one task per op in program order on one stream: library kernels (a mem
 as the ``kernels`` PyTorch launches for it), NCCL's own pick for every collective and
 point-to-point batch, host reads where the program has them.
 
-pksim's best (docs/design.md, "Programs: pksim's best"), each rewrite kept only where it is
-faster than what it replaces, judged on the ops' times alone:
+pksim's best (docs/design.md, "Programs: pksim's best") starts from every op alone: compute as
+in the baseline but a memory-bound op as one kernel, each communication op at the faster of
+pk's best schedule and NCCL's pick; on a compute and a communication lane
+(``pksim.programs.timeline``). Then it tries the rewrites below, in this order, one candidate
+at a time, and keeps each that makes the program's timeline (host issue, lanes and all)
+faster, or as fast with less GPU and host time (docs/decisions.md D61):
 1. a GEMM whose only reader is a reduce-scatter or all-reduce of its output, or whose A is
    read only from an all-gather's output, runs as pksim's fused op (gemm-rs, gemm-ar,
    ag-gemm: the fused search, pksim.search.fused_space);
-2. a memory-bound op that only feeds a collective, or is the only reader of its output, runs
-   in the collective's kernel (a prologue or epilogue of pk's best schedule): one launch less,
-   and the bytes of the collective's own tensor not read or written again;
+2. the memory-bound ops that only feed a collective, or are the only reader of its output, run
+   in the collective's kernel (a prologue or epilogue of pk's best schedule): one launch less
+   each, and the bytes of the collective's own tensor not read or written again;
 3. consecutive independent collectives of one kind, group, reduction and root run as one
-   call carrying all their bytes;
-4. every other op alone: compute as in the baseline but a memory-bound op as one kernel, each
-   communication op at the faster of pk's best schedule and NCCL's pick;
-then the tasks run on a compute and a communication lane (``pksim.programs.timeline``).
-Merges never create a dependency cycle (a merge that would is not made). Why: docs/decisions.md
-D46.
+   call carrying all their bytes.
+Merges never create a dependency cycle (a merge that would is not tried). Why: docs/decisions.md
+D46, D61.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from pksim.programs.costs import (SCHEDULE_DTYPE, Call, best_call, calls, comput
                                   kernel_call, memory_s, nccl_call, pk_call)
 from pksim.programs.model import COLLECTIVE_KINDS, DTYPE_BYTES, GEMM_KINDS, Op, Program
 from pksim.programs.p2p import sendrecv_nccl
-from pksim.programs.timeline import Task
+from pksim.programs.timeline import Span, Task, run_tasks
 from pksim.search import fused_space, search
 
 COMPUTE_LABEL = {"gemm": "library GEMM", "grouped-gemm": "library grouped GEMM",
@@ -102,34 +103,43 @@ def baseline_plan(system: System, program: Program) -> Plan:
 
 
 # ---- pksim's best -------------------------------------------------------------------------------
+# Two runs of a program within this share of each other take the same time: the timeline sums
+# its steps in another order when a task off the critical path moves (rounding, not time)
+SAME_TIME = 1e-9
+
+
 class _Groups:
-    """Which ops run together, and the checks that keep the merged graph acyclic."""
+    """Which ops run together, in which order, and the check that keeps the merged graph
+    acyclic."""
 
     def __init__(self, program: Program):
         self.program = program
         self.of = {op.name: i for i, op in enumerate(program.ops)}
         self.members: dict[int, list[str]] = {i: [op.name] for i, op in enumerate(program.ops)}
         self.fused: dict[int, Task] = {}
+        self.issue = self.order()
+
+    def copy(self) -> _Groups:
+        new = object.__new__(_Groups)
+        new.program, new.issue = self.program, self.issue
+        new.of, new.fused = dict(self.of), dict(self.fused)
+        new.members = {g: list(ms) for g, ms in self.members.items()}
+        return new
 
     def free(self, *names: str) -> bool:
         return all(len(self.members[self.of[n]]) == 1 for n in names)
 
     def merge(self, names: list[str], task: Task) -> bool:
-        keep = dict(self.of)
+        """Run the free ops ``names`` as ``task``; False where that closes a dependency cycle
+        through other ops (the groups are then left half-merged: discard them)."""
         gid = self.of[names[0]]
         for n in names[1:]:
-            old = self.of[n]
-            for m in self.members.pop(old):
+            for m in self.members.pop(self.of[n]):
                 self.of[m] = gid
                 self.members[gid].append(m)
-        if self.acyclic():
-            self.fused[gid] = task
-            return True
-        self.of = keep
-        self.members = {}
-        for name, g in keep.items():
-            self.members.setdefault(g, []).append(name)
-        return False
+        self.fused[gid] = task
+        self.issue = self.order()
+        return len(self.issue) == len(self.members)
 
     def edges(self) -> dict[int, set[int]]:
         out: dict[int, set[int]] = {g: set() for g in self.members}
@@ -137,9 +147,6 @@ class _Groups:
             g = self.of[op.name]
             out[g].update(self.of[d] for d in op.deps if self.of[d] != g)
         return out
-
-    def acyclic(self) -> bool:
-        return len(self.order()) == len(self.members)
 
     def order(self) -> list[int]:
         """Groups in issue order: dependencies first, then the earliest first op (Kahn's
@@ -164,16 +171,64 @@ class _Groups:
         return out
 
 
-def best_plan(system: System, program: Program) -> Plan:
-    groups = _Groups(program)
+class _Best:
+    """pksim's best as it is built: the rewrites kept so far, their plan and its timeline.
+    ``attempt`` keeps a rewrite only where the program's timeline gains (docs/decisions.md
+    D61): faster, or as fast with less GPU and host time."""
+
+    def __init__(self, system: System, program: Program):
+        self.system, self.program = system, program
+        self.alone: dict[str, list[Task]] = {}        # each op's tasks alone, made once
+        self.groups = _Groups(program)
+        self.plan, self.spans = self._run(self.groups)
+        self.first = (self.plan, self.spans)          # every op alone: no rewrite
+        self.tried = 0
+
+    def _run(self, groups: _Groups) -> tuple[Plan, list[Span]]:
+        order = self.program.op_index.get
+        ordered = [sorted(groups.members[g], key=order) for g in groups.issue]
+        fused = {tuple(sorted(groups.members[g], key=order)): task
+                 for g, task in groups.fused.items()}
+        plan = _tasks(self.system, self.program, ordered, fused, best=True, one_lane=False,
+                      alone=self.alone)
+        return plan, run_tasks(self.system, list(plan.tasks))
+
+    def _score(self, plan: Plan, spans: list[Span]) -> tuple[float, float]:
+        """(the program's time, the GPU and host time its tasks take: durations and launches'
+        issue)."""
+        api = self.system.gpu.sync.launch_api_s
+        return (max((s.end_s for s in spans), default=0.0),
+                sum(t.duration_s + t.launches * api for t in plan.tasks))
+
+    def attempt(self, names: list[str], task: Task) -> bool:
+        """Run the free ops ``names`` as ``task`` if the program gains (see the class)."""
+        trial = self.groups.copy()
+        if not trial.merge(names, task):
+            return False
+        self.tried += 1
+        plan, spans = self._run(trial)
+        (t, work), (now, now_work) = self._score(plan, spans), self._score(self.plan, self.spans)
+        if t < now * (1 - SAME_TIME) or (t <= now * (1 + SAME_TIME) and work < now_work):
+            self.groups, self.plan, self.spans = trial, plan, spans
+            return True
+        return False
+
+    def result(self) -> tuple[Plan, list[Span]]:
+        """The faster of the rewritten plan and every op alone (a tie's rounding aside, the
+        rewritten plan)."""
+        if self._score(*self.first)[0] < self._score(self.plan, self.spans)[0]:
+            return self.first
+        return self.plan, self.spans
+
+
+def best_plan(system: System, program: Program) -> tuple[Plan, list[Span]]:
+    """pksim's best plan and its timeline's spans."""
+    best = _Best(system, program)
     readers = _readers(program)
-    _gemm_fusions(system, program, groups, readers)
-    _epilogues(system, program, groups, readers)
-    _coalesce(system, program, groups)
-    ordered = [sorted(groups.members[g], key=program.op_index.get) for g in groups.order()]
-    fused = {tuple(sorted(ms, key=program.op_index.get)): groups.fused[g]
-             for g, ms in groups.members.items() if g in groups.fused}
-    return _tasks(system, program, ordered, fused, best=True, one_lane=False)
+    _gemm_fusions(system, program, best, readers)
+    _epilogues(system, program, best, readers)
+    _coalesce(system, program, best)
+    return best.result()
 
 
 def _readers(program: Program) -> dict[tuple[str, str], list[str]]:
@@ -199,7 +254,7 @@ def _writer(program: Program, op: Op, tensor: str) -> Op | None:
     return None
 
 
-def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) -> None:
+def _gemm_fusions(system: System, program: Program, state: _Best, readers) -> None:
     """GEMM + collective as pksim's fused op. A convolution of one group runs as its implicit
     GEMM (rows: output positions, columns: output channels, K: input channels x kernel), so
     its output feeds a collective as that GEMM's would."""
@@ -224,7 +279,7 @@ def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) ->
         for fused_op, first, second, rows in pairs:
             coll = first if first.is_comm else second
             world = program.groups[coll.group].size
-            if world < 2 or rows < world or not groups.free(first.name, second.name):
+            if world < 2 or rows < world or not state.groups.free(first.name, second.name):
                 continue
             try:
                 cands = fused_space(system, fused_op, {"m": rows, "n": n, "k": k}, world=world,
@@ -232,17 +287,14 @@ def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) ->
                 best = search(system, cands, top=1).ranked[0]
             except (InfeasibleError, ConfigError):
                 continue
-            alone = (_compute_task(system, op, 1).duration_s
-                     + sum(t.duration_s for t in _comm_tasks(system, program, coll, True)))
-            if best.time_s < alone:
-                label = f"{fused_op} {best.schedule.label()}"
-                groups.merge([first.name, second.name],
-                             Task(f"{first.name}+{second.name}", (first.name, second.name),
-                                  ("compute", "comm"), best.time_s, "fused", label))
+            label = f"{fused_op} {best.schedule.label()}"
+            state.attempt([first.name, second.name],
+                          Task(f"{first.name}+{second.name}", (first.name, second.name),
+                               ("compute", "comm"), best.time_s, "fused", label))
 
 
-def _epilogues(system: System, program: Program, groups: _Groups, readers) -> None:
-    launch = system.gpu.sync.stream_launch_s
+def _epilogues(system: System, program: Program, state: _Best, readers) -> None:
+    groups = state.groups
     for c in program.ops:
         if c.kind not in COLLECTIVE_KINDS or c.kind == "all-gather-object" \
                 or not groups.free(c.name):
@@ -265,19 +317,17 @@ def _epilogues(system: System, program: Program, groups: _Groups, readers) -> No
             continue
         fused_s = pk.time_s + sum(memory_s(system, max(0.0, e.nbytes - shared), e.vector_flops)
                                   for e, shared in parts)
-        alone_s = best_call(system, call, kernel).time_s + sum(
-            launch + memory_s(system, e.nbytes, e.vector_flops) for e, _ in parts)
-        if fused_s < alone_s:
-            names = sorted([c.name] + [e.name for e, _ in parts], key=program.op_index.get)
-            label = pk.label + "".join(
-                f" + {'prologue' if e.name in c.deps else 'epilogue'} {e.kind}" for e, _ in parts)
-            groups.merge(names, Task("+".join(names), tuple(names), ("compute", "comm"),
-                                     fused_s, "fused", label, sms=pk.sms))
+        names = sorted([c.name] + [e.name for e, _ in parts], key=program.op_index.get)
+        label = pk.label + "".join(
+            f" + {'prologue' if e.name in c.deps else 'epilogue'} {e.kind}" for e, _ in parts)
+        state.attempt(names, Task("+".join(names), tuple(names), ("compute", "comm"), fused_s,
+                                  "fused", label, sms=pk.sms))
+        groups = state.groups
 
 
-def _coalesce(system: System, program: Program, groups: _Groups) -> None:
+def _coalesce(system: System, program: Program, state: _Best) -> None:
     def signature(op: Op):
-        if op.kind not in COALESCE or not groups.free(op.name):
+        if op.kind not in COALESCE or not state.groups.free(op.name):
             return None
         return (op.kind, op.group, op.param("reduce"), op.param("root", 0),
                 SCHEDULE_DTYPE[DTYPE_BYTES[op.dtype]], calls(program, op)[0].in_switch)
@@ -290,20 +340,18 @@ def _coalesce(system: System, program: Program, groups: _Groups) -> None:
             bucket.append(op)
             continue
         if len(bucket) > 1:
-            _coalesce_bucket(system, program, groups, bucket)
+            _coalesce_bucket(system, program, state, bucket)
         bucket = [op] if sig is not None else []
 
 
-def _coalesce_bucket(system: System, program: Program, groups: _Groups, bucket: list[Op]) -> None:
+def _coalesce_bucket(system: System, program: Program, state: _Best, bucket: list[Op]) -> None:
     first = calls(program, bucket[0])[0]
     call = Call(first.op, sum(c.nbytes for op in bucket for c in calls(program, op)), first.world,
                 first.dtype, first.root, first.in_switch)
     choice = best_call(system, call)
-    alone = sum(best_call(system, c).time_s for op in bucket for c in calls(program, op))
-    if choice.time_s < alone:
-        names = [op.name for op in bucket]
-        groups.merge(names, Task("+".join(names), tuple(names), ("comm",), choice.time_s, "comm",
-                                 f"{choice.label} ({len(names)} calls in one)", sms=choice.sms))
+    names = [op.name for op in bucket]
+    state.attempt(names, Task("+".join(names), tuple(names), ("comm",), choice.time_s, "comm",
+                              f"{choice.label} ({len(names)} calls in one)", sms=choice.sms))
 
 
 def _depends(program: Program, later: Op, earlier: Op) -> bool:
@@ -325,13 +373,22 @@ def _depends(program: Program, later: Op, earlier: Op) -> bool:
 
 # ---- tasks -------------------------------------------------------------------------------------
 def _tasks(system: System, program: Program, groups: list[list[str]],
-           fused: dict[tuple[str, ...], Task], best: bool, one_lane: bool) -> Plan:
+           fused: dict[tuple[str, ...], Task], best: bool, one_lane: bool,
+           alone: dict[str, list[Task]] | None = None) -> Plan:
+    """The tasks of ``groups`` in issue order; ``alone``: each op's tasks alone, filled
+    (pksim's best makes its plan many times)."""
     tasks: list[Task] = []
     task_of: dict[str, int] = {}
     for members in groups:
         key = tuple(members)
-        made = [fused[key]] if key in fused else _op_tasks(system, program,
-                                                           program.op(members[0]), best)
+        if key in fused:
+            made = [fused[key]]
+        elif alone is not None and key[0] in alone:
+            made = alone[key[0]]
+        else:
+            made = _op_tasks(system, program, program.op(key[0]), best)
+            if alone is not None:
+                alone[key[0]] = made
         deps = sorted({task_of[d] for m in members for d in program.op(m).deps
                        if d not in members})
         for i, task in enumerate(made):
