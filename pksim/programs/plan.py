@@ -24,6 +24,7 @@ D46, D61.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hwmodels.errors import ConfigError, InfeasibleError
@@ -171,63 +172,82 @@ class _Groups:
         return out
 
 
+Merge = tuple[list[str], Task]              # ops that run together, as one task
+Maker = Callable[[_Groups], list[Merge]]    # a rewrite: its merges given the groups so far
+
+
+@dataclass(frozen=True)
+class _Trial:
+    groups: _Groups
+    plan: Plan
+    spans: list[Span]
+    score: tuple[float, float]
+
+
 class _Best:
     """pksim's best as it is built: the rewrites kept so far, their plan and its timeline.
-    ``attempt`` keeps a rewrite only where the program's timeline gains (docs/decisions.md
-    D61): faster, or as fast with less GPU and host time."""
+    A rewrite is kept only where the program's timeline gains (docs/decisions.md D61): it runs
+    faster, or as fast with less GPU and host time."""
 
     def __init__(self, system: System, program: Program):
         self.system, self.program = system, program
         self.alone: dict[str, list[Task]] = {}        # each op's tasks alone, made once
-        self.groups = _Groups(program)
-        self.plan, self.spans = self._run(self.groups)
-        self.first = (self.plan, self.spans)          # every op alone: no rewrite
-        self.tried = 0
+        self.now = self._run(_Groups(program))
+        self.first = self.now                         # every op alone: no rewrite
 
-    def _run(self, groups: _Groups) -> tuple[Plan, list[Span]]:
+    def _run(self, groups: _Groups) -> _Trial:
         order = self.program.op_index.get
         ordered = [sorted(groups.members[g], key=order) for g in groups.issue]
         fused = {tuple(sorted(groups.members[g], key=order)): task
                  for g, task in groups.fused.items()}
         plan = _tasks(self.system, self.program, ordered, fused, best=True, one_lane=False,
                       alone=self.alone)
-        return plan, run_tasks(self.system, list(plan.tasks))
-
-    def _score(self, plan: Plan, spans: list[Span]) -> tuple[float, float]:
-        """(the program's time, the GPU and host time its tasks take: durations and launches'
-        issue)."""
+        spans = run_tasks(self.system, list(plan.tasks))
         api = self.system.gpu.sync.launch_api_s
-        return (max((s.end_s for s in spans), default=0.0),
-                sum(t.duration_s + t.launches * api for t in plan.tasks))
+        # (the program's time, the GPU and host time its tasks take)
+        score = (max((s.end_s for s in spans), default=0.0),
+                 sum(t.duration_s + t.launches * api for t in plan.tasks))
+        return _Trial(groups, plan, spans, score)
 
-    def attempt(self, names: list[str], task: Task) -> bool:
-        """Run the free ops ``names`` as ``task`` if the program gains (see the class)."""
-        trial = self.groups.copy()
-        if not trial.merge(names, task):
-            return False
-        self.tried += 1
-        plan, spans = self._run(trial)
-        (t, work), (now, now_work) = self._score(plan, spans), self._score(self.plan, self.spans)
-        if t < now * (1 - SAME_TIME) or (t <= now * (1 + SAME_TIME) and work < now_work):
-            self.groups, self.plan, self.spans = trial, plan, spans
-            return True
-        return False
+    def trial(self, merge: Merge) -> _Trial | None:
+        """The program with ``merge`` made on top of the rewrites kept (None: a cycle)."""
+        groups = self.now.groups.copy()
+        return self._run(groups) if groups.merge(*merge) else None
+
+    def attempt(self, merge: Merge) -> None:
+        trial = self.trial(merge)
+        if trial is not None and _better(trial.score, self.now.score):
+            self.now = trial
 
     def result(self) -> tuple[Plan, list[Span]]:
-        """The faster of the rewritten plan and every op alone (a tie's rounding aside, the
-        rewritten plan)."""
-        if self._score(*self.first)[0] < self._score(self.plan, self.spans)[0]:
-            return self.first
-        return self.plan, self.spans
+        """The faster of the rewritten plan and every op alone (they differ only where the
+        rewrites kept were ties that save GPU and host time)."""
+        best = self.first if self.first.score[0] < self.now.score[0] else self.now
+        return best.plan, best.spans
+
+
+def _better(score: tuple[float, float], than: tuple[float, float]) -> bool:
+    (t, work), (now, now_work) = score, than
+    return t < now * (1 - SAME_TIME) or (t <= now * (1 + SAME_TIME) and work < now_work)
 
 
 def best_plan(system: System, program: Program) -> tuple[Plan, list[Span]]:
-    """pksim's best plan and its timeline's spans."""
+    """pksim's best plan and its timeline's spans: every rewrite that applies to the program
+    as written is tried alone on it, then they are tried in the order of the program's time
+    each gave (the best first; ties in the order found), each on top of those kept, its merges
+    remade from the ops still free, and kept where the program gains (docs/decisions.md D61)."""
     best = _Best(system, program)
     readers = _readers(program)
-    _gemm_fusions(system, program, best, readers)
-    _epilogues(system, program, best, readers)
-    _coalesce(system, program, best)
+    makers = (_gemm_fusions(system, program, readers) + _folds(system, program, readers)
+              + _coalesced(system, program))
+    ranked = []
+    for i, make in enumerate(makers):
+        trials = [t for t in map(best.trial, make(best.now.groups)) if t is not None]
+        if trials:
+            ranked.append((min(t.score for t in trials), i, make))
+    for _, _, make in sorted(ranked, key=lambda r: r[:2]):
+        for merge in make(best.now.groups):
+            best.attempt(merge)
     return best.result()
 
 
@@ -254,10 +274,11 @@ def _writer(program: Program, op: Op, tensor: str) -> Op | None:
     return None
 
 
-def _gemm_fusions(system: System, program: Program, state: _Best, readers) -> None:
+def _gemm_fusions(system: System, program: Program, readers) -> list[Maker]:
     """GEMM + collective as pksim's fused op. A convolution of one group runs as its implicit
     GEMM (rows: output positions, columns: output channels, K: input channels x kernel), so
     its output feeds a collective as that GEMM's would."""
+    out_makers: list[Maker] = []
     for op in program.ops:
         if op.kind not in ("gemm", "conv") or len(op.gemm_shapes) != 1 \
                 or op.dtype not in FUSABLE_DTYPES:
@@ -279,7 +300,7 @@ def _gemm_fusions(system: System, program: Program, state: _Best, readers) -> No
         for fused_op, first, second, rows in pairs:
             coll = first if first.is_comm else second
             world = program.groups[coll.group].size
-            if world < 2 or rows < world or not state.groups.free(first.name, second.name):
+            if world < 2 or rows < world:
                 continue
             try:
                 cands = fused_space(system, fused_op, {"m": rows, "n": n, "k": k}, world=world,
@@ -287,23 +308,20 @@ def _gemm_fusions(system: System, program: Program, state: _Best, readers) -> No
                 best = search(system, cands, top=1).ranked[0]
             except (InfeasibleError, ConfigError):
                 continue
-            label = f"{fused_op} {best.schedule.label()}"
-            state.attempt([first.name, second.name],
-                          Task(f"{first.name}+{second.name}", (first.name, second.name),
-                               ("compute", "comm"), best.time_s, "fused", label))
+            names = [first.name, second.name]
+            task = Task("+".join(names), tuple(names), ("compute", "comm"), best.time_s,
+                        "fused", f"{fused_op} {best.schedule.label()}")
+            out_makers.append(lambda groups, names=names, task=task:
+                              [(names, task)] if groups.free(*names) else [])
+    return out_makers
 
 
-def _epilogues(system: System, program: Program, state: _Best, readers) -> None:
-    groups = state.groups
-    for c in program.ops:
-        if c.kind not in COLLECTIVE_KINDS or c.kind == "all-gather-object" \
-                or not groups.free(c.name):
-            continue
-        (call,) = calls(program, c)
-        kernel = kernel_call(program, c)
-        pk = pk_call(system, kernel or call)
-        if pk is None:
-            continue
+def _folds(system: System, program: Program, readers) -> list[Maker]:
+    """The memory-bound ops a collective alone reads from (a prologue) or that alone read its
+    output (an epilogue), run in pk's best kernel for the collective: those still free."""
+    def make(groups: _Groups, c: Op, pk) -> list[Merge]:
+        if not groups.free(c.name):
+            return []
         parts = []
         pro = _writer(program, c, c.reads[0])
         if pro is not None and pro.is_memory and pro.writes == c.reads[:1] and \
@@ -314,44 +332,65 @@ def _epilogues(system: System, program: Program, state: _Best, readers) -> None:
         if len(after) == 1 and program.op(after[0]).is_memory and groups.free(after[0]):
             parts.append((program.op(after[0]), program.tensors[c.writes[0]].nbytes))
         if not parts:
-            continue
+            return []
         fused_s = pk.time_s + sum(memory_s(system, max(0.0, e.nbytes - shared), e.vector_flops)
                                   for e, shared in parts)
         names = sorted([c.name] + [e.name for e, _ in parts], key=program.op_index.get)
         label = pk.label + "".join(
             f" + {'prologue' if e.name in c.deps else 'epilogue'} {e.kind}" for e, _ in parts)
-        state.attempt(names, Task("+".join(names), tuple(names), ("compute", "comm"), fused_s,
-                                  "fused", label, sms=pk.sms))
-        groups = state.groups
+        return [(names, Task("+".join(names), tuple(names), ("compute", "comm"), fused_s,
+                             "fused", label, sms=pk.sms))]
+
+    out: list[Maker] = []
+    for c in program.ops:
+        if c.kind not in COLLECTIVE_KINDS or c.kind == "all-gather-object":
+            continue
+        pk = pk_call(system, kernel_call(program, c) or calls(program, c)[0])
+        if pk is not None:
+            out.append(lambda groups, c=c, pk=pk: make(groups, c, pk))
+    return out
 
 
-def _coalesce(system: System, program: Program, state: _Best) -> None:
-    def signature(op: Op):
-        if op.kind not in COALESCE or not state.groups.free(op.name):
+def _coalesced(system: System, program: Program) -> list[Maker]:
+    """Runs of consecutive independent collectives of one signature, each run as one call:
+    the runs between the ops another rewrite took."""
+    def signature(op: Op | None):
+        if op is None or op.kind not in COALESCE:
             return None
         return (op.kind, op.group, op.param("reduce"), op.param("root", 0),
                 SCHEDULE_DTYPE[DTYPE_BYTES[op.dtype]], calls(program, op)[0].in_switch)
 
+    def make(groups: _Groups, bucket: list[Op]) -> list[Merge]:
+        runs: list[list[Op]] = [[]]
+        for op in bucket:
+            if groups.free(op.name):
+                runs[-1].append(op)
+            else:
+                runs.append([])
+        return [_coalesce(system, program, run) for run in runs if len(run) > 1]
+
+    out: list[Maker] = []
     bucket: list[Op] = []
     for op in [o for o in program.ops if o.is_comm] + [None]:
-        sig = signature(op) if op is not None else None
+        sig = signature(op)
         if bucket and sig == signature(bucket[0]) and all(
                 not _depends(program, op, m) for m in bucket):
             bucket.append(op)
             continue
         if len(bucket) > 1:
-            _coalesce_bucket(system, program, state, bucket)
+            out.append(lambda groups, bucket=bucket: make(groups, bucket))
         bucket = [op] if sig is not None else []
+    return out
 
 
-def _coalesce_bucket(system: System, program: Program, state: _Best, bucket: list[Op]) -> None:
-    first = calls(program, bucket[0])[0]
-    call = Call(first.op, sum(c.nbytes for op in bucket for c in calls(program, op)), first.world,
+def _coalesce(system: System, program: Program, run: list[Op]) -> Merge:
+    first = calls(program, run[0])[0]
+    call = Call(first.op, sum(c.nbytes for op in run for c in calls(program, op)), first.world,
                 first.dtype, first.root, first.in_switch)
     choice = best_call(system, call)
-    names = [op.name for op in bucket]
-    state.attempt(names, Task("+".join(names), tuple(names), ("comm",), choice.time_s, "comm",
-                              f"{choice.label} ({len(names)} calls in one)", sms=choice.sms))
+    names = [op.name for op in run]
+    return names, Task("+".join(names), tuple(names), ("comm",), choice.time_s, "comm",
+                       f"{choice.label} ({len(names)} calls in one)", sms=choice.sms)
 
 
 def _depends(program: Program, later: Op, earlier: Op) -> bool:
