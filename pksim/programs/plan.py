@@ -130,15 +130,18 @@ class _Groups:
     def free(self, *names: str) -> bool:
         return all(len(self.members[self.of[n]]) == 1 for n in names)
 
-    def merge(self, names: list[str], task: Task) -> bool:
-        """Run the free ops ``names`` as ``task``; False where that closes a dependency cycle
-        through other ops (the groups are then left half-merged: discard them)."""
+    def merge(self, names: list[str], task: Task) -> None:
+        """Run the free ops ``names`` as ``task`` (``acyclic`` then says if that may be)."""
         gid = self.of[names[0]]
         for n in names[1:]:
             for m in self.members.pop(self.of[n]):
                 self.of[m] = gid
                 self.members[gid].append(m)
         self.fused[gid] = task
+
+    def acyclic(self) -> bool:
+        """Whether the merged graph has no dependency cycle through other ops; sets the
+        issue order."""
         self.issue = self.order()
         return len(self.issue) == len(self.members)
 
@@ -186,8 +189,8 @@ class _Trial:
 
 class _Best:
     """pksim's best as it is built: the rewrites kept so far, their plan and its timeline.
-    A rewrite is kept only where the program's timeline gains (docs/decisions.md D61): it runs
-    faster, or as fast with less GPU and host time."""
+    Rewrites are kept only where the program's timeline gains (docs/decisions.md D61): it
+    runs faster, or as fast with less GPU and host time."""
 
     def __init__(self, system: System, program: Program):
         self.system, self.program = system, program
@@ -209,15 +212,27 @@ class _Best:
                  sum(t.duration_s + t.launches * api for t in plan.tasks))
         return _Trial(groups, plan, spans, score)
 
-    def trial(self, merge: Merge) -> _Trial | None:
-        """The program with ``merge`` made on top of the rewrites kept (None: a cycle)."""
+    def trial(self, makers: list[Maker]) -> _Trial | None:
+        """The program with ``makers`` made, in order, on top of the rewrites kept (None where
+        one makes nothing, the same plan as without it, or the merges close a cycle)."""
         groups = self.now.groups.copy()
-        return self._run(groups) if groups.merge(*merge) else None
+        for make in makers:
+            merges = make(groups)
+            if not merges:
+                return None
+            for names, task in merges:
+                groups.merge(names, task)
+        return self._run(groups) if groups.acyclic() else None
 
-    def attempt(self, merge: Merge) -> None:
-        trial = self.trial(merge)
-        if trial is not None and _better(trial.score, self.now.score):
-            self.now = trial
+    def decide(self, makers: list[Maker]) -> None:
+        """Keep the best combination of ``makers`` (rewrites that share ops), none included,
+        on top of the rewrites kept."""
+        best = self.now
+        for mask in range(1, 2 ** len(makers)):
+            trial = self.trial([m for i, m in enumerate(makers) if mask >> i & 1])
+            if trial is not None and _better(trial.score, best.score):
+                best = trial
+        self.now = best
 
     def result(self) -> tuple[Plan, list[Span]]:
         """The faster of the rewritten plan and every op alone (they differ only where the
@@ -232,22 +247,26 @@ def _better(score: tuple[float, float], than: tuple[float, float]) -> bool:
 
 
 def best_plan(system: System, program: Program) -> tuple[Plan, list[Span]]:
-    """pksim's best plan and its timeline's spans: every rewrite that applies to the program
-    as written is tried alone on it, then they are tried in the order of the program's time
-    each gave (the best first; ties in the order found), each on top of those kept, its merges
-    remade from the ops still free, and kept where the program gains (docs/decisions.md D61)."""
+    """pksim's best plan and its timeline's spans (docs/decisions.md D61). The rewrites that
+    apply to the program as written fall into sets that share ops (a collective's fold and the
+    run of calls it would join; a copy between two collectives that both would fold); set
+    after set, in program order, every combination of a set's rewrites is tried on top of
+    those kept, each rewrite remade from the ops still free, and the best kept."""
     best = _Best(system, program)
     readers = _readers(program)
     makers = (_gemm_fusions(system, program, readers) + _folds(system, program, readers)
               + _coalesced(system, program))
-    ranked = []
-    for i, make in enumerate(makers):
-        trials = [t for t in map(best.trial, make(best.now.groups)) if t is not None]
-        if trials:
-            ranked.append((min(t.score for t in trials), i, make))
-    for _, _, make in sorted(ranked, key=lambda r: r[:2]):
-        for merge in make(best.now.groups):
-            best.attempt(merge)
+    sets: list[tuple[set[str], list[Maker]]] = []
+    for make in makers:
+        reach = {n for names, _ in make(best.now.groups) for n in names}
+        if not reach:
+            continue
+        touching = [s for s in sets if s[0] & reach]
+        merged = (reach.union(*(s[0] for s in touching)),
+                  [m for s in touching for m in s[1]] + [make])
+        sets = [s for s in sets if not s[0] & reach] + [merged]
+    for _, group in sorted(sets, key=lambda s: min(map(program.op_index.get, s[0]))):
+        best.decide(sorted(group, key=makers.index))
     return best.result()
 
 
