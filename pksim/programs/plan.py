@@ -1,15 +1,14 @@
-"""The two ways a program runs: as PyTorch + NCCL run it (the baseline), and pksim's best.
+"""The two ways a program runs: as PyTorch + NCCL run it (the baseline), and the parts of
+pksim's best (chosen in ``pksim.programs.best``).
 
 Baseline: one task per op in program order on one stream: library kernels (a memory-bound op
 as the ``kernels`` PyTorch launches for it), NCCL's own pick for every collective and
 point-to-point batch, host reads where the program has them.
 
-pksim's best (docs/design.md, "Programs: pksim's best") starts from every op alone: compute as
-in the baseline but a memory-bound op as one kernel, each communication op at the faster of
-pk's best schedule and NCCL's pick; on a compute and a communication lane
-(``pksim.programs.timeline``). Then it tries the rewrites below, in this order, one candidate
-at a time, and keeps each that makes the program's timeline (host issue, lanes and all)
-faster, or as fast with less GPU and host time (docs/decisions.md D61):
+pksim's best (docs/design.md, "Programs: pksim's best") runs every op alone as the baseline
+does, but a memory-bound op as one kernel and each communication op at the faster of pk's best
+schedule and NCCL's pick, on a compute and a communication lane (``pksim.programs.timeline``),
+except where it makes one of these rewrites (``rewrites``):
 1. a GEMM whose only reader is a reduce-scatter or all-reduce of its output, or whose A is
    read only from an all-gather's output, runs as pksim's fused op (gemm-rs, gemm-ar,
    ag-gemm: the fused search, pksim.search.fused_space);
@@ -18,8 +17,8 @@ faster, or as fast with less GPU and host time (docs/decisions.md D61):
    each, and the bytes of the collective's own tensor not read or written again;
 3. consecutive independent collectives of one kind, group, reduction and root run as one
    call carrying all their bytes.
-Merges never create a dependency cycle (a merge that would is not tried). Why: docs/decisions.md
-D46, D61.
+A rewrite merges ops into one task (``Groups``); merges that close a dependency cycle are not
+made. Why: docs/decisions.md D46, D61.
 """
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ from pksim.programs.costs import (SCHEDULE_DTYPE, Call, best_call, calls, comput
                                   kernel_call, memory_s, nccl_call, pk_call)
 from pksim.programs.model import COLLECTIVE_KINDS, DTYPE_BYTES, GEMM_KINDS, Op, Program
 from pksim.programs.p2p import sendrecv_nccl
-from pksim.programs.timeline import Span, Task, run_tasks
+from pksim.programs.timeline import Task
 from pksim.search import fused_space, search
 
 COMPUTE_LABEL = {"gemm": "library GEMM", "grouped-gemm": "library grouped GEMM",
@@ -100,16 +99,11 @@ def _notes(program: Program) -> tuple[str, ...]:
 
 def baseline_plan(system: System, program: Program) -> Plan:
     groups = [[op.name] for op in program.ops]
-    return _tasks(system, program, groups, {}, best=False, one_lane=True)
+    return plan_tasks(system, program, groups, {}, best=False, one_lane=True)
 
 
-# ---- pksim's best -------------------------------------------------------------------------------
-# Two runs of a program within this share of each other take the same time: the timeline sums
-# its steps in another order when a task off the critical path moves (rounding, not time)
-SAME_TIME = 1e-9
-
-
-class _Groups:
+# ---- pksim's best: which ops run together, and the rewrites that merge them ---------------------
+class Groups:
     """Which ops run together, in which order, and the check that keeps the merged graph
     acyclic."""
 
@@ -120,8 +114,12 @@ class _Groups:
         self.fused: dict[int, Task] = {}
         self.issue = self.order()
 
-    def copy(self) -> _Groups:
-        new = object.__new__(_Groups)
+    def ordered(self) -> list[list[str]]:
+        """The groups' ops (each in program order), in issue order."""
+        return [sorted(self.members[g], key=self.program.op_index.get) for g in self.issue]
+
+    def copy(self) -> Groups:
+        new = object.__new__(Groups)
         new.program, new.issue = self.program, self.issue
         new.of, new.fused = dict(self.of), dict(self.fused)
         new.members = {g: list(ms) for g, ms in self.members.items()}
@@ -145,18 +143,22 @@ class _Groups:
         self.issue = self.order()
         return len(self.issue) == len(self.members)
 
-    def edges(self) -> dict[int, set[int]]:
-        out: dict[int, set[int]] = {g: set() for g in self.members}
-        for op in self.program.ops:
-            g = self.of[op.name]
-            out[g].update(self.of[d] for d in op.deps if self.of[d] != g)
+    def edges(self, within: list[int] | None = None) -> dict[int, set[int]]:
+        """Each group's dependencies (among ``within``, all groups if None)."""
+        ids = list(self.members) if within is None else within
+        out: dict[int, set[int]] = {g: set() for g in ids}
+        for g in ids:
+            for m in self.members[g]:
+                out[g].update(self.of[d] for d in self.program.op(m).deps
+                              if self.of[d] != g and self.of[d] in out)
         return out
 
-    def order(self) -> list[int]:
-        """Groups in issue order: dependencies first, then the earliest first op (Kahn's
-        algorithm over the merged graph; a cycle leaves groups out)."""
-        deps = self.edges()
-        first = {g: min(self.program.op_index[m] for m in ms) for g, ms in self.members.items()}
+    def order(self, within: list[int] | None = None) -> list[int]:
+        """Groups (``within``, all if None) in issue order: dependencies first, then the
+        earliest first op (Kahn's algorithm over the merged graph; a cycle leaves groups
+        out)."""
+        deps = self.edges(within)
+        first = {g: min(self.program.op_index[m] for m in self.members[g]) for g in deps}
         waiting = {g: len(d) for g, d in deps.items()}
         users: dict[int, list[int]] = {g: [] for g in deps}
         for g, d in deps.items():
@@ -176,98 +178,15 @@ class _Groups:
 
 
 Merge = tuple[list[str], Task]              # ops that run together, as one task
-Maker = Callable[[_Groups], list[Merge]]    # a rewrite: its merges given the groups so far
+Rewrite = Callable[[Groups], list[Merge]]   # its merges, of the ops still free in the groups
 
 
-@dataclass(frozen=True)
-class _Trial:
-    groups: _Groups
-    plan: Plan
-    spans: list[Span]
-    score: tuple[float, float]
-
-
-class _Best:
-    """pksim's best as it is built: the rewrites kept so far, their plan and its timeline.
-    Rewrites are kept only where the program's timeline gains (docs/decisions.md D61): it
-    runs faster, or as fast with less GPU and host time."""
-
-    def __init__(self, system: System, program: Program):
-        self.system, self.program = system, program
-        self.alone: dict[str, list[Task]] = {}        # each op's tasks alone, made once
-        self.now = self._run(_Groups(program))
-        self.first = self.now                         # every op alone: no rewrite
-
-    def _run(self, groups: _Groups) -> _Trial:
-        order = self.program.op_index.get
-        ordered = [sorted(groups.members[g], key=order) for g in groups.issue]
-        fused = {tuple(sorted(groups.members[g], key=order)): task
-                 for g, task in groups.fused.items()}
-        plan = _tasks(self.system, self.program, ordered, fused, best=True, one_lane=False,
-                      alone=self.alone)
-        spans = run_tasks(self.system, list(plan.tasks))
-        api = self.system.gpu.sync.launch_api_s
-        # (the program's time, the GPU and host time its tasks take)
-        score = (max((s.end_s for s in spans), default=0.0),
-                 sum(t.duration_s + t.launches * api for t in plan.tasks))
-        return _Trial(groups, plan, spans, score)
-
-    def trial(self, makers: list[Maker]) -> _Trial | None:
-        """The program with ``makers`` made, in order, on top of the rewrites kept (None where
-        one makes nothing, the same plan as without it, or the merges close a cycle)."""
-        groups = self.now.groups.copy()
-        for make in makers:
-            merges = make(groups)
-            if not merges:
-                return None
-            for names, task in merges:
-                groups.merge(names, task)
-        return self._run(groups) if groups.acyclic() else None
-
-    def decide(self, makers: list[Maker]) -> None:
-        """Keep the best combination of ``makers`` (rewrites that share ops), none included,
-        on top of the rewrites kept."""
-        best = self.now
-        for mask in range(1, 2 ** len(makers)):
-            trial = self.trial([m for i, m in enumerate(makers) if mask >> i & 1])
-            if trial is not None and _better(trial.score, best.score):
-                best = trial
-        self.now = best
-
-    def result(self) -> tuple[Plan, list[Span]]:
-        """The faster of the rewritten plan and every op alone (they differ only where the
-        rewrites kept were ties that save GPU and host time)."""
-        best = self.first if self.first.score[0] < self.now.score[0] else self.now
-        return best.plan, best.spans
-
-
-def _better(score: tuple[float, float], than: tuple[float, float]) -> bool:
-    (t, work), (now, now_work) = score, than
-    return t < now * (1 - SAME_TIME) or (t <= now * (1 + SAME_TIME) and work < now_work)
-
-
-def best_plan(system: System, program: Program) -> tuple[Plan, list[Span]]:
-    """pksim's best plan and its timeline's spans (docs/decisions.md D61). The rewrites that
-    apply to the program as written fall into sets that share ops (a collective's fold and the
-    run of calls it would join; a copy between two collectives that both would fold); set
-    after set, in program order, every combination of a set's rewrites is tried on top of
-    those kept, each rewrite remade from the ops still free, and the best kept."""
-    best = _Best(system, program)
+def rewrites(system: System, program: Program) -> list[Rewrite]:
+    """Every rewrite that applies to the program as written, in a fixed order: GEMM +
+    collective fusions, folds, runs of collectives (pksim.programs.best chooses among them)."""
     readers = _readers(program)
-    makers = (_gemm_fusions(system, program, readers) + _folds(system, program, readers)
-              + _coalesced(system, program))
-    sets: list[tuple[set[str], list[Maker]]] = []
-    for make in makers:
-        reach = {n for names, _ in make(best.now.groups) for n in names}
-        if not reach:
-            continue
-        touching = [s for s in sets if s[0] & reach]
-        merged = (reach.union(*(s[0] for s in touching)),
-                  [m for s in touching for m in s[1]] + [make])
-        sets = [s for s in sets if not s[0] & reach] + [merged]
-    for _, group in sorted(sets, key=lambda s: min(map(program.op_index.get, s[0]))):
-        best.decide(sorted(group, key=makers.index))
-    return best.result()
+    return (_gemm_fusions(system, program, readers) + _folds(system, program, readers)
+            + _coalesced(system, program))
 
 
 def _readers(program: Program) -> dict[tuple[str, str], list[str]]:
@@ -293,11 +212,11 @@ def _writer(program: Program, op: Op, tensor: str) -> Op | None:
     return None
 
 
-def _gemm_fusions(system: System, program: Program, readers) -> list[Maker]:
+def _gemm_fusions(system: System, program: Program, readers) -> list[Rewrite]:
     """GEMM + collective as pksim's fused op. A convolution of one group runs as its implicit
     GEMM (rows: output positions, columns: output channels, K: input channels x kernel), so
     its output feeds a collective as that GEMM's would."""
-    out_makers: list[Maker] = []
+    made: list[Rewrite] = []
     for op in program.ops:
         if op.kind not in ("gemm", "conv") or len(op.gemm_shapes) != 1 \
                 or op.dtype not in FUSABLE_DTYPES:
@@ -330,15 +249,15 @@ def _gemm_fusions(system: System, program: Program, readers) -> list[Maker]:
             names = [first.name, second.name]
             task = Task("+".join(names), tuple(names), ("compute", "comm"), best.time_s,
                         "fused", f"{fused_op} {best.schedule.label()}")
-            out_makers.append(lambda groups, names=names, task=task:
+            made.append(lambda groups, names=names, task=task:
                               [(names, task)] if groups.free(*names) else [])
-    return out_makers
+    return made
 
 
-def _folds(system: System, program: Program, readers) -> list[Maker]:
+def _folds(system: System, program: Program, readers) -> list[Rewrite]:
     """The memory-bound ops a collective alone reads from (a prologue) or that alone read its
     output (an epilogue), run in pk's best kernel for the collective: those still free."""
-    def make(groups: _Groups, c: Op, pk) -> list[Merge]:
+    def make(groups: Groups, c: Op, pk) -> list[Merge]:
         if not groups.free(c.name):
             return []
         parts = []
@@ -360,7 +279,7 @@ def _folds(system: System, program: Program, readers) -> list[Maker]:
         return [(names, Task("+".join(names), tuple(names), ("compute", "comm"), fused_s,
                              "fused", label, sms=pk.sms))]
 
-    out: list[Maker] = []
+    out: list[Rewrite] = []
     for c in program.ops:
         if c.kind not in COLLECTIVE_KINDS or c.kind == "all-gather-object":
             continue
@@ -370,7 +289,7 @@ def _folds(system: System, program: Program, readers) -> list[Maker]:
     return out
 
 
-def _coalesced(system: System, program: Program) -> list[Maker]:
+def _coalesced(system: System, program: Program) -> list[Rewrite]:
     """Runs of consecutive independent collectives of one signature, each run as one call:
     the runs between the ops another rewrite took."""
     def signature(op: Op | None):
@@ -379,7 +298,7 @@ def _coalesced(system: System, program: Program) -> list[Maker]:
         return (op.kind, op.group, op.param("reduce"), op.param("root", 0),
                 SCHEDULE_DTYPE[DTYPE_BYTES[op.dtype]], calls(program, op)[0].in_switch)
 
-    def make(groups: _Groups, bucket: list[Op]) -> list[Merge]:
+    def make(groups: Groups, bucket: list[Op]) -> list[Merge]:
         runs: list[list[Op]] = [[]]
         for op in bucket:
             if groups.free(op.name):
@@ -388,7 +307,7 @@ def _coalesced(system: System, program: Program) -> list[Maker]:
                 runs.append([])
         return [_coalesce(system, program, run) for run in runs if len(run) > 1]
 
-    out: list[Maker] = []
+    out: list[Rewrite] = []
     bucket: list[Op] = []
     for op in [o for o in program.ops if o.is_comm] + [None]:
         sig = signature(op)
@@ -430,11 +349,13 @@ def _depends(program: Program, later: Op, earlier: Op) -> bool:
 
 
 # ---- tasks -------------------------------------------------------------------------------------
-def _tasks(system: System, program: Program, groups: list[list[str]],
-           fused: dict[tuple[str, ...], Task], best: bool, one_lane: bool,
-           alone: dict[str, list[Task]] | None = None) -> Plan:
-    """The tasks of ``groups`` in issue order; ``alone``: each op's tasks alone, filled
-    (pksim's best makes its plan many times)."""
+def plan_tasks(system: System, program: Program, groups: list[list[str]],
+               fused: dict[tuple[str, ...], Task], best: bool, one_lane: bool,
+               alone: dict[str, list[Task]] | None = None, part: bool = False) -> Plan:
+    """The tasks of ``groups`` in issue order; ``fused``: the task of each merged group (its
+    ops in program order); ``alone``: each op's tasks alone, filled as made (pksim's best
+    makes its plan many times); ``part``: the groups are a part of the program, and the ops
+    they depend on outside it ran before it."""
     tasks: list[Task] = []
     task_of: dict[str, int] = {}
     for members in groups:
@@ -448,7 +369,7 @@ def _tasks(system: System, program: Program, groups: list[list[str]],
             if alone is not None:
                 alone[key[0]] = made
         deps = sorted({task_of[d] for m in members for d in program.op(m).deps
-                       if d not in members})
+                       if d not in members and (not part or d in task_of)})
         for i, task in enumerate(made):
             lanes = task.lanes if not one_lane else (
                 # the baseline's asynchronous calls (and the host reads of the objects they

@@ -9,7 +9,8 @@ from typing import Any
 from hwmodels.catalog import load_system
 from hwmodels.system import System
 from pksim.programs.model import Program
-from pksim.programs.plan import Plan, baseline_plan, best_plan
+from pksim.programs.best import best_plan
+from pksim.programs.plan import Plan, baseline_plan
 from pksim.programs.roofline import Roofline, roofline
 from pksim.programs.timeline import Span, run_tasks
 
