@@ -39,6 +39,7 @@ class _Run:
     plan: Plan
     spans: list[Span]
     score: tuple[float, float]    # (the program's time, its tasks' GPU and host time)
+    at: dict[int, int]            # group -> its position in issue order
     first: list[int]              # group position in issue order -> its first task (and the end)
     settled: list[bool]           # task -> issued once every earlier task had ended
     work: list[float]             # task -> the GPU and host time of the tasks before it
@@ -71,7 +72,8 @@ class _Best:
             settled.append(ended <= span.issued_s + EPS)
             ended = max(ended, span.end_s)
             work.append(work[-1] + self._work(task))
-        return _Run(groups, plan, spans, (ended, work[-1]), first, settled, work)
+        at = {g: p for p, g in enumerate(groups.issue)}
+        return _Run(groups, plan, spans, (ended, work[-1]), at, first, settled, work)
 
     def made(self, rewrites_: list[Rewrite], groups: Groups | None = None
              ) -> tuple[Groups, list[str]] | None:
@@ -97,8 +99,7 @@ class _Best:
         groups, names = made
         now = self.now
         issue = now.groups.issue
-        at = {g: p for p, g in enumerate(issue)}
-        places = [at[now.groups.of[n]] for n in names]
+        places = [now.at[now.groups.of[n]] for n in names]
         pa, pb = min(places), max(places) + 1
         # the trial's groups for the kept plan's pa..pb, in issue order (a cycle through
         # other ops runs through the groups between the merged ops)
@@ -174,7 +175,14 @@ def best_plan(system: System, program: Program) -> tuple[Plan, list[Span]]:
 
 
 def _every(best: _Best, every: list[Rewrite], alone: _Run) -> _Run:
-    """Every rewrite made, in order, where it makes something and closes no cycle."""
+    """Every rewrite made, in order, where it makes something (and, if all of them close a
+    cycle, where it closes none)."""
+    groups = alone.groups.copy()
+    for rewrite in every:
+        for merge in rewrite(groups):
+            groups.merge(*merge)
+    if groups.acyclic():
+        return best.run(groups)
     groups = alone.groups
     for rewrite in every:
         made = best.made([rewrite], groups)

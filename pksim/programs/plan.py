@@ -102,6 +102,13 @@ def baseline_plan(system: System, program: Program) -> Plan:
     return plan_tasks(system, program, groups, {}, best=False, one_lane=True)
 
 
+def alone_plan(system: System, program: Program) -> Plan:
+    """pksim's best without a rewrite: every op alone (a memory-bound op as one kernel, each
+    communication op at the faster of pk's best schedule and NCCL's pick) on two lanes."""
+    groups = [[op.name] for op in program.ops]
+    return plan_tasks(system, program, groups, {}, best=True, one_lane=False)
+
+
 # ---- pksim's best: which ops run together, and the rewrites that merge them ---------------------
 class Groups:
     """Which ops run together, in which order, and the check that keeps the merged graph
@@ -122,7 +129,7 @@ class Groups:
         new = object.__new__(Groups)
         new.program, new.issue = self.program, self.issue
         new.of, new.fused = dict(self.of), dict(self.fused)
-        new.members = {g: list(ms) for g, ms in self.members.items()}
+        new.members = dict(self.members)       # lists shared until a merge changes one
         return new
 
     def free(self, *names: str) -> bool:
@@ -131,6 +138,7 @@ class Groups:
     def merge(self, names: list[str], task: Task) -> None:
         """Run the free ops ``names`` as ``task`` (``acyclic`` then says if that may be)."""
         gid = self.of[names[0]]
+        self.members[gid] = list(self.members[gid])
         for n in names[1:]:
             for m in self.members.pop(self.of[n]):
                 self.of[m] = gid
