@@ -249,8 +249,10 @@ def _gemm_fusions(system: System, program: Program, readers) -> list[Rewrite]:
             if world < 2 or rows < world:
                 continue
             try:
+                # overlapped schedules only: "none" (the library GEMM, then NCCL) is two
+                # kernels, the two ops alone, which the plan without this rewrite runs
                 cands = fused_space(system, fused_op, {"m": rows, "n": n, "k": k}, world=world,
-                                    dtype=op.dtype)
+                                    dtype=op.dtype, overlaps=("inter-sm", "intra-sm"))
                 best = search(system, cands, top=1).ranked[0]
             except (InfeasibleError, ConfigError):
                 continue
