@@ -176,16 +176,21 @@ def best_plan(system: System, program: Program) -> tuple[Plan, list[Span]]:
 
 def _every(best: _Best, every: list[Rewrite], alone: _Run) -> _Run:
     """Every rewrite made, in order, where it makes something (and, if all of them close a
-    cycle, where it closes none)."""
+    cycle, where it closes none); the plan kept if that is the same plan."""
     groups = alone.groups.copy()
     for rewrite in every:
         for merge in rewrite(groups):
             groups.merge(*merge)
-    if groups.acyclic():
-        return best.run(groups)
-    groups = alone.groups
-    for rewrite in every:
-        made = best.made([rewrite], groups)
-        if made is not None and made[0].acyclic():
-            groups = made[0]
+    if not groups.acyclic():
+        groups = alone.groups
+        for rewrite in every:
+            made = best.made([rewrite], groups)
+            if made is not None and made[0].acyclic():
+                groups = made[0]
+    if _merged(groups) == _merged(best.now.groups):
+        return best.now
     return best.run(groups)
+
+
+def _merged(groups: Groups) -> set[tuple[str, ...]]:
+    return {tuple(sorted(groups.members[g])) for g in groups.fused}

@@ -259,9 +259,13 @@ def _gemm_fusions(system: System, program: Program, readers) -> list[Rewrite]:
             names = [first.name, second.name]
             task = Task("+".join(names), tuple(names), ("compute", "comm"), best.time_s,
                         "fused", f"{fused_op} {best.schedule.label()}")
-            made.append(lambda groups, names=names, task=task:
-                              [(names, task)] if groups.free(*names) else [])
+            made.append(_while_free((names, task)))
     return made
+
+
+def _while_free(merge: Merge) -> Rewrite:
+    """A rewrite of one merge, made while its ops are all free."""
+    return lambda groups: [merge] if groups.free(*merge[0]) else []
 
 
 def _folds(system: System, program: Program, readers) -> list[Rewrite]:
@@ -300,22 +304,14 @@ def _folds(system: System, program: Program, readers) -> list[Rewrite]:
 
 
 def _coalesced(system: System, program: Program) -> list[Rewrite]:
-    """Runs of consecutive independent collectives of one signature, each run as one call:
-    the runs between the ops another rewrite took."""
+    """Runs of consecutive independent collectives of one signature, each run as one call;
+    only whole, while none of its calls is taken by another rewrite (a part of a run would
+    need its own search of pk's schedules at its summed size, for each part: D61)."""
     def signature(op: Op | None):
         if op is None or op.kind not in COALESCE:
             return None
         return (op.kind, op.group, op.param("reduce"), op.param("root", 0),
                 SCHEDULE_DTYPE[DTYPE_BYTES[op.dtype]], calls(program, op)[0].in_switch)
-
-    def make(groups: Groups, bucket: list[Op]) -> list[Merge]:
-        runs: list[list[Op]] = [[]]
-        for op in bucket:
-            if groups.free(op.name):
-                runs[-1].append(op)
-            else:
-                runs.append([])
-        return [_coalesce(system, program, run) for run in runs if len(run) > 1]
 
     out: list[Rewrite] = []
     bucket: list[Op] = []
@@ -326,7 +322,7 @@ def _coalesced(system: System, program: Program) -> list[Rewrite]:
             bucket.append(op)
             continue
         if len(bucket) > 1:
-            out.append(lambda groups, bucket=bucket: make(groups, bucket))
+            out.append(_while_free(_coalesce(system, program, bucket)))
         bucket = [op] if sig is not None else []
     return out
 
