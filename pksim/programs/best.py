@@ -112,6 +112,9 @@ class _Best:
         while not now.settled[now.first[start]]:
             start -= 1
         head = issue[start:pa] + window
+        t0 = now.first[start]
+        # the host's clock before it issues task t0
+        host_s = now.spans[t0].issued_s - now.plan.tasks[t0].launches * self.api
         stop = min(len(issue), pb + NEAR)
         while True:
             part = [sorted(groups.members[g], key=self.program.op_index.get)
@@ -121,9 +124,8 @@ class _Best:
             tasks = list(plan_tasks(self.system, self.program, part, fused, best=True,
                                     one_lane=False, alone=self.alone, part=True).tasks)
             changed = len(tasks) - (now.first[stop] - now.first[pb])   # the tasks of head
-            t0 = now.first[start]
             spans, back = run_until(
-                self.system, tasks, now.spans[t0].issued_s - now.plan.tasks[t0].launches * self.api,
+                self.system, tasks, host_s,
                 lambda j: j >= changed and now.settled[now.first[pb] + j - changed])
             if back is not None or stop == len(issue):
                 break
