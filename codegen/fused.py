@@ -13,10 +13,13 @@ op         overlap   algorithm   mechanism  kernel (kernels/fused/ops.cuh)
 =========  ========  ==========  =========  ===============================================
 gemm-rs    intra-sm  direct      tma        gemm_rs_intra: epilogue TMA store-adds each
                                             sub-tile into the owner of its rows
-gemm-rs    inter-sm  direct      register   gemm_rs_inter: local store + per-tile flag; the
+gemm-rs    inter-sm  direct      tma, reg   gemm_rs_inter: local store + per-tile flag; the
                                             owner's comm blocks pull and sum, arrival order
+                                            (TMA: tensor copies of 32-row boxes into shared
+                                            memory, tensor stores of the sums; reg: 16-byte
+                                            loads and stores; docs/decisions.md D54)
 gemm-ar    intra-sm  direct      tma        gemm_ar_intra: store-add into every rank
-gemm-ar    inter-sm  two-shot    register   gemm_ar_inter: as gemm-rs inter-SM, the sum
+gemm-ar    inter-sm  two-shot    tma, reg   gemm_ar_inter: as gemm-rs inter-SM, the sum
                                             stored into every rank's output
 gemm-ar    inter-sm  in-network  multimem   gemm_ar_in_network: compile-only (NVLink
                                             multicast is never enabled here)
@@ -88,7 +91,7 @@ class FusedPlan:
     epi_bufs: int
     comm_blocks: int            # per rank; 0 for intra-SM
     staggered: bool
-    copy_tma: bool              # ag-gemm: TMA copies (else registers)
+    copy_tma: bool              # the comm blocks' mechanism: TMA (else registers)
     threads: int
     arch: str
     defines: tuple[tuple[str, str], ...]
@@ -148,7 +151,8 @@ _WHAT = {
     "gemm_rs_intra": "each finished 64-column sub-tile is TMA store-added (bf16) into the output "
                      "of the rank owning its rows; outputs must be zero first (zero_output)",
     "gemm_rs_inter": "GEMM blocks store tiles into their rank's partial buffer and flag them; the "
-                     "owner's communication blocks sum every rank's tile in arrival order",
+                     "owner's communication blocks sum every rank's tile in arrival order "
+                     "(kCopyTma: through TMA tensor copies and stores, else registers)",
     "gemm_ar_intra": "each finished sub-tile is TMA store-added into every rank's output; outputs "
                      "must be zero first (zero_output)",
     "gemm_ar_inter": "as gemm-rs inter-SM, with the owner's sum stored into every rank's output "
@@ -200,7 +204,7 @@ struct config {{
   using gemm = pk::gemm::config<{p.bm}, {p.bn}, {p.bk}, {p.stages}, {p.epi_bufs}>;  // schedule.tile
   static constexpr int kCommBlocks = {p.comm_blocks};  // per rank (schedule.comm_sms); pkf_args::comm_blocks overrides
   static constexpr bool kStaggered = {"true" if p.staggered else "false"};  // tile order, {order}
-  static constexpr bool kCopyTma = {"true" if p.copy_tma else "false"};  // ag-gemm copies: TMA, else registers
+  static constexpr bool kCopyTma = {"true" if p.copy_tma else "false"};  // comm blocks move by TMA, else registers
 }};
 using op = pkf::{p.op_template}<config>;
 """

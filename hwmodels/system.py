@@ -196,6 +196,21 @@ class TransferSpec:
     pull_move_dest_s_per_B: float = fig("pull_move_dest_ns_per_KiB", 1e-9 / 1024,
                                         lo_open=False,
                                         doc="fused pull-reduce: SM time per KiB per output")
+    # Its TMA form (the schedules whose mechanism is tma: tensor copies of 32-row boxes into
+    # shared-memory stages, tensor stores of the sums; docs/decisions.md D54), the same terms,
+    # measured by fused_pull.cu's fused_pull_tma.
+    pull_tma_move_base_s_per_B: float = fig("pull_tma_move_base_ns_per_KiB", 1e-9 / 1024,
+                                            lo_open=False,
+                                            doc="fused TMA pull-reduce: fixed SM time per KiB "
+                                                "of sums")
+    pull_tma_move_source_s_per_B: float = fig("pull_tma_move_source_ns_per_KiB", 1e-9 / 1024,
+                                              lo_open=False,
+                                              doc="fused TMA pull-reduce: SM time per KiB per "
+                                                  "partial")
+    pull_tma_move_dest_s_per_B: float = fig("pull_tma_move_dest_ns_per_KiB", 1e-9 / 1024,
+                                            lo_open=False,
+                                            doc="fused TMA pull-reduce: SM time per KiB per "
+                                                "output")
     tma_shared_read: float = fig("tma_shared_read", lo_open=False, hi=1.0,
                                  doc="TMA move: share of the per-source SM time a source "
                                      "costs that another rank's move of the GPU reads too")

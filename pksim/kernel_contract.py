@@ -121,11 +121,11 @@ FUSED_COPY_STAGE_BYTES = 32 * 1024  # kernels/fused/comm.cuh copy_stages::kStage
 # implements)
 FUSED_KERNELS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("gemm-rs", "intra-sm", "direct"): ("gemm_rs_intra", ("tma",)),
-    ("gemm-rs", "inter-sm", "direct"): ("gemm_rs_inter", ("register",)),
+    ("gemm-rs", "inter-sm", "direct"): ("gemm_rs_inter", ("tma", "register")),
     ("ag-gemm", "inter-sm", "direct"): ("ag_gemm_inter", ("tma", "register")),
     ("ag-gemm", "intra-sm", "direct"): ("ag_gemm_intra", ("tma",)),
     ("gemm-ar", "intra-sm", "direct"): ("gemm_ar_intra", ("tma",)),
-    ("gemm-ar", "inter-sm", "two-shot"): ("gemm_ar_inter", ("register",)),
+    ("gemm-ar", "inter-sm", "two-shot"): ("gemm_ar_inter", ("tma", "register")),
     ("gemm-ar", "inter-sm", "in-network"): ("gemm_ar_in_network", ("multimem",)),
 }
 FUSED_CODEGEN_OPS = tuple(dict.fromkeys(op for op, _, _ in FUSED_KERNELS))

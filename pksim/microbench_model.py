@@ -16,7 +16,8 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
   ``pksim.moves.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
   their sums with a reduce op or an epilogue (``epilogue_moves``) likewise, with the
   epilogue's term (``pksim.moves.epilogue_time_per_B``);
-  the fused kernels' pull-reduce (``fused_pull``) likewise at its own rate;
+  the fused kernels' pull-reduce (``fused_pull``, its TMA form ``fused_pull_tma``)
+  likewise at its own rate;
 * launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
   hand-off between them (``signal_chain``): the copies as block_moves' plus
   ``hwmodels.sm.handoff_s`` per step;
@@ -58,6 +59,7 @@ REQUIRED = {
     "block_moves_cross": (("bytes",), ("mechanism", "sources", "dests", "groups", "blocks")),
     "epilogue_moves": (("bytes",), ("mechanism", "variant", "dtype", "sources", "dests", "blocks")),
     "fused_pull": (("bytes",), ("kind", "world", "blocks", "threads")),
+    "fused_pull_tma": (("bytes",), ("kind", "world", "blocks", "threads")),
     "signal_chain": (("bytes",), ("mechanism", "sync", "groups", "blocks", "steps")),
     "launch_latency": ((), ("mode",)),
     "ce_burst": ((), ("streams", "copies_per_stream", "copy_bytes")),
@@ -378,11 +380,12 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
             return None
         return _signal_chain(gpu, record["bytes"], p["mechanism"], p["groups"], p["blocks"],
                              p["steps"])
-    if bench == "fused_pull":
+    if bench in ("fused_pull", "fused_pull_tma"):
         # every rank's blocks sum its rows of the world partials ("bytes" is one partial)
         # into its output ("rs") or into every rank's ("ar"), from HBM behind a write
         w = p["world"]
-        return _block_move(gpu, record["bytes"] / w, "register", "reduce", w,
+        mech = "tma" if bench == "fused_pull_tma" else "register"
+        return _block_move(gpu, record["bytes"] / w, mech, "reduce", w,
                            w if p["kind"] == "ar" else 1, p["blocks"], groups=w, hot=False,
                            routine="pull", threads=p["threads"])
     if bench == "launch_latency":

@@ -115,21 +115,26 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     validation/microbench/block_moves.cu from cold memory. Sources that ``readers`` moves of
     one GPU read at the same time come from memory once and from L2 for the other readers,
     which spend only the calibrated share (gpu.transfer.*_shared_read) of the per-source
-    time on them. ``routine`` "pull": the inter-SM fused kernels' pull-reduce (always a
-    register sum; gpu.transfer.pull_move_*, measured by validation/microbench/fused_pull.cu)
-    instead of the collectives' routines.
+    time on them. ``routine`` "pull": the inter-SM fused kernels' pull-reduce instead of the
+    collectives' routines, in its TMA form when ``mechanism`` is "tma"
+    (gpu.transfer.pull_tma_move_*), else its register form (gpu.transfer.pull_move_*), each
+    measured by validation/microbench/fused_pull.cu (docs/decisions.md D54).
 
     A move with a buffer on another GPU is an NVLink move (docs/decisions.md D38): each far
     buffer costs a payload byte at the mechanism's NVLink per-SM rate (gpu.transfer_remote,
-    the mechanism study: read for a source, write for a destination; the pull-reduce loads
-    by registers); its near buffers and its sum ride in the shadow of the far round trips
-    and none of the one-GPU fit's figures applies. ``epilogue`` (with ``elem_bytes``): a sum
-    through the epilogue routines (epilogue_time_per_B), inside one GPU; over NVLink it rides
-    in the shadow of the far round trips as the near buffers do."""
+    the mechanism study: read for a source, write for a destination; a pull-reduce moves by
+    TMA or by registers as its form does); its near buffers and its sum ride in the shadow of
+    the far round trips and none of the one-GPU fit's figures applies. ``epilogue`` (with
+    ``elem_bytes``): a sum through the epilogue routines (epilogue_time_per_B), inside one
+    GPU; over NVLink it rides in the shadow of the far round trips as the near buffers do."""
     t = gpu.transfer
+    if routine == "pull":
+        mechanism = "tma" if mechanism == "tma" else "register"
     if far_sources > 0 or far_dests > 0:
-        mech = "register" if routine == "pull" else mechanism
-        return far_time_per_B(gpu, mech, far_sources, far_dests)
+        return far_time_per_B(gpu, mechanism, far_sources, far_dests)
+    if routine == "pull" and mechanism == "tma":
+        return (t.pull_tma_move_base_s_per_B + t.pull_tma_move_source_s_per_B * sources
+                + t.pull_tma_move_dest_s_per_B * dests)
     if routine == "pull":
         return (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
                 + t.pull_move_dest_s_per_B * dests)
@@ -185,7 +190,8 @@ def move_latency_s(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduc
     """What a move of the generated collectives waits beyond its first read, for a block
     moving ``block_payload_B``: its buffers (move_fixed_latency_s) and, for a TMA sum of the
     collectives' routines, its first chunk's loads (tma_fill_s; ``remote``: from another
-    GPU). The fused kernels' pull-reduce (``routine`` "pull") sums by registers.
+    GPU). The fused kernels' pull-reduce (``routine`` "pull") waits for no first chunk
+    beyond what its own fit (gpu.transfer.pull_*) carries.
     ``far_stores``: the sum reads near sources only and stores to another GPU (a ring's
     step): an NVLink move, whose near loads ride in the shadow of its far stores' round
     trips (docs/decisions.md D38), so it waits for no first chunk at the local rate."""

@@ -1,13 +1,14 @@
 // fused/ops.cuh: the fused operations, one struct per (op, overlap), and their globals.
 //
 // A generated translation unit defines `config` (the GEMM tile config, the default number of
-// communication blocks per rank, the default tile order, the copy mechanism) and picks one op:
+// communication blocks per rank, the default tile order, the communication blocks' mechanism:
+// kCopyTma, TMA or registers) and picks one op:
 //
 //   op                 GEMM epilogue      GEMM prologue  communication blocks     spins
 //   gemm_rs_intra      store_add_owners   -              none                     no
-//   gemm_rs_inter      store_signal       -              pull_reduce<0>           yes
+//   gemm_rs_inter      store_signal       -              pull_reduce<0, tma|reg>  yes
 //   gemm_ar_intra      store_add_all      -              none                     no
-//   gemm_ar_inter      store_signal       -              pull_reduce<1>           yes
+//   gemm_ar_inter      store_signal       -              pull_reduce<1, tma|reg>  yes
 //   gemm_ar_in_network store_signal       -              pull_reduce<2> (multimem) yes
 //   ag_gemm_inter      store_local        wait_rows      gather_rows<tma|reg>     yes
 //   ag_gemm_intra      store_shard_rows   load_peer_rows none                     no
@@ -62,7 +63,8 @@ struct call_info {
 
 // Where a call's arrays lie in the device table (offsets in bytes; 0: not used). Every op
 // has the header, the seq slot and one pk::gemm::params per rank; the others as it needs:
-// maps    world tensor maps (every rank's output, or every rank's shard of A)
+// maps    kMaps x world tensor maps (every rank's output, or every rank's shard of A; the TMA
+//         pull: every rank's partial, then every rank's output)
 // start   world + 1 ints and the padded tile rows' shards (shard_tiles)
 // ptr0/1  world pointers each (outputs; partials and outputs; shards and gathered copies)
 // flags   world flag-counter pointers
@@ -98,6 +100,18 @@ inline int fill_gemm(P& p, const void* A, const void* B, const pkf_args* a, int 
 inline bool swizzled_out_map(CUtensorMap* m, void* base, int rows, int cols, int box_rows) {
   return pk::gemm::make_swizzled_map(m, base, static_cast<uint64_t>(rows),
                                      static_cast<uint64_t>(cols), static_cast<uint32_t>(box_rows));
+}
+
+// A map of the TMA pull (comm.cuh reduce_rect_tma): rows x cols bf16, boxes of
+// pull_stages::kRows x BN, no swizzle.
+template <class Cfg>
+inline bool pull_map(CUtensorMap* m, void* base, int rows, int cols) {
+  try {
+    *m = pk::make_tile_map_2d(static_cast<bf16*>(base), rows, cols, cols, pull_stages::kRows, Cfg::BN);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 // The flag counters of every rank, read from the table's pointer array at `dev`.
@@ -205,19 +219,26 @@ using gemm_ar_intra = store_add_op<Config, kind::gemm_ar>;
 
 // ---- gemm-rs and gemm-ar, inter-SM: local store + flag, owners pull and reduce ----------------
 
-// kReduce: 0 gemm-rs, 1 gemm-ar (two-shot), 2 gemm-ar in-network (multimem).
+// kReduce: 0 gemm-rs, 1 gemm-ar (two-shot), 2 gemm-ar in-network (multimem). Config::kCopyTma:
+// the owners sum through TMA (the schedule's mechanism "tma"), else in registers.
 template <class Config, int kReduce>
 struct pull_op {
   using cfg = typename Config::gemm;
   using epi = store_signal;
   using pro = pk::gemm::no_prologue;
-  using comm_t = pull_reduce<kReduce>;
+  static constexpr bool kTma = Config::kCopyTma && kReduce != 2;
+  using comm_t = pull_reduce<kReduce, kTma>;
+  static_assert(!kTma || (cfg::SMEM_BYTES >= static_cast<int>(pull_stages::kSmemBytes) &&
+                          cfg::BN <= pull_stages::kMaxCols && cfg::THREADS == pull_stages::kThreads),
+                "the TMA pull stages its boxes in the GEMM's shared memory, 384 threads");
   using globals = globals_t<epi, pro, reduce_params>;
   static constexpr kind kKind = kReduce == 0 ? kind::gemm_rs : kind::gemm_ar;
   static constexpr bool kSpins = true, kStoreAdd = false, kPartial = true, kGathered = false;
   static constexpr bool kMulticast = kReduce == 2;
-  // table arrays: the partials' and the outputs' pointers, the flags
-  static constexpr bool kMaps = false, kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
+  // table arrays: the partials' and the outputs' pointers, the flags; the TMA form also the
+  // partials' and the outputs' tensor maps
+  static constexpr int kMaps = kTma ? 2 : 0;
+  static constexpr bool kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
   static int num_flags(const pkf_args* a) {
     return num_tiles_m<cfg>(a->M) * num_tiles_n<cfg>(a->N);
   }
@@ -236,6 +257,7 @@ struct pull_op {
       c.partial_inl[r] = static_cast<const bf16*>(a->partial[r]);
       c.out_inl[r] = static_cast<bf16*>(a->out[r]);
     }
+    c.maps = kTma ? at<CUtensorMap>(dev, t.maps) : nullptr;
     c.partial_mc = static_cast<bf16*>(a->partial_mc);
     c.out_mc = static_cast<bf16*>(a->out_mc);
     c.flags = table_flags(a, dev, t, ci);
@@ -257,6 +279,10 @@ struct pull_op {
       at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(a->partial[r]);
       at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(a->out[r]);
       at<unsigned int*>(host, t.flags)[r] = a->flags[r];
+      if (kTma && !(pull_map<cfg>(&at<CUtensorMap>(host, t.maps)[r], a->partial[r], a->M, a->N) &&
+                    pull_map<cfg>(&at<CUtensorMap>(host, t.maps)[w + r], a->out[r],
+                                  out_rows(kKind, r, a), a->N)))
+        return pk::gemm::ERR_TENSOR_MAP;
     }
     auto* P = at<typename globals::gemm_params>(host, t.params);
     for (int r = 0; r < w; ++r) {

@@ -46,6 +46,8 @@ GOLDEN_CASES = {
     "fused-ag-gemm-intra-sm": (H200V, sched("ag-gemm", "intra-sm", world=4)),
     "fused-gemm-ar-inter-sm": (H200V, sched("gemm-ar", "inter-sm", "two-shot", "register",
                                             comm_sms=2, peer_order="sequential")),
+    # mechanism tma: the owners pull through TMA (kCopyTma, comm.cuh reduce_rect_tma; D54)
+    "fused-gemm-rs-inter-sm-tma": (load_system("dgx-h100"), sched(overlap="inter-sm", comm_sms=16)),
 }
 
 
@@ -81,6 +83,18 @@ def test_every_kernel_maps_and_renders_the_four_parts():
             assert ("#error" in text) == (mech == "multimem") == plan.compile_only
 
 
+def test_the_inter_sm_schedules_pull_with_their_mechanism():
+    # gemm-rs and gemm-ar inter-SM: the schedule's mechanism picks the pull's form, TMA
+    # (config::kCopyTma = true: pull_reduce<kKind, true>, ops.cuh pull_op) or registers
+    for op, alg in (("gemm-rs", "direct"), ("gemm-ar", "two-shot")):
+        for mech, flag in (("tma", "true"), ("register", "false")):
+            plan = fused.make_plan(H100, sched(op, "inter-sm", alg, mech, comm_sms=16))
+            text = fused.render(plan)
+            assert plan.copy_tma is (mech == "tma")
+            assert f"static constexpr bool kCopyTma = {flag};" in text
+            assert f"using op = pkf::{op.replace('-', '_')}_inter<config>;" in text
+
+
 def test_plan_fields_follow_the_schedule():
     p = fused.make_plan(H200V, sched("ag-gemm", "inter-sm", mech="register", comm_sms=3,
                                      peer_order="sequential", tile=(256, 128, 64)))
@@ -101,7 +115,8 @@ def test_plan_fields_follow_the_schedule():
     (H200V, sched("ag-gemm", "intra-sm", mech="register"), "intra-sm direct ag-gemm moves "
                                                              "data with tma, not register"),
     (H200V, sched("ag-gemm", "intra-sm", "ring"), "no intra-sm ring ag-gemm kernel"),
-    (H200V, sched(overlap="inter-sm", mech="tma", comm_sms=2), "not tma"),
+    (H200V, sched(overlap="inter-sm", mech="copy-engine", comm_sms=2),
+     "moves data with tma, register, not copy-engine"),
     (H200V, sched("gemm-ar", "inter-sm", "direct", "register"), "no inter-sm direct gemm-ar"),
     (load_system("dgx-a100"), sched(), "no sm_80 fused kernel.*sm_90a"),
     (load_system("dgx-b200"), sched(), "no sm_100a fused kernel.*sm_90a"),

@@ -37,12 +37,15 @@ pytestmark = [pytest.mark.nvcc,
               pytest.mark.skipif(NVCC is None, reason="nvcc not found (not on PATH, no $NVCC, no "
                                  "/usr/local/cuda/bin/nvcc): the sm_90a fused kernels cannot be built")]
 
-# (op, overlap, algorithm, mechanism, world): one per op x overlap x algorithm, plus the
-# compile-only in-network, on h100-nvl256 (sm_90a) at the worlds of issue #31
+# (op, overlap, algorithm, mechanism, world): one per op x overlap x algorithm x mechanism
+# (the inter-SM pull-reduce by TMA and by registers), plus the compile-only in-network, on
+# h100-nvl256 (sm_90a) at the worlds of issue #31
 VARIANTS = [("gemm-rs", "intra-sm", "direct", "tma"), ("gemm-rs", "inter-sm", "direct", "register"),
+            ("gemm-rs", "inter-sm", "direct", "tma"),
             ("ag-gemm", "inter-sm", "direct", "tma"), ("ag-gemm", "intra-sm", "direct", "tma"),
             ("gemm-ar", "intra-sm", "direct", "tma"),
             ("gemm-ar", "inter-sm", "two-shot", "register"),
+            ("gemm-ar", "inter-sm", "two-shot", "tma"),
             ("gemm-ar", "inter-sm", "in-network", "multimem")]
 WORLDS = (16, 32, 72, 256)
 FULL = os.environ.get("PKSIM_KERNEL_MATRIX") == "full"
@@ -78,7 +81,7 @@ def builds(tmp_path_factory):
         if isinstance(res, Exception):
             pytest.fail(f"{plan.entry}: {res}\n{getattr(res, 'stderr', '')[-3000:]}")
         log = json.loads((res.parent / "build.json").read_text())["log"]
-        out[(plan.op, plan.overlap, plan.algorithm, plan.world)] = (plan, res, log)
+        out[(plan.op, plan.overlap, plan.algorithm, plan.mechanism, plan.world)] = (plan, res, log)
     return out
 
 

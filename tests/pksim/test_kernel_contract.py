@@ -65,8 +65,10 @@ def test_fused_threads_and_copy_stages_match_the_kernels():
     # gemm.cuh: THREADS = 128 * (1 + CONSUMERS): a producer and CONSUMERS warpgroups
     assert _constexpr("gemm/gemm.cuh", "THREADS") == "128 * (1 + CONSUMERS)"
     assert kc.FUSED_THREADS == 128 * (1 + int(_constexpr("gemm/gemm.cuh", "CONSUMERS")))
-    assert int(_constexpr("fused/comm.cuh", "kStages")) == kc.FUSED_COPY_STAGES
-    factors = [int(x) for x in _constexpr("fused/comm.cuh", "kStageBytes").split("*")]
+    # the gather's stages (copy_stages; the TMA pull has its own, pull_stages)
+    stages = _struct("fused/comm.cuh", "copy_stages")
+    assert int(re.search(r"kStages = (\d+);", stages).group(1)) == kc.FUSED_COPY_STAGES
+    factors = [int(x) for x in re.search(r"kStageBytes = ([^;]+);", stages).group(1).split("*")]
     assert factors[0] * factors[1] == kc.FUSED_COPY_STAGE_BYTES
 
 

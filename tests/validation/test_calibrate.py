@@ -87,6 +87,9 @@ BIG_46 = CAL / "h200-block-moves-1gib-2026-12-04-run46.json.gz"
 # the collectives' sums with a reduce op and an epilogue beside the plain sum (epilogue_moves.cu,
 # 2026-12-04 12:32 UTC; docs/decisions.md D56): the epilogue stage's only input
 EPI = CAL / "h200-epilogue-moves-2026-12-04.json.gz"
+# the inter-SM fused kernels' pull-reduce in its TMA form alone (fused_pull_tma; 12:39 UTC,
+# docs/decisions.md D54): its own three figures, nothing else
+PULL_TMA = CAL / "h200-fused-pull-tma-2026-12-04.json"
 INPUTS = tuple(i.path for i in manifest.inputs())
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
@@ -101,7 +104,7 @@ def test_the_manifest_lists_the_inputs_the_shipped_file_records_with_their_diges
     assert [i.file for i in listed] == recorded
     assert INPUTS == (RESULTS, SUITE3, LAUNCH3, RUN14, BIG, RUN18, RUN19, BM256, RUN20, RUN22,
                       RUN21, RUN27, RUN28, RUN29, GEMM_SMS, GEMM_SWEEP, STORE_ADD, RUN36, RUN45,
-                      BM256_46, BIG_46, EPI)
+                      BM256_46, BIG_46, EPI, PULL_TMA)
     for i in listed:
         assert manifest.sha256(i.path) == i.sha256, i.file
         assert i.gpu and i.date and i.command, i.file
@@ -124,7 +127,7 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 61       # 23 + 8 collective-move figures + 2 knees + 2 host calls
+    assert len(fitted.values) == 64       # 23 + 8 collective-move figures + 2 knees + 2 host calls
     #                        + the copy-command time + the stream chain + the grid's start
     #                        + a moving kernel's start + the TMA shared reads' reuse
     #                        + the register fan-out writes (2)
@@ -136,6 +139,7 @@ def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, sh
     #                        + the epilogue's share of the memory path + its tile RMW rate
     #                        + a run-time set of destinations' latency
     #                        + the epilogue routines' 3 figures (TMA bias, register op, bias)
+    #                        + the fused TMA pull-reduce's 3 figures
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
         prov = shipped.provenance[key]
@@ -190,6 +194,9 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     assert summary["signal_chain"].median_abs_error == pytest.approx(0.028, abs=0.002)
     assert summary["fused_pull"].points == 48 and summary["fused_pull"].predicted == 48
     assert summary["fused_pull"].median_abs_error == pytest.approx(0.037, abs=0.002)
+    # its TMA form (tensor copies of 32-row boxes; D54): 48 points, 0.5 %
+    assert summary["fused_pull_tma"].points == 48 and summary["fused_pull_tma"].predicted == 48
+    assert summary["fused_pull_tma"].median_abs_error == pytest.approx(0.005, abs=0.002)
     # the crossed sums (parts of 512 B - 64 KiB behind a write, 32 MiB back to back; 8 sources
     # by registers also 4 a round) and, from 17:20 UTC, crossed reads into one destination
     # (4 KiB - 4 MiB parts behind a write), fitted with the other moves (docs/decisions.md
@@ -230,7 +237,8 @@ def test_the_shipped_file_records_device_date_driver_and_residuals(results, ship
     residual = shipped.calibration["residual"]
     assert set(residual) == set(PREDICTED) | {"block_moves", "block_moves_own", "ce_burst",
                                               "block_moves_cross", "signal_chain", "fused_pull",
-                                              "gemm_store_add", "epilogue_moves"}
+                                              "gemm_store_add", "epilogue_moves",
+                                              "fused_pull_tma"}
     for bench, info in residual.items():
         assert info["points"] == summary[bench].predicted
         assert info["median_abs_error"] == pytest.approx(summary[bench].median_abs_error,

@@ -111,6 +111,10 @@ STAGES = (
         Param("gpu.transfer.pull_move_base_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.pull_move_source_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.pull_move_dest_ns_per_KiB", 0.01, 1e4))),
+    Stage("fused pull tma", ("fused_pull_tma",), (
+        Param("gpu.transfer.pull_tma_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.pull_tma_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.pull_tma_move_dest_ns_per_KiB", 0.01, 1e4))),
     Stage("tensor", ("gemm", "attention"), (
         Param("gpu.tensor.gemm_efficiency", 0.1, 1.0), Param("gpu.tensor.gemm_k_overhead", 1, 1e4),
         Param("gpu.tensor.sustained_fraction", 0.2, 1.0),

@@ -13,7 +13,7 @@ struct config {
   using gemm = pk::gemm::config<128, 256, 64, 4, 2>;  // schedule.tile
   static constexpr int kCommBlocks = 0;  // per rank (schedule.comm_sms); pkf_args::comm_blocks overrides
   static constexpr bool kStaggered = true;  // tile order, staggered: each rank starts at its own band (ag-gemm) or the next rank's (others)
-  static constexpr bool kCopyTma = true;  // ag-gemm copies: TMA, else registers
+  static constexpr bool kCopyTma = true;  // comm blocks move by TMA, else registers
 };
 using op = pkf::ag_gemm_intra<config>;
 

@@ -12,7 +12,7 @@ struct config {
   using gemm = pk::gemm::config<128, 256, 64, 4, 2>;  // schedule.tile
   static constexpr int kCommBlocks = 2;  // per rank (schedule.comm_sms); pkf_args::comm_blocks overrides
   static constexpr bool kStaggered = false;  // tile order, sequential: every rank starts at row 0 (schedule.peer_order = sequential)
-  static constexpr bool kCopyTma = false;  // ag-gemm copies: TMA, else registers
+  static constexpr bool kCopyTma = false;  // comm blocks move by TMA, else registers
 };
 using op = pkf::gemm_ar_inter<config>;
 
