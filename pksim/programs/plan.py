@@ -1,28 +1,29 @@
-"""The two ways a program runs: as PyTorch + NCCL run it (the baseline), and pksim's best.
+"""The two ways a program runs: as PyTorch + NCCL run it (the baseline), and the parts of
+pksim's best (chosen in ``pksim.programs.best``).
 
 Baseline: one task per op in program order on one stream: library kernels (a memory-bound op
 as the ``kernels`` PyTorch launches for it), NCCL's own pick for every collective and
 point-to-point batch, host reads where the program has them.
 
-pksim's best (docs/design.md, "Programs: pksim's best"), each rewrite kept only where it is
-faster than what it replaces, judged on the ops' times alone:
+pksim's best (docs/design.md, "Programs: pksim's best") runs every op alone as the baseline
+does, but a memory-bound op as one kernel and each communication op at the faster of pk's best
+schedule and NCCL's pick, on a compute and a communication lane (``pksim.programs.timeline``),
+except where it makes one of these rewrites (``rewrites``):
 1. a GEMM whose only reader is a reduce-scatter or all-reduce of its output, or whose A is
    read only from an all-gather's output, runs as pksim's fused op (gemm-rs, gemm-ar,
    ag-gemm: the fused search, pksim.search.fused_space);
-2. a memory-bound op that only feeds a collective, or is the only reader of its output, runs
-   in the collective's kernel (a prologue or epilogue of pk's best schedule): one launch less,
-   and the bytes of the collective's own tensor not read or written again;
+2. the memory-bound ops that only feed a collective, or are the only reader of its output, run
+   in the collective's kernel (a prologue or epilogue of pk's best schedule): one launch less
+   each, and the bytes of the collective's own tensor not read or written again;
 3. consecutive independent collectives of one kind, group, reduction and root run as one
-   call carrying all their bytes;
-4. every other op alone: compute as in the baseline but a memory-bound op as one kernel, each
-   communication op at the faster of pk's best schedule and NCCL's pick;
-then the tasks run on a compute and a communication lane (``pksim.programs.timeline``).
-Merges never create a dependency cycle (a merge that would is not made). Why: docs/decisions.md
-D46.
+   call carrying all their bytes.
+A rewrite merges ops into one task (``Groups``); merges that close a dependency cycle are not
+made. Why: docs/decisions.md D46, D61.
 """
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hwmodels.errors import ConfigError, InfeasibleError
@@ -98,54 +99,74 @@ def _notes(program: Program) -> tuple[str, ...]:
 
 def baseline_plan(system: System, program: Program) -> Plan:
     groups = [[op.name] for op in program.ops]
-    return _tasks(system, program, groups, {}, best=False, one_lane=True)
+    return plan_tasks(system, program, groups, {}, best=False, one_lane=True)
 
 
-# ---- pksim's best -------------------------------------------------------------------------------
-class _Groups:
-    """Which ops run together, and the checks that keep the merged graph acyclic."""
+def alone_plan(system: System, program: Program) -> Plan:
+    """pksim's best without a rewrite: every op alone (a memory-bound op as one kernel, each
+    communication op at the faster of pk's best schedule and NCCL's pick) on two lanes."""
+    groups = [[op.name] for op in program.ops]
+    return plan_tasks(system, program, groups, {}, best=True, one_lane=False)
+
+
+# ---- pksim's best: which ops run together, and the rewrites that merge them ---------------------
+class Groups:
+    """Which ops run together, in which order, and the check that keeps the merged graph
+    acyclic."""
 
     def __init__(self, program: Program):
         self.program = program
         self.of = {op.name: i for i, op in enumerate(program.ops)}
         self.members: dict[int, list[str]] = {i: [op.name] for i, op in enumerate(program.ops)}
         self.fused: dict[int, Task] = {}
+        self.issue = self.order()
+
+    def ordered(self) -> list[list[str]]:
+        """The groups' ops (each in program order), in issue order."""
+        return [sorted(self.members[g], key=self.program.op_index.get) for g in self.issue]
+
+    def copy(self) -> Groups:
+        new = object.__new__(Groups)
+        new.program, new.issue = self.program, self.issue
+        new.of, new.fused = dict(self.of), dict(self.fused)
+        new.members = dict(self.members)       # lists shared until a merge changes one
+        return new
 
     def free(self, *names: str) -> bool:
         return all(len(self.members[self.of[n]]) == 1 for n in names)
 
-    def merge(self, names: list[str], task: Task) -> bool:
-        keep = dict(self.of)
+    def merge(self, names: list[str], task: Task) -> None:
+        """Run the free ops ``names`` as ``task`` (``acyclic`` then says if that may be)."""
         gid = self.of[names[0]]
+        self.members[gid] = list(self.members[gid])
         for n in names[1:]:
-            old = self.of[n]
-            for m in self.members.pop(old):
+            for m in self.members.pop(self.of[n]):
                 self.of[m] = gid
                 self.members[gid].append(m)
-        if self.acyclic():
-            self.fused[gid] = task
-            return True
-        self.of = keep
-        self.members = {}
-        for name, g in keep.items():
-            self.members.setdefault(g, []).append(name)
-        return False
-
-    def edges(self) -> dict[int, set[int]]:
-        out: dict[int, set[int]] = {g: set() for g in self.members}
-        for op in self.program.ops:
-            g = self.of[op.name]
-            out[g].update(self.of[d] for d in op.deps if self.of[d] != g)
-        return out
+        self.fused[gid] = task
 
     def acyclic(self) -> bool:
-        return len(self.order()) == len(self.members)
+        """Whether the merged graph has no dependency cycle through other ops; sets the
+        issue order."""
+        self.issue = self.order()
+        return len(self.issue) == len(self.members)
 
-    def order(self) -> list[int]:
-        """Groups in issue order: dependencies first, then the earliest first op (Kahn's
-        algorithm over the merged graph; a cycle leaves groups out)."""
-        deps = self.edges()
-        first = {g: min(self.program.op_index[m] for m in ms) for g, ms in self.members.items()}
+    def edges(self, within: list[int] | None = None) -> dict[int, set[int]]:
+        """Each group's dependencies (among ``within``, all groups if None)."""
+        ids = list(self.members) if within is None else within
+        out: dict[int, set[int]] = {g: set() for g in ids}
+        for g in ids:
+            for m in self.members[g]:
+                out[g].update(self.of[d] for d in self.program.op(m).deps
+                              if self.of[d] != g and self.of[d] in out)
+        return out
+
+    def order(self, within: list[int] | None = None) -> list[int]:
+        """Groups (``within``, all if None) in issue order: dependencies first, then the
+        earliest first op (Kahn's algorithm over the merged graph; a cycle leaves groups
+        out)."""
+        deps = self.edges(within)
+        first = {g: min(self.program.op_index[m] for m in self.members[g]) for g in deps}
         waiting = {g: len(d) for g, d in deps.items()}
         users: dict[int, list[int]] = {g: [] for g in deps}
         for g, d in deps.items():
@@ -164,16 +185,16 @@ class _Groups:
         return out
 
 
-def best_plan(system: System, program: Program) -> Plan:
-    groups = _Groups(program)
+Merge = tuple[list[str], Task]              # ops that run together, as one task
+Rewrite = Callable[[Groups], list[Merge]]   # its merges, of the ops still free in the groups
+
+
+def rewrites(system: System, program: Program) -> list[Rewrite]:
+    """Every rewrite that applies to the program as written, in a fixed order: GEMM +
+    collective fusions, folds, runs of collectives (pksim.programs.best chooses among them)."""
     readers = _readers(program)
-    _gemm_fusions(system, program, groups, readers)
-    _epilogues(system, program, groups, readers)
-    _coalesce(system, program, groups)
-    ordered = [sorted(groups.members[g], key=program.op_index.get) for g in groups.order()]
-    fused = {tuple(sorted(ms, key=program.op_index.get)): groups.fused[g]
-             for g, ms in groups.members.items() if g in groups.fused}
-    return _tasks(system, program, ordered, fused, best=True, one_lane=False)
+    return (_gemm_fusions(system, program, readers) + _folds(system, program, readers)
+            + _coalesced(system, program))
 
 
 def _readers(program: Program) -> dict[tuple[str, str], list[str]]:
@@ -199,10 +220,11 @@ def _writer(program: Program, op: Op, tensor: str) -> Op | None:
     return None
 
 
-def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) -> None:
+def _gemm_fusions(system: System, program: Program, readers) -> list[Rewrite]:
     """GEMM + collective as pksim's fused op. A convolution of one group runs as its implicit
     GEMM (rows: output positions, columns: output channels, K: input channels x kernel), so
     its output feeds a collective as that GEMM's would."""
+    made: list[Rewrite] = []
     for op in program.ops:
         if op.kind not in ("gemm", "conv") or len(op.gemm_shapes) != 1 \
                 or op.dtype not in FUSABLE_DTYPES:
@@ -224,34 +246,34 @@ def _gemm_fusions(system: System, program: Program, groups: _Groups, readers) ->
         for fused_op, first, second, rows in pairs:
             coll = first if first.is_comm else second
             world = program.groups[coll.group].size
-            if world < 2 or rows < world or not groups.free(first.name, second.name):
+            if world < 2 or rows < world:
                 continue
             try:
+                # overlapped schedules only: "none" (the library GEMM, then NCCL) is two
+                # kernels, the two ops alone, which the plan without this rewrite runs
                 cands = fused_space(system, fused_op, {"m": rows, "n": n, "k": k}, world=world,
-                                    dtype=op.dtype)
+                                    dtype=op.dtype, overlaps=("inter-sm", "intra-sm"))
                 best = search(system, cands, top=1).ranked[0]
             except (InfeasibleError, ConfigError):
                 continue
-            alone = (_compute_task(system, op, 1).duration_s
-                     + sum(t.duration_s for t in _comm_tasks(system, program, coll, True)))
-            if best.time_s < alone:
-                label = f"{fused_op} {best.schedule.label()}"
-                groups.merge([first.name, second.name],
-                             Task(f"{first.name}+{second.name}", (first.name, second.name),
-                                  ("compute", "comm"), best.time_s, "fused", label))
+            names = [first.name, second.name]
+            task = Task("+".join(names), tuple(names), ("compute", "comm"), best.time_s,
+                        "fused", f"{fused_op} {best.schedule.label()}")
+            made.append(_while_free((names, task)))
+    return made
 
 
-def _epilogues(system: System, program: Program, groups: _Groups, readers) -> None:
-    launch = system.gpu.sync.stream_launch_s
-    for c in program.ops:
-        if c.kind not in COLLECTIVE_KINDS or c.kind == "all-gather-object" \
-                or not groups.free(c.name):
-            continue
-        (call,) = calls(program, c)
-        kernel = kernel_call(program, c)
-        pk = pk_call(system, kernel or call)
-        if pk is None:
-            continue
+def _while_free(merge: Merge) -> Rewrite:
+    """A rewrite of one merge, made while its ops are all free."""
+    return lambda groups: [merge] if groups.free(*merge[0]) else []
+
+
+def _folds(system: System, program: Program, readers) -> list[Rewrite]:
+    """The memory-bound ops a collective alone reads from (a prologue) or that alone read its
+    output (an epilogue), run in pk's best kernel for the collective: those still free."""
+    def make(groups: Groups, c: Op, pk) -> list[Merge]:
+        if not groups.free(c.name):
+            return []
         parts = []
         pro = _writer(program, c, c.reads[0])
         if pro is not None and pro.is_memory and pro.writes == c.reads[:1] and \
@@ -262,48 +284,57 @@ def _epilogues(system: System, program: Program, groups: _Groups, readers) -> No
         if len(after) == 1 and program.op(after[0]).is_memory and groups.free(after[0]):
             parts.append((program.op(after[0]), program.tensors[c.writes[0]].nbytes))
         if not parts:
-            continue
+            return []
         fused_s = pk.time_s + sum(memory_s(system, max(0.0, e.nbytes - shared), e.vector_flops)
                                   for e, shared in parts)
-        alone_s = best_call(system, call, kernel).time_s + sum(
-            launch + memory_s(system, e.nbytes, e.vector_flops) for e, _ in parts)
-        if fused_s < alone_s:
-            names = sorted([c.name] + [e.name for e, _ in parts], key=program.op_index.get)
-            label = pk.label + "".join(
-                f" + {'prologue' if e.name in c.deps else 'epilogue'} {e.kind}" for e, _ in parts)
-            groups.merge(names, Task("+".join(names), tuple(names), ("compute", "comm"),
-                                     fused_s, "fused", label, sms=pk.sms))
+        names = sorted([c.name] + [e.name for e, _ in parts], key=program.op_index.get)
+        label = pk.label + "".join(
+            f" + {'prologue' if e.name in c.deps else 'epilogue'} {e.kind}" for e, _ in parts)
+        return [(names, Task("+".join(names), tuple(names), ("compute", "comm"), fused_s,
+                             "fused", label, sms=pk.sms))]
+
+    out: list[Rewrite] = []
+    for c in program.ops:
+        if c.kind not in COLLECTIVE_KINDS or c.kind == "all-gather-object":
+            continue
+        pk = pk_call(system, kernel_call(program, c) or calls(program, c)[0])
+        if pk is not None:
+            out.append(lambda groups, c=c, pk=pk: make(groups, c, pk))
+    return out
 
 
-def _coalesce(system: System, program: Program, groups: _Groups) -> None:
-    def signature(op: Op):
-        if op.kind not in COALESCE or not groups.free(op.name):
+def _coalesced(system: System, program: Program) -> list[Rewrite]:
+    """Runs of consecutive independent collectives of one signature, each run as one call;
+    only whole, while none of its calls is taken by another rewrite (a part of a run would
+    need its own search of pk's schedules at its summed size, for each part: D61)."""
+    def signature(op: Op | None):
+        if op is None or op.kind not in COALESCE:
             return None
         return (op.kind, op.group, op.param("reduce"), op.param("root", 0),
                 SCHEDULE_DTYPE[DTYPE_BYTES[op.dtype]], calls(program, op)[0].in_switch)
 
+    out: list[Rewrite] = []
     bucket: list[Op] = []
     for op in [o for o in program.ops if o.is_comm] + [None]:
-        sig = signature(op) if op is not None else None
+        sig = signature(op)
         if bucket and sig == signature(bucket[0]) and all(
                 not _depends(program, op, m) for m in bucket):
             bucket.append(op)
             continue
         if len(bucket) > 1:
-            _coalesce_bucket(system, program, groups, bucket)
+            out.append(_while_free(_coalesce(system, program, bucket)))
         bucket = [op] if sig is not None else []
+    return out
 
 
-def _coalesce_bucket(system: System, program: Program, groups: _Groups, bucket: list[Op]) -> None:
-    first = calls(program, bucket[0])[0]
-    call = Call(first.op, sum(c.nbytes for op in bucket for c in calls(program, op)), first.world,
+def _coalesce(system: System, program: Program, run: list[Op]) -> Merge:
+    first = calls(program, run[0])[0]
+    call = Call(first.op, sum(c.nbytes for op in run for c in calls(program, op)), first.world,
                 first.dtype, first.root, first.in_switch)
     choice = best_call(system, call)
-    alone = sum(best_call(system, c).time_s for op in bucket for c in calls(program, op))
-    if choice.time_s < alone:
-        names = [op.name for op in bucket]
-        groups.merge(names, Task("+".join(names), tuple(names), ("comm",), choice.time_s, "comm",
-                                 f"{choice.label} ({len(names)} calls in one)", sms=choice.sms))
+    names = [op.name for op in run]
+    return names, Task("+".join(names), tuple(names), ("comm",), choice.time_s, "comm",
+                       f"{choice.label} ({len(names)} calls in one)", sms=choice.sms)
 
 
 def _depends(program: Program, later: Op, earlier: Op) -> bool:
@@ -324,16 +355,27 @@ def _depends(program: Program, later: Op, earlier: Op) -> bool:
 
 
 # ---- tasks -------------------------------------------------------------------------------------
-def _tasks(system: System, program: Program, groups: list[list[str]],
-           fused: dict[tuple[str, ...], Task], best: bool, one_lane: bool) -> Plan:
+def plan_tasks(system: System, program: Program, groups: list[list[str]],
+               fused: dict[tuple[str, ...], Task], best: bool, one_lane: bool,
+               alone: dict[str, list[Task]] | None = None, part: bool = False) -> Plan:
+    """The tasks of ``groups`` in issue order; ``fused``: the task of each merged group (its
+    ops in program order); ``alone``: each op's tasks alone, filled as made (pksim's best
+    makes its plan many times); ``part``: the groups are a part of the program, and the ops
+    they depend on outside it ran before it."""
     tasks: list[Task] = []
     task_of: dict[str, int] = {}
     for members in groups:
         key = tuple(members)
-        made = [fused[key]] if key in fused else _op_tasks(system, program,
-                                                           program.op(members[0]), best)
+        if key in fused:
+            made = [fused[key]]
+        elif alone is not None and key[0] in alone:
+            made = alone[key[0]]
+        else:
+            made = _op_tasks(system, program, program.op(key[0]), best)
+            if alone is not None:
+                alone[key[0]] = made
         deps = sorted({task_of[d] for m in members for d in program.op(m).deps
-                       if d not in members})
+                       if d not in members and (not part or d in task_of)})
         for i, task in enumerate(made):
             lanes = task.lanes if not one_lane else (
                 # the baseline's asynchronous calls (and the host reads of the objects they

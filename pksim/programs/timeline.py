@@ -18,6 +18,7 @@ decisions.md D46).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hwmodels.system import System
@@ -54,12 +55,23 @@ def host_read_s(system: System) -> float:
 
 def run_tasks(system: System, tasks: list[Task]) -> list[Span]:
     """Start and end of every task (tasks in issue order, dependencies earlier)."""
+    return run_until(system, tasks)[0]
+
+
+def run_until(system: System, tasks: list[Task], host_s: float = 0.0,
+              settled: Callable[[int], bool] | None = None
+              ) -> tuple[list[Span], tuple[int, float] | None]:
+    """``run_tasks`` with the host's clock at ``host_s`` before the first issue, stopping at
+    the first task ``j`` issued once every task before it has ended for which ``settled(j)``
+    holds: then the spans of the tasks before it and (j, its issue time). From such a task on
+    the run is that of the tasks from it on alone, started at its issue time (pksim's best
+    compares plans that differ in a few tasks this way, docs/decisions.md D61)."""
     api = system.gpu.sync.launch_api_s
     read_s = host_read_s(system)
     sms_total = system.gpu.sm.count
     n = len(tasks)
     issued: list[float] = []
-    host = 0.0
+    host = host_s
 
     def issue() -> None:
         """Issue tasks in order until a host read, which blocks the host until it returns."""
@@ -87,6 +99,8 @@ def run_tasks(system: System, tasks: list[Task]) -> list[Span]:
     cursor = 0              # issue times rise in order: the first task not issued by ``now``
     while len(end) < n:
         while cursor < len(issued) and issued[cursor] <= now + EPS:
+            if settled is not None and len(end) == cursor and settled(cursor):
+                return [s for s in spans if s is not None], (cursor, issued[cursor])
             cursor += 1
         for i in sorted({queues[lane][head[lane]] for lane in queues
                          if head[lane] < len(queues[lane])}):
@@ -122,4 +136,4 @@ def run_tasks(system: System, tasks: list[Task]) -> list[Span]:
             if tasks[i].host_reads:          # the host returns and issues what follows
                 host = now
                 issue()
-    return [s for s in spans if s is not None]
+    return [s for s in spans if s is not None], None
