@@ -77,7 +77,10 @@ def supported_archs() -> list[str]:
 
 
 def _world(op, alg, mech, system) -> int:
-    """16 ranks, or 8 where the kernel sums every rank's buffer with TMA or copy engines."""
+    """16 ranks (the wide instance), or 8 where the kernel sums every rank's buffer with TMA
+    or copy engines or the system's domain holds fewer GPUs (dgx-h100)."""
+    if load_system(system).domain.gpus_per_domain < 16:
+        return 8
     s = _schedule(op, alg, mech, 16)
     return 16 if emit_reason(load_system(system), s) is None else 8
 
