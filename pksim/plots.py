@@ -434,13 +434,7 @@ def sensitivity(points: Sequence[dict], title: str) -> Figure:
                     note = hit[0]["bound_resource"] + (" *" if hit[0]["changed"] else "")
                     ax.text(x, hit[0]["gain"], " " + note, rotation=90, ha="center",
                             va="bottom", fontsize=6)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.margins(y=0.25)
-        ax.set_xticks(range(len(variants)))
-        ax.set_xticklabels(variants, fontsize=7, rotation=20, ha="right")
-        ax.set_ylabel("speed-up vs unchanged")
-        ax.set_title(system, fontsize=10)
-        ax.grid(True, axis="y", alpha=0.3)
+        _gain_axes(ax, system, variants, margin=0.25, rotation=20)
         ax.legend([Patch(color=c) for c in colours.values()], list(colours), fontsize=6,
                   loc="best")
     fig.suptitle(title + "  (on each bar: the binding resource; * the best schedule changed)")
@@ -546,13 +540,7 @@ def program_gain(points: Sequence[dict], title: str) -> Figure:
                                hatch=hatch, edgecolor="white", linewidth=0.4)
                         ax.text(x + k * width, p[key], f" {p[key]:.2f}x", rotation=90,
                                 ha="center", va="bottom", fontsize=6)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.margins(y=0.2)
-        ax.set_xticks(range(len(programs)))
-        ax.set_xticklabels(programs, fontsize=7, rotation=30, ha="right")
-        ax.set_ylabel("speed-up vs unchanged")
-        ax.set_title(system, fontsize=10)
-        ax.grid(True, axis="y", alpha=0.3)
+        _gain_axes(ax, system, programs, margin=0.2, rotation=30)
     handles = [Patch(color=c) for c in colours.values()]
     handles += [Patch(facecolor="grey"), Patch(facecolor="grey", hatch="//", edgecolor="white")]
     labels = list(colours) + ["pksim's best", "baseline (PyTorch + NCCL)"]
@@ -560,3 +548,14 @@ def program_gain(points: Sequence[dict], title: str) -> Figure:
                fontsize=8)
     fig.suptitle(title)
     return fig
+
+
+def _gain_axes(ax, system: str, ticks: list[str], margin: float, rotation: int) -> None:
+    """A speed-up panel's frame: the 1x line, one tick per bar group, the system as title."""
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.margins(y=margin)
+    ax.set_xticks(range(len(ticks)))
+    ax.set_xticklabels(ticks, fontsize=7, rotation=rotation, ha="right")
+    ax.set_ylabel("speed-up vs unchanged")
+    ax.set_title(system, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
