@@ -86,16 +86,22 @@ def test_fused_variants_and_virtual_baselines():
 
 
 def test_epilogue_kernels_and_split_ops_match_the_kernels():
-    # every reducing kernel that takes a reduce op and an epilogue sums every rank's buffer in
-    # one move (epilogue.cuh's reduce_ep), and its struct is in the header codegen names
+    # every reducing kernel that takes a reduce op and an epilogue is its plain algorithm
+    # without copy engines (epilogue.cuh: `using X_ep = sm_only_of<X>`), whose struct sums
+    # every rank's buffer in one move through the config's policy (moves.cuh,
+    # reduce_from_ranks / reduce_ranks_to_ranks<C>), in the header codegen names
     from codegen.plan import EPILOGUE_STRUCTS
     assert set(kc.EPILOGUE_KERNELS) <= set(kc.WORLD_SUMS)
+    ep_text = (KERNELS / "collectives/epilogue.cuh").read_text()
     for (op, alg), kalg in EPILOGUE_STRUCTS.items():
-        body = _struct("collectives/epilogue.cuh", f"{op.replace('-', '_')}_{kalg}")
-        assert "reduce_ep" in body and "sources(int world) { return world; }" in body
+        name, plain = f"{op.replace('-', '_')}_{kalg}", f"{op.replace('-', '_')}_{kalg[:-3]}"
+        assert f"using {name} = sm_only_of<{plain}>;" in ep_text, name
+        body = _struct(f"collectives/{KERNELS_BY_ALG[(op, alg)][0]}", plain)
+        assert re.search(r"reduce_(from_ranks|ranks_to_ranks)<C", body)
+        assert "sources(int world) { return world; }" in body
     for op in ("reduce", "reduce-scatter-v"):
-        assert "reduce_ep" in _struct(f"collectives/{KERNELS_BY_ALG[(op, 'direct')][0]}",
-                                      f"{op.replace('-', '_')}_direct")
+        assert "reduce_from_ranks<C" in _struct(f"collectives/{KERNELS_BY_ALG[(op, 'direct')][0]}",
+                                                f"{op.replace('-', '_')}_direct")
     # the reduce ops and epilogues are the config's pkc::op_<name> / pkc::ep_<name>
     text = (KERNELS / "collectives/epilogue.cuh").read_text()
     for name in kc.REDUCE_OPS:
@@ -114,13 +120,15 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
 def test_loads_in_flight_of_the_plain_and_epilogue_register_sums():
     # the model's register op term (pksim.moves.epilogue_time_per_B, D56) rests on this: the
     # plain sum keeps two vectors a source in flight up to REG_TWO_VECTOR_SOURCES sources
-    # (reg_reduce_body<U = 2, ...>), one beyond; the epilogue routines one (U = 1)
-    coll = (KERNELS / "collectives/collective.cuh").read_text()
+    # (moves.cuh: reg_reduce_body<U = R::kRegVectors, ...>, sum_policy's 2), one beyond; the
+    # epilogue policy one (ep_policy's kRegVectors = 1)
+    moves = (KERNELS / "collectives/moves.cuh").read_text()
     n = kc.REG_TWO_VECTOR_SOURCES
-    assert re.search(rf"if \(src\.n <= {n}\) reg_reduce_body<2, {n}, {n}>", coll)
-    assert re.search(r"else reg_reduce_body<1, PKC_SET_SLOTS, QB>", coll)
-    ep = (KERNELS / "collectives/epilogue.cuh").read_text()
-    assert "constexpr int U = 1;" in ep
+    assert "constexpr int U = R::kRegVectors;" in moves
+    assert re.search(rf"if \(src\.n <= {n}\) reg_reduce_body<U, {n}, {n}, ", moves)
+    assert re.search(r"else reg_reduce_body<1, PKC_SET_SLOTS, ", moves)
+    assert "kRegVectors = 2;" in _struct("collectives/moves.cuh", "sum_policy")
+    assert "kRegVectors = 1;" in _struct("collectives/epilogue.cuh", "ep_policy")
 
 
 # ---- what codegen can emit: the one source the search and codegen share -------------------
