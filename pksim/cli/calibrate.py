@@ -120,11 +120,7 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: tup
     command = _command(system_name, output, from_json, device, quick, bool(missing))
     text = render_toml(fitted, results, inherits_ref(system, system_name, output),
                        output.stem, command, results_ref, missing)
-    write_file(output, text, force)
-    try:
-        load_system(str(output))
-    except ConfigError as exc:                      # a bug here, not the user's input
-        raise ValidationError(f"the calibrated file does not load: {exc}") from None
+    _write_loadable(output, text, force)
 
     if as_json:
         emit_json({
@@ -189,11 +185,7 @@ def _calibrate_ranks(system, system_name: str, n: int, output: Path | None,
     command = " ".join(parts + [f"-o {output}"])
     text = peer.render(doc, result, inherits_ref(system, system_name, output), output.stem,
                        command, str(path))
-    write_file(output, text, force)
-    try:
-        load_system(str(output))
-    except ConfigError as exc:                      # a bug here, not the user's input
-        raise ValidationError(f"the calibrated file does not load: {exc}") from None
+    _write_loadable(output, text, force)
     if as_json:
         emit_json({"output": str(output), "results": str(path), "device": doc["device"],
                    "date": doc["date"], "ranks": n, "devices": doc["devices"],
@@ -216,3 +208,13 @@ def _calibrate_ranks(system, system_name: str, n: int, output: Path | None,
     table("prediction vs measurement", ["group", "points", "median |error|", "max |error|",
                                         "fitted"], peer.summary_rows(result))
     click.echo(f"wrote {output}")
+
+
+def _write_loadable(output: Path, text: str, force: bool) -> None:
+    """Write a calibrated system file, then load it: one that does not load is a bug here,
+    not the user's input."""
+    write_file(output, text, force)
+    try:
+        load_system(str(output))
+    except ConfigError as exc:
+        raise ValidationError(f"the calibrated file does not load: {exc}") from None

@@ -3,18 +3,13 @@ overwritten, options out of range. Each ends in one line on stderr and exit code
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
-from pksim.cli.main import cli
 from pksim.plots import OutputDir
-from pksim.runner import run_task as _REAL_RUN_TASK
+
+from tests.pksim.helpers import interrupt_after, run
 
 SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
 NVLINK = "gpu.nvlink.link_bandwidth_GBps"
-
-
-def run(args):
-    return CliRunner().invoke(cli, args)
 
 
 def one_line_error(result, *needles):
@@ -200,7 +195,6 @@ def _stable(path):
 
 def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, monkeypatch):
     import json
-    import pksim.runner
     study = tmp_path / "small.toml"
     study.write_text(STUDY)
     base = ["whatif", "--study", str(study), "--workers", "1"]
@@ -209,20 +203,9 @@ def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, m
     total = len(json.loads((full / "results.json").read_text())["rows"])
     assert total == 12
 
-    real = pksim.runner.run_task
-    calls = []
-
-    def interrupt_after(k):
-        def task(t):
-            if len(calls) == k:
-                raise KeyboardInterrupt
-            calls.append(t)
-            return real(t)
-        return task
-
     k = 5
     part = tmp_path / "part"
-    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(k))
+    interrupt_after(monkeypatch, k)
     stopped = run(base + ["-o", str(part)])
     assert stopped.exit_code == 130
     data = json.loads((part / "results.json").read_text())
@@ -235,8 +218,7 @@ def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, m
     data.pop("resume")
     (part / "results.json").write_text(json.dumps(data))
 
-    calls.clear()
-    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(10 ** 6))
+    calls = interrupt_after(monkeypatch, 10 ** 6)
     resumed = run(base + ["-o", str(part), "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert len(calls) == total - k                           # only the missing rows ran
@@ -333,19 +315,6 @@ def test_whatif_rows_name_the_figure_they_rest_on_and_its_provenance(tmp_path):
                for r in tensor)
 
 
-def _interrupt_after(monkeypatch, k):
-    """Make the k+1-th task raise KeyboardInterrupt (Ctrl-C); returns the tasks run."""
-    import pksim.runner
-    real, calls = _REAL_RUN_TASK, []
-
-    def task(t):
-        if len(calls) == k:
-            raise KeyboardInterrupt
-        calls.append(t)
-        return real(t)
-    monkeypatch.setattr(pksim.runner, "run_task", task)
-    return calls
-
 
 SWEEP = ["sweep", "--system", "dgx-h100,h200-virtual", "--op", "all-reduce", "--bytes",
          "1MiB:8MiB", "--world", "4", "--workers", "1"]
@@ -360,7 +329,7 @@ def test_interrupted_sweep_is_partial_and_resume_completes_it(tmp_path, monkeypa
 
     k = 5
     part = tmp_path / "part"
-    _interrupt_after(monkeypatch, k)
+    interrupt_after(monkeypatch, k)
     result = run(SWEEP + ["-o", str(part)])
     assert result.exit_code == 130
     assert (part / "sweep.csv").read_text().startswith(f"# partial: {k} of {total} rows")
@@ -369,7 +338,7 @@ def test_interrupted_sweep_is_partial_and_resume_completes_it(tmp_path, monkeypa
     assert len(data["results"]) == k
     assert not (part / "busbw.png").exists()
 
-    calls = _interrupt_after(monkeypatch, 10 ** 6)
+    calls = interrupt_after(monkeypatch, 10 ** 6)
     resumed = run(SWEEP + ["-o", str(part), "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert len(calls) == total - k                           # only the missing rows ran

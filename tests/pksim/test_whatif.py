@@ -6,15 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
-from pksim.cli.main import cli
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_prediction,
                           lower_bound, run_task, run_tasks)
 from pksim.search import best, space
 from pksim.collective import build, simulate
+from tests.pksim.helpers import run, write
 from pksim.study import (Case, Variant, default_study, figure, find_study, list_studies,
                          load_study, load_variants)
 
@@ -42,16 +41,6 @@ search = { comm_sms = [16] }
 kinds = ["time", "speedup", "breakdown", "roofline", "timeline", "sensitivity"]
 timeline = { system = "dgx-h100", workload = "ar" }
 """
-
-
-def run(args):
-    return CliRunner().invoke(cli, args)
-
-
-def write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
 
 
 def assert_png(path: Path) -> None:

@@ -8,14 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
-from pksim.cli.main import cli
 from pksim.runner import Task, attach_baselines, run_task, tasks_for
 from pksim.study import Case, Variant, figure, find_study, load_study, load_variants
 from pksim.study_programs import PROGRAM_OP
+from tests.pksim.helpers import interrupt_after, run, write
 
 SMALL = ["allgather-gemm", "reducescatter-rmsnorm"]
 STUDY = """
@@ -31,16 +30,6 @@ world = 8
 [plots]
 kinds = ["time", "program-roofline", "program-gain"]
 """
-
-
-def run(args):
-    return CliRunner().invoke(cli, args)
-
-
-def write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
 
 
 def one_line_error(result, *needles: str) -> None:
@@ -253,7 +242,6 @@ def _stable(path: Path):
 
 
 def test_resume_keeps_program_rows_and_completes_the_rest(tmp_path, monkeypatch):
-    import pksim.runner
     study = write(tmp_path, STUDY)
     base = ["whatif", "--study", str(study), "--workers", "1",
             "--vary", "gpu.nvlink.link_bandwidth_GBps=2x"]
@@ -262,24 +250,12 @@ def test_resume_keeps_program_rows_and_completes_the_rest(tmp_path, monkeypatch)
     total = len(json.loads((full / "results.json").read_text())["rows"])
     assert total == 2 * (2 + 2) * 2                  # variants x (ops + programs) x impls
 
-    real = pksim.runner.run_task
-    calls = []
-
-    def interrupt_after(k):
-        def task(t):
-            if len(calls) == k:
-                raise KeyboardInterrupt
-            calls.append(t)
-            return real(t)
-        return task
-
     part = tmp_path / "part"
-    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(9))
+    interrupt_after(monkeypatch, 9)
     assert run(base + ["-o", str(part)]).exit_code == 130
     kept = json.loads((part / "results.json").read_text())["rows"]
     assert sum(r["op"] == PROGRAM_OP for r in kept) >= 1 and len(kept) == 9
-    calls.clear()
-    monkeypatch.setattr(pksim.runner, "run_task", interrupt_after(10 ** 6))
+    calls = interrupt_after(monkeypatch, 10 ** 6)
     resumed = run(base + ["-o", str(part), "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert len(calls) == total - 9                   # only the missing rows ran
