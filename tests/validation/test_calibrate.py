@@ -85,9 +85,9 @@ RUN45 = CAL / "h200-block-moves-2026-12-04-run45.json.gz"
 BM256_46 = CAL / "h200-block-moves-256mib-2026-12-04-run46.json.gz"
 BIG_46 = CAL / "h200-block-moves-1gib-2026-12-04-run46.json.gz"
 # the collectives' sums with a reduce op and an epilogue beside the plain sum (epilogue_moves.cu,
-# 2026-12-04 12:32 UTC; docs/decisions.md D56): the epilogue stage's only input
+# docs/decisions.md D56): the epilogue stage's only input
 EPI = CAL / "h200-epilogue-moves-2026-12-04.json.gz"
-# the inter-SM fused kernels' pull-reduce in its TMA form alone (fused_pull_tma; 12:39 UTC,
+# the inter-SM fused kernels' pull-reduce in its TMA form alone (fused_pull_tma,
 # docs/decisions.md D54): its own three figures, nothing else
 PULL_TMA = CAL / "h200-fused-pull-tma-2026-12-04.json"
 INPUTS = tuple(i.path for i in manifest.inputs())

@@ -28,8 +28,8 @@
 // destination compared with a device reference computed in the same order (fp32, the op over
 // the sources in source order, x scale, + bias, rounded once): within one unit in the last
 // place of the largest term in the output type (the kernels may fuse the scale and the bias into
-// one FMA, which rounds once where the reference rounds twice: the H200 run of 2026-12-04 had
-// its 8 fp32 max-scale-bias points fail a check against the result's own unit, not fitted).
+// one FMA, which rounds once where the reference rounds twice; a check against the result's own
+// unit failed every fp32 max-scale-bias point: docs/decisions.md D56).
 // Usage: epilogue_moves [--quick] [--payload-mib N]
 #include "moves_check.cuh"
 #include "collectives/epilogue.cuh"
