@@ -32,6 +32,25 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def identity_lines(name: str, description: str, inherits: str, dev: str, day: str, drv: str,
+                   command: str, results_ref: str, results_date: str, method: str) -> list[str]:
+    """A calibrated file's name, parent, device and [calibration] table (its command, results
+    and fitting method), as every calibrated file starts."""
+    return [
+        f"name = {_q(name)}",
+        f"description = {_q(description)}",
+        f"inherits = {_q(inherits)}",
+        f"calibrated = {{ device = {_q(dev)}, date = {_q(day)}, driver = {_q(drv)} }}",
+        "",
+        "[calibration]",
+        f"command = {_q(command)}",
+        f"results = {_q(results_ref)}",
+        f"results_date = {_q(results_date)}",
+        f"method = {_q(method)}",
+        "",
+    ]
+
+
 def render_toml(fit_result: FitResult, results: Results, inherits: str, name: str,
                 command: str, results_ref: str, missing: dict[str, str] | None = None) -> str:
     """The text of a calibrated system file; ``missing`` (``calibrate --partial``): the
@@ -42,17 +61,12 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
         f"#   {command}",
         f"# Fitted figures only; everything else is inherited from {inherits}.",
         "# Regenerate with the command above; the fit and its residuals: docs/VALIDATION.md.",
-        f"name = {_q(name)}",
-        f"description = {_q(f'{dev} as calibrated by pksim calibrate on {day} from the microbenchmarks (inherits {inherits})')}",
-        f"inherits = {_q(inherits)}",
-        f"calibrated = {{ device = {_q(dev)}, date = {_q(day)}, driver = {_q(drv)} }}",
-        "",
-        "[calibration]",
-        f"command = {_q(command)}",
-        f"results = {_q(results_ref)}",
-        f"results_date = {_q(results.date)}",
-        f"method = {_q('scipy.optimize.least_squares on log(predicted / measured time) of pksim.microbench_model, stage by stage, soft-L1 loss (scale 0.05), groups weighted equally')}",
-        "",
+        *identity_lines(name, f"{dev} as calibrated by pksim calibrate on {day} from the "
+                        f"microbenchmarks (inherits {inherits})", inherits, dev, day, drv,
+                        command, results_ref, results.date,
+                        "scipy.optimize.least_squares on log(predicted / measured time) of "
+                        "pksim.microbench_model, stage by stage, soft-L1 loss (scale 0.05), "
+                        "groups weighted equally"),
     ]
     for stage in fit_result.stages:
         for group in stage.groups:

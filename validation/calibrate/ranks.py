@@ -30,7 +30,7 @@ from scipy.optimize import least_squares
 from codegen.build import BuildOptions, compile_source
 from hwmodels.errors import ConfigError, ValidationError
 from hwmodels.resources import microbench_dir
-from validation.calibrate.file import _num, _pct, _q
+from validation.calibrate.file import _num, _pct, _q, identity_lines
 
 FORMAT = "pksim peers v1"
 SM_SWEEP = (1, 2, 4, 8, 16, 32, 66, 132)
@@ -326,17 +326,12 @@ def render(doc: dict, result: RanksFit, inherits: str, name: str, command: str,
         f"#   {command}",
         f"# gpu.transfer_remote only; everything else is inherited from {inherits}.",
         f"# Path: {path_note}.",
-        f"name = {_q(name)}",
-        f"description = {_q(description)}",
-        f"inherits = {_q(inherits)}",
-        f"calibrated = {{ device = {_q(dev)}, date = {_q(day)}, driver = {_q(drv)} }}",
-        "",
-        "[calibration]",
-        f"command = {_q(command)}",
-        f"results = {_q(results_ref)}",
-        f"results_date = {_q(doc['date'])}",
-        f"method = {_q('scipy.optimize.least_squares on log(predicted / measured time) of the one-direction points, soft-L1 loss (scale 0.05): time = start + bytes / min(SMs x per-SM rate (x m / (m + half) for TMA messages of m bytes), path cap); copy engines: setup + bytes / rate (docs/decisions.md D50)')}",
-        "",
+        *identity_lines(name, description, inherits, dev, day, drv, command, results_ref,
+                        doc["date"],
+                        "scipy.optimize.least_squares on log(predicted / measured time) of the "
+                        "one-direction points, soft-L1 loss (scale 0.05): time = start + bytes / "
+                        "min(SMs x per-SM rate (x m / (m + half) for TMA messages of m bytes), "
+                        "path cap); copy engines: setup + bytes / rate (docs/decisions.md D50)"),
         "[calibration.ranks]",
         f"ranks = {doc['world']}",
         f"devices = {doc['devices']}",
