@@ -504,7 +504,10 @@ PK_DEV void reg_reduce_coaligned(const ptrs<T>& dst, const cptrs<T>& src, size_t
   }
   for (size_t i = g.tid; i < head; i += g.size) reduce_elem<T>(dst, src, i, base + i, r);
   constexpr int U = R::kRegVectors;
-  if (src.n <= 2) reg_reduce_body<U, 2, 2, 16>(dst, src, head, nv, base, r, g);
+  // bf16 takes two sources through the four-slot body: the two-slot one, two vectors a source,
+  // put the 8-rank one-shot all-reduce and direct reduce on 8 B of stack (ptxas -v, sm_90a,
+  // CUDA 13.0); the four-slot body guards the missing sources' loads.
+  if (sizeof(T) == 4 && src.n <= 2) reg_reduce_body<U, 2, 2, 16>(dst, src, head, nv, base, r, g);
   else if (src.n <= 4) reg_reduce_body<U, 4, 4, 16>(dst, src, head, nv, base, r, g);
   else reg_reduce_body<1, PKC_SET_SLOTS, QB, 16>(dst, src, head, nv, base, r, g);
   for (size_t i = head + nv * V + g.tid; i < n; i += g.size) reduce_elem<T>(dst, src, i, base + i, r);
