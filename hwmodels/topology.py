@@ -220,6 +220,45 @@ class Topology:
         hops.append(f"nvls{level}.{loc.groups[level - 1]}")
         return Path(tuple(res), latency, tuple(hops))
 
+    # ---- symmetries -------------------------------------------------------------
+    def automorphisms(self) -> tuple[tuple[int, ...], ...]:
+        """Rank relabellings that generate the topology's symmetry group; each is a tuple
+        ``perm`` (rank r becomes rank ``perm[r]``). The ranks hang in a tree: the domains,
+        their switch groups tier by tier, the ranks of a tier-1 group (virtual ranks: all on
+        the one GPU). A path's resources and latency follow from where its two ends sit in
+        that tree, so exchanging sibling subtrees of the same shape maps every path onto a
+        path of the same latency and every resource onto one of the same class and capacity.
+        The generators: for each set of alike siblings, a swap of the first two and a cycle
+        through all of them, then the same inside the first of them (inside the others it
+        follows by conjugation). None where the switch groups do not nest."""
+        if "automorphisms" not in self._cache:
+            tree = self._rank_tree()
+            perms: list[tuple[int, ...]] = []
+            if tree is not None:
+                _generators(tree, self.world, perms)
+            self._cache["automorphisms"] = tuple(perms)
+        return self._cache["automorphisms"]
+
+    def _rank_tree(self) -> dict | None:
+        """The ranks as leaves of nested dicts (domain, tier-L group, ..., tier-1 group);
+        None where a switch group spans two parents."""
+        if self.virtual:
+            branches = [() for _ in self.locations]
+        else:
+            branches = [(loc.domain,) + loc.groups[::-1] for loc in self.locations]
+        parent: dict = {}
+        for branch in branches:
+            for depth in range(1, len(branch)):
+                if parent.setdefault((depth, branch[depth]), branch[depth - 1]) != branch[depth - 1]:
+                    return None
+        root: dict = {}
+        for rank, branch in enumerate(branches):
+            node = root
+            for key in branch:
+                node = node.setdefault(key, {})
+            node[rank] = rank
+        return root
+
     def counts(self) -> dict[str, int]:
         """Number of GPUs, switch groups per tier, switch chips, NVLink ports, NICs."""
         out = {"gpus": self.gpus, "ranks": self.world, "domains": self.domains}
@@ -232,3 +271,46 @@ class Topology:
             self.world * self.system.gpu.nvlink.links if self.world > 1 else 0)
         out["nics"] = self.world if self.domains > 1 else 0
         return out
+
+
+# ---- the rank tree's automorphisms (Topology.automorphisms) ---------------------------
+def _shape(node) -> tuple:
+    """A subtree's shape: () for a rank, else its children's shapes, sorted."""
+    return () if isinstance(node, int) else tuple(sorted(_shape(c) for c in node.values()))
+
+
+def _alike(node: dict) -> list[list]:
+    """A node's children grouped by shape (groups in the order of their shapes)."""
+    groups: dict = {}
+    for child in node.values():
+        groups.setdefault(_shape(child), []).append(child)
+    return [groups[shape] for shape in sorted(groups)]
+
+
+def _leaf_pairs(a, b) -> list[tuple[int, int]]:
+    """(rank of a, rank of b) under one isomorphism of two subtrees of the same shape."""
+    if isinstance(a, int):
+        return [(a, b)]
+    return [pair for xs, ys in zip(_alike(a), _alike(b)) for x, y in zip(xs, ys)
+            for pair in _leaf_pairs(x, y)]
+
+
+def _generators(node, world: int, out: list[tuple[int, ...]]) -> None:
+    if isinstance(node, int):
+        return
+    for alike in _alike(node):
+        k = len(alike)
+        if k > 1:
+            out.append(_moved(world, [(alike[0], alike[1]), (alike[1], alike[0])]))
+        if k > 2:
+            out.append(_moved(world, [(alike[i], alike[(i + 1) % k]) for i in range(k)]))
+        _generators(alike[0], world, out)
+
+
+def _moved(world: int, moves: list) -> tuple[int, ...]:
+    """The rank permutation that carries each subtree a onto b, for (a, b) in ``moves``."""
+    perm = list(range(world))
+    for a, b in moves:
+        for x, y in _leaf_pairs(a, b):
+            perm[x] = y
+    return tuple(perm)

@@ -12,6 +12,7 @@ works on it. Every phase is a Step without transfers and with moves.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import Callable
@@ -69,8 +70,8 @@ def _ag_ring(w, nbytes, root, ce, dtype):
     def forward():   # copy_range as in the first phase; copy engines: one copy. The shard
         # is the one the previous phase wrote into this rank's output
         return [Move(r, shard, (r,), ((r + 1) % w,), dealt=not ce, warm=1) for r in range(w)]
-    return ([_phase(("kag", "ring0", w, shard, ce), first)]
-            + [_phase(("kag", "ring", w, shard, ce), forward) for _ in range(w - 2)])
+    return [_phase(("kag", "ring0", w, shard, ce), first)] + [_phase(("kag", "ring", w, shard, ce),
+                                                                    forward)] * (w - 2)
 
 
 # ---- reduce-scatter (reduce_scatter.cuh) ---------------------------------------------------
@@ -94,18 +95,17 @@ def _rs_ring_phases(w, shard, ce, tag, last_to_output=True):
     out = [_phase((tag, "ring0", w, shard), lambda: [Move(r, shard, (r,), (nxt[r],))
                                                      for r in range(w)])]
     if ce:   # sum into a local staging slot (SM kernel), then a copy to the next rank
-        for _ in range(w - 2):
-            # the same ce_phase goes on with the copy: no event waits in between
-            out.append(_phase((tag, "ring-ce-sum", w, shard), lambda: [
-                Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)], joins=False))
-            out.append(_phase((tag, "ring-ce-send", w, shard), lambda: [
-                Move(r, shard, (r,), (nxt[r],), warm=1) for r in range(w)]))
+        # the same ce_phase goes on with the copy: no event waits in between
+        add = _phase((tag, "ring-ce-sum", w, shard), lambda: [
+            Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)], joins=False)
+        send = _phase((tag, "ring-ce-send", w, shard), lambda: [
+            Move(r, shard, (r,), (nxt[r],), warm=1) for r in range(w)])
+        out += [add, send] * (w - 2)
         out.append(_phase((tag, "ring-ce-last", w, shard), lambda: [
             Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
         return out
-    for _ in range(w - 2):
-        out.append(_phase((tag, "ring-sum", w, shard), lambda: [
-            Move(r, shard, (r, r), (nxt[r],), True, warm=1) for r in range(w)]))
+    out += [_phase((tag, "ring-sum", w, shard), lambda: [
+        Move(r, shard, (r, r), (nxt[r],), True, warm=1) for r in range(w)])] * (w - 2)
     out.append(_phase((tag, "ring-last", w, shard), lambda: [
         Move(r, shard, (r, r), (r,), True, warm=1) for r in range(w)]))
     return out
@@ -144,10 +144,9 @@ def _ar_two_shot(w, nbytes, root, ce, dtype):
 def _ar_ring(w, nbytes, root, ce, dtype):
     chunk = nbytes / w
     out = _rs_ring_phases(w, chunk, ce, "kar")
-    for _ in range(w - 1):   # forward the reduced chunks (the previous phase's) onwards
-        out.append(_phase(("kar", "ring-ag", w, chunk), lambda: [
-            Move(r, chunk, (r,), ((r + 1) % w,), warm=1) for r in range(w)]))
-    return out
+    # forward the reduced chunks (the previous phase's) onwards
+    return out + [_phase(("kar", "ring-ag", w, chunk), lambda: [
+        Move(r, chunk, (r,), ((r + 1) % w,), warm=1) for r in range(w)])] * (w - 1)
 
 
 # ---- all-to-all and broadcast ----------------------------------------------------------------
@@ -279,18 +278,31 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
     D53), its sums through the epilogue routines (Move.epilogue: their extra SM time, D56)."""
     if mechanism not in KERNEL_MECHANISMS or world < 2:
         return None
-    if mechanism == "copy-engine" and ((op, algorithm) in SM_ONLY or not plain(extra)):
+    return _phases(op, algorithm, mechanism == "copy-engine", world, nbytes, root, dtype, extra)
+
+
+@functools.lru_cache(maxsize=8)
+def _phases(op: str, algorithm: str, ce: bool, world: int, nbytes: float, root: int,
+            dtype: str, extra) -> list[Step] | None:
+    """kernel_phases, kept for the next call: a search builds the same kernel once per
+    candidate (SM counts, peer orders, TMA or registers), and its phases build their moves
+    once (576 ranks, every rank to every rank: 331 k of them). A phase repeated in a kernel
+    is one Step."""
+    if ce and ((op, algorithm) in SM_ONLY or not plain(extra)):
         return None     # no such kernel: a copy engine cannot apply the op (epilogue.cuh)
     sized = SIZED_PHASES.get((op, algorithm))
     if sized is not None:
-        steps = sized(world, nbytes, root, mechanism == "copy-engine", dtype, extra)
+        steps = sized(world, nbytes, root, ce, dtype, extra)
     else:
         build = KERNEL_PHASES.get((op, algorithm))
         if build is None:
             return None
-        steps = build(world, nbytes, root, mechanism == "copy-engine", dtype)
+        steps = build(world, nbytes, root, ce, dtype)
     cost = epilogue_cost(extra)
-    return [_through_epilogue(s, cost, DTYPES[dtype]) for s in steps] if cost else steps
+    if not cost:
+        return steps
+    through = {id(s): _through_epilogue(s, cost, DTYPES[dtype]) for s in steps}
+    return [through[id(s)] for s in steps]      # a repeated phase stays one Step
 
 
 def _through_epilogue(step: Step, cost: str, elem_bytes: float) -> Step:

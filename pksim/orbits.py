@@ -1,0 +1,205 @@
+"""Which flows of a program are images of each other under a symmetry of the topology.
+
+A rank relabelling from ``Topology.automorphisms`` maps every resource onto one of the same
+class and capacity and every path onto one of the same latency. Where it also maps each
+traffic pattern's moves (or transfers) onto the same pattern, it maps each flow onto a flow
+of the same pattern that puts the same weights on the relabelled resources (a flow is a
+function of its move's ranks, the topology and the schedule: pksim.flows). The orbits of the
+relabellings that keep every pattern are therefore an equitable partition of the flows and
+of the resources, which ``pksim.symmetry.reduce_orbits`` refines into the same classes as
+the refinement of every flow, from one flow per orbit (a direct all-gather on 576 ranks: one
+flow, not 576 flows of 576 stores each).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from operator import attrgetter
+from typing import Hashable, Sequence
+
+from hwmodels.topology import Topology, resource
+from pksim.cache import BoundedCache
+from pksim.program import Move, Transfer
+
+# Resource classes by what their index names (any other class: no relabelling is trusted).
+# hwmodels.topology: nvl_*, nic_*, hbm, l2 and the switch tiers' sw, up, down, nvls;
+# pksim.flows: issue, ce, cecmd (the copy commands of a GPU); pksim.nccl: copy.
+RANK_INDEXED = frozenset({"nvl_out", "nvl_in", "nic_out", "nic_in", "issue", "ce", "copy"})
+GPU_INDEXED = frozenset({"hbm", "l2", "cecmd"})
+TIER_INDEXED = re.compile(r"(sw|up|down|nvls)(\d+)")
+
+# A move's fields other than its ranks (issuer, sources, dests): a new field joins them,
+# and tests/pksim/test_orbits.py asks for a decision if it holds ranks.
+RANK_FIELDS = ("issuer", "sources", "dests")
+_MOVE_REST = attrgetter(*(f.name for f in fields(Move) if f.name not in RANK_FIELDS))
+
+ORBITS = BoundedCache(8)        # flow_orbits' results
+Form = tuple   # an item's ranks in canonical order, and the number of its layout
+
+
+def flow_orbits(topo: Topology, capacity: dict[str, float],
+                items: dict[Hashable, Sequence[Move | Transfer]]
+                ) -> tuple[dict[Hashable, list[int]], list[dict[str, str]]]:
+    """For each pattern, the orbit of each of its items (the index of the orbit's first
+    item), under the topology's relabellings that keep every pattern and every capacity;
+    and those relabellings, as resource -> its image. Without any, every item is its own
+    orbit. Kept for the next call with the same item lists (a phase's moves are built once:
+    pksim.workloads.phases), topology and capacities."""
+    key = (id(topo.system), topo.world, topo.domains,
+           tuple((k, id(its)) for k, its in items.items()), frozenset(capacity.items()))
+    hit = ORBITS.lookup(topo.system, key)
+    if hit is None:     # the item lists are kept with the result: their ids stay theirs
+        hit = ORBITS.store(topo.system, key, (_flow_orbits(topo, capacity, items), items))
+    return hit[0]
+
+
+def _flow_orbits(topo: Topology, capacity: dict[str, float],
+                 items: dict[Hashable, Sequence[Move | Transfer]]
+                 ) -> tuple[dict[Hashable, list[int]], list[dict[str, str]]]:
+    layouts = _Layouts()
+    patterns = {key: _Pattern([layouts.form(it) for it in its]) for key, its in items.items()}
+    kept: list[tuple[dict[str, str], dict]] = []
+    for perm in topo.automorphisms():
+        relabel = _relabel_resources(topo, perm, capacity)
+        if relabel is None:
+            continue
+        images = {}
+        for key, pattern in patterns.items():
+            image = pattern.images(perm, layouts)
+            if image is None:
+                break
+            images[key] = image
+        else:
+            kept.append((relabel, images))
+    orbits = {}
+    for key, p in patterns.items():
+        label = _components(len(p.distinct), [images[key] for _, images in kept])
+        orbits[key] = [p.first[label[p.index[f]]] for f in p.forms]
+    return orbits, [relabel for relabel, _ in kept]
+
+
+class _Layouts:
+    """Canonical forms of items. What decides an item's flow, ranks apart, with its ranks:
+    a move's issuer, its sources the step reads cold and those it reads warm (Move.warm: the
+    last ones), its destinations (the order inside each set changes no flow: pksim.flows adds
+    every source's reads before every destination's writes, each a resource's own constant);
+    a transfer's source and destination. A form is (those ranks in that order, each set
+    sorted; the number of its layout: the sets' sizes and the rank-free fields)."""
+
+    def __init__(self):
+        self.ids: dict = {}
+        self.cuts: list[tuple[tuple[int, int], ...]] = []   # per layout: the sets to sort
+
+    def form(self, item: Move | Transfer) -> Form:
+        if isinstance(item, Transfer):
+            return (item.src, item.dst), self._layout(("transfer", item.nbytes, item.kind), ())
+        n = len(item.sources)
+        cold = n - item.warm if item.warm else n
+        ranks = (item.issuer, *_sorted(item.sources[:cold]), *_sorted(item.sources[cold:]),
+                 *_sorted(item.dests))
+        bounds = ((1, 1 + cold), (1 + cold, 1 + n), (1 + n, len(ranks)))
+        return ranks, self._layout((cold, n - cold, len(item.dests), _MOVE_REST(item)),
+                                   tuple((a, b) for a, b in bounds if b - a > 1))
+
+    def _layout(self, shape: tuple, cuts: tuple) -> int:
+        if shape not in self.ids:
+            self.ids[shape] = len(self.cuts)
+            self.cuts.append(cuts)
+        return self.ids[shape]
+
+    def mapped(self, form: Form, at) -> Form:
+        """``form`` with every rank r replaced by at(r)."""
+        ranks, layout = form
+        ranks = tuple(map(at, ranks))
+        for a, b in self.cuts[layout]:
+            ranks = ranks[:a] + tuple(sorted(ranks[a:b])) + ranks[b:]
+        return ranks, layout
+
+
+def _sorted(ranks: tuple[int, ...]) -> tuple[int, ...] | list[int]:
+    return ranks if len(ranks) < 2 else sorted(ranks)
+
+
+class _Pattern:
+    """A pattern's items as forms: each distinct form once (in order of first appearance),
+    with its position, how often it appears and its first item's index."""
+
+    def __init__(self, forms: list[Form]):
+        self.forms = forms
+        counts: dict[Form, int] = {}
+        first: dict[Form, int] = {}
+        for i, f in enumerate(forms):
+            counts[f] = counts.get(f, 0) + 1
+            first.setdefault(f, i)
+        self.distinct = list(first)
+        self.index = {f: i for i, f in enumerate(self.distinct)}
+        self.counts = [counts[f] for f in self.distinct]
+        self.first = [first[f] for f in self.distinct]
+
+    def images(self, perm: tuple[int, ...], layouts: _Layouts) -> list[int] | None:
+        """Where ``perm`` takes each distinct item (its position), or None where the pattern
+        is not kept (an image missing, or appearing another number of times)."""
+        at = perm.__getitem__
+        if any(layouts.cuts[layout] for _, layout in self.distinct):
+            mapped = [layouts.mapped(f, at) for f in self.distinct]
+        else:       # no set to sort (one rank each): the ranks map one by one
+            mapped = [(tuple(map(at, ranks)), layout) for ranks, layout in self.distinct]
+        out = list(map(self.index.get, mapped))
+        if None in out:
+            return None
+        if len(self.distinct) < len(self.forms) and any(
+                self.counts[j] != self.counts[i] for i, j in enumerate(out)):
+            return None
+        return out
+
+
+def _components(n: int, maps: list[list[int]]) -> list[int]:
+    """The orbits of 0..n-1 under the permutations ``maps``: each one's smallest member."""
+    label = [-1] * n
+    for start in range(n):
+        if label[start] >= 0:
+            continue
+        label[start] = start
+        stack = [start]
+        while stack:
+            x = stack.pop()
+            for image in maps:
+                y = image[x]
+                if label[y] < 0:
+                    label[y] = start
+                    stack.append(y)
+    return label
+
+
+def _relabel_resources(topo: Topology, perm: tuple[int, ...], capacity: dict[str, float]
+                       ) -> dict[str, str] | None:
+    """Every resource of ``capacity`` -> its image under the rank relabelling ``perm``
+    (through the GPUs and switch groups the ranks move with); None where a class is not
+    known or a capacity would change."""
+    locs = topo.locations
+    gpus = {locs[r].gpu: locs[perm[r]].gpu for r in range(topo.world)}
+    tiers = len(topo.system.domain.switch_tiers)
+    groups = [{loc.groups[t]: locs[perm[loc.rank]].groups[t] for loc in locs}
+              for t in range(tiers)]
+    out: dict[str, str] = {}
+    for name in capacity:
+        cls = getattr(name, "cls", None)
+        if cls is None:
+            return None
+        index = int(name[len(cls) + 1:-1])
+        tier = TIER_INDEXED.fullmatch(cls)
+        if cls in RANK_INDEXED:
+            image = resource(cls, perm[index])
+        elif cls in GPU_INDEXED:
+            image = resource(cls, gpus[index])
+        elif tier is not None and 0 < int(tier[2]) <= tiers:
+            image = resource(cls, groups[int(tier[2]) - 1][index])
+        else:
+            return None
+        if capacity.get(image) != capacity[name]:
+            return None
+        out[name] = image
+    return out if len(set(out.values())) == len(out) else None
+
+
+__all__ = ["flow_orbits", "RANK_FIELDS"]
