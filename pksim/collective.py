@@ -137,10 +137,7 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
     kinds = program_kinds(program)
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
-    largest = max((t.nbytes for s in program.patterns().values() for t in s.transfers()),
-                  default=0.0)
-    largest = max([largest] + [m.payload for s in program.patterns().values()
-                               for m in (s.moves() or ())])
+    largest = max((s.largest() for s in program.patterns().values()), default=0.0)
     lanes = 1
     if schedule.chunk_bytes and largest > schedule.chunk_bytes:
         lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields
+from itertools import accumulate
 from operator import attrgetter
 from typing import Hashable, Sequence
 
@@ -33,7 +34,7 @@ TIER_INDEXED = re.compile(r"(sw|up|down|nvls)(\d+)")
 RANK_FIELDS = ("issuer", "sources", "dests")
 _MOVE_REST = attrgetter(*(f.name for f in fields(Move) if f.name not in RANK_FIELDS))
 
-ORBITS = BoundedCache(8)        # flow_orbits' results
+TRAFFIC = BoundedCache(8)       # item lists as canonical forms, with what was derived from them
 Form = tuple   # an item's ranks in canonical order, and the number of its layout
 
 
@@ -43,39 +44,82 @@ def flow_orbits(topo: Topology, capacity: dict[str, float],
     """For each pattern, the orbit of each of its items (the index of the orbit's first
     item), under the topology's relabellings that keep every pattern and every capacity;
     and those relabellings, as resource -> its image. Without any, every item is its own
-    orbit. Kept for the next call with the same item lists (a phase's moves are built once:
-    pksim.workloads.phases), topology and capacities."""
+    orbit. What depends only on the items and the topology is kept for the next call with
+    the same item lists (a phase's moves are built once: pksim.workloads.phases)."""
     key = (id(topo.system), topo.world, topo.domains,
-           tuple((k, id(its)) for k, its in items.items()), frozenset(capacity.items()))
-    hit = ORBITS.lookup(topo.system, key)
-    if hit is None:     # the item lists are kept with the result: their ids stay theirs
-        hit = ORBITS.store(topo.system, key, (_flow_orbits(topo, capacity, items), items))
-    return hit[0]
+           tuple((k, id(its)) for k, its in items.items()))
+    traffic = TRAFFIC.lookup(topo.system, key)
+    if traffic is None:     # it keeps the item lists: their ids stay theirs
+        traffic = TRAFFIC.store(topo.system, key, _Traffic(items))
+    plain = topo.automorphisms()
+    kept = traffic.kept(topo, plain, capacity)
+    if len(kept) < len(plain):
+        # some rank has a role of its own (a root, a share of another size): the relabellings
+        # that keep each rank's role
+        roles = topo.automorphisms(traffic.roles(topo.world))
+        kept += traffic.kept(topo, [p for p in roles if p not in plain], capacity)
+    return traffic.orbits([perm for perm, _ in kept]), [relabel for _, relabel in kept]
 
 
-def _flow_orbits(topo: Topology, capacity: dict[str, float],
-                 items: dict[Hashable, Sequence[Move | Transfer]]
-                 ) -> tuple[dict[Hashable, list[int]], list[dict[str, str]]]:
-    layouts = _Layouts()
-    patterns = {key: _Pattern([layouts.form(it) for it in its]) for key, its in items.items()}
-    kept: list[tuple[dict[str, str], dict]] = []
-    for perm in topo.automorphisms():
-        relabel = _relabel_resources(topo, perm, capacity)
-        if relabel is None:
-            continue
-        images = {}
-        for key, pattern in patterns.items():
-            image = pattern.images(perm, layouts)
-            if image is None:
-                break
-            images[key] = image
-        else:
-            kept.append((relabel, images))
-    orbits = {}
-    for key, p in patterns.items():
-        label = _components(len(p.distinct), [images[key] for _, images in kept])
-        orbits[key] = [p.first[label[p.index[f]]] for f in p.forms]
-    return orbits, [relabel for relabel, _ in kept]
+class _Traffic:
+    """The items of a program's patterns as canonical forms (_Layouts), and, as they are
+    asked for, where each relabelling takes them and the orbits of a set of relabellings."""
+
+    def __init__(self, items: dict[Hashable, Sequence[Move | Transfer]]):
+        self.items = items
+        self.layouts = _Layouts()
+        self.patterns = {key: _Pattern([self.layouts.form(it) for it in its])
+                         for key, its in items.items()}
+        self._images: dict[tuple[int, ...], dict | None] = {}
+        self._orbits: dict[tuple, dict[Hashable, list[int]]] = {}
+
+    def images(self, perm: tuple[int, ...]) -> dict[Hashable, list[int]] | None:
+        """Per pattern, where ``perm`` takes each distinct item; None where it does not keep
+        every pattern."""
+        if perm not in self._images:
+            out: dict | None = {}
+            for key, pattern in self.patterns.items():
+                image = pattern.images(perm, self.layouts)
+                if image is None:
+                    out = None
+                    break
+                out[key] = image
+            self._images[perm] = out
+        return self._images[perm]
+
+    def kept(self, topo: Topology, perms, capacity: dict[str, float]
+             ) -> list[tuple[tuple[int, ...], dict[str, str]]]:
+        """The relabellings of ``perms`` that keep every capacity and every pattern, each
+        with its resource -> image."""
+        kept = []
+        for perm in perms:
+            relabel = _relabel_resources(topo, perm, capacity)
+            if relabel is not None and self.images(perm) is not None:
+                kept.append((perm, relabel))
+        return kept
+
+    def orbits(self, perms: list[tuple[int, ...]]) -> dict[Hashable, list[int]]:
+        key = tuple(perms)
+        if key not in self._orbits:
+            out = {}
+            for name, p in self.patterns.items():
+                label = _components(len(p.distinct), [self._images[q][name] for q in perms])
+                out[name] = [p.first[label[p.index[f]]] for f in p.forms]
+            self._orbits[key] = out
+        return self._orbits[key]
+
+    def roles(self, world: int) -> tuple[int, ...]:
+        """A colour per rank: ranks of one colour appear as often in each place (an issuer,
+        a cold or warm source, a destination) of each pattern's items of each layout. A
+        relabelling that keeps a pattern keeps these counts."""
+        seen: list[dict] = [{} for _ in range(world)]
+        for p, pattern in enumerate(self.patterns.values()):
+            for (ranks, layout), count in zip(pattern.distinct, pattern.counts):
+                for rank, place in zip(ranks, self.layouts.places[layout]):
+                    key = (p, layout, place)
+                    seen[rank][key] = seen[rank].get(key, 0) + count
+        ids: dict = {}
+        return tuple(ids.setdefault(tuple(sorted(s.items())), len(ids)) for s in seen)
 
 
 class _Layouts:
@@ -89,22 +133,29 @@ class _Layouts:
     def __init__(self):
         self.ids: dict = {}
         self.cuts: list[tuple[tuple[int, int], ...]] = []   # per layout: the sets to sort
+        self.places: list[tuple[int, ...]] = []     # per layout: each rank's set (0: first)
 
     def form(self, item: Move | Transfer) -> Form:
         if isinstance(item, Transfer):
-            return (item.src, item.dst), self._layout(("transfer", item.nbytes, item.kind), ())
-        n = len(item.sources)
+            return (item.src, item.dst), self._layout(("transfer", item.nbytes, item.kind), (1,))
+        sources, dests = item.sources, item.dests
+        n = len(sources)
         cold = n - item.warm if item.warm else n
-        ranks = (item.issuer, *_sorted(item.sources[:cold]), *_sorted(item.sources[cold:]),
-                 *_sorted(item.dests))
-        bounds = ((1, 1 + cold), (1 + cold, 1 + n), (1 + n, len(ranks)))
-        return ranks, self._layout((cold, n - cold, len(item.dests), _MOVE_REST(item)),
-                                   tuple((a, b) for a, b in bounds if b - a > 1))
+        shape = (cold, n - cold, len(dests), _MOVE_REST(item))
+        layout = self._layout(shape, shape[:3])
+        if not self.cuts[layout]:       # no set of two or more ranks to sort
+            return (item.issuer, *sources, *dests), layout
+        return (item.issuer, *sorted(sources[:cold]), *sorted(sources[cold:]),
+                *sorted(dests)), layout
 
-    def _layout(self, shape: tuple, cuts: tuple) -> int:
+    def _layout(self, shape: tuple, sizes: tuple[int, ...]) -> int:
+        """The number of layout ``shape``; a new one notes which of its sets of ranks
+        (``sizes`` ranks each, after the first rank) hold two or more, to sort."""
         if shape not in self.ids:
+            ends = list(accumulate(sizes, initial=1))
             self.ids[shape] = len(self.cuts)
-            self.cuts.append(cuts)
+            self.cuts.append(tuple((a, b) for a, b in zip(ends, ends[1:]) if b - a > 1))
+            self.places.append((0,) + tuple(i + 1 for i, n in enumerate(sizes) for _ in range(n)))
         return self.ids[shape]
 
     def mapped(self, form: Form, at) -> Form:
@@ -114,10 +165,6 @@ class _Layouts:
         for a, b in self.cuts[layout]:
             ranks = ranks[:a] + tuple(sorted(ranks[a:b])) + ranks[b:]
         return ranks, layout
-
-
-def _sorted(ranks: tuple[int, ...]) -> tuple[int, ...] | list[int]:
-    return ranks if len(ranks) < 2 else sorted(ranks)
 
 
 class _Pattern:
@@ -135,12 +182,15 @@ class _Pattern:
         self.index = {f: i for i, f in enumerate(self.distinct)}
         self.counts = [counts[f] for f in self.distinct]
         self.first = [first[f] for f in self.distinct]
+        self.sorted_sets: bool | None = None    # whether a form has a set of ranks to sort
 
     def images(self, perm: tuple[int, ...], layouts: _Layouts) -> list[int] | None:
         """Where ``perm`` takes each distinct item (its position), or None where the pattern
         is not kept (an image missing, or appearing another number of times)."""
         at = perm.__getitem__
-        if any(layouts.cuts[layout] for _, layout in self.distinct):
+        if self.sorted_sets is None:
+            self.sorted_sets = any(layouts.cuts[layout] for _, layout in self.distinct)
+        if self.sorted_sets:
             mapped = [layouts.mapped(f, at) for f in self.distinct]
         else:       # no set to sort (one rank each): the ranks map one by one
             mapped = [(tuple(map(at, ranks)), layout) for ranks, layout in self.distinct]

@@ -12,6 +12,7 @@ equal keys cost the same, so the simulator prepares each pattern once.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
@@ -85,6 +86,7 @@ class Step:
     kinds: tuple[str, ...] | None = None
     _cache: list[Transfer] | None = field(default=None, repr=False)
     _moves: list[Move] | None = field(default=None, repr=False)
+    _largest: float | None = field(default=None, repr=False)
 
     def transfers(self) -> list[Transfer]:
         if self._cache is None:
@@ -97,6 +99,13 @@ class Step:
         if self._moves is None:
             self._moves = self.build_moves()
         return self._moves
+
+    def largest(self) -> float:
+        """The bytes of its largest transfer or move (0 without any)."""
+        if self._largest is None:
+            self._largest = max([0.0] + [t.nbytes for t in self.transfers()]
+                                + [m.payload for m in self.moves() or ()])
+        return self._largest
 
 
 @dataclass
@@ -123,6 +132,13 @@ class Program:
             out.update(step.kinds if step.kinds is not None
                        else (t.kind for t in step.transfers()))
         return out
+
+
+def digest(table) -> str:
+    """A step key's stand-in for a table of sizes as large as world x world: the key is
+    hashed at every look-up, and hashing the table itself (331 k numbers on 576 ranks)
+    costs milliseconds each time (as pksim.programs.p2p names its batches)."""
+    return hashlib.sha256(repr(table).encode()).hexdigest()[:16]
 
 
 def _first_per_key(steps: list[Step]) -> dict[Hashable, Step]:

@@ -10,6 +10,7 @@ message).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Hashable
 
 from hwmodels.errors import InfeasibleError
@@ -171,10 +172,20 @@ def build_program(op: str, algorithm: str, n: int, nbytes: float, root: int = 0,
     domains of consecutive ranks); with the ``mechanism`` of a generated kernel, also its
     phases (pksim.workloads.phases). ``extra``: the schedule's extra (split sizes, send-recv's
     peers). Raises InfeasibleError for combinations that do not exist, with the reason."""
-    program = _semantic_program(op, algorithm, n, nbytes, root, sequential, domains, dtype, extra)
+    program = Program(_semantic_steps(op, algorithm, n, nbytes, root, sequential, domains,
+                                      dtype, extra), n)
     if mechanism is not None and domains == 1:
         program.phases = kernel_phases(op, algorithm, mechanism, n, nbytes, root, dtype, extra)
     return program
+
+
+@functools.lru_cache(maxsize=4)
+def _semantic_steps(op: str, algorithm: str, n: int, nbytes: float, root: int,
+                    sequential: bool, domains: int, dtype: str = "bf16", extra=()) -> list[Step]:
+    """The steps of build_program, kept for the next call (a search builds the same
+    program once per candidate); their transfers are built when first asked for."""
+    return _semantic_program(op, algorithm, n, nbytes, root, sequential, domains, dtype,
+                             extra).steps
 
 
 def _semantic_program(op: str, algorithm: str, n: int, nbytes: float, root: int,

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Callable
 
 from pksim.kernel_contract import epilogue_cost, epilogue_of, reduce_op_of
-from pksim.program import Move, Step
+from pksim.program import Move, Step, digest
 from pksim.schedule import DTYPES
 from pksim.workloads import varsize
 
@@ -206,7 +206,7 @@ def _matrix_push(op, w, nbytes, ce, dtype, extra):
     def moves():
         return [Move(r, s[r][p] * e, (r,), (p,), serial=1 if ce else len(sends[r]), dealt=not ce)
                 for r in range(w) for p in sends[r]]
-    return [_phase(("kv", op, w, tuple(map(tuple, s)), ce), moves)]
+    return [_phase(("kv", op, w, digest(s), ce), moves)]
 
 
 def _a2av_direct(w, nbytes, root, ce, dtype, extra):
@@ -281,7 +281,7 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
     return _phases(op, algorithm, mechanism == "copy-engine", world, nbytes, root, dtype, extra)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _phases(op: str, algorithm: str, ce: bool, world: int, nbytes: float, root: int,
             dtype: str, extra) -> list[Step] | None:
     """kernel_phases, kept for the next call: a search builds the same kernel once per
