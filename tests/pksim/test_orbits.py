@@ -147,6 +147,32 @@ def test_orbits_give_the_classes_of_every_flow_for_nccl(name, world, domains, op
         _check_same(system, nccl_schedule(system, op, size, world, domains))
 
 
+VARIANTS = [  # (op, algorithm, mechanism, what else the schedule says)
+    ("reduce", "direct", "register", dict(root=37)),          # a root in the partial rack
+    ("reduce", "two-shot", "tma", dict(root=5)),
+    ("broadcast", "direct", "copy-engine", dict(root=79)),
+    ("gather", "direct", "tma", dict(root=72)),
+    ("scatter", "direct", "register", dict(root=3)),
+    ("all-reduce", "ring", "tma", dict(chunk_bytes=256 << 10, pipeline_depth=2)),
+    ("all-gather", "direct", "tma", dict(peer_order="sequential")),
+    ("all-reduce", "two-shot", "register", dict(extra=(("reduce_op", "max"),))),
+    ("all-gather-v", "direct", "tma", dict(extra=(("splits", ",".join(
+        str(64 * (1 + r % 3)) for r in range(80))),))),
+    ("send-recv", "direct", "copy-engine", dict(extra=(("peers", "+1,-1"),))),
+    ("all-to-all-v", "direct", "register", dict(extra=(("splits", ";".join(
+        ",".join(str(8 * ((r + q) % 4)) for q in range(80)) for r in range(80))),))),
+]
+
+
+@pytest.mark.parametrize("op, alg, mech, more", VARIANTS)
+def test_orbits_of_roots_chunks_orders_and_split_sizes(op, alg, mech, more):
+    # on 80 ranks of gb200-nvl576 (a rack of 72 and one of 8): a rank with a role of its
+    # own, pipelined lanes, a peer order, a reduce op, uneven split sizes and peers
+    schedule = Schedule(op=op, shape=(("bytes", 3 * MiB),), world=80, algorithm=alg,
+                        mechanism=mech, comm_sms=8, **more)
+    _check_same(load_system("gb200-nvl576"), schedule)
+
+
 def test_orbits_of_pk_schedules_over_two_domains():
     system = load_system("dgx-h100")
     for alg in ("ring", "hierarchical", "direct"):
