@@ -94,7 +94,8 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
         stage = by_stage[fit_result.stage_of[key]]
         source = (f"pksim calibrate on {dev}, driver {drv}, {day}, fit residual "
                   f"{_pct(stage.median_abs_error)} median |error| (max {_pct(stage.max_abs_error)}) "
-                  f"over {' + '.join(stage.groups)} ({stage.points} points)")
+                  f"over {' + '.join(stage.groups)} ({stage.points} points"
+                  f"{', each as its time over its aligned twin's' if stage.relative else ''})")
         tables.setdefault(table, []).append(
             f"{figure} = {{ value = {_num(value)}, source = {_q(source)}, provenance = \"calibrated\" }}")
     for table in sorted(tables):
