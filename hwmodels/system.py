@@ -191,6 +191,11 @@ class TransferSpec:
                                         doc="register move from a shifted source: SM time per KiB "
                                             "per source read, per further word load of a 16-byte "
                                             "vector (16 / word - 1)")
+    ldst_word_l2_Bps: float = fig("ldst_word_l2_GBps", 1e9,
+                                  doc="register move from a shifted source: the L2's rate of the "
+                                      "sectors its word loads fetch, 16 / word times a source's "
+                                      "bytes (a warp's W-byte loads each fetch every sector of "
+                                      "its 16-byte vectors) besides a byte per destination")
     tma_move_realign_s_per_B: float = fig("tma_move_realign_ns_per_KiB", 1e-9 / 1024,
                                           lo_open=False,
                                           doc="TMA move: SM time per KiB per shifted source, "

@@ -123,18 +123,34 @@ def shift_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, red
       per further load, per source read (a sum reads each source once; a copy its one source
       once per SET_SLOTS destinations, copy_list's batches);
     * TMA: each shifted source loaded one vector longer and realigned by the threads in the
-      stage: gpu.transfer.tma_move_realign_ns_per_KiB per shifted source (the staged path
-      itself is the sum's: move_time_per_B costs a shifted copy as a one-source sum).
+      stage: gpu.transfer.tma_move_realign_ns_per_KiB per shifted source and read (the staged
+      path itself is the sum's: move_time_per_B costs a shifted copy as a one-source sum).
 
     Fitted to block_moves --shift alone (the moves' own routines from sources 2, 4 or 8 bytes
     off the grid into aligned destinations)."""
     if not any(shifts):
         return 0.0
     t = gpu.transfer
+    batches = 1 if reduce else math.ceil(dests / SET_SLOTS)   # a copy's reads of its source
     if mechanism == "tma":
-        return t.tma_move_realign_s_per_B * shifted_sources(shifts)
-    reads = sources if reduce else math.ceil(dests / SET_SLOTS)
+        return t.tma_move_realign_s_per_B * shifted_sources(shifts) * batches
+    reads = sources * batches
     return t.ldst_move_word_s_per_B * reads * (VECTOR_BYTES // word_bytes(shifts) - 1)
+
+
+def word_l2_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
+                shifts: tuple[int, ...] = ()) -> float:
+    """The payload rate the L2 allows a register move whose sources are read in W-byte words
+    (``shifts``): each of a warp's word loads fetches every 32-byte sector of its lanes' 16-byte
+    vectors (ld.global.cg: no L1), so a source read moves 16 / W times its bytes out of the L2,
+    besides a byte per destination, at gpu.transfer.ldst_word_l2_GBps (fitted to block_moves
+    --shift on 132 blocks, where it binds; docs/decisions.md D63). Unbounded for TMA and for
+    aligned moves (16-byte loads use every sector byte they fetch)."""
+    if mechanism == "tma" or not any(shifts):
+        return math.inf
+    batches = 1 if reduce else math.ceil(dests / SET_SLOTS)
+    sectors = sources * batches * VECTOR_BYTES / word_bytes(shifts) + dests
+    return gpu.transfer.ldst_word_l2_Bps / sectors
 
 
 def register_load_rounds(gpu: GpuSpec, reduce: bool, sources: int, shifts: tuple[int, ...] = (),
@@ -222,15 +238,17 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
              readers: int = 1, routine: str = "", epilogue: str = "",
              elem_bytes: float = 2.0, shifts: tuple[int, ...] = ()) -> float:
     """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
-    use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA's staged
-    moves (sums, shifted copies), which stay bound by the blocks closer to the memory's
-    limit, one for the rest."""
+    use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA sums,
+    which stay bound by the blocks closer to the memory's limit, one for the rest (a shifted
+    TMA copy too: its SM time is the staged sum's, its traffic a copy's; D63)."""
     tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, far_sources, far_dests,
                           readers, routine, epilogue, elem_bytes, shifts)
+    if far_sources <= 0 and far_dests <= 0 and shared_Bps is not None:
+        shared_Bps = min(shared_Bps, word_l2_Bps(gpu, mechanism, sources, dests, reduce, shifts))
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
     t = gpu.transfer
-    knee = t.tma_move_reduce_knee if staged(mechanism, reduce, shifts) else t.move_knee
+    knee = t.tma_move_reduce_knee if reduce and mechanism == "tma" else t.move_knee
     return sm_issue_Bps(1.0 / tau, n_sms, knee, shared_Bps)
 
 

@@ -122,6 +122,7 @@ STAGES = (
     # each point's time over its aligned twin's (docs/decisions.md D63)
     Stage("shifted moves", ("block_moves_shift",), (
         Param("gpu.transfer.ldst_move_word_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.ldst_word_l2_GBps", 100, 1e6),
         Param("gpu.transfer.tma_move_realign_ns_per_KiB", 0.01, 1e4)), twin=aligned_twin),
     Stage("handoffs", ("signal_chain",), (Param("gpu.sync.release_ns", 1, 1e5),)),
     Stage("fused pull", ("fused_pull",), (
