@@ -5,7 +5,7 @@ validation/data/report) in run.py's microbench.json form, so that ``pksim calibr
 apart (fit.merge_results keeps one row per benchmark, params and bytes).
 
     python -m validation.calibrate.convert --run a=A.jsonl.gz --run b=B.jsonl.gz \\
-        --device "NVIDIA H200" --date 2026-12-04 --command "..." -o OUT.json.gz
+        --device "NVIDIA H200" --date DATE --command "..." -o OUT.json.gz
 
 (the shifted moves' calibration input, docs/decisions.md D63, was written so: MANIFEST.toml).
 """
