@@ -183,6 +183,24 @@ class TransferSpec:
     ldst_move_bias_s_per_elem: float = fig("ldst_move_bias_ps_per_element", 1e-12, lo_open=False,
                                            doc="register sum with a bias: SM time per output "
                                                "element (the bias read per element)")
+    # What a source off the destinations' 16-byte grid adds to those moves (kernels/collectives/
+    # moves.cuh: by registers every source read in 8-, 4- or 2-byte words, by TMA realigned in
+    # the stage; pksim.moves.shift_time_per_B), measured by validation/microbench/block_moves.cu
+    # --shift (docs/decisions.md D63).
+    ldst_move_word_s_per_B: float = fig("ldst_move_word_ns_per_KiB", 1e-9 / 1024, lo_open=False,
+                                        doc="register move from a shifted source: SM time per KiB "
+                                            "per source read, per further word load of a 16-byte "
+                                            "vector (16 / word - 1)")
+    ldst_word_l2_Bps: float = fig("ldst_word_l2_GBps", 1e9,
+                                  doc="register move from a shifted source: the L2's rate of the "
+                                      "sectors its word loads fetch, 16 / word times a source's "
+                                      "bytes (a warp's W-byte loads each fetch every sector of "
+                                      "its 16-byte vectors) besides a byte per destination")
+    tma_move_realign_s_per_B: float = fig("tma_move_realign_ns_per_KiB", 1e-9 / 1024,
+                                          lo_open=False,
+                                          doc="TMA move: SM time per KiB per shifted source, "
+                                              "realigned in the stage (a shifted copy costs the "
+                                              "one-source sum besides)")
     # The inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh: a flag per 128 x 256
     # unit, 384 threads with 8-16 loads in flight each), its own routine: per SM, time per KiB
     # of sums that read S partials and write D outputs, base + source x S + dest x D,

@@ -18,7 +18,8 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.sm import (dest_writes, move_traffic, reduce_memory_weight, shared_reads,
                          sm_issue_Bps, tma_latency_s)
 from hwmodels.topology import ResourceName, Topology, resource
-from pksim.moves import ce_reduce_blocks, move_Bps, move_latency_s, working_blocks
+from pksim.moves import (ce_reduce_blocks, move_Bps, move_latency_s, register_load_rounds,
+                         working_blocks)
 from pksim.program import Move, Program, Transfer
 from pksim.schedule import Schedule
 
@@ -269,7 +270,9 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
                 add(name, 1.0 if name.startswith("sw") else link_w)
             latency = max(latency, 2 * path.latency_s)      # a read is a round trip
     if not tma:                   # a register sum that loads its sources in rounds
-        latency += (m.load_rounds - 1) * gpu.transfer.load_round_s
+        rounds = register_load_rounds(gpu, m.reduce and m.engine != "sm", len(m.sources),
+                                      m.shifts, m.load_rounds)
+        latency += (rounds - 1) * gpu.transfer.load_round_s
     for q in m.dests:
         add(_mem(topo, q, resident), writes)
         if q != m.issuer:
@@ -281,7 +284,8 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     far = not topo.virtual and any(q != m.issuer for q in m.sources)
     far_stores = not topo.virtual and not far and any(q != m.issuer for q in m.dests)
     latency += tma_s + move_latency_s(gpu, mech, len(m.sources), len(m.dests), m.reduce, block,
-                                      m.routine, remote=far, far_stores=far_stores)
+                                      m.routine, remote=far, far_stores=far_stores,
+                                      shifts=m.shifts)
     # Moves the issuer makes one after another: TMA ones also wait for their bulk stores to
     # complete (pk::tma::complete_writes) before the next starts: inside one GPU until the L2
     # has them (as a phase's writes, pksim.collective.phase_sync_s), across GPUs a round trip.
@@ -340,7 +344,8 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
     far_s = 0 if topo.virtual else sum(q != m.issuer for q in m.sources)
     far_d = 0 if topo.virtual else sum(q != m.issuer for q in m.dests)
     if far_s or far_d:        # over NVLink: the study's per-SM rates, no knee with a memory
-        rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, far_s, far_d, routine=m.routine)
+        rate = move_Bps(gpu, mech, s, d, m.reduce, n, None, far_s, far_d, routine=m.routine,
+                        shifts=m.shifts)
     else:                     # inside one GPU: every rank on it that moves feeds the one memory
         ranks = (m.active or topo.world) if topo.virtual else 1
         mem = topo.resources[_mem(topo, m.issuer, resident)].capacity_Bps
@@ -348,7 +353,7 @@ def move_issue_weight(topo: Topology, sched: Schedule, m: Move, mech: str, n: in
         traffic = move_traffic(gpu, mech, cold, d, m.readers, m.payload, ceiling=False)
         rate = move_Bps(gpu, mech, s, d, m.reduce, n * ranks, mem / traffic,
                         readers=m.readers, routine=m.routine, epilogue=m.epilogue,
-                        elem_bytes=m.elem_bytes) / ranks
+                        elem_bytes=m.elem_bytes, shifts=m.shifts) / ranks
     return capacity / rate if rate > 0 else float("inf")
 
 

@@ -15,7 +15,9 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
 * the collectives' own routines (``block_moves``): the same flow, the SMs' rate from
   ``pksim.moves.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
   their sums with a reduce op or an epilogue (``epilogue_moves``) likewise, with the
-  epilogue's term (``pksim.moves.epilogue_time_per_B``);
+  epilogue's term (``pksim.moves.epilogue_time_per_B``); from sources off the 16-byte grid
+  (``block_moves --shift``, group ``block_moves_shift``) with the shift's
+  (``pksim.moves.shift_time_per_B``);
   the fused kernels' pull-reduce (``fused_pull``, its TMA form ``fused_pull_tma``)
   likewise at its own rate;
 * launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
@@ -41,7 +43,7 @@ from hwmodels.sm import (GEMM_TILE, attention_time_s, epilogue_handoff_s, gemm_e
                          sm_issue_Bps, sustained_factor, tile_reduce_memory_weight, tma_latency_s)
 from hwmodels.system import GpuSpec, System
 from pksim.kernel_contract import BLOCK_THREADS
-from pksim.moves import move_Bps, move_latency_s, working_blocks
+from pksim.moves import move_Bps, move_latency_s, register_load_rounds, working_blocks
 from pksim.fused.plans import MAX_CHUNKS_PER_PEER
 from pksim.schedule import DTYPES
 from pksim.workloads.phases import load_rounds
@@ -55,6 +57,8 @@ REQUIRED = {
     "tma_copy": (("bytes",), ("blocks", "msg_bytes", "stages")),
     "tma_reduce": (("bytes",), ("blocks", "msg_bytes")),
     "block_moves": (("bytes",), ("mechanism", "kind", "sources", "dests", "blocks")),
+    "block_moves_shift": (("bytes",), ("mechanism", "kind", "sources", "dests", "blocks",
+                                       "shift")),
     "block_moves_own": (("bytes",), ("mechanism", "kind", "sources", "dests", "groups", "blocks")),
     "block_moves_cross": (("bytes",), ("mechanism", "sources", "dests", "groups", "blocks")),
     "epilogue_moves": (("bytes",), ("mechanism", "variant", "dtype", "sources", "dests", "blocks")),
@@ -193,7 +197,8 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
 def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
                 dests: int, blocks: int, readers: int = 1, groups: int = 1,
                 hot: bool = True, routine: str = "", threads: int | None = None,
-                load_rounds: int = 1, epilogue: str = "", elem_bytes: float = 2.0) -> float:
+                load_rounds: int = 1, epilogue: str = "", elem_bytes: float = 2.0,
+                shifts: tuple[int, ...] = ()) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
     count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
     many groups of ``blocks`` blocks move the same sources, each into its own destinations
@@ -204,9 +209,10 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     from HBM however small, as a validated collective's (pksim.collective.build's ``cold``).
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
     collectives' routines (pksim.moves.move_time_per_B). ``epilogue`` (with ``elem_bytes``):
-    a sum through the epilogue routines (pksim.moves.epilogue_time_per_B)."""
+    a sum through the epilogue routines (pksim.moves.epilogue_time_per_B). ``shifts``: each
+    source's shift off the destinations' 16-byte grid (pksim.moves.shift_time_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
-                            groups, hot, routine, load_rounds, epilogue, elem_bytes)
+                            groups, hot, routine, load_rounds, epilogue, elem_bytes, shifts)
     start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])
     return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
 
@@ -214,22 +220,27 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
 def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources: int,
                      dests: int, blocks: int, readers: int = 1, groups: int = 1,
                      hot: bool = True, routine: str = "", load_rounds: int = 1,
-                     epilogue: str = "", elem_bytes: float = 2.0) -> float:
+                     epilogue: str = "", elem_bytes: float = 2.0,
+                     shifts: tuple[int, ...] = ()) -> float:
     """_block_move's data movement alone, from its first read to its last write; a register
     sum loading its sources in ``load_rounds`` rounds waits ``transfer.load_round_ns`` more
-    per further round (as pksim.flows.move_spec)."""
+    per further round (as pksim.flows.move_spec). A TMA copy deals its stage chunks over the
+    blocks unless its source is shifted (then each block stages and realigns a piece)."""
     copies = readers * groups                    # payloads moved
-    working = working_blocks(blocks, nbytes, dealt=mechanism == "tma" and kind == "copy")
+    working = working_blocks(blocks, nbytes, dealt=mechanism == "tma" and kind == "copy"
+                             and not any(shifts))
     n = min(working * copies, gpu.sm.count)
     traffic = move_traffic(gpu, mechanism, sources, dests, readers, nbytes)
     mem, cap, lat = _memory(gpu, hot, (sources * groups + dests * copies) * nbytes)
     queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, ceiling=False)
     rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
-                    readers=readers, routine=routine, epilogue=epilogue, elem_bytes=elem_bytes)
+                    readers=readers, routine=routine, epilogue=epilogue, elem_bytes=elem_bytes,
+                    shifts=shifts)
     lat += move_latency_s(gpu, mechanism, sources, dests, kind == "reduce", nbytes / working,
-                          routine)
+                          routine, shifts=shifts)
     if mechanism != "tma":
-        lat += (load_rounds - 1) * gpu.transfer.load_round_s
+        rounds = register_load_rounds(gpu, kind == "reduce", sources, shifts, load_rounds)
+        lat += (rounds - 1) * gpu.transfer.load_round_s
     return flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
                        nbytes * copies, lat)
 
@@ -361,6 +372,11 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
                            p["dests"], p["blocks"], p.get("readers", 1), p.get("groups", 1),
                            hot=p.get("timing") != "behind_write")
+    if bench == "block_moves_shift":
+        # block_moves --shift S: every source S bytes off the 16-byte grid, the destinations on
+        # it (back to back; S = 0: the same sweep's aligned moves)
+        return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
+                           p["dests"], p["blocks"], shifts=(int(p["shift"]),) * p["sources"])
     if bench == "block_moves_cross":
         # G groups, group g summing part g of all G sources into part g of all G destinations
         # (the two-shot all-reduce's move; "bytes" = one part), registers loading "load_batch"

@@ -13,7 +13,9 @@ import math
 from hwmodels.sm import move_fixed_latency_s, sm_issue_Bps
 from hwmodels.system import GpuSpec
 from pksim.kernel_contract import (CE_REDUCE_BLOCK_BYTES, LINE_BYTES, PAGED_PIECE_BYTES,
-                                   PIECE_BYTES, REG_TWO_VECTOR_SOURCES, TMA_STAGE_BYTES)
+                                   PIECE_BYTES, REG_TWO_VECTOR_SOURCES, SET_SLOTS,
+                                   TMA_STAGE_BYTES)
+from pksim.shifts import VECTOR_BYTES, lean_shifted_sums, shifted_sources, word_bytes
 
 
 def tma_messages_per_B(sources: int, dests: int, reduce: bool) -> float:
@@ -104,9 +106,68 @@ def epilogue_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, epilogue: st
     return out
 
 
+def staged(mechanism: str, reduce: bool, shifts: tuple[int, ...] = ()) -> bool:
+    """Whether a move runs TMA's staged path, its threads summing or realigning every stage
+    before the bulk stores: a TMA sum, or a TMA copy of a shifted source, which runs the
+    one-source staged sum (moves.cuh tma_copy_shifted) and is costed as one (D63)."""
+    return mechanism == "tma" and (reduce or any(shifts))
+
+
+def shift_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
+                     shifts: tuple[int, ...] = ()) -> float:
+    """SM time per payload byte that sources off the destinations' 16-byte grid (``shifts``,
+    pksim.shifts) add to a move inside one GPU (docs/decisions.md D63), as moves.cuh reads them:
+
+    * registers: every source of the move in words of W bytes (the widest every shift allows),
+      16 / W loads a vector where an aligned one takes 1: gpu.transfer.ldst_move_word_ns_per_KiB
+      per further load, per source read (a sum reads each source once; a copy its one source
+      once per SET_SLOTS destinations, copy_list's batches);
+    * TMA: each shifted source loaded one vector longer and realigned by the threads in the
+      stage: gpu.transfer.tma_move_realign_ns_per_KiB per shifted source and read (the staged
+      path itself is the sum's: move_time_per_B costs a shifted copy as a one-source sum).
+
+    Fitted to block_moves --shift alone (the moves' own routines from sources 2, 4 or 8 bytes
+    off the grid into aligned destinations)."""
+    if not any(shifts):
+        return 0.0
+    t = gpu.transfer
+    batches = 1 if reduce else math.ceil(dests / SET_SLOTS)   # a copy's reads of its source
+    if mechanism == "tma":
+        return t.tma_move_realign_s_per_B * shifted_sources(shifts) * batches
+    reads = sources * batches
+    return t.ldst_move_word_s_per_B * reads * (VECTOR_BYTES // word_bytes(shifts) - 1)
+
+
+def word_l2_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
+                shifts: tuple[int, ...] = ()) -> float:
+    """The payload rate the L2 allows a register move whose sources are read in W-byte words
+    (``shifts``): each of a warp's word loads fetches every 32-byte sector of its lanes' 16-byte
+    vectors (ld.global.cg: no L1), so a source read moves 16 / W times its bytes out of the L2,
+    besides a byte per destination, at gpu.transfer.ldst_word_l2_GBps (fitted to block_moves
+    --shift on 132 blocks, where it binds; docs/decisions.md D63). Unbounded for TMA and for
+    aligned moves (16-byte loads use every sector byte they fetch)."""
+    if mechanism == "tma" or not any(shifts):
+        return math.inf
+    batches = 1 if reduce else math.ceil(dests / SET_SLOTS)
+    sectors = sources * batches * VECTOR_BYTES / word_bytes(shifts) + dests
+    return gpu.transfer.ldst_word_l2_Bps / sectors
+
+
+def register_load_rounds(gpu: GpuSpec, reduce: bool, sources: int, shifts: tuple[int, ...] = (),
+                         rounds: int = 1) -> int:
+    """Rounds in which a register sum loads its sources: ``rounds`` (Move.load_rounds), or, for
+    a shifted sum on sm_100 and later, one source a round (moves.cuh kLeanShiftedSums: one
+    source's words at a time), each further round waiting transfer.load_round_ns (D24). Not
+    measured: no such GPU here (docs/decisions.md D63)."""
+    if reduce and any(shifts) and lean_shifted_sums(gpu.architecture):
+        return max(rounds, sources)
+    return rounds
+
+
 def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
                     far_sources: int = 0, far_dests: int = 0, readers: int = 1,
-                    routine: str = "", epilogue: str = "", elem_bytes: float = 2.0) -> float:
+                    routine: str = "", epilogue: str = "", elem_bytes: float = 2.0,
+                    shifts: tuple[int, ...] = ()) -> float:
     """SM time per payload byte of one of the generated collectives' moves on one SM:
     read ``sources`` buffers (summed when ``reduce``), write the result to ``dests``, of
     which ``far_sources`` and ``far_dests`` lie on other GPUs (over NVLink).
@@ -126,7 +187,10 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     TMA or by registers as its form does); its near buffers and its sum ride in the shadow of
     the far round trips and none of the one-GPU fit's figures applies. ``epilogue`` (with
     ``elem_bytes``): a sum through the epilogue routines (epilogue_time_per_B), inside one
-    GPU; over NVLink it rides in the shadow of the far round trips as the near buffers do."""
+    GPU; over NVLink it rides in the shadow of the far round trips as the near buffers do.
+    ``shifts``: sources off the destinations' 16-byte grid (shift_time_per_B; a shifted TMA
+    copy costs the one-source staged sum), inside one GPU only: block_moves --shift measured
+    them there (docs/decisions.md D63)."""
     t = gpu.transfer
     if routine == "pull":
         mechanism = "tma" if mechanism == "tma" else "register"
@@ -138,6 +202,7 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     if routine == "pull":
         return (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
                 + t.pull_move_dest_s_per_B * dests)
+    reduce = reduce or staged(mechanism, reduce, shifts)    # a shifted TMA copy: S = 1
     if mechanism == "tma":
         base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,
                                 t.tma_move_reduce_s_per_B, t.tma_move_source_s_per_B)
@@ -152,7 +217,7 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
         tau += t.tma_message_s * tma_messages_per_B(sources if reduce else 1, dests, reduce)
     if reduce:
         tau += epilogue_time_per_B(gpu, mechanism, sources, epilogue, elem_bytes)
-    return tau
+    return tau + shift_time_per_B(gpu, mechanism, sources, dests, reduce, shifts)
 
 
 def far_time_per_B(gpu: GpuSpec, mechanism: str, far_sources: int, far_dests: int) -> float:
@@ -171,12 +236,15 @@ def far_time_per_B(gpu: GpuSpec, mechanism: str, far_sources: int, far_dests: in
 def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool, n_sms: float,
              shared_Bps: float | None, far_sources: int = 0, far_dests: int = 0,
              readers: int = 1, routine: str = "", epilogue: str = "",
-             elem_bytes: float = 2.0) -> float:
+             elem_bytes: float = 2.0, shifts: tuple[int, ...] = ()) -> float:
     """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they all
     use (payload capacity ``shared_Bps``) through the calibrated knee: one for TMA sums,
-    which stay bound by the blocks closer to the memory's limit, one for the rest."""
+    which stay bound by the blocks closer to the memory's limit, one for the rest (a shifted
+    TMA copy too: its SM time is the staged sum's, its traffic a copy's; D63)."""
     tau = move_time_per_B(gpu, mechanism, sources, dests, reduce, far_sources, far_dests,
-                          readers, routine, epilogue, elem_bytes)
+                          readers, routine, epilogue, elem_bytes, shifts)
+    if far_sources <= 0 and far_dests <= 0 and shared_Bps is not None:
+        shared_Bps = min(shared_Bps, word_l2_Bps(gpu, mechanism, sources, dests, reduce, shifts))
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
     t = gpu.transfer
@@ -186,7 +254,7 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
 
 def move_latency_s(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
                    block_payload_B: float, routine: str = "", remote: bool = False,
-                   far_stores: bool = False) -> float:
+                   far_stores: bool = False, shifts: tuple[int, ...] = ()) -> float:
     """What a move of the generated collectives waits beyond its first read, for a block
     moving ``block_payload_B``: its buffers (move_fixed_latency_s) and, for a TMA sum of the
     collectives' routines, its first chunk's loads (tma_fill_s; ``remote``: from another
@@ -194,8 +262,9 @@ def move_latency_s(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduc
     beyond what its own fit (gpu.transfer.pull_*) carries.
     ``far_stores``: the sum reads near sources only and stores to another GPU (a ring's
     step): an NVLink move, whose near loads ride in the shadow of its far stores' round
-    trips (docs/decisions.md D38), so it waits for no first chunk at the local rate."""
+    trips (docs/decisions.md D38), so it waits for no first chunk at the local rate. A
+    shifted TMA copy (``shifts``) runs the staged path and waits as a one-source sum (D63)."""
     latency = move_fixed_latency_s(gpu, sources, dests)
-    if mechanism == "tma" and reduce and routine != "pull" and not far_stores:
+    if staged(mechanism, reduce, shifts) and routine != "pull" and not far_stores:
         latency += tma_fill_s(gpu, block_payload_B, sources, remote)
     return latency

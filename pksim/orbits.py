@@ -42,10 +42,27 @@ def flow_orbits(topo: Topology, capacity: dict[str, float],
                 items: dict[Hashable, Sequence[Move | Transfer]]
                 ) -> tuple[dict[Hashable, list[int]], list[dict[str, str]]]:
     """For each pattern, the orbit of each of its items (the index of the orbit's first
-    item), under the topology's relabellings that keep every pattern and every capacity;
-    and those relabellings, as resource -> its image. Without any, every item is its own
-    orbit. What depends only on the items and the topology is kept for the next call with
-    the same item lists (a phase's moves are built once: pksim.workloads.phases)."""
+    item), under the relabellings that keep every pattern and every capacity
+    (``relabellings``); and those relabellings, as resource -> its image. Without any, every
+    item is its own orbit."""
+    traffic, kept = _kept(topo, capacity, items)
+    return traffic.orbits([perm for perm, _ in kept]), [relabel for _, relabel in kept]
+
+
+def relabellings(topo: Topology, capacity: dict[str, float],
+                 items: dict[Hashable, Sequence[Move | Transfer]]
+                 ) -> list[tuple[tuple[int, ...], dict[str, str]]]:
+    """The topology's rank relabellings that keep every pattern and every capacity, each
+    with its resource -> image: those of ``Topology.automorphisms`` and, where some rank has
+    a role of its own (a root, a share of another size), those that keep each rank's role."""
+    return _kept(topo, capacity, items)[1]
+
+
+def _kept(topo: Topology, capacity: dict[str, float],
+          items: dict[Hashable, Sequence[Move | Transfer]]):
+    """relabellings, with the items' _Traffic: what depends only on the items and the
+    topology is kept for the next call with the same item lists (a phase's moves are built
+    once: pksim.workloads.phases)."""
     key = (id(topo.system), topo.world, topo.domains,
            tuple((k, id(its)) for k, its in items.items()))
     traffic = TRAFFIC.lookup(topo.system, key)
@@ -54,11 +71,9 @@ def flow_orbits(topo: Topology, capacity: dict[str, float],
     plain = topo.automorphisms()
     kept = traffic.kept(topo, plain, capacity)
     if len(kept) < len(plain):
-        # some rank has a role of its own (a root, a share of another size): the relabellings
-        # that keep each rank's role
         roles = topo.automorphisms(traffic.roles(topo.world))
         kept += traffic.kept(topo, [p for p in roles if p not in plain], capacity)
-    return traffic.orbits([perm for perm, _ in kept]), [relabel for _, relabel in kept]
+    return traffic, kept
 
 
 class _Traffic:
@@ -252,4 +267,4 @@ def _relabel_resources(topo: Topology, perm: tuple[int, ...], capacity: dict[str
     return out if len(set(out.values())) == len(out) else None
 
 
-__all__ = ["flow_orbits", "RANK_FIELDS"]
+__all__ = ["flow_orbits", "relabellings", "RANK_FIELDS"]

@@ -52,7 +52,9 @@ class Move:
     (pksim.flows.move_issue_weight), so a phase only the root works in (the direct reduce)
     gives its SMs the knee alone. ``epilogue``: a sum through the epilogue routines ("op": a
     reduce op or a scale, "bias": with a bias vector; kernels/collectives/epilogue.cuh), of
-    ``elem_bytes`` elements (pksim.moves.epilogue_time_per_B)."""
+    ``elem_bytes`` elements (pksim.moves.epilogue_time_per_B). ``shifts``: each source's
+    shift off the destinations' 16-byte grid, in bytes (pksim.shifts; () when none is shifted):
+    what it costs, pksim.moves.shift_time_per_B (docs/decisions.md D63)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -68,6 +70,7 @@ class Move:
     active: int = 0      # ranks of the issuer's GPU moving in this phase (0: all of them)
     epilogue: str = ""   # "op" / "bias": a sum through the epilogue routines
     elem_bytes: float = 2.0  # its element size (a bias is read per element by registers)
+    shifts: tuple[int, ...] = ()  # bytes each source sits off the destinations' grid (D63)
 
 
 @dataclass

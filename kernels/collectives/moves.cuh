@@ -719,6 +719,11 @@ PK_DEV bool tma_stage_n(const ptr_table& tab, int ndst, size_t body, unsigned sh
   const size_t nchunks = (body != 0 && ndst != 0) ? ceil_div(body, chunk) : 0;
   int ok = 1;
   auto extra = [&](int q) -> unsigned { return Shift && ((shifts >> (4 * q)) & 15u) != 0 ? 16u : 0u; };
+  // The stages' and the barriers' shared addresses, converted once: converted per load (generic
+  // pointers to load_async), ptxas kept the barrier's in a per-thread register and made it
+  // uniform again inside every bulk load's one-thread loop, an R2UR per source on thread 0's
+  // path through each chunk, which the chunk waits for (8 sources 6 % slower at 1-16 blocks; D58).
+  const uint32_t stage0 = pk::tma::smem_u32(sm.stage), bar0 = pk::tma::smem_u32(sm.bar);
   auto issue = [&](size_t c) {
     const int s = static_cast<int>(c % C::kStages);
     const unsigned len = static_cast<unsigned>(min_size(chunk, body - c * chunk));
@@ -726,9 +731,11 @@ PK_DEV bool tma_stage_n(const ptr_table& tab, int ndst, size_t body, unsigned sh
 #pragma unroll
     for (int q = 0; q < NS; ++q) tx += len + extra(q);
     pk::tma::mbar_arrive_expect_tx(&sm.bar[s], tx);
+    const uint32_t st = stage0 + static_cast<uint32_t>(s) * C::kStageBytes;
+    const uint32_t bar = bar0 + static_cast<uint32_t>(s * sizeof(uint64_t));
 #pragma unroll
     for (int q = 0; q < NS; ++q)
-      pk::tma::load_async(stage_at<C>(sm, s) + q * slot, tab.src[q] + c * chunk, len + extra(q), &sm.bar[s]);
+      pk::tma::load_async_u32(st + static_cast<uint32_t>(q * slot), tab.src[q] + c * chunk, len + extra(q), bar);
   };
   if (threadIdx.x == 0)
     for (size_t c = 0; c < nchunks && c < static_cast<size_t>(C::kStages); ++c) issue(c);

@@ -9,6 +9,14 @@ the ``phase`` / ``ce_phase`` of its kernel (the comments name them).
 
 Sizes: ``shard`` is a rank's block (nbytes / world), ``n`` the whole buffer where the op
 works on it. Every phase is a Step without transfers and with moves.
+
+Offsets: a shard sits at r x count elements of a buffer (count: a rank's whole elements, as
+the kernels take it), a -v block at its displacement; where one side of an SM move is off the
+16-byte grid by another amount than the other, its sources are shifted (Move.shifts,
+pksim.shifts; docs/decisions.md D63) and a TMA copy moves pieces instead of dealing stage
+chunks (collective.cuh copy_range deals only when every pointer is aligned). The ring phases
+of one kind rotate the ranks over the shards: each has the same moves up to which rank makes
+which, so one key costs them all (their ranks share a symmetric fabric or one GPU).
 """
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ from typing import Callable
 from pksim.kernel_contract import epilogue_cost, epilogue_of, reduce_op_of
 from pksim.program import Move, Step, digest
 from pksim.schedule import DTYPES
+from pksim.shifts import aligned16, move_shifts
 from pksim.workloads import varsize
 
 SM = "sm"   # engine of the copy-engine schedules' reduction kernels
@@ -48,52 +57,76 @@ def _all(w: int) -> tuple[int, ...]:
     return tuple(range(w))
 
 
+def _shard_bytes(w: int, nbytes: float, dtype: str) -> int:
+    """Bytes of a rank's shard as the kernels cut it: count = whole elements of nbytes / world
+    (validation.runtime.reference.count_for_bytes); shard r starts at r x this."""
+    e = DTYPES[dtype]
+    return max(1, int(nbytes // e) // w) * int(e)
+
+
+def _copy(issuer, payload, src, dests, src_at, dst_at, ce, **kw) -> Move:
+    """An SM copy (copy_range) from byte ``src_at`` of its source into ``dst_at`` of every
+    destination: shifted where the two sit differently off the grid, dealt only when both are
+    on it (TMA); a copy engine's copy as it is."""
+    if ce:
+        return Move(issuer, payload, src, dests, **kw)
+    return Move(issuer, payload, src, dests, dealt=aligned16(src_at, dst_at),
+                shifts=move_shifts((src_at,), dst_at, payload), **kw)
+
+
 # ---- all-gather (all_gather.cuh) ---------------------------------------------------------
 def _ag_direct(w, nbytes, root, ce, dtype):
-    shard = nbytes / w
+    shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
     if ce:   # ce_phase: one copy per destination, own slot included
         return [_phase(("kag", "direct-ce", w, shard), lambda: [
             Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w)])]
-    # phase: one read of the shard, a store into every rank's output
+    # phase: one read of the shard (at 0), a store into slot r of every rank's output
     return [_phase(("kag", "direct", w, shard), lambda: [
-        Move(r, shard, (r,), _all(w), dealt=True) for r in range(w)])]
+        _copy(r, shard, (r,), _all(w), 0, r * cb, ce) for r in range(w)])]
 
 
 def _ag_ring(w, nbytes, root, ce, dtype):
-    shard = nbytes / w
+    shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
 
-    def first():
+    def first():     # the input (at 0) into slot r of the own and the next rank's output
         if ce:
             return [Move(r, shard, (r,), (q,)) for r in range(w) for q in (r, (r + 1) % w)]
-        return [Move(r, shard, (r,), (r, (r + 1) % w), dealt=True) for r in range(w)]
+        return [_copy(r, shard, (r,), (r, (r + 1) % w), 0, r * cb, ce) for r in range(w)]
 
-    def forward():   # copy_range as in the first phase; copy engines: one copy. The shard
-        # is the one the previous phase wrote into this rank's output
-        return [Move(r, shard, (r,), ((r + 1) % w,), dealt=not ce, warm=1) for r in range(w)]
-    return [_phase(("kag", "ring0", w, shard, ce), first)] + [_phase(("kag", "ring", w, shard, ce),
-                                                                    forward)] * (w - 2)
+    def forward(p):  # copy_range as in the first phase; copy engines: one copy. The shard
+        # (slot r - p) is the one the previous phase wrote into this rank's output
+        return [_copy(r, shard, (r,), ((r + 1) % w,), (r - p) % w * cb, (r - p) % w * cb, ce,
+                      warm=1) for r in range(w)]
+    return ([_phase(("kag", "ring0", w, shard, ce), first)]
+            + [_phase(("kag", "ring", w, shard, ce), lambda p=p: forward(p))
+               for p in range(1, w - 1)])
 
 
 # ---- reduce-scatter (reduce_scatter.cuh) ---------------------------------------------------
 def _rs_direct(w, nbytes, root, ce, dtype):
-    shard = nbytes / w
+    shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
     if ce:   # copy foreign shards to their owner's scratch, then sum locally
         return [_phase(("krs", "direct-ce0", w, shard), lambda: [
                     Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
                 _phase(("krs", "direct-ce1", w, shard), lambda: [
                     Move(r, shard, (r,) * w, (r,), True, SM) for r in range(w)])]
-    # phase: rank r pulls shard r of every input, sums, writes its output
+    # phase: rank r pulls shard r (at r x count) of every input, sums, writes its output (at 0)
     return [_phase(("krs", "direct", w, shard), lambda: [
-        Move(r, shard, _all(w), (r,), True) for r in range(w)])]
+        Move(r, shard, _all(w), (r,), True, shifts=move_shifts((r * cb,) * w, 0, shard))
+        for r in range(w)])]
 
 
-def _rs_ring_phases(w, shard, ce, tag, last_to_output=True):
+def _rs_ring_phases(w, shard, ce, tag, shard_at=None):
     """Phase 0 sends a shard to the next rank's scratch; phases 1 .. w-2 add the own shard to
     the received partial sum (the previous phase's write: warm) and send it on; the last adds
-    and keeps it."""
+    and keeps it. ``shard_at(r, p)``: the byte offset of the own shard rank r reads in phase p
+    (the scratch slots and the outputs start on 16 bytes); None: every shard on the grid."""
     nxt = [(r + 1) % w for r in range(w)]
-    out = [_phase((tag, "ring0", w, shard), lambda: [Move(r, shard, (r,), (nxt[r],))
-                                                     for r in range(w)])]
+
+    def shifts(r, p, *others):
+        return () if ce or shard_at is None else move_shifts((shard_at(r, p),) + others, 0, shard)
+    out = [_phase((tag, "ring0", w, shard), lambda: [
+        Move(r, shard, (r,), (nxt[r],), shifts=shifts(r, 0)) for r in range(w)])]
     if ce:   # sum into a local staging slot (SM kernel), then a copy to the next rank
         # the same ce_phase goes on with the copy: no event waits in between
         add = _phase((tag, "ring-ce-sum", w, shard), lambda: [
@@ -104,15 +137,20 @@ def _rs_ring_phases(w, shard, ce, tag, last_to_output=True):
         out.append(_phase((tag, "ring-ce-last", w, shard), lambda: [
             Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
         return out
-    out += [_phase((tag, "ring-sum", w, shard), lambda: [
-        Move(r, shard, (r, r), (nxt[r],), True, warm=1) for r in range(w)])] * (w - 2)
+    for p in range(1, w - 1):
+        out.append(_phase((tag, "ring-sum", w, shard), lambda p=p: [
+            Move(r, shard, (r, r), (nxt[r],), True, warm=1, shifts=shifts(r, p, 0))
+            for r in range(w)]))
     out.append(_phase((tag, "ring-last", w, shard), lambda: [
-        Move(r, shard, (r, r), (r,), True, warm=1) for r in range(w)]))
+        Move(r, shard, (r, r), (r,), True, warm=1, shifts=shifts(r, w - 1, 0)) for r in range(w)]))
     return out
 
 
 def _rs_ring(w, nbytes, root, ce, dtype):
-    return _rs_ring_phases(w, nbytes / w, ce, "krs")
+    # the own shard of phase p: (r - p - 1) mod w, the last phase's r (reduce_scatter_ring::shard)
+    cb = _shard_bytes(w, nbytes, dtype)
+    return _rs_ring_phases(w, nbytes / w, ce, "krs",
+                           lambda r, p: (r if p == w - 1 else (r - p - 1) % w) * cb)
 
 
 # ---- all-reduce (all_reduce.cuh) -------------------------------------------------------------
@@ -152,10 +190,11 @@ def _ar_ring(w, nbytes, root, ce, dtype):
 # ---- all-to-all and broadcast ----------------------------------------------------------------
 def _a2a_direct(w, nbytes, root, ce, dtype):
     block = nbytes / w
-    # rank r copies its block p into rank p's output, for every p (itself included)
-    # (the kernel calls the copy routine once per peer, one after another)
+    # rank r copies its block p (at p x count) into slot r of rank p's output, for every p
+    # (itself included; the kernel calls the copy routine once per peer, one after another)
+    cb = _shard_bytes(w, nbytes, dtype)
     return [_phase(("ka2a", "direct", w, block, ce), lambda: [
-        Move(r, block, (r,), (p,), serial=1 if ce else w, dealt=not ce)
+        _copy(r, block, (r,), (p,), p * cb, r * cb, ce, serial=1 if ce else w)
         for r in range(w) for p in range(w)])]
 
 
@@ -183,28 +222,33 @@ def _reduce_two_shot(w, nbytes, root, ce, dtype):
 
 def _gather_direct(w, nbytes, root, ce, dtype):
     # phase / ce_phase: rank r stores its shard into slot r of the root's output
-    shard = nbytes / w
+    shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
     return [_phase(("kga", "direct", w, shard, root, ce), lambda: [
-        Move(r, shard, (r,), (root,), dealt=not ce) for r in range(w)])]
+        _copy(r, shard, (r,), (root,), 0, r * cb, ce) for r in range(w)])]
 
 
 def _scatter_direct(w, nbytes, root, ce, dtype):
     # phase / ce_phase: rank r copies shard r of the root's input into its output
-    shard = nbytes / w
+    shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
     return [_phase(("ksc", "direct", w, shard, root, ce), lambda: [
-        Move(r, shard, (root,), (r,), dealt=not ce) for r in range(w)])]
+        _copy(r, shard, (root,), (r,), r * cb, 0, ce) for r in range(w)])]
 
 
 # ---- split sizes (varsize.cuh, p2p.cuh) -------------------------------------------------------------
 def _matrix_push(op, w, nbytes, ce, dtype, extra):
     # push_matrix: rank r copies its block for every rank p with S[r][p] > 0, one after another
     # (copy_range: all of its blocks on one block of data, then the next), itself included
+    # (block r -> p at its send displacement in r's input, its receive displacement in p's
+    # output: varsize.cuh split_matrix)
     e = DTYPES[dtype]
     s = varsize.matrix(op, extra, w, int(nbytes // e))
     sends = [[p for p in range(w) if s[r][p]] for r in range(w)]
+    sdisp = [[sum(s[r][:p]) * e for p in range(w)] for r in range(w)]
+    rdisp = [[sum(s[q][p] for q in range(r)) * e for p in range(w)] for r in range(w)]
 
     def moves():
-        return [Move(r, s[r][p] * e, (r,), (p,), serial=1 if ce else len(sends[r]), dealt=not ce)
+        return [_copy(r, s[r][p] * e, (r,), (p,), sdisp[r][p], rdisp[r][p], ce,
+                      serial=1 if ce else len(sends[r]))
                 for r in range(w) for p in sends[r]]
     return [_phase(("kv", op, w, digest(s), ce), moves)]
 
@@ -222,19 +266,23 @@ def _agv_direct(w, nbytes, root, ce, dtype, extra):
     # (copy engines: a copy per destination)
     e = DTYPES[dtype]
     c = varsize.shares(extra, w, int(nbytes // e))
+    disp = [sum(c[:r]) * e for r in range(w)]    # share r's place in every output
     if ce:
         return [_phase(("kv", "agv-ce", w, tuple(c)), lambda: [
             Move(r, c[r] * e, (r,), (q,)) for r in range(w) if c[r] for q in range(w)])]
     return [_phase(("kv", "agv", w, tuple(c)), lambda: [
-        Move(r, c[r] * e, (r,), _all(w), dealt=True) for r in range(w) if c[r]])]
+        _copy(r, c[r] * e, (r,), _all(w), 0, disp[r], ce) for r in range(w) if c[r]])]
 
 
 def _rsv_direct(w, nbytes, root, ce, dtype, extra):
     # rank r pulls share r of every rank's input, reduces, writes its output
+    # (share r at its displacement in every input, into the start of r's output)
     e = DTYPES[dtype]
     c = varsize.shares(extra, w, int(nbytes // e))
+    disp = [sum(c[:r]) * e for r in range(w)]
     return [_phase(("kv", "rsv", w, tuple(c)), lambda: [
-        Move(r, c[r] * e, _all(w), (r,), True) for r in range(w) if c[r]])]
+        Move(r, c[r] * e, _all(w), (r,), True, shifts=move_shifts((disp[r],) * w, 0, c[r] * e))
+        for r in range(w) if c[r]])]
 
 
 # (op, algorithm) -> its phases from (world, bytes, root, copy engines?, dtype)

@@ -90,6 +90,10 @@ EPI = CAL / "h200-epilogue-moves-2026-12-04.json.gz"
 # the inter-SM fused kernels' pull-reduce in its TMA form alone (fused_pull_tma,
 # docs/decisions.md D54): its own three figures, nothing else
 PULL_TMA = CAL / "h200-fused-pull-tma-2026-12-04.json"
+# block_moves --shift on two H200s (the rows of validation/data/report/h200-block-moves-shift-
+# 2026-12-04-{a,b}.jsonl.gz, params.run naming the file): the shifted moves' stage's only input,
+# fitted on each point's time over its aligned twin's (docs/decisions.md D63)
+SHIFT = CAL / "h200-block-moves-shift-2026-12-04.json.gz"
 INPUTS = tuple(i.path for i in manifest.inputs())
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
@@ -104,7 +108,7 @@ def test_the_manifest_lists_the_inputs_the_shipped_file_records_with_their_diges
     assert [i.file for i in listed] == recorded
     assert INPUTS == (RESULTS, SUITE3, LAUNCH3, RUN14, BIG, RUN18, RUN19, BM256, RUN20, RUN22,
                       RUN21, RUN27, RUN28, RUN29, GEMM_SMS, GEMM_SWEEP, STORE_ADD, RUN36, RUN45,
-                      BM256_46, BIG_46, EPI, PULL_TMA)
+                      BM256_46, BIG_46, EPI, PULL_TMA, SHIFT)
     for i in listed:
         assert manifest.sha256(i.path) == i.sha256, i.file
         assert i.gpu and i.date and i.command, i.file
@@ -127,7 +131,7 @@ def shipped():
 
 
 def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, shipped):
-    assert len(fitted.values) == 64       # 23 + 8 collective-move figures + 2 knees + 2 host calls
+    assert len(fitted.values) == 67       # 23 + 8 collective-move figures + 2 knees + 2 host calls
     #                        + the copy-command time + the stream chain + the grid's start
     #                        + a moving kernel's start + the TMA shared reads' reuse
     #                        + the register fan-out writes (2)
@@ -140,6 +144,7 @@ def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, sh
     #                        + a run-time set of destinations' latency
     #                        + the epilogue routines' 3 figures (TMA bias, register op, bias)
     #                        + the fused TMA pull-reduce's 3 figures
+    #                        + the shifted moves' 3 (word loads, their L2 rate, TMA realign)
     for key, value in fitted.values.items():
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
         prov = shipped.provenance[key]
@@ -213,6 +218,11 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # program's too strict check (not fitted), 6.5 % (the plain sum's own error at these points)
     assert summary["epilogue_moves"].points == 332 and summary["epilogue_moves"].predicted == 332
     assert summary["epilogue_moves"].median_abs_error == pytest.approx(0.065, abs=0.002)
+    # block_moves --shift: 10 shapes x 7 points x shifts 0, 2, 4, 8 x TMA and registers x two
+    # GPUs: 1120 points, 9.5 % (the aligned model's own error at these points; the shift's
+    # share, each point over its aligned twin: tests/validation/test_calibrate_shift.py)
+    assert summary["block_moves_shift"].points == 1120
+    assert summary["block_moves_shift"].median_abs_error == pytest.approx(0.095, abs=0.002)
 
 
 def test_a_measurement_taken_again_replaces_the_earlier_one(tmp_path):
@@ -238,7 +248,7 @@ def test_the_shipped_file_records_device_date_driver_and_residuals(results, ship
     assert set(residual) == set(PREDICTED) | {"block_moves", "block_moves_own", "ce_burst",
                                               "block_moves_cross", "signal_chain", "fused_pull",
                                               "gemm_store_add", "epilogue_moves",
-                                              "fused_pull_tma"}
+                                              "fused_pull_tma", "block_moves_shift"}
     for bench, info in residual.items():
         assert info["points"] == summary[bench].predicted
         assert info["median_abs_error"] == pytest.approx(summary[bench].median_abs_error,

@@ -18,6 +18,9 @@ from validation.calibrate.fit import FitResult, Results
 
 
 # ---- the calibrated file ------------------------------------------------------------------
+# what a stage fitted relative to twins (fit.Stage.twin: the shifted moves, D63) adds to its source
+RELATIVE = ", each as its time over its aligned twin's"
+
 def _q(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)         # a valid TOML basic string
 
@@ -94,7 +97,7 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
         stage = by_stage[fit_result.stage_of[key]]
         source = (f"pksim calibrate on {dev}, driver {drv}, {day}, fit residual "
                   f"{_pct(stage.median_abs_error)} median |error| (max {_pct(stage.max_abs_error)}) "
-                  f"over {' + '.join(stage.groups)} ({stage.points} points)")
+                  f"over {' + '.join(stage.groups)} ({stage.points} points{RELATIVE * stage.relative})")
         tables.setdefault(table, []).append(
             f"{figure} = {{ value = {_num(value)}, source = {_q(source)}, provenance = \"calibrated\" }}")
     for table in sorted(tables):

@@ -5,9 +5,12 @@ calibrated system file.
 log(predicted / measured) of ``pksim.microbench_model`` (the model the simulator uses),
 stage by stage: each stage fits the parameters its microbenchmark groups determine
 and holds those of earlier stages (flags -> ld/st copies -> launches -> copies ->
-TMA copy -> TMA reduce -> collective moves -> epilogue moves -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
+TMA copy -> TMA reduce -> collective moves -> epilogue moves -> shifted moves -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
 (scale 5 %) keeps a few far-off points from pulling the rest. Parameters are fitted
-in log space, within the ranges below. ``validation.calibrate.file`` writes the
+in log space, within the ranges below. A stage whose figures only add to a move another
+stage costs (the shifted moves, D63) fits each point's time over that of its twin without
+the addition (the same point from aligned sources): its figures carry the addition alone,
+not the rest of the model's error at that point. ``validation.calibrate.file`` writes the
 result; ``validation.calibrate.microbench`` measures on a GPU.
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -50,6 +53,15 @@ class Stage:
     groups: tuple[str, ...]
     params: tuple[Param, ...]
     starts: int = 1           # least-squares runs: from the loaded figures, then seeded random
+    # the measurement_key of the point each point is fitted relative to (its time over that
+    # point's, measured and predicted); points without one, or their own, are not fitted
+    twin: Callable[[Mapping[str, Any]], str] | None = None
+
+
+def aligned_twin(rec: Mapping[str, Any]) -> str:
+    """The same block_moves point from sources on the 16-byte grid (shift 0, same run): what
+    a shifted move's time is fitted relative to (docs/decisions.md D63)."""
+    return measurement_key({**rec, "params": {**rec.get("params", {}), "shift": 0}})
 
 
 STAGES = (
@@ -106,6 +118,12 @@ STAGES = (
         Param("gpu.transfer.tma_move_bias_ns", 0.01, 1e5),
         Param("gpu.transfer.ldst_move_epilogue_ns_per_KiB", 0.01, 1e4),
         Param("gpu.transfer.ldst_move_bias_ps_per_element", 0.01, 1e5))),
+    # block_moves --shift alone: what sources off the 16-byte grid add to the aligned move, on
+    # each point's time over its aligned twin's (docs/decisions.md D63)
+    Stage("shifted moves", ("block_moves_shift",), (
+        Param("gpu.transfer.ldst_move_word_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.transfer.ldst_word_l2_GBps", 100, 1e6),
+        Param("gpu.transfer.tma_move_realign_ns_per_KiB", 0.01, 1e4)), twin=aligned_twin),
     Stage("handoffs", ("signal_chain",), (Param("gpu.sync.release_ns", 1, 1e5),)),
     Stage("fused pull", ("fused_pull",), (
         Param("gpu.transfer.pull_move_base_ns_per_KiB", 0.01, 1e4),
@@ -176,12 +194,20 @@ def load_results(path: str | Path) -> Results:
         raise ValidationError(f"{path}: device = {device!r} is not an object")
     for i, rec in enumerate(doc["results"]):
         _check_record(path, i, rec)
-    records = tuple(doc["results"])
+    records = tuple(_grouped(rec) for rec in doc["results"])
     if not any(usable(r) and r["bench"] not in MEASURED_ONLY for r in records):
         raise ValidationError(f"{path}: no usable result (check 'ok' and a positive time_s) "
                               f"of a benchmark the model predicts")
     return Results(str(path), device, str(doc.get("date", "")), str(doc.get("command", "")),
                    records)
+
+
+def _grouped(rec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A record under the group that fits it: block_moves run with --shift (its records carry
+    "shift") is the shifted moves' own group, block_moves_shift (docs/decisions.md D63)."""
+    if rec.get("bench") == "block_moves" and "shift" in (rec.get("params") or {}):
+        return {**rec, "bench": "block_moves_shift"}
+    return rec
 
 
 def measurement_key(rec: Mapping[str, Any]) -> str:
@@ -273,6 +299,7 @@ class StageResult:
     max_abs_error: float | None
     success: bool
     evaluations: int
+    relative: bool = False    # errors of each point's time over its twin's (Stage.twin)
 
 
 @dataclass(frozen=True)
@@ -296,6 +323,12 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
     # behind_write) are reported, not fitted
     recs = [r for r in records if r["bench"] in stage.groups
             and predict_time_s(system, r) is not None]
+    refs: list[Mapping[str, Any]] = []
+    if stage.twin is not None:
+        by_key = {measurement_key(r): r for r in recs}
+        pairs = [(r, by_key.get(stage.twin(r))) for r in recs]
+        pairs = [(r, t) for r, t in pairs if t is not None and t is not r]
+        recs, refs = [r for r, _ in pairs], [t for _, t in pairs]
     if not recs:
         return system, {}, None
     counts = {g: sum(r["bench"] == g for r in recs) for g in stage.groups}
@@ -311,10 +344,17 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
     def trial(u: np.ndarray) -> System:
         return with_figures(system, dict(zip(keys, np.exp(u))))
 
+    def log_errors(s: System) -> np.ndarray:
+        """log(predicted / measured) of every point, relative to its twin's if any."""
+        pred = np.array([p.predicted_s for p in predict(s, recs)])
+        out = np.log(pred / measured)
+        if refs:
+            ref = np.array([p.predicted_s for p in predict(s, refs)])
+            out -= np.log(ref / np.array([r["time_s"] for r in refs]))
+        return out
+
     def residuals(u: np.ndarray) -> np.ndarray:
-        pts = predict(trial(u), recs)
-        pred = np.array([p.predicted_s for p in pts])
-        return weights * _robust(np.log(pred / measured))
+        return weights * _robust(log_errors(trial(u)))
 
     # Extra starts (seeded, so the fit is reproducible) lie within a factor SPREAD of
     # the loaded figures; the lowest cost wins.
@@ -327,9 +367,10 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
                              ftol=TOL, xtol=TOL, gtol=TOL) for x0 in starts),
               key=lambda s: s.cost)
     fitted = with_figures(system, dict(zip(keys, np.exp(sol.x))))
-    errs = [abs(p.error) for p in predict(fitted, recs)]
+    errs = [float(abs(math.expm1(e))) for e in log_errors(fitted)]
     result = StageResult(stage.name, tuple(present), tuple(keys), len(recs),
-                         statistics.median(errs), max(errs), bool(sol.success), int(sol.nfev))
+                         statistics.median(errs), max(errs), bool(sol.success), int(sol.nfev),
+                         bool(refs))
     return fitted, dict(zip(keys, (float(v) for v in np.exp(sol.x)))), result
 
 

@@ -48,7 +48,8 @@ def summary(s: dict, title: str = "## Summary", groups: str = "(op, size, world)
         lines[-1:] = [f"Order of the run: the SM cases of 64 KiB or less at odd and at even "
                       f"places of the measured file differ by {fmt_abs_pct(abs(e))} (median "
                       f"measured / predicted; the odd ones {'slower' if e > 0 else 'faster'}); "
-                      f"runs that timed each case in one piece, until run 15, showed 2-8 %.", ""]
+                      f"timed in one piece, the odd ones ran 2-8 % slower "
+                      f"(docs/decisions.md D27).", ""]
     return lines
 
 
