@@ -13,8 +13,9 @@ flow, not 576 flows of 576 stores each).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import fields
-from itertools import accumulate
+from itertools import accumulate, chain
 from operator import attrgetter
 from typing import Hashable, Sequence
 
@@ -35,6 +36,7 @@ RANK_FIELDS = ("issuer", "sources", "dests")
 _MOVE_REST = attrgetter(*(f.name for f in fields(Move) if f.name not in RANK_FIELDS))
 
 TRAFFIC = BoundedCache(8)       # item lists as canonical forms, with what was derived from them
+RELABELLED = BoundedCache(64)   # resources' images per topology and rank relabelling
 Form = tuple   # an item's ranks in canonical order, and the number of its layout
 
 
@@ -127,14 +129,18 @@ class _Traffic:
         """A colour per rank: ranks of one colour appear as often in each place (an issuer,
         a cold or warm source, a destination) of each pattern's items of each layout. A
         relabelling that keeps a pattern keeps these counts."""
-        seen: list[dict] = [{} for _ in range(world)]
+        tally: Counter = Counter()      # (rank, (pattern, layout, place)) -> appearances
         for p, pattern in enumerate(self.patterns.values()):
-            for (ranks, layout), count in zip(pattern.distinct, pattern.counts):
-                for rank, place in zip(ranks, self.layouts.places[layout]):
-                    key = (p, layout, place)
-                    seen[rank][key] = seen[rank].get(key, 0) + count
+            places = {layout: [(p, layout, place) for place in self.layouts.places[layout]]
+                      for layout in {layout for _, layout in pattern.distinct}}
+            tally.update(chain.from_iterable(
+                zip(ranks, places[layout]) for (ranks, layout), count
+                in zip(pattern.distinct, pattern.counts) for _ in range(count)))
+        seen: list[list] = [[] for _ in range(world)]
+        for (rank, where), n in tally.items():
+            seen[rank].append((where, n))
         ids: dict = {}
-        return tuple(ids.setdefault(tuple(sorted(s.items())), len(ids)) for s in seen)
+        return tuple(ids.setdefault(tuple(sorted(s)), len(ids)) for s in seen)
 
 
 class _Layouts:
@@ -206,12 +212,14 @@ class _Pattern:
         if self.sorted_sets is None:
             self.sorted_sets = any(layouts.cuts[layout] for _, layout in self.distinct)
         if self.sorted_sets:
-            mapped = [layouts.mapped(f, at) for f in self.distinct]
+            mapped = (layouts.mapped(f, at) for f in self.distinct)
         else:       # no set to sort (one rank each): the ranks map one by one
-            mapped = [(tuple(map(at, ranks)), layout) for ranks, layout in self.distinct]
-        out = list(map(self.index.get, mapped))
-        if None in out:
-            return None
+            mapped = ((tuple(map(at, ranks)), layout) for ranks, layout in self.distinct)
+        out = []
+        for j in map(self.index.get, mapped):
+            if j is None:       # stop at the first item without an image
+                return None
+            out.append(j)
         if len(self.distinct) < len(self.forms) and any(
                 self.counts[j] != self.counts[i] for i, j in enumerate(out)):
             return None
@@ -240,31 +248,50 @@ def _relabel_resources(topo: Topology, perm: tuple[int, ...], capacity: dict[str
                        ) -> dict[str, str] | None:
     """Every resource of ``capacity`` -> its image under the rank relabelling ``perm``
     (through the GPUs and switch groups the ranks move with); None where a class is not
-    known or a capacity would change."""
-    locs = topo.locations
-    gpus = {locs[r].gpu: locs[perm[r]].gpu for r in range(topo.world)}
-    tiers = len(topo.system.domain.switch_tiers)
-    groups = [{loc.groups[t]: locs[perm[loc.rank]].groups[t] for loc in locs}
-              for t in range(tiers)]
+    known or a capacity would change. The images are kept per topology and relabelling."""
+    key = (id(topo.system), topo.world, topo.domains, perm)
+    images = RELABELLED.lookup(topo.system, key)
+    if images is None:
+        images = RELABELLED.store(topo.system, key, _Images(topo, perm))
     out: dict[str, str] = {}
     for name in capacity:
+        image = images.of(name)
+        if image is None or capacity.get(image) != capacity[name]:
+            return None
+        out[name] = image
+    return out if len(set(out.values())) == len(out) else None
+
+
+class _Images:
+    """Resources' images under one rank relabelling, found as they are asked for."""
+
+    def __init__(self, topo: Topology, perm: tuple[int, ...]):
+        locs = topo.locations
+        self.perm = perm
+        self.gpus = {locs[r].gpu: locs[perm[r]].gpu for r in range(topo.world)}
+        self.groups = [{loc.groups[t]: locs[perm[loc.rank]].groups[t] for loc in locs}
+                       for t in range(len(topo.system.domain.switch_tiers))]
+        self.seen: dict[str, str | None] = {}
+
+    def of(self, name: str) -> str | None:
+        """The image of resource ``name`` (None: a class whose index is not known)."""
+        if name not in self.seen:
+            self.seen[name] = self._image(name)
+        return self.seen[name]
+
+    def _image(self, name: str) -> str | None:
         cls = getattr(name, "cls", None)
         if cls is None:
             return None
         index = int(name[len(cls) + 1:-1])
         tier = TIER_INDEXED.fullmatch(cls)
         if cls in RANK_INDEXED:
-            image = resource(cls, perm[index])
-        elif cls in GPU_INDEXED:
-            image = resource(cls, gpus[index])
-        elif tier is not None and 0 < int(tier[2]) <= tiers:
-            image = resource(cls, groups[int(tier[2]) - 1][index])
-        else:
-            return None
-        if capacity.get(image) != capacity[name]:
-            return None
-        out[name] = image
-    return out if len(set(out.values())) == len(out) else None
+            return resource(cls, self.perm[index])
+        if cls in GPU_INDEXED:
+            return resource(cls, self.gpus[index])
+        if tier is not None and 0 < int(tier[2]) <= len(self.groups):
+            return resource(cls, self.groups[int(tier[2]) - 1][index])
+        return None
 
 
 __all__ = ["flow_orbits", "relabellings", "RANK_FIELDS"]

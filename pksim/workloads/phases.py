@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import replace
+from itertools import accumulate
 from typing import Callable
 
 from pksim.kernel_contract import epilogue_cost, epilogue_of, reduce_op_of
@@ -243,8 +244,10 @@ def _matrix_push(op, w, nbytes, ce, dtype, extra):
     e = DTYPES[dtype]
     s = varsize.matrix(op, extra, w, int(nbytes // e))
     sends = [[p for p in range(w) if s[r][p]] for r in range(w)]
-    sdisp = [[sum(s[r][:p]) * e for p in range(w)] for r in range(w)]
-    rdisp = [[sum(s[q][p] for q in range(r)) * e for p in range(w)] for r in range(w)]
+    # displacements as running sums (elements, whole numbers), along a row and down a column
+    sdisp = [[n * e for n in accumulate(s[r][:-1], initial=0)] for r in range(w)]
+    received = [list(accumulate(column[:-1], initial=0)) for column in zip(*s)]
+    rdisp = [[received[p][r] * e for p in range(w)] for r in range(w)]
 
     def moves():
         return [_copy(r, s[r][p] * e, (r,), (p,), sdisp[r][p], rdisp[r][p], ce,
