@@ -113,6 +113,12 @@ def staged(mechanism: str, reduce: bool, shifts: tuple[int, ...] = ()) -> bool:
     return mechanism == "tma" and (reduce or any(shifts))
 
 
+def source_reads(sources: int, dests: int, reduce: bool) -> int:
+    """How many times a move reads its sources: a sum each once; a copy its one source once per
+    SET_SLOTS destinations (copy_list's batches)."""
+    return sources if reduce else sources * math.ceil(dests / SET_SLOTS)
+
+
 def shift_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
                      shifts: tuple[int, ...] = ()) -> float:
     """SM time per payload byte that sources off the destinations' 16-byte grid (``shifts``,
@@ -131,11 +137,10 @@ def shift_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, red
     if not any(shifts):
         return 0.0
     t = gpu.transfer
-    batches = 1 if reduce else math.ceil(dests / SET_SLOTS)   # a copy's reads of its source
     if mechanism == "tma":
-        return t.tma_move_realign_s_per_B * shifted_sources(shifts) * batches
-    reads = sources * batches
-    return t.ldst_move_word_s_per_B * reads * (VECTOR_BYTES // word_bytes(shifts) - 1)
+        return t.tma_move_realign_s_per_B * source_reads(shifted_sources(shifts), dests, reduce)
+    return (t.ldst_move_word_s_per_B * source_reads(sources, dests, reduce)
+            * (VECTOR_BYTES // word_bytes(shifts) - 1))
 
 
 def word_l2_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: bool,
@@ -148,8 +153,7 @@ def word_l2_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: 
     aligned moves (16-byte loads use every sector byte they fetch)."""
     if mechanism == "tma" or not any(shifts):
         return math.inf
-    batches = 1 if reduce else math.ceil(dests / SET_SLOTS)
-    sectors = sources * batches * VECTOR_BYTES / word_bytes(shifts) + dests
+    sectors = source_reads(sources, dests, reduce) * VECTOR_BYTES / word_bytes(shifts) + dests
     return gpu.transfer.ldst_word_l2_Bps / sectors
 
 
