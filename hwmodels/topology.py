@@ -220,6 +220,50 @@ class Topology:
         hops.append(f"nvls{level}.{loc.groups[level - 1]}")
         return Path(tuple(res), latency, tuple(hops))
 
+    # ---- symmetries -------------------------------------------------------------
+    def automorphisms(self, colours: tuple[int, ...] | None = None
+                      ) -> tuple[tuple[int, ...], ...]:
+        """Rank relabellings that generate the topology's symmetry group, or with
+        ``colours`` (one per rank) the subgroup that maps every rank onto one of its colour;
+        each is a tuple ``perm`` (rank r becomes rank ``perm[r]``). The ranks hang in a tree:
+        the domains, their switch groups tier by tier, the ranks of a tier-1 group (virtual
+        ranks: all on the one GPU). A path's resources and latency follow from where its two
+        ends sit in that tree, so exchanging sibling subtrees of the same shape (and colours)
+        maps every path onto a path of the same latency and every resource onto one of the
+        same class and capacity. The generators: for each set of alike siblings, a swap of
+        the first two and a cycle through all of them, then the same inside the first of
+        them (inside the others it follows by conjugation). None where the switch groups do
+        not nest."""
+        key = ("automorphisms", colours)
+        if key not in self._cache:
+            tree = self._rank_tree()
+            perms: list[tuple[int, ...]] = []
+            if tree is not None:
+                colour = colours or (0,) * self.world
+                _generators(tree, self.world, perms, {}, colour)
+            self._cache[key] = tuple(perms)
+        return self._cache[key]
+
+    def _rank_tree(self) -> dict | None:
+        """The ranks as leaves of nested dicts (domain, tier-L group, ..., tier-1 group);
+        None where a switch group spans two parents."""
+        if self.virtual:
+            branches = [() for _ in self.locations]
+        else:
+            branches = [(loc.domain,) + loc.groups[::-1] for loc in self.locations]
+        parent: dict = {}
+        for branch in branches:
+            for depth in range(1, len(branch)):
+                if parent.setdefault((depth, branch[depth]), branch[depth - 1]) != branch[depth - 1]:
+                    return None
+        root: dict = {}
+        for rank, branch in enumerate(branches):
+            node = root
+            for key in branch:
+                node = node.setdefault(key, {})
+            node[rank] = rank
+        return root
+
     def counts(self) -> dict[str, int]:
         """Number of GPUs, switch groups per tier, switch chips, NVLink ports, NICs."""
         out = {"gpus": self.gpus, "ranks": self.world, "domains": self.domains}
@@ -232,3 +276,50 @@ class Topology:
             self.world * self.system.gpu.nvlink.links if self.world > 1 else 0)
         out["nics"] = self.world if self.domains > 1 else 0
         return out
+
+
+# ---- the rank tree's automorphisms (Topology.automorphisms) ---------------------------
+def _shape(node, shapes: dict, colour) -> tuple:
+    """A subtree's shape: a rank's colour, or its children's shapes, sorted (in ``shapes``,
+    by the node's id)."""
+    if isinstance(node, int):
+        return ("rank", colour[node])
+    if id(node) not in shapes:
+        shapes[id(node)] = ("tree", tuple(sorted(_shape(c, shapes, colour)
+                                                 for c in node.values())))
+    return shapes[id(node)]
+
+
+def _alike(node: dict, shapes: dict, colour) -> list[list]:
+    """A node's children grouped by shape (groups in the order of their shapes)."""
+    groups: dict = {}
+    for child in node.values():
+        groups.setdefault(_shape(child, shapes, colour), []).append(child)
+    return [groups[shape] for shape in sorted(groups)]
+
+
+def _leaf_pairs(a, b, shapes: dict, colour) -> list[tuple[int, int]]:
+    """(rank of a, rank of b) under one isomorphism of two subtrees of the same shape."""
+    if isinstance(a, int):
+        return [(a, b)]
+    return [pair for xs, ys in zip(_alike(a, shapes, colour), _alike(b, shapes, colour))
+            for x, y in zip(xs, ys) for pair in _leaf_pairs(x, y, shapes, colour)]
+
+
+def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colour) -> None:
+    if isinstance(node, int):
+        return
+    for alike in _alike(node, shapes, colour):
+        k = len(alike)
+        moves = []
+        if k > 1:
+            moves.append([(alike[0], alike[1]), (alike[1], alike[0])])
+        if k > 2:
+            moves.append([(alike[i], alike[(i + 1) % k]) for i in range(k)])
+        for pairs in moves:     # the rank permutation that carries each subtree a onto b
+            perm = list(range(world))
+            for a, b in pairs:
+                for x, y in _leaf_pairs(a, b, shapes, colour):
+                    perm[x] = y
+            out.append(tuple(perm))
+        _generators(alike[0], world, out, shapes, colour)

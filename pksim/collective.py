@@ -33,7 +33,8 @@ from pksim.flows import (capacities, ce_setup_s, check_feasible, flow_spec, move
 from pksim.prediction import Prediction, TimelineEvent
 from pksim.program import Program
 from pksim.schedule import Schedule
-from pksim.symmetry import FlowClass, identity_flows, reduce_flows
+from pksim.orbits import flow_orbits
+from pksim.symmetry import FlowClass, FlowOrbit, identity_flows, reduce_orbits
 from pksim.workloads.collectives import COLLECTIVES, build_program, busbw_factor
 from pksim.workloads.phases import plain
 
@@ -136,10 +137,7 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
     kinds = program_kinds(program)
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
-    largest = max((t.nbytes for s in program.patterns().values() for t in s.transfers()),
-                  default=0.0)
-    largest = max([largest] + [m.payload for s in program.patterns().values()
-                               for m in (s.moves() or ())])
+    largest = max((s.largest() for s in program.patterns().values()), default=0.0)
     lanes = 1
     if schedule.chunk_bytes and largest > schedule.chunk_bytes:
         lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
@@ -246,27 +244,41 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         return hit
     link_eff = (nccl.link_efficiency(system, schedule) if schedule.impl == "nccl"
                 else system.gpu.nvlink.efficiency(schedule.mechanism))
-    patterns, sync = {}, {}
     flag = system.gpu.sync.flag_latency_s
-    for pkey, step in program.patterns().items():
-        moves = step.moves()
-        if moves is not None:          # a generated kernel's phase (pksim.workloads.phases)
-            queued = Counter(m.issuer for m in moves if m.engine != "sm")
+    steps = program.patterns()
+    # what each pattern costs: a generated kernel's moves (pksim.workloads.phases), else the
+    # transfers, each costed as one copy or store-add by its source
+    items = {pkey: step.moves() if step.moves() is not None else step.transfers()
+             for pkey, step in steps.items()}
+    instance_caps = _instance_caps(system, topo, schedule)
+    if reduced:     # one flow per orbit of the topology's symmetries (pksim.orbits)
+        orbit_of, relabel = flow_orbits(topo, instance_caps, items)
+    else:
+        orbit_of, relabel = {pkey: list(range(len(its))) for pkey, its in items.items()}, []
+    orbits, sync = {}, {}
+    for pkey, step in steps.items():
+        sizes = Counter(orbit_of[pkey])
+        firsts = sorted(sizes)
+        reps = [items[pkey][i] for i in firsts]
+        if step.moves() is not None:
+            queued = Counter(m.issuer for m in items[pkey] if m.engine != "sm")
             specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff,
                                queued[m.issuer] if m.engine != "sm" else 1)
-                     for m in moves]
-            sync[pkey] = phase_sync_s(system, topo, schedule, moves, step.joins)
+                     for m in reps]
+            # an orbit's moves cross paths of the same latencies: its first stands for it
+            sync[pkey] = phase_sync_s(system, topo, schedule, reps, step.joins)
         else:
             specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
-                     for t in step.transfers()]
+                     for t in reps]
             if schedule.impl == "nccl":    # the paths' latency, and Simple's flag
                 sync[pkey] = nccl.step_sync_s(system, schedule, specs)
             else:
                 sync[pkey] = max((s.latency_s for s in specs), default=0.0) + flag
-        patterns[pkey] = specs
+        orbits[pkey] = [FlowOrbit(pkey, i, sizes[i], spec) for i, spec in zip(firsts, specs)]
     if reduced:
-        classes, members = reduce_flows(patterns, _instance_caps(system, topo, schedule))
+        classes, members = reduce_orbits(orbits, instance_caps, relabel)
     else:
+        patterns = {pkey: [o.spec for o in os] for pkey, os in orbits.items()}
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
     return FLOWS.store(system, key, (classes, members, sync))

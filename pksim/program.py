@@ -12,6 +12,7 @@ equal keys cost the same, so the simulator prepares each pattern once.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
@@ -83,8 +84,12 @@ class Step:
     # copy-engine schedules: the ranks' streams wait on each other's events after this phase
     # (False: the next phase goes on in the same streams, as a ring's copy after its sum)
     joins: bool = True
+    # the kinds of its transfers, where its builder names them: Program.kinds reads them
+    # instead of building the transfers (a direct all-reduce on 576 ranks has 331 k of them)
+    kinds: tuple[str, ...] | None = None
     _cache: list[Transfer] | None = field(default=None, repr=False)
     _moves: list[Move] | None = field(default=None, repr=False)
+    _largest: float | None = field(default=None, repr=False)
 
     def transfers(self) -> list[Transfer]:
         if self._cache is None:
@@ -97,6 +102,13 @@ class Step:
         if self._moves is None:
             self._moves = self.build_moves()
         return self._moves
+
+    def largest(self) -> float:
+        """The bytes of its largest transfer or move (0 without any)."""
+        if self._largest is None:
+            self._largest = max([0.0] + [t.nbytes for t in self.transfers()]
+                                + [m.payload for m in self.moves() or ()])
+        return self._largest
 
 
 @dataclass
@@ -118,8 +130,18 @@ class Program:
     def kinds(self) -> set[str]:
         """Transfer kinds of the steps (what the algorithm needs of the hardware): one step
         per distinct pattern is enough (steps with equal keys move the same way)."""
-        return {t.kind for step in _first_per_key(self.steps).values()
-                for t in step.transfers()}
+        out: set[str] = set()
+        for step in _first_per_key(self.steps).values():
+            out.update(step.kinds if step.kinds is not None
+                       else (t.kind for t in step.transfers()))
+        return out
+
+
+def digest(table) -> str:
+    """A step key's stand-in for a table of sizes as large as world x world: the key is
+    hashed at every look-up, and hashing the table itself (331 k numbers on 576 ranks)
+    costs milliseconds each time (as pksim.programs.p2p names its batches)."""
+    return hashlib.sha256(repr(table).encode()).hexdigest()[:16]
 
 
 def _first_per_key(steps: list[Step]) -> dict[Hashable, Step]:

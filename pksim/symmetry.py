@@ -28,6 +28,16 @@ class FlowClass:
     issuer: int                            # rank of the representative
 
 
+@dataclass(frozen=True)
+class FlowOrbit:
+    """Flows of one pattern that a symmetry of the topology maps onto each other
+    (pksim.orbits): ``size`` of them, the first at index ``first``, whose flow is ``spec``."""
+    key: Hashable
+    first: int
+    size: int
+    spec: FlowSpec
+
+
 def _recolour(signatures: dict) -> dict:
     ids: dict = {}
     return {item: ids.setdefault(sig, len(ids)) for item, sig in signatures.items()}
@@ -37,48 +47,103 @@ def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, f
                  ) -> tuple[dict[Hashable, list[FlowClass]], dict[str, str]]:
     """Group the flows of every pattern into classes. Returns the classes and, for
     each class resource, one of its instances (whose capacity it has)."""
-    flows = [(key, i, spec) for key, specs in patterns.items() for i, spec in enumerate(specs)]
-    fcol = _recolour({(k, i): (k, s.nbytes, round(s.latency_s, 15)) for k, i, s in flows})
-    users: dict[str, list[tuple[tuple, float]]] = {}
-    for k, i, s in flows:
-        for name, w in s.usage:
-            users.setdefault(name, []).append(((k, i), w))
-    rcol = _recolour({name: (name.cls, capacity[name]) for name in users})
+    orbits = {key: [FlowOrbit(key, i, 1, spec) for i, spec in enumerate(specs)]
+              for key, specs in patterns.items()}
+    return reduce_orbits(orbits, capacity)
+
+
+def reduce_orbits(orbits: dict[Hashable, list[FlowOrbit]], capacity: dict[str, float],
+                  relabel: list[dict[str, str]] = ()
+                  ) -> tuple[dict[Hashable, list[FlowClass]], dict[str, str]]:
+    """``reduce_flows`` from one flow per orbit (each pattern's orbits in the order of
+    their first flows): the resources' orbits are those of the representatives' resources
+    under the relabellings ``relabel`` (none: each resource its own). Refining orbits as the
+    flows would be refined gives the same classes: every member of an orbit carries the same
+    colour at every round (its flows and resources map onto each other's), and a class's
+    colour number is that of its first resource in the order the flows first use them, which
+    the first flow of some class uses (a class's flows use the same resource classes)."""
+    flows = [o for key in orbits for o in orbits[key]]
+    res: dict[str, str] = {}        # resource -> the first of its orbit the flows use
+    size: dict[str, int] = {}       # an orbit's resources, by its first
+    for o in flows:
+        for name, _ in o.spec.usage:
+            if name not in res:
+                _close(name, relabel, res, size)
+    # users[r][(flow orbit, weight)]: how many flows of that orbit use each resource of
+    # orbit r with that weight (the orbit's uses of r, spread evenly over r's resources)
+    users: dict[str, dict[tuple[int, float], int]] = {r: {} for r in size}
+    for j, o in enumerate(flows):
+        uses: dict[tuple[str, float], int] = {}
+        for name, w in o.spec.usage:
+            uses[(res[name], w)] = uses.get((res[name], w), 0) + 1
+        for (r, w), n in uses.items():
+            count, left = divmod(o.size * n, size[r])
+            if left:
+                raise RuntimeError(f"flow orbit {o.key} step {o.first}: uses of {r} do not "
+                                   f"spread evenly: the relabellings are not symmetries")
+            users[r][(j, w)] = count
+    fcol = _recolour({j: (o.key, o.spec.nbytes, round(o.spec.latency_s, 15))
+                      for j, o in enumerate(flows)})
+    rcol = _recolour({r: (r.cls, capacity[r]) for r in users})
     n_f, n_r = len(set(fcol.values())), len(set(rcol.values()))
     while True:
-        rcol = _recolour({name: (rcol[name], tuple(sorted((fcol[f], w) for f, w in fl)))
-                          for name, fl in users.items()})
-        fcol = _recolour({(k, i): (fcol[(k, i)], tuple(sorted((rcol[n], w) for n, w in s.usage)))
-                          for k, i, s in flows})
+        rcol = _recolour({r: (rcol[r], _users_signature(fl, fcol)) for r, fl in users.items()})
+        fcol = _recolour({j: (fcol[j], tuple(sorted((rcol[res[n]], w) for n, w in o.spec.usage)))
+                          for j, o in enumerate(flows)})
         new_f, new_r = len(set(fcol.values())), len(set(rcol.values()))
         if (new_f, new_r) == (n_f, n_r):
             break
         n_f, n_r = new_f, new_r
     res_count: dict[int, int] = {}
     res_name: dict[int, ResourceName] = {}
-    for name, c in rcol.items():
-        res_count[c] = res_count.get(c, 0) + 1
-        res_name.setdefault(c, ResourceName(f"{name.cls}#{c}", name.cls))
+    for r, c in rcol.items():
+        res_count[c] = res_count.get(c, 0) + size[r]
+        res_name.setdefault(c, ResourceName(f"{r.cls}#{c}", r.cls))
     colour_of = {r: c for c, r in res_name.items()}
-    instances = {res_name[c]: name for name, c in rcol.items()}
+    instances = {res_name[c]: r for r, c in rcol.items()}
     out: dict[Hashable, list[FlowClass]] = {}
-    for key, specs in patterns.items():
-        members: dict[int, list[int]] = {}
-        for i in range(len(specs)):
-            members.setdefault(fcol[(key, i)], []).append(i)
+    j = 0
+    for key, pattern in orbits.items():
+        members: dict[int, list[FlowOrbit]] = {}
+        for o in pattern:
+            members.setdefault(fcol[j], []).append(o)
+            j += 1
         classes = []
-        for colour, idx in members.items():
-            rep = specs[idx[0]]
+        for group in members.values():
+            rep = group[0].spec
             per_class: dict[str, float] = {}
             for name, w in rep.usage:
-                c = rcol[name]
+                c = rcol[res[name]]
                 per_class[res_name[c]] = per_class.get(res_name[c], 0.0) + w
-            count = len(idx)
+            count = sum(o.size for o in group)
             usage = tuple(sorted((r, count * u / res_count[colour_of[r]])
                                  for r, u in per_class.items()))
             classes.append(FlowClass(usage, count, rep.latency_s, rep.nbytes, rep.issuer))
         out[key] = classes
     return out, instances
+
+
+def _close(name: str, relabel, res: dict[str, str], size: dict[str, int]) -> None:
+    """Enter the orbit of ``name`` under the relabellings in ``res``, ``name`` first."""
+    res[name] = name
+    stack, n = [name], 1
+    while stack:
+        x = stack.pop()
+        for image in relabel:
+            y = image[x]
+            if y not in res:
+                res[y] = name
+                stack.append(y)
+                n += 1
+    size[name] = n
+
+
+def _users_signature(users: dict[tuple[int, float], int], fcol: dict) -> tuple:
+    """The multiset of (flow colour, weight) on a resource, as sorted (pair, count)."""
+    seen: dict[tuple[int, float], int] = {}
+    for (j, w), count in users.items():
+        seen[(fcol[j], w)] = seen.get((fcol[j], w), 0) + count
+    return tuple(sorted(seen.items()))
 
 
 def identity_flows(patterns: dict[Hashable, list[FlowSpec]]) -> dict[Hashable, list[FlowClass]]:

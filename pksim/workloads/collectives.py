@@ -10,6 +10,7 @@ message).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Hashable
 
 from hwmodels.errors import InfeasibleError
@@ -96,7 +97,7 @@ def _ring(n: int, steps: int, shard: float, kind: str, block_of: Callable[[int, 
         def build(s: int = s) -> list[Transfer]:
             return [Transfer(ranks[i], ranks[(i + 1) % m], shard, kind, (block_of(i, s),))
                     for i in range(m)]
-        out.append(Step((tag, "shift1", m, shard, kind), build))
+        out.append(Step((tag, "shift1", m, shard, kind), build, kinds=(kind,)))
     return out
 
 
@@ -110,13 +111,13 @@ def _direct(n: int, shard: float, kind: str, block_of: Callable[[int, int], Hash
             def build(s: int = s) -> list[Transfer]:
                 return [Transfer(r, (r + s + 1) % n, shard, kind, (block_of(r, (r + s + 1) % n),))
                         for r in range(n)]
-            out.append(Step((tag, "shift", s + 1, n, shard, kind), build))
+            out.append(Step((tag, "shift", s + 1, n, shard, kind), build, kinds=(kind,)))
         return out
 
     def build_all() -> list[Transfer]:
         return [Transfer(r, (r + d) % n, shard, kind, (block_of(r, (r + d) % n),))
                 for r in range(n) for d in range(1, n)]
-    return [Step((tag, "all-pairs", n, shard, kind), build_all)]
+    return [Step((tag, "all-pairs", n, shard, kind), build_all, kinds=(kind,))]
 
 
 def _halving(n: int, shard: float, tag: str) -> list[Step]:
@@ -133,7 +134,7 @@ def _halving(n: int, shard: float, tag: str) -> list[Step]:
                              and (b & d) == (p & d))
                 out.append(Transfer(r, p, shard * len(sent), "reduce", sent))
             return out
-        steps.append(Step((tag, "xor", d, n, shard), build))
+        steps.append(Step((tag, "xor", d, n, shard), build, kinds=("reduce",)))
         d //= 2
     return steps
 
@@ -149,7 +150,7 @@ def _doubling(n: int, shard: float, tag: str) -> list[Step]:
                 held = tuple(b for b in range(n) if (b & ~(d - 1)) == (r & ~(d - 1)))
                 out.append(Transfer(r, r ^ d, shard * len(held), "copy", held))
             return out
-        steps.append(Step((tag, "xor", d, n, shard), build))
+        steps.append(Step((tag, "xor", d, n, shard), build, kinds=("copy",)))
         d *= 2
     return steps
 
@@ -160,7 +161,7 @@ def _switch(n: int, shard: float, kind: str, tag: str, ranks: list[int] | None =
 
     def build() -> list[Transfer]:
         return [Transfer(r, r, shard, kind, (block_of(r),)) for r in ranks]
-    return [Step((tag, kind, len(ranks), shard), build)]
+    return [Step((tag, kind, len(ranks), shard), build, kinds=(kind,))]
 
 
 # ---- algorithms per op -------------------------------------------------------------
@@ -171,10 +172,20 @@ def build_program(op: str, algorithm: str, n: int, nbytes: float, root: int = 0,
     domains of consecutive ranks); with the ``mechanism`` of a generated kernel, also its
     phases (pksim.workloads.phases). ``extra``: the schedule's extra (split sizes, send-recv's
     peers). Raises InfeasibleError for combinations that do not exist, with the reason."""
-    program = _semantic_program(op, algorithm, n, nbytes, root, sequential, domains, dtype, extra)
+    program = Program(_semantic_steps(op, algorithm, n, nbytes, root, sequential, domains,
+                                      dtype, extra), n)
     if mechanism is not None and domains == 1:
         program.phases = kernel_phases(op, algorithm, mechanism, n, nbytes, root, dtype, extra)
     return program
+
+
+@functools.lru_cache(maxsize=4)
+def _semantic_steps(op: str, algorithm: str, n: int, nbytes: float, root: int,
+                    sequential: bool, domains: int, dtype: str = "bf16", extra=()) -> list[Step]:
+    """The steps of build_program, kept for the next call (a search builds the same
+    program once per candidate); their transfers are built when first asked for."""
+    return _semantic_program(op, algorithm, n, nbytes, root, sequential, domains, dtype,
+                             extra).steps
 
 
 def _semantic_program(op: str, algorithm: str, n: int, nbytes: float, root: int,
@@ -219,9 +230,9 @@ def _ar_direct(n, nbytes, shard, root, seq):
                 for r in range(n) for d in range(1, n)]
     if seq:
         return [Step(("ar1", "shift", d, n, nbytes), lambda d=d: [
-            Transfer(r, (r + d) % n, nbytes, "reduce", tuple(range(n))) for r in range(n)])
-            for d in range(1, n)]
-    return [Step(("ar1", "all-pairs", n, nbytes), build)]
+            Transfer(r, (r + d) % n, nbytes, "reduce", tuple(range(n))) for r in range(n)],
+            kinds=("reduce",)) for d in range(1, n)]
+    return [Step(("ar1", "all-pairs", n, nbytes), build, kinds=("reduce",))]
 
 
 def _ar_two_shot(n, nbytes, shard, root, seq):
@@ -277,14 +288,14 @@ def _chain(n, nbytes, root, kind, towards_root, blocks=("x",)):
     for s in range(n - 1):
         src, dst = order[s], order[s + 1]
         steps.append(Step(("chain", kind, src, dst, nbytes), lambda src=src, dst=dst: [
-            Transfer(src, dst, nbytes, kind, blocks)]))
+            Transfer(src, dst, nbytes, kind, blocks)], kinds=(kind,)))
     return steps
 
 
 def _bcast_direct(n, nbytes, shard, root, seq):
     def build() -> list[Transfer]:
         return [Transfer(root, q, nbytes, "copy", ("x",)) for q in range(n) if q != root]
-    return [Step(("bcast", "fan-out", n, nbytes), build)]
+    return [Step(("bcast", "fan-out", n, nbytes), build, kinds=("copy",))]
 
 
 def _bcast_ring(n, nbytes, shard, root, seq):
@@ -298,7 +309,7 @@ def _bcast_in_network(n, nbytes, shard, root, seq):
 def _reduce_direct(n, nbytes, shard, root, seq):
     def build() -> list[Transfer]:
         return [Transfer(q, root, nbytes, "reduce", _chunks(n)) for q in range(n) if q != root]
-    return [Step(("reduce", "fan-in", n, nbytes), build)]
+    return [Step(("reduce", "fan-in", n, nbytes), build, kinds=("reduce",))]
 
 
 def _reduce_two_shot(n, nbytes, shard, root, seq):
@@ -307,7 +318,7 @@ def _reduce_two_shot(n, nbytes, shard, root, seq):
     def gather() -> list[Transfer]:
         return [Transfer(b, root, shard, "copy", (("x", b),)) for b in range(n) if b != root]
     return (_direct(n, shard, "reduce", lambda r, q: ("x", q), "rs", seq)
-            + [Step(("reduce", "gather", n, shard), gather)])
+            + [Step(("reduce", "gather", n, shard), gather, kinds=("copy",))])
 
 
 def _reduce_ring(n, nbytes, shard, root, seq):
@@ -316,19 +327,19 @@ def _reduce_ring(n, nbytes, shard, root, seq):
 
 def _reduce_in_network(n, nbytes, shard, root, seq):
     return [Step(("reduce", "switch-reduce", 1, nbytes), lambda: [
-        Transfer(root, root, nbytes, "switch-reduce", _chunks(n))])]
+        Transfer(root, root, nbytes, "switch-reduce", _chunks(n))], kinds=("switch-reduce",))]
 
 
 def _gather_direct(n, nbytes, shard, root, seq):
     def build() -> list[Transfer]:
         return [Transfer(q, root, shard, "copy", (q,)) for q in range(n) if q != root]
-    return [Step(("gather", "fan-in", n, shard), build)]
+    return [Step(("gather", "fan-in", n, shard), build, kinds=("copy",))]
 
 
 def _scatter_direct(n, nbytes, shard, root, seq):
     def build() -> list[Transfer]:
         return [Transfer(root, q, shard, "copy", (q,)) for q in range(n) if q != root]
-    return [Step(("scatter", "fan-out", n, shard), build)]
+    return [Step(("scatter", "fan-out", n, shard), build, kinds=("copy",))]
 
 
 def _hier_ar(n: int, D: int, shard: float) -> list[Step]:

@@ -20,12 +20,14 @@ which, so one key costs them all (their ranks share a symmetric fabric or one GP
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
+from itertools import accumulate
 from typing import Callable
 
 from pksim.kernel_contract import epilogue_cost, epilogue_of, reduce_op_of
-from pksim.program import Move, Step
+from pksim.program import Move, Step, digest
 from pksim.schedule import DTYPES
 from pksim.shifts import aligned16, move_shifts
 from pksim.workloads import varsize
@@ -127,12 +129,12 @@ def _rs_ring_phases(w, shard, ce, tag, shard_at=None):
     out = [_phase((tag, "ring0", w, shard), lambda: [
         Move(r, shard, (r,), (nxt[r],), shifts=shifts(r, 0)) for r in range(w)])]
     if ce:   # sum into a local staging slot (SM kernel), then a copy to the next rank
-        for _ in range(w - 2):
-            # the same ce_phase goes on with the copy: no event waits in between
-            out.append(_phase((tag, "ring-ce-sum", w, shard), lambda: [
-                Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)], joins=False))
-            out.append(_phase((tag, "ring-ce-send", w, shard), lambda: [
-                Move(r, shard, (r,), (nxt[r],), warm=1) for r in range(w)]))
+        # the same ce_phase goes on with the copy: no event waits in between
+        add = _phase((tag, "ring-ce-sum", w, shard), lambda: [
+            Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)], joins=False)
+        send = _phase((tag, "ring-ce-send", w, shard), lambda: [
+            Move(r, shard, (r,), (nxt[r],), warm=1) for r in range(w)])
+        out += [add, send] * (w - 2)
         out.append(_phase((tag, "ring-ce-last", w, shard), lambda: [
             Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
         return out
@@ -181,10 +183,9 @@ def _ar_two_shot(w, nbytes, root, ce, dtype):
 def _ar_ring(w, nbytes, root, ce, dtype):
     chunk = nbytes / w
     out = _rs_ring_phases(w, chunk, ce, "kar")
-    for _ in range(w - 1):   # forward the reduced chunks (the previous phase's) onwards
-        out.append(_phase(("kar", "ring-ag", w, chunk), lambda: [
-            Move(r, chunk, (r,), ((r + 1) % w,), warm=1) for r in range(w)]))
-    return out
+    # forward the reduced chunks (the previous phase's) onwards
+    return out + [_phase(("kar", "ring-ag", w, chunk), lambda: [
+        Move(r, chunk, (r,), ((r + 1) % w,), warm=1) for r in range(w)])] * (w - 1)
 
 
 # ---- all-to-all and broadcast ----------------------------------------------------------------
@@ -243,14 +244,16 @@ def _matrix_push(op, w, nbytes, ce, dtype, extra):
     e = DTYPES[dtype]
     s = varsize.matrix(op, extra, w, int(nbytes // e))
     sends = [[p for p in range(w) if s[r][p]] for r in range(w)]
-    sdisp = [[sum(s[r][:p]) * e for p in range(w)] for r in range(w)]
-    rdisp = [[sum(s[q][p] for q in range(r)) * e for p in range(w)] for r in range(w)]
+    # displacements as running sums (elements, whole numbers), along a row and down a column
+    sdisp = [[n * e for n in accumulate(s[r][:-1], initial=0)] for r in range(w)]
+    received = [list(accumulate(column[:-1], initial=0)) for column in zip(*s)]
+    rdisp = [[received[p][r] * e for p in range(w)] for r in range(w)]
 
     def moves():
         return [_copy(r, s[r][p] * e, (r,), (p,), sdisp[r][p], rdisp[r][p], ce,
                       serial=1 if ce else len(sends[r]))
                 for r in range(w) for p in sends[r]]
-    return [_phase(("kv", op, w, tuple(map(tuple, s)), ce), moves)]
+    return [_phase(("kv", op, w, digest(s), ce), moves)]
 
 
 def _a2av_direct(w, nbytes, root, ce, dtype, extra):
@@ -326,18 +329,31 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
     D53), its sums through the epilogue routines (Move.epilogue: their extra SM time, D56)."""
     if mechanism not in KERNEL_MECHANISMS or world < 2:
         return None
-    if mechanism == "copy-engine" and ((op, algorithm) in SM_ONLY or not plain(extra)):
+    return _phases(op, algorithm, mechanism == "copy-engine", world, nbytes, root, dtype, extra)
+
+
+@functools.lru_cache(maxsize=4)
+def _phases(op: str, algorithm: str, ce: bool, world: int, nbytes: float, root: int,
+            dtype: str, extra) -> list[Step] | None:
+    """kernel_phases, kept for the next call: a search builds the same kernel once per
+    candidate (SM counts, peer orders, TMA or registers), and its phases build their moves
+    once (576 ranks, every rank to every rank: 331 k of them). A phase repeated in a kernel
+    is one Step."""
+    if ce and ((op, algorithm) in SM_ONLY or not plain(extra)):
         return None     # no such kernel: a copy engine cannot apply the op (epilogue.cuh)
     sized = SIZED_PHASES.get((op, algorithm))
     if sized is not None:
-        steps = sized(world, nbytes, root, mechanism == "copy-engine", dtype, extra)
+        steps = sized(world, nbytes, root, ce, dtype, extra)
     else:
         build = KERNEL_PHASES.get((op, algorithm))
         if build is None:
             return None
-        steps = build(world, nbytes, root, mechanism == "copy-engine", dtype)
+        steps = build(world, nbytes, root, ce, dtype)
     cost = epilogue_cost(extra)
-    return [_through_epilogue(s, cost, DTYPES[dtype]) for s in steps] if cost else steps
+    if not cost:
+        return steps
+    through = {id(s): _through_epilogue(s, cost, DTYPES[dtype]) for s in steps}
+    return [through[id(s)] for s in steps]      # a repeated phase stays one Step
 
 
 def _through_epilogue(step: Step, cost: str, elem_bytes: float) -> Step:

@@ -24,7 +24,7 @@ from typing import Hashable
 
 from hwmodels.errors import ConfigError
 from pksim.kernel_contract import SPLIT_OPS
-from pksim.program import Step, Transfer
+from pksim.program import Step, Transfer, digest
 
 MATRIX_OPS = ("all-to-all-v", "send-recv")     # world x world sizes
 VECTOR_OPS = ("all-gather-v", "reduce-scatter-v")  # world shares
@@ -191,4 +191,5 @@ def semantic_steps(op: str, algorithm: str, world: int, extra, elems: int,
 
     def build() -> list[Transfer]:
         return [Transfer(src, dst, n * elem_bytes, kind, (block,)) for src, dst, n, block in moved]
-    return [Step((op, algorithm, world, tuple((s, d, n) for s, d, n, _ in moved)), build)]
+    return [Step((op, algorithm, world, digest([(s, d, n) for s, d, n, _ in moved])), build,
+                 kinds=(kind,))]

@@ -23,6 +23,19 @@ def test_algorithm_produces_the_collective(op, algorithm, n):
     assert wrong == {}
 
 
+@pytest.mark.parametrize("op, algorithm, n", CASES)
+@pytest.mark.parametrize("sequential", [False, True])
+def test_steps_name_the_kinds_of_their_transfers(op, algorithm, n, sequential):
+    # Program.kinds reads a step's declared kinds instead of building its transfers:
+    # each step's declaration is what its transfers hold
+    program = build_program(op, algorithm, n, 1024.0 * n, root=n - 1, sequential=sequential,
+                            domains=2 if algorithm == "hierarchical" else 1)
+    for step in program.steps:
+        if step.kinds is not None:
+            assert set(step.kinds) == {t.kind for t in step.transfers()}, step.key
+    assert program.kinds() == {t.kind for s in program.steps for t in s.transfers()}
+
+
 def test_double_counting_is_caught():
     # rank 0 reduces into 1 twice: a wrong algorithm, not rounding
     step = Step(("bad",), lambda: [Transfer(0, 1, 8.0, "reduce", ("x",))])

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pksim.workloads.phases import KERNEL_PHASES, SIZED_PHASES, SM, bytes_moved, kernel_phases
+from pksim.workloads.phases import (KERNEL_PHASES, SIZED_PHASES, SM, _copy, bytes_moved,
+                                    kernel_phases)
 
 MiB = 1 << 20
 
@@ -102,3 +103,20 @@ def test_copy_engine_broadcast_reads_the_root_once_per_copy():
 
     assert hbm_busy("copy-engine") == pytest.approx(16 * gib / cap, rel=1e-6)
     assert hbm_busy("register") == pytest.approx(9 * gib / cap, rel=1e-6)
+
+
+def test_split_matrix_displacements_are_the_sums_before_each_block():
+    # all-to-all-v's moves copy block r -> p from its send displacement (what r sends to
+    # ranks before p) into its receive displacement (what ranks before r send to p): the
+    # offsets decide each move's shift off the 16-byte grid (pksim.shifts)
+    w, e = 5, 2
+    rows = [[3, 0, 8, 1, 5], [2, 7, 0, 0, 4], [9, 1, 1, 6, 0], [0, 0, 2, 3, 3], [1, 4, 5, 0, 2]]
+    splits = ";".join(",".join(map(str, row)) for row in rows)
+    (step,) = kernel_phases("all-to-all-v", "direct", "register", w, 0, dtype="bf16",
+                            extra=(("splits", splits),))
+    want = [_copy(r, rows[r][p] * e, (r,), (p,), sum(rows[r][:p]) * e,
+                  sum(rows[q][p] for q in range(r)) * e, False,
+                  serial=sum(1 for v in rows[r] if v))
+            for r in range(w) for p in range(w) if rows[r][p]]
+    assert step.moves() == want
+    assert any(m.shifts for m in want)      # some blocks sit off the grid: offsets matter

@@ -1,0 +1,255 @@
+"""The flows prepared from one flow per orbit of the topology's symmetries (pksim.orbits,
+pksim.symmetry.reduce_orbits) equal, bit for bit, those of every flow refined one by one
+(the model's original path, kept here as the oracle ``_reference``)."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import fields
+from typing import Hashable
+
+import pytest
+
+from hwmodels.catalog import load_system
+from hwmodels.topology import ResourceName, Topology
+from pksim import collective, nccl
+from pksim.flows import FlowSpec, flow_spec, move_spec
+from pksim.nccl import nccl_schedule
+from pksim.orbits import RANK_FIELDS, _Layouts, _relabel_resources, flow_orbits, relabellings
+from pksim.program import Move, Transfer
+from pksim.schedule import Schedule
+from pksim.symmetry import FlowClass, reduce_flows
+from pksim.workloads.collectives import COLLECTIVES, algorithms_for
+
+MiB = 1 << 20
+
+
+def _recolour(signatures: dict) -> dict:
+    ids: dict = {}
+    return {item: ids.setdefault(sig, len(ids)) for item, sig in signatures.items()}
+
+
+def _reference_reduce(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, float]):
+    """The colour refinement of every flow, as the model ran it before the orbits."""
+    flows = [(key, i, spec) for key, specs in patterns.items() for i, spec in enumerate(specs)]
+    fcol = _recolour({(k, i): (k, s.nbytes, round(s.latency_s, 15)) for k, i, s in flows})
+    users: dict[str, list[tuple[tuple, float]]] = {}
+    for k, i, s in flows:
+        for name, w in s.usage:
+            users.setdefault(name, []).append(((k, i), w))
+    rcol = _recolour({name: (name.cls, capacity[name]) for name in users})
+    n_f, n_r = len(set(fcol.values())), len(set(rcol.values()))
+    while True:
+        rcol = _recolour({name: (rcol[name], tuple(sorted((fcol[f], w) for f, w in fl)))
+                          for name, fl in users.items()})
+        fcol = _recolour({(k, i): (fcol[(k, i)], tuple(sorted((rcol[n], w) for n, w in s.usage)))
+                          for k, i, s in flows})
+        new_f, new_r = len(set(fcol.values())), len(set(rcol.values()))
+        if (new_f, new_r) == (n_f, n_r):
+            break
+        n_f, n_r = new_f, new_r
+    res_count: dict[int, int] = {}
+    res_name: dict[int, ResourceName] = {}
+    for name, c in rcol.items():
+        res_count[c] = res_count.get(c, 0) + 1
+        res_name.setdefault(c, ResourceName(f"{name.cls}#{c}", name.cls))
+    colour_of = {r: c for c, r in res_name.items()}
+    instances = {res_name[c]: name for name, c in rcol.items()}
+    out = {}
+    for key, specs in patterns.items():
+        members: dict[int, list[int]] = {}
+        for i in range(len(specs)):
+            members.setdefault(fcol[(key, i)], []).append(i)
+        classes = []
+        for idx in members.values():
+            rep = specs[idx[0]]
+            per_class: dict[str, float] = {}
+            for name, w in rep.usage:
+                per_class[res_name[rcol[name]]] = per_class.get(res_name[rcol[name]], 0.0) + w
+            usage = tuple(sorted((r, len(idx) * u / res_count[colour_of[r]])
+                                 for r, u in per_class.items()))
+            classes.append(FlowClass(usage, len(idx), rep.latency_s, rep.nbytes, rep.issuer))
+        out[key] = classes
+    return out, instances
+
+
+def _all_specs(model: collective.Model) -> dict[Hashable, list[FlowSpec]]:
+    """Every flow of the model's patterns, as the model built them before the orbits."""
+    schedule, topo = model.schedule, model.topo
+    link_eff = (nccl.link_efficiency(model.system, schedule) if schedule.impl == "nccl"
+                else model.system.gpu.nvlink.efficiency(schedule.mechanism))
+    resident = collective.resident_in_l2(topo, schedule.dim("bytes"))
+    out = {}
+    for key, step in model.program.patterns().items():
+        moves = step.moves()
+        if moves is not None:
+            queued = Counter(m.issuer for m in moves if m.engine != "sm")
+            out[key] = [move_spec(topo, schedule, m, m.payload / model.lanes, resident, link_eff,
+                                  queued[m.issuer] if m.engine != "sm" else 1) for m in moves]
+        else:
+            out[key] = [flow_spec(topo, schedule, t, t.nbytes / model.lanes, resident, link_eff)
+                        for t in step.transfers()]
+    return out
+
+
+def _check_same(system, schedule: Schedule) -> None:
+    collective.FLOWS.clear()
+    model = collective.build(system, schedule)
+    caps = collective._instance_caps(model.system, model.topo, model.schedule)
+    want, instances = _reference_reduce(_all_specs(model), caps)
+    assert model.classes == want
+    # the class resources' capacities: those of the instances the refinement named
+    full = collective.capacities(model.topo, model.schedule)
+    if schedule.impl == "nccl":
+        full.update(nccl.issue_capacities(model.system, model.topo, model.schedule))
+    assert model.capacity == {name: full[inst] for name, inst in instances.items()}
+    # and the reduced model's signals: those of every flow's
+    unreduced = collective.build(system, schedule, reduced=False)
+    assert model.sync_s == unreduced.sync_s
+
+
+def _pk_cases():
+    for op in COLLECTIVES:
+        for alg in algorithms_for(op):
+            if alg == "hierarchical":
+                continue
+            for mech in (("multimem",) if alg == "in-network" else ("tma", "register",
+                                                                       "copy-engine")):
+                yield op, alg, mech
+
+
+PK_CASES = list(_pk_cases())
+# systems and worlds whose trees differ: one switch tier, two tiers with a partial second
+# group (gb200-nvl576 at 80: a group of 72 and one of 8), eight virtual ranks on one GPU
+WORLDS = [("gb200-nvl72", 6), ("gb200-nvl576", 80), ("h200-virtual-calibrated", 8),
+          ("h100-nvl256", 16)]
+
+
+@pytest.mark.parametrize("op, alg, mech", PK_CASES)
+@pytest.mark.parametrize("name, world", WORLDS)
+def test_orbits_give_the_classes_of_every_flow(name, world, op, alg, mech):
+    system = load_system(name)
+    if alg == "rhd" and world & (world - 1):
+        pytest.skip("rhd needs a power-of-two world")
+    schedule = Schedule(op=op, shape=(("bytes", 3 * MiB),), world=world, algorithm=alg,
+                        mechanism=mech, comm_sms=8)
+    try:
+        _check_same(system, schedule)
+    except collective.InfeasibleError:
+        pytest.skip("infeasible here")
+
+
+@pytest.mark.parametrize("op", ["all-reduce", "all-gather", "reduce-scatter", "broadcast"])
+@pytest.mark.parametrize("name, world, domains", [("gb200-nvl72", 72, 1), ("dgx-h100", 16, 2),
+                                                  ("h100-nvl256", 32, 1)])
+def test_orbits_give_the_classes_of_every_flow_for_nccl(name, world, domains, op):
+    system = load_system(name)
+    for size in (64 << 10, 64 * MiB):
+        _check_same(system, nccl_schedule(system, op, size, world, domains))
+
+
+VARIANTS = [  # (op, algorithm, mechanism, what else the schedule says)
+    ("reduce", "direct", "register", dict(root=37)),          # a root in the partial rack
+    ("reduce", "two-shot", "tma", dict(root=5)),
+    ("broadcast", "direct", "copy-engine", dict(root=79)),
+    ("gather", "direct", "tma", dict(root=72)),
+    ("scatter", "direct", "register", dict(root=3)),
+    ("all-reduce", "ring", "tma", dict(chunk_bytes=256 << 10, pipeline_depth=2)),
+    ("all-gather", "direct", "tma", dict(peer_order="sequential")),
+    ("all-reduce", "two-shot", "register", dict(extra=(("reduce_op", "max"),))),
+    ("all-gather-v", "direct", "tma", dict(extra=(("splits", ",".join(
+        str(64 * (1 + r % 3)) for r in range(80))),))),
+    ("send-recv", "direct", "copy-engine", dict(extra=(("peers", "+1,-1"),))),
+    ("all-to-all-v", "direct", "register", dict(extra=(("splits", ";".join(
+        ",".join(str(8 * ((r + q) % 4)) for q in range(80)) for r in range(80))),))),
+]
+
+
+@pytest.mark.parametrize("op, alg, mech, more", VARIANTS)
+def test_orbits_of_roots_chunks_orders_and_split_sizes(op, alg, mech, more):
+    # on 80 ranks of gb200-nvl576 (a rack of 72 and one of 8): a rank with a role of its
+    # own, pipelined lanes, a peer order, a reduce op, uneven split sizes and peers
+    schedule = Schedule(op=op, shape=(("bytes", 3 * MiB),), world=80, algorithm=alg,
+                        mechanism=mech, comm_sms=8, **more)
+    _check_same(load_system("gb200-nvl576"), schedule)
+
+
+def test_orbits_of_pk_schedules_over_two_domains():
+    system = load_system("dgx-h100")
+    for alg in ("ring", "hierarchical", "direct"):
+        schedule = Schedule(op="all-reduce", shape=(("bytes", 8 * MiB),), world=16, domains=2,
+                            algorithm=alg, mechanism="register", comm_sms=8)
+        _check_same(system, schedule)
+
+
+def test_a_flow_and_its_image_under_every_kept_relabelling():
+    # each kept relabelling maps every move's flow onto its image's flow, resource by
+    # resource (the orbits rest on it): a direct all-gather and a two-shot all-reduce on
+    # 80 ranks of gb200-nvl576 (two tiers, a partial group), every move against every image
+    system = load_system("gb200-nvl576")
+    for op, alg in (("all-gather", "direct"), ("all-reduce", "two-shot")):
+        schedule = Schedule(op=op, shape=(("bytes", 3 * MiB),), world=80, algorithm=alg,
+                            mechanism="tma", comm_sms=8)
+        model = collective.build(system, schedule, reduced=False)
+        specs = _all_specs(model)
+        caps = collective._instance_caps(system, model.topo, schedule)
+        items = {k: s.moves() for k, s in model.program.patterns().items()}
+        kept = relabellings(model.topo, caps, items)
+        assert len(kept) >= 4      # both racks' swaps and cycles, at least
+        layouts = _Layouts()
+        for key, moves in items.items():
+            where = {layouts.form(m): i for i, m in enumerate(moves)}
+            for perm, image in kept:
+                for i, m in enumerate(moves):
+                    moved = Move(**{f.name: getattr(m, f.name) for f in fields(Move)}
+                                 | {"issuer": perm[m.issuer],
+                                    "sources": tuple(perm[q] for q in m.sources),
+                                    "dests": tuple(perm[q] for q in m.dests)})
+                    j = where[layouts.form(moved)]
+                    mine = sorted((image[n], w) for n, w in specs[key][i].usage)
+                    assert mine == sorted(specs[key][j].usage)
+                    assert specs[key][i].latency_s == specs[key][j].latency_s
+
+
+def test_a_ring_on_two_tiers_keeps_only_the_cycle_of_the_groups():
+    # ranks 0..79 on gb200-nvl576: racks of 72 and of 8; a ring r -> r + 1 is kept by no
+    # swap and by no cycle of one rack's ranks (the ring leaves the rack at 71 and 79)
+    topo = Topology.build(load_system("gb200-nvl576"), 80)
+    ring = {"ring": [Transfer(r, (r + 1) % 80, 1.0) for r in range(80)]}
+    caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
+    orbits, relabel = flow_orbits(topo, caps, ring)
+    assert relabel == [] and orbits["ring"] == list(range(80))
+    # all 72 ranks of one rack, every one to every other: one orbit
+    topo72 = Topology.build(load_system("gb200-nvl72"), 72)
+    pairs = {"all": [Transfer(r, q, 1.0) for r in range(72) for q in range(72) if q != r]}
+    caps72 = {name: r.capacity_Bps for name, r in topo72.resources.items()}
+    orbits, relabel = flow_orbits(topo72, caps72, pairs)
+    assert set(orbits["all"]) == {0} and len(relabel) == 2
+
+
+def test_an_unknown_resource_class_keeps_no_relabelling():
+    topo = Topology.build(load_system("gb200-nvl72"), 8)
+    caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
+    assert _relabel_resources(topo, topo.automorphisms()[0], caps) is not None
+    caps[ResourceName("mystery[0]", "mystery")] = 1.0
+    assert _relabel_resources(topo, topo.automorphisms()[0], caps) is None
+
+
+def test_move_fields_are_ranks_or_rank_free():
+    # pksim.orbits relabels a move's issuer, sources and dests and compares the rest as it
+    # is: a new field that names ranks, or that the flow pairs with one source's rank, must
+    # be added to RANK_FIELDS (and to _Layouts.form). ``shifts`` (one per source) enters the
+    # flow as a whole only (pksim.flows: the move's rate, latency and load rounds)
+    rank_free = {"payload", "reduce", "engine", "serial", "readers", "dealt", "warm",
+                 "load_rounds", "routine", "active", "epilogue", "elem_bytes", "shifts"}
+    assert {f.name for f in fields(Move)} == set(RANK_FIELDS) | rank_free
+
+
+def test_reduce_flows_is_the_reference_refinement():
+    # the trivial orbits (every flow its own): the fused model's path
+    system = load_system("h100-nvl256")
+    schedule = Schedule(op="all-reduce", shape=(("bytes", 3 * MiB),), world=16,
+                        algorithm="two-shot", mechanism="tma", comm_sms=8)
+    model = collective.build(system, schedule, reduced=False)
+    specs = _all_specs(model)
+    caps = collective._instance_caps(system, model.topo, schedule)
+    assert reduce_flows(specs, caps) == _reference_reduce(specs, caps)
