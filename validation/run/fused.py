@@ -13,8 +13,8 @@ failed. Results already in RESULTS.jsonl are skipped (resume).
 Case kinds and their JSON lines (one per case; device, date, torch, cuda on every line):
   fused     op, overlap, algorithm, mechanism, world, m, n, k, gemm_blocks, comm_blocks
             (per rank), tile_order (-1 generated default, 0 staggered, 1 sequential);
-            correctness: ok, bad, max_abs_err, rel_err, atol, rtol, guards_ok, recheck_ok (the
-            output once more after the timed calls); timing (validation/measurement.Timing,
+            correctness: ok, bad, max_abs_err, max_err_over_tol, rel_err, atol, rtol, run_z,
+            guards_ok, recheck_ok (the output once more after the timed calls); timing (validation/measurement.Timing,
             seconds): median_s, min_s, max_s over iters calls, each after a 256 MiB L2 flush,
             CUDA events, idle (where set: each call from an idle GPU,
             ``_interleaved_timings``), tflops (world x 2 m n k / median_s: all ranks' work on

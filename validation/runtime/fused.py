@@ -11,12 +11,17 @@ torch.
   output with the fp32 reference: sum over ranks of A_r @ B_r (gemm-rs: the owner's rows;
   gemm-ar: everything, on every rank) or A @ B_r (ag-gemm).
 
-Tolerance. Each rank's product is rounded to bf16 before or while it is summed (a bf16 partial,
-or a bf16 store-add), and the sum is rounded again: an element passes when
-``|out - ref| <= 2^-7 |ref| + S sqrt(K) / 64`` with S = world for the reductions (each of the
-world roundings of a partial of size ~sqrt(K) costs up to 2^-9 of it, summed order-free) and
-S = 1 for ag-gemm. A lost or doubled partial (error of order sqrt(K) in most elements of a
-tile) fails by a wide margin. The relative Frobenius error is reported beside it.
+Tolerance (docs/decisions.md D62). Each rank's product is rounded to bf16 before or while it
+is summed (a bf16 partial, or a bf16 store-add), and the sum is rounded again: an element
+passes when ``|out - ref| <= 2^-7 |ref| + S sqrt(K) / 64 + Z sigma_run`` with S = world for
+the reductions (each of the world roundings of a partial of size ~sqrt(K) costs up to 2^-9 of
+it, summed order-free) and S = 1 for ag-gemm. ``sigma_run`` (``running_sum_sigma``, 0 for
+ag-gemm) is the rounding noise of a bf16 running sum of the world partials added in a random
+order, the store-add kernels' way: a rounding of the running sum s_j costs up to half its ulp
+(at most 2^-7 |s_j|), uniform, variance 2^-14 s_j^2 / 12, and over a random order E sum_j s_j^2
+= (world + 1) (sum_r p_r^2 / 6 + ref^2 / 3); Z = RUN_Z. A lost or doubled partial (error of
+order sqrt(K) in most elements of a tile) still fails in a few per cent of a tile's elements.
+The relative Frobenius error and the largest |error| / tolerance are reported beside it.
 
 torch is imported lazily; ``CUDA_MODULE_LOADING=EAGER`` is set before CUDA initialises.
 """
@@ -32,6 +37,7 @@ from validation.runtime.library import (GeneratedLibrary, as_pointer, host_array
 
 ABI_VERSION = 2
 GUARD = 1024              # bf16 elements of NaN after every output
+RUN_Z = 8                 # standard deviations of the running sum's roundings (D62)
 
 
 class PkfArgs(ctypes.Structure):
@@ -56,6 +62,13 @@ class PkfReqs(ctypes.Structure):
                 ("comm_blocks", ctypes.c_int), ("threads", ctypes.c_int),
                 ("smem_bytes", ctypes.c_ulonglong), ("max_coresident_blocks", ctypes.c_int),
                 ("spins", ctypes.c_int), ("table_bytes", ctypes.c_ulonglong)]
+
+
+def running_sum_sigma(ref, sum_sq, world: int):
+    """Standard deviation of the roundings of a bf16 running sum of ``world`` partials whose
+    exact sum is ``ref`` and whose squares sum to ``sum_sq``, added in a random order (D62):
+    sqrt(2^-14 / 12 x (world + 1) (sum_sq / 6 + ref^2 / 3)). Works on tensors and floats."""
+    return ((world + 1) * (sum_sq / 6 + ref * ref / 3) * (2.0 ** -14 / 12)) ** 0.5
 
 
 def row_lo(r: int, m: int, world: int) -> int:
@@ -148,39 +161,51 @@ class FusedCall:
     # ---- checking ---------------------------------------------------------------------------
     def reference(self, r: int):
         """fp32 reference of rank r's output (TF32 off)."""
+        return self._reference(r)[0]
+
+    def _reference(self, r: int):
+        """Rank r's reference and, for the reductions, the sum of its partials' squares."""
         torch = torch_module()
         torch.backends.cuda.matmul.allow_tf32 = False
         if self.op == "ag-gemm":
-            return self.a_full.float() @ self.b[r].float()
+            return self.a_full.float() @ self.b[r].float(), None
         if not hasattr(self, "_sum"):
-            s = self.a[0].float() @ self.b[0].float()
-            for q in range(1, self.world):
-                s.addmm_(self.a[q].float(), self.b[q].float())
-            self._sum = s
+            self._sum, self._sq = 0.0, 0.0
+            for q in range(self.world):
+                p = self.a[q].float() @ self.b[q].float()
+                self._sum = self._sum + p
+                self._sq = self._sq + p * p
+                del p
         if self.op == "gemm-rs":
-            return self._sum[self.lo[r]:self.lo[r + 1]]
-        return self._sum
+            rows = slice(self.lo[r], self.lo[r + 1])
+            return self._sum[rows], self._sq[rows]
+        return self._sum, self._sq
 
     def check(self) -> dict[str, Any]:
         torch = torch_module()
         s = 1 if self.op == "ag-gemm" else self.world
         atol = s * math.sqrt(self.k) / 64
-        bad, max_err, num, den, guards = 0, 0.0, 0.0, 0.0, True
+        bad, max_err, ratio, num, den, guards = 0, 0.0, 0.0, 0.0, 0.0, True
         for r in range(self.world):
-            ref = self.reference(r)
-            out = self.out[r].float()
-            err = (out - ref).abs()
-            bad += int((~(err <= 2.0 ** -7 * ref.abs() + atol)).sum().item())  # NaN is bad
-            max_err = max(max_err, float(torch.nan_to_num(err, nan=float("inf")).max().item()))
-            num += float(torch.nan_to_num(err, nan=1e30).pow(2).sum().item())
+            ref, sq = self._reference(r)
+            tol = 2.0 ** -7 * ref.abs() + atol
+            if sq is not None:
+                tol = tol + RUN_Z * running_sum_sigma(ref, sq, self.world)
+            err = torch.nan_to_num((self.out[r].float() - ref).abs(), nan=float("inf"))
+            bad += int((err > tol).sum().item())
+            max_err = max(max_err, float(err.max().item()))
+            ratio = max(ratio, float((err / tol).max().item()))
+            num += float(err.clamp(max=1e30).pow(2).sum().item())
             den += float(ref.pow(2).sum().item())
             guards = guards and bool(torch.isnan(self.out_buf[r][self.out_rows[r] * self.n:]).all())
-            del ref, out, err
-        if hasattr(self, "_sum"):
-            del self._sum
+            del ref, sq, err, tol
+        for name in ("_sum", "_sq"):
+            if hasattr(self, name):
+                delattr(self, name)
         rel = math.sqrt(num / den) if den else float("inf")
         return {"ok": bad == 0 and guards, "bad": bad, "max_abs_err": max_err,
-                "rel_err": rel, "atol": atol, "rtol": 2.0 ** -7, "guards_ok": guards}
+                "max_err_over_tol": ratio, "rel_err": rel, "atol": atol, "rtol": 2.0 ** -7,
+                "run_z": RUN_Z if s > 1 else 0, "guards_ok": guards}
 
     def free(self) -> None:
         for name in ("a", "b", "out", "out_buf", "partial", "gathered", "flags"):
