@@ -194,7 +194,8 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     GPU; over NVLink it rides in the shadow of the far round trips as the near buffers do.
     ``shifts``: sources off the destinations' 16-byte grid (shift_time_per_B; a shifted TMA
     copy costs the one-source staged sum), inside one GPU only: block_moves --shift measured
-    them there (docs/decisions.md D63)."""
+    them there (docs/decisions.md D63). A copy to more than SET_SLOTS destinations runs as
+    copy_list does, one whole move per SET_SLOTS of them, each reading the source again (D64)."""
     t = gpu.transfer
     if routine == "pull":
         mechanism = "tma" if mechanism == "tma" else "register"
@@ -206,6 +207,11 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     if routine == "pull":
         return (t.pull_move_base_s_per_B + t.pull_move_source_s_per_B * sources
                 + t.pull_move_dest_s_per_B * dests)
+    if not reduce and dests > SET_SLOTS:   # copy_list: a whole move per batch of destinations
+        full, rest = divmod(dests, SET_SLOTS)
+        return sum(n * move_time_per_B(gpu, mechanism, sources, d, False, readers=readers,
+                                       shifts=shifts)
+                   for n, d in ((full, SET_SLOTS), (1, rest)) if n and d)
     reduce = reduce or staged(mechanism, reduce, shifts)    # a shifted TMA copy: S = 1
     if mechanism == "tma":
         base, dest, red, src = (t.tma_move_base_s_per_B, t.tma_move_dest_s_per_B,

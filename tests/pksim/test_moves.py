@@ -242,3 +242,19 @@ def test_epilogue_time_per_byte_follows_the_routines():
         plain + 52.37e-9 / KiB / 2)
     assert move_time_per_B(gpu, "register", 1, 1, False, epilogue="bias") == \
         move_time_per_B(gpu, "register", 1, 1, False)
+
+
+@pytest.mark.parametrize("mechanism", ["tma", "register"])
+@pytest.mark.parametrize("shifts", [(), (8,)])
+def test_a_copy_to_many_destinations_is_a_move_per_batch_of_eight(mechanism, shifts):
+    # collective.cuh copy_list: 8 destinations (PKC_SET_SLOTS) a batch, each batch a whole
+    # copy that reads the source again (D64): 72 destinations = 9 moves to 8, 20 = 2 x 8 + 4;
+    # up to 8 destinations one move whose time grows with each destination
+    from pksim.moves import move_time_per_B
+    gpu = load_system("h200-virtual-calibrated").gpu
+
+    def t(d):
+        return move_time_per_B(gpu, mechanism, 1, d, False, shifts=shifts)
+    assert t(72) == pytest.approx(9 * t(8), rel=1e-12)
+    assert t(20) == pytest.approx(2 * t(8) + t(4), rel=1e-12)
+    assert all(t(d) < t(d + 1) for d in range(1, 72))
