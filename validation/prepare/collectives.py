@@ -240,19 +240,20 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
             mechanism=mech, world=4, dtype="bf16", lib=libs[(op, "ring", mech)],
             count=4096, seq=1000, timeout_cycles=1 << 22, expect_error="timed out waiting on flag")
     # 6. blocks per rank at 1 GiB: the simulator's choice was timed above; the whole GPU
-    #    (sms / world), two blocks per SM, and (no co-residency needed) four. Ring blocks
-    #    wait on each other: two per SM must be refused by the host when the kernel cannot
-    #    keep them all resident (the runner compares with the library's
+    #    (sms / world), two blocks per SM, and (no co-residency needed) four. Ring and rhd
+    #    blocks wait on each other: two per SM must be refused by the host when the kernel
+    #    cannot keep them all resident (the runner compares with the library's
     #    max_coresident_blocks), and otherwise run correctly (checked, not timed).
     if matrix == "full":
         for op, alg, mech in combos:
             if mech == "copy-engine" or op in ("all-to-all", "broadcast") or \
                     (op, alg) == ("all-reduce", "direct"):
                 continue
-            factors = (1, 2) if alg == "ring" else (1, 2, 4)
+            waits = alg in ("ring", "rhd")
+            factors = (1, 2) if waits else (1, 2, 4)
             for w in worlds:
                 for f in factors:
-                    refused = alg == "ring" and f > 1
+                    refused = waits and f > 1
                     extra = (dict(refused_unless_resident=True) if refused else
                              dict(time=True, iters=5, warmup=1, deadline_s=120, sweep=True))
                     add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16-1GiB-bpr{f * sms // w}",
