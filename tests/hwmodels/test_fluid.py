@@ -128,3 +128,27 @@ def test_single_flow_closed_form_arithmetic_and_errors():
         single_flow_time_s({"a": 1.0}, {"c": 1.0}, 1.0)
     with pytest.raises(RuntimeError, match="zero-capacity"):
         single_flow_time_s({"a": 0.0}, {"a": 1.0}, 1.0)
+
+
+def test_flows_of_one_usage_started_apart_land_at_their_own_times():
+    # port p 10 B/s, q 10 B/s. A (100 B on p) at 0; at 5, B (30 B on p: A's usage, so A's
+    # group and rate) and C (40 B on p and q). A alone 0-5 moves 50. From 5 three flows on
+    # p at 10 / 3 B/s: B lands at 5 + 30 / (10/3) = 14, A then 20 short, C 10; A and C at
+    # 5 B/s: C lands at 14 + 10 / 5 = 16, A 10 short; A alone: 16 + 10 / 10 = 17.
+    (a, b, c), engine = run({"p": 10.0, "q": 10.0}, [(100, {"p": 1.0}, 0.0),
+                                                    (30, {"p": 1.0}, 5.0),
+                                                    (40, {"p": 1.0, "q": 1.0}, 5.0)])
+    assert (a, b, c) == (pytest.approx(17.0), pytest.approx(14.0), pytest.approx(16.0))
+    assert engine.busy_s["p"] == pytest.approx(17.0)
+    assert engine.busy_s["q"] == pytest.approx(40 / 10)   # C's 40 B at q's 10 B/s
+
+
+def test_many_identical_flows_share_as_their_number():
+    # 1000 flows of 1 B on one 100 B/s port, one every ms: they arrive at 1000 B/s, ten
+    # times what the port carries, so the port stays busy from 0 until the 1000 B have
+    # passed at 100 B/s (10 s), and an equal share lands them in the order they came
+    flows = [(1.0, {"p": 1.0}, i * 1e-3) for i in range(1000)]
+    times, engine = run({"p": 100.0}, flows)
+    assert max(times) == pytest.approx(10.0)
+    assert engine.busy_s["p"] == pytest.approx(10.0)
+    assert times == sorted(times)
