@@ -21,42 +21,42 @@ from validation.calibrate import microbench as gpu_run
 ROOT = Path(__file__).resolve().parents[2]
 # the calibration inputs (validation/data/calibration/MANIFEST.toml lists them, in this order)
 CAL = ROOT / "validation" / "data" / "calibration"
-RESULTS = CAL / "h200-microbench-2026-12-02.json"
+RESULTS = CAL / "h200-microbench-2026-12-02.json.gz"
 RUN2 = ROOT / "validation" / "data" / "cited" / "h200-microbench-2026-12-02-run2.json"
 # the whole suite again, with block_moves' kernels keeping their pointers in
 # registers (their stacks had slowed every launch; the small payloads are also timed alone
 # behind a write) and launch_latency's behind-write launches on 4-264 blocks
-SUITE3 = CAL / "h200-microbench-2026-12-03.json"
+SUITE3 = CAL / "h200-microbench-2026-12-03.json.gz"
 # launch_latency again: ce_burst with 2 MiB copies and rounds chained across streams by
 # events, with and without a kernel after each copy
 LAUNCH3 = CAL / "h200-launch-2026-12-03-run2.json"
 # block_moves, launch_latency, hbm_copy and ce_burst again:
 # the collectives' routines without stacks; they replace the same measurements of SUITE3 and
 # LAUNCH3 (validation.calibrate.fit.merge_results)
-RUN14 = CAL / "h200-microbench-2026-12-03-run14.json"
+RUN14 = CAL / "h200-microbench-2026-12-03-run14.json.gz"
 # block_moves with 1 GiB payloads: shared reads by TMA and
 # register stores to several destinations at that size, the blocks' pieces of whole 4 KiB
-BIG = CAL / "h200-block-moves-1gib-2026-12-03-run17.json"
+BIG = CAL / "h200-block-moves-1gib-2026-12-03-run17.json.gz"
 # block_moves, launch_latency, hbm_copy and ce_burst again (10:41 UTC) with the
 # kernels' pieces of whole lines, of whole 4 KiB from 64 KiB a piece: they replace the same
 # measurements of the files before (the 1 GiB run's small payloads behind a write among them)
-RUN18 = CAL / "h200-microbench-2026-12-03-run18.json"
+RUN18 = CAL / "h200-microbench-2026-12-03-run18.json.gz"
 # block_moves, launch_latency (ce_burst's rounds also waiting on every other stream), hbm_copy
 # again (12:36 and 13:04 UTC, the kernels as committed) and block_moves at 256 MiB (with
 # the first): the last of each measurement replaces the ones before, so that the fit and
 # the suite measured in the same call share a machine (docs/decisions.md D37)
-RUN19 = CAL / "h200-microbench-2026-12-03-run19.json"
-BM256 = CAL / "h200-block-moves-256mib-2026-12-03-run19.json"
-RUN20 = CAL / "h200-microbench-2026-12-03-run20.json"
+RUN19 = CAL / "h200-microbench-2026-12-03-run19.json.gz"
+BM256 = CAL / "h200-block-moves-256mib-2026-12-03-run19.json.gz"
+RUN20 = CAL / "h200-microbench-2026-12-03-run20.json.gz"
 # block_moves, launch_latency, hbm_copy again and two new primitives (14:00 UTC):
 # signal_chain (peer copies with the generated kernels' ring hand-off between them) and
 # fused_pull (the inter-SM fused kernels' pull-reduce alone)
-RUN21 = CAL / "h200-microbench-2026-12-03-run21.json"
+RUN21 = CAL / "h200-microbench-2026-12-03-run21.json.gz"
 # block_moves again (14:36 UTC), with block_moves_cross at the two-shot's own parts
 # (512 B, 8 KiB), behind a kernel's write too, and by registers 4 sources a round; it comes
 # before the 14:00 file so that its measurements (taken with the suite they are judged beside)
 # replace its repeats, and only its new points count
-RUN22 = CAL / "h200-block-moves-2026-12-03-run22.json"
+RUN22 = CAL / "h200-block-moves-2026-12-03-run22.json.gz"
 # block_moves again with its cold moves alone behind a write also at 1 and 4 MiB (16:36
 # UTC), the whole microbenchmark step of the session with the ring change (17:08: block_moves
 # also behind a read, measured only; launch_latency, hbm_copy, signal_chain, fused_pull
@@ -315,9 +315,11 @@ def test_bad_results_give_a_one_line_error(tmp_path, content, message):
 
 
 def test_gzipped_results_read_as_the_plain_file(tmp_path):
+    plain = tmp_path / "results.json"
+    plain.write_bytes(gzip.decompress(RESULTS.read_bytes()))
     packed = tmp_path / "results.json.gz"
-    packed.write_bytes(gzip.compress(RESULTS.read_bytes()))
-    assert cal.load_results(packed).records == cal.load_results(RESULTS).records
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert cal.load_results(packed).records == cal.load_results(plain).records
     bad = tmp_path / "bad.json.gz"
     bad.write_text("not gzip")
     res = CliRunner().invoke(cli, ["calibrate", "--from-json", str(bad), "-o", str(tmp_path / "out.toml")])
@@ -393,7 +395,7 @@ def test_crossed_block_moves_wait_a_further_round_of_loads(shipped):
     four = {**rec, "params": {**rec["params"], "sources": 4, "dests": 4, "groups": 4}}
     assert predict_time_s(shipped, {**four, "params": {**four["params"], "load_batch": 4}}) == \
         predict_time_s(shipped, four)
-    # h200-block-moves-2026-12-03-run22.json measured 5.44 us (8 at once) and 6.98 us (4 a
+    # h200-block-moves-2026-12-03-run22.json.gz measured 5.44 us (8 at once) and 6.98 us (4 a
     # round) behind a kernel's write (docs/decisions.md D24)
     assert 0.8e-6 < twice - once < 2.0e-6
 
@@ -415,7 +417,7 @@ def test_a_ring_hand_off_costs_the_drain_the_release_and_a_system_flag(shipped):
     step = handoff_s(g, g.l2.latency_s) + _block_move_body(g, 4096.0, "register", "copy", 1, 1,
                                                            16, groups=8, hot=True)
     assert t[2] - t[1] == pytest.approx(step) and t[8] - t[1] == pytest.approx(7 * step)
-    # h200-microbench-2026-12-03-run21.json measured 1.74-1.77 us a step for 4 KiB at 8 x 16
+    # h200-microbench-2026-12-03-run21.json.gz measured 1.74-1.77 us a step for 4 KiB at 8 x 16
     # blocks (17.44 - 5.12 us over 7); the model, refitted on the 17:08 signal_chain and the
     # 2026-12-04 moves, 1.73 us (docs/decisions.md D18, D37)
     assert 1.5e-6 < step < 1.9e-6

@@ -3,6 +3,7 @@ writes nothing, unless --partial, which fits the rest and records the missing gr
 run is replaced by a results file (the first H200 run) plus a failed build and a failed run."""
 from __future__ import annotations
 
+import gzip
 import json
 import tomllib
 
@@ -15,13 +16,13 @@ from pksim.cli import calibrate as calibrate_cli
 from pksim.cli.main import cli
 from validation.calibrate.microbench import failures
 
-RESULTS = data_dir() / "calibration" / "h200-microbench-2026-12-02.json"
+RESULTS = data_dir() / "calibration" / "h200-microbench-2026-12-02.json.gz"
 
 
 @pytest.fixture
 def failed_run(tmp_path, monkeypatch):
     """calibrate's GPU run, faked: block_moves did not build, signal_chain timed out."""
-    doc = json.loads(RESULTS.read_text())
+    doc = json.loads(gzip.decompress(RESULTS.read_bytes()))
     doc["builds"] = [{"name": "block_moves", "ok": False,
                       "log_tail": "fatal error: collectives/collective.cuh: No such file"},
                      {"name": "hbm_copy", "ok": True, "log_tail": ""}]

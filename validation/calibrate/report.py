@@ -2,7 +2,7 @@
 microbenchmark, as Markdown, for docs/validation/calibration.md.
 
     python -m validation.calibrate.report [--system h200-calibrated]
-        [--results validation/data/h200-microbench-2026-12-02.json]
+        [--results validation/data/h200-microbench-2026-12-02.json.gz]
         [--also OTHER.json ...] [-o docs/validation/calibration.md]
 
 With -o, the text replaces what lies between the two ``calibration-report`` markers of
