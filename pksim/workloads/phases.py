@@ -15,8 +15,11 @@ the kernels take it), a -v block at its displacement; where one side of an SM mo
 16-byte grid by another amount than the other, its sources are shifted (Move.shifts,
 pksim.shifts; docs/decisions.md D63) and a TMA copy moves pieces instead of dealing stage
 chunks (collective.cuh copy_range deals only when every pointer is aligned). The ring phases
-of one kind rotate the ranks over the shards: each has the same moves up to which rank makes
-which, so one key costs them all (their ranks share a symmetric fabric or one GPU).
+of one kind rotate the ranks over the shards: phase p puts rank r's shard at (r - p) x count,
+so the ranks' offsets off the 16-byte grid repeat every 16 / gcd(shard bytes, 16) phases
+(``ring_class``); phases of one class give every rank the same moves and share a key (on
+every fabric), the others are costed each (a rank that crosses a tier boundary and reads
+shifted in one phase and aligned in another costs differently in the two).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from typing import Callable
 from pksim.kernel_contract import epilogue_cost, epilogue_of, reduce_op_of
 from pksim.program import Move, Step, digest
 from pksim.schedule import DTYPES
-from pksim.shifts import aligned16, move_shifts
+from pksim.shifts import VECTOR_BYTES, aligned16, move_shifts
 from pksim.workloads import varsize
 
 SM = "sm"   # engine of the copy-engine schedules' reduction kernels
@@ -48,6 +51,14 @@ def load_rounds(sources: int, batch: int) -> int:
     """Rounds in which a register sum (collective.cuh reg_reduce) loads its sources: up to 4
     sources in one, more ``batch`` at a time."""
     return math.ceil(sources / batch) if sources > 4 else 1
+
+
+def ring_class(p: int, w: int, shard_bytes: int) -> int:
+    """The key class of a ring's phase p, whose ranks' shards sit at (r - p) x shard_bytes:
+    p modulo the period of those offsets on the 16-byte grid when the world is a multiple of
+    it (then the phases of a class give each rank the same moves), else p itself."""
+    period = VECTOR_BYTES // math.gcd(int(shard_bytes), VECTOR_BYTES)
+    return p % period if w % period == 0 else p
 
 
 def _phase(key, moves: Callable[[], list[Move]], joins: bool = True) -> Step:
@@ -99,8 +110,8 @@ def _ag_ring(w, nbytes, root, ce, dtype):
         return [_copy(r, shard, (r,), ((r + 1) % w,), (r - p) % w * cb, (r - p) % w * cb, ce,
                       warm=1) for r in range(w)]
     return ([_phase(("kag", "ring0", w, shard, ce), first)]
-            + [_phase(("kag", "ring", w, shard, ce), lambda p=p: forward(p))
-               for p in range(1, w - 1)])
+            + [_phase(("kag", "ring", w, shard, ce, 0 if ce else ring_class(p, w, cb)),
+                      lambda p=p: forward(p)) for p in range(1, w - 1)])
 
 
 # ---- reduce-scatter (reduce_scatter.cuh) ---------------------------------------------------
@@ -117,11 +128,12 @@ def _rs_direct(w, nbytes, root, ce, dtype):
         for r in range(w)])]
 
 
-def _rs_ring_phases(w, shard, ce, tag, shard_at=None):
+def _rs_ring_phases(w, shard, ce, tag, shard_at=None, cb=0):
     """Phase 0 sends a shard to the next rank's scratch; phases 1 .. w-2 add the own shard to
     the received partial sum (the previous phase's write: warm) and send it on; the last adds
     and keeps it. ``shard_at(r, p)``: the byte offset of the own shard rank r reads in phase p
-    (the scratch slots and the outputs start on 16 bytes); None: every shard on the grid."""
+    (the scratch slots and the outputs start on 16 bytes); None: every shard on the grid.
+    ``cb``: the shard's bytes, whose offsets class the phases' keys (ring_class)."""
     nxt = [(r + 1) % w for r in range(w)]
 
     def shifts(r, p, *others):
@@ -139,7 +151,8 @@ def _rs_ring_phases(w, shard, ce, tag, shard_at=None):
             Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
         return out
     for p in range(1, w - 1):
-        out.append(_phase((tag, "ring-sum", w, shard), lambda p=p: [
+        key = (tag, "ring-sum", w, shard, 0 if ce or shard_at is None else ring_class(p, w, cb))
+        out.append(_phase(key, lambda p=p: [
             Move(r, shard, (r, r), (nxt[r],), True, warm=1, shifts=shifts(r, p, 0))
             for r in range(w)]))
     out.append(_phase((tag, "ring-last", w, shard), lambda: [
@@ -151,7 +164,7 @@ def _rs_ring(w, nbytes, root, ce, dtype):
     # the own shard of phase p: (r - p - 1) mod w, the last phase's r (reduce_scatter_ring::shard)
     cb = _shard_bytes(w, nbytes, dtype)
     return _rs_ring_phases(w, nbytes / w, ce, "krs",
-                           lambda r, p: (r if p == w - 1 else (r - p - 1) % w) * cb)
+                           lambda r, p: (r if p == w - 1 else (r - p - 1) % w) * cb, cb)
 
 
 # ---- all-reduce (all_reduce.cuh) -------------------------------------------------------------

@@ -18,6 +18,7 @@ from pksim.orbits import RANK_FIELDS, _Layouts, _relabel_resources, flow_orbits,
 from pksim.program import Move, Transfer
 from pksim.schedule import Schedule
 from pksim.symmetry import FlowClass, reduce_flows
+from pksim.workloads import phases as ph
 from pksim.workloads.collectives import COLLECTIVES, algorithms_for
 
 MiB = 1 << 20
@@ -253,3 +254,26 @@ def test_reduce_flows_is_the_reference_refinement():
     specs = _all_specs(model)
     caps = collective._instance_caps(system, model.topo, schedule)
     assert reduce_flows(specs, caps) == _reference_reduce(specs, caps)
+
+
+@pytest.mark.parametrize("op, mechanism", [("all-gather", "tma"), ("reduce-scatter", "tma"),
+                                           ("reduce-scatter", "register")])
+def test_ring_phases_sharing_a_key_cost_what_each_costs_alone(op, mechanism, monkeypatch):
+    # gb200-nvl576 at 144 ranks (two racks: not every rotation of the ring is a symmetry),
+    # 6945 elements a rank (13 890 bytes, 2 mod 16: the offsets cycle every 8 phases): the
+    # prediction with the phases' keys as built equals the one with every phase its own key
+    system = load_system("gb200-nvl576")
+    s = Schedule(op=op, shape=(("bytes", 6945 * 144 * 2),), world=144, algorithm="ring",
+                 mechanism=mechanism, comm_sms=16)
+
+    def predict():
+        ph._phases.cache_clear()
+        collective.FLOWS.clear()
+        return collective.simulate(collective.build(system, s)).time_s
+    shared = predict()
+    count = iter(range(10 ** 6))
+    phase = ph._phase
+    monkeypatch.setattr(ph, "_phase", lambda key, moves, joins=True:
+                        phase(tuple(key) + (next(count),), moves, joins))
+    assert predict() == shared
+    ph._phases.cache_clear()

@@ -120,3 +120,4 @@ def test_split_matrix_displacements_are_the_sums_before_each_block():
             for r in range(w) for p in range(w) if rows[r][p]]
     assert step.moves() == want
     assert any(m.shifts for m in want)      # some blocks sit off the grid: offsets matter
+

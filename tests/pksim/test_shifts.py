@@ -14,7 +14,7 @@ from pksim.moves import (move_Bps, move_latency_s, move_time_per_B, register_loa
                          shift_time_per_B, word_l2_Bps)
 from pksim.shifts import (aligned16, lean_shifted_sums, move_shifts, shifted_sources,
                           source_shift, word_bytes)
-from pksim.workloads.phases import kernel_phases
+from pksim.workloads.phases import kernel_phases, ring_class
 
 H200 = load_system("h200-calibrated")
 SHIFTS = st.sampled_from(range(0, 16, 2))
@@ -81,11 +81,17 @@ def test_the_kernels_moves_carry_the_shifts_of_their_offsets():
     assert Counter(word_bytes(m.shifts) for m in rs) == Counter({2: 36, 4: 18, 8: 9, 16: 9})
     assert all(len(m.shifts) in (0, 72) for m in rs)
     # the ring reduce-scatter's sums: the own shard shifted, the received slot on the grid; each
-    # sum phase rotates the ranks over the same shards (one key costs them all)
+    # sum phase rotates the ranks over the same shards. 14562-byte shards (2 mod 16) put the
+    # ranks' offsets off the grid in a cycle of 8 phases: 8 keys, phase p's that of p + 8
     ring = kernel_phases("reduce-scatter", "ring", "register", 72, 1 << 20)
     phases = [Counter(m.shifts for m in p.moves()) for p in ring[1:-1]]
     assert all(p == phases[0] for p in phases) and phases[0][(2, 0)] == 9
-    assert len({p.key for p in ring[1:-1]}) == 1
+    sums = ring[1:-1]
+    assert len({p.key for p in sums}) == 8
+    assert all(a.key == b.key for a, b in zip(sums, sums[8:]))
+    assert [ring_class(p, 72, 14562) for p in (1, 8, 9, 70)] == [1, 0, 1, 6]
+    assert ring_class(5, 70, 14562) == 5          # 70 ranks: no whole cycle, every phase its own
+    assert ring_class(5, 72, 14560) == 0          # shards on the grid: one key
     # copy engines: no shifts (cudaMemcpy's own alignment handling is not modelled)
     ce = kernel_phases("all-gather", "direct", "copy-engine", 72, 1 << 20)[0].moves()
     assert all(m.shifts == () for m in ce)
