@@ -133,7 +133,8 @@ def _rs_ring_phases(w, shard, ce, tag, shard_at=None, cb=0):
     the received partial sum (the previous phase's write: warm) and send it on; the last adds
     and keeps it. ``shard_at(r, p)``: the byte offset of the own shard rank r reads in phase p
     (the scratch slots and the outputs start on 16 bytes); None: every shard on the grid.
-    ``cb``: the shard's bytes, whose offsets class the phases' keys (ring_class)."""
+    ``cb``: the shard's bytes, whose offsets class the phases' keys (ring_class; 0 with
+    every shard on the grid: one class)."""
     nxt = [(r + 1) % w for r in range(w)]
 
     def shifts(r, p, *others):
@@ -151,8 +152,7 @@ def _rs_ring_phases(w, shard, ce, tag, shard_at=None, cb=0):
             Move(r, shard, (r, r), (r,), True, SM, warm=1) for r in range(w)]))
         return out
     for p in range(1, w - 1):
-        key = (tag, "ring-sum", w, shard, 0 if ce or shard_at is None else ring_class(p, w, cb))
-        out.append(_phase(key, lambda p=p: [
+        out.append(_phase((tag, "ring-sum", w, shard, ring_class(p, w, cb)), lambda p=p: [
             Move(r, shard, (r, r), (nxt[r],), True, warm=1, shifts=shifts(r, p, 0))
             for r in range(w)]))
     out.append(_phase((tag, "ring-last", w, shard), lambda: [
