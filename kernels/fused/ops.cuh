@@ -181,24 +181,23 @@ inline int fill_owner_gemm(P& p, const void* A, int a_rows, const void* B, const
   return pk::gemm::OK;
 }
 
-// ---- gemm-rs, intra-SM: TMA store-add from the epilogue into the owner of each tile ------------
+// The store-add ops' table maps: every rank's output (out_rows of it), boxes of a sub-tile.
+template <class Cfg>
+inline bool output_maps(CUtensorMap* maps, const pkf_args* a, kind k) {
+  for (int o = 0; o < a->world; ++o)
+    if (!swizzled_out_map(&maps[o], a->out[o], out_rows(k, o, a), a->N, Cfg::WG_ROWS)) return false;
+  return true;
+}
 
-// Rank r's GEMM runs over the owners' padded tile rows (owner_tiles): a tile of owner o reads
-// rows lo(o) + ... of the rank's own A (owner_rows) and reduce-adds each sub-tile through the
-// map of owner o's rows(o) x N output, which drops the padding rows (store_add_owners).
-template <class Config>
-struct gemm_rs_intra {
-  using cfg = typename Config::gemm;
-  using epi = store_add_owners;
-  using pro = owner_rows;
+// What the intra-SM ops share: no communication blocks, no flags, nothing to wait on.
+template <class Epi, class Pro>
+struct intra_op {
+  using epi = Epi;
+  using pro = Pro;
   using comm_t = no_comm;
-  using globals = globals_t<epi, pro, typename comm_t::params>;
-  static constexpr kind kKind = kind::gemm_rs;
-  static constexpr bool kSpins = false, kStoreAdd = true, kPartial = false, kGathered = false;
-  static constexpr bool kMulticast = false;
-  // table arrays: every rank's output map, the owners' padded tile rows
-  static constexpr bool kStart = true, kPtr0 = false, kPtr1 = false, kFlags = false;
-  static size_t maps(int world) { return static_cast<size_t>(world); }
+  using globals = globals_t<Epi, Pro, typename comm_t::params>;
+  static constexpr bool kSpins = false, kPartial = false, kGathered = false, kMulticast = false;
+  static constexpr bool kPtr0 = false, kPtr1 = false, kFlags = false;
   static int num_flags(const pkf_args*) { return 0; }
 
   template <bool>
@@ -208,14 +207,25 @@ struct gemm_rs_intra {
                                              const call_info&) {
     return {};
   }
+};
+
+// ---- gemm-rs, intra-SM: TMA store-add from the epilogue into the owner of each tile ------------
+
+// Rank r's GEMM runs over the owners' padded tile rows (owner_tiles): a tile of owner o reads
+// rows lo(o) + ... of the rank's own A (owner_rows) and reduce-adds each sub-tile through the
+// map of owner o's rows(o) x N output, which drops the padding rows (store_add_owners).
+template <class Config>
+struct gemm_rs_intra : intra_op<store_add_owners, owner_rows> {
+  using cfg = typename Config::gemm;
+  static constexpr kind kKind = kind::gemm_rs;
+  static constexpr bool kStoreAdd = true, kStart = true;
+  // table arrays: every rank's output map, the owners' padded tile rows
+  static size_t maps(int world) { return static_cast<size_t>(world); }
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    auto* maps = at<CUtensorMap>(host, t.maps);
-    for (int o = 0; o < w; ++o)
-      if (!swizzled_out_map(&maps[o], a->out[o], owned_rows(o, a), a->N, cfg::WG_ROWS))
-        return pk::gemm::ERR_TENSOR_MAP;
+    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
     table_partition(host, dev, t, a);
     const owner_tiles tiles = table_owner_tiles<cfg>(host, dev, t, a);
     const int* start = at<int>(host, t.start);
@@ -234,35 +244,17 @@ struct gemm_rs_intra {
 // ---- gemm-ar, intra-SM: TMA store-add from the epilogue into every rank ------------------------
 
 template <class Config>
-struct gemm_ar_intra {
+struct gemm_ar_intra : intra_op<store_add_all, pk::gemm::no_prologue> {
   using cfg = typename Config::gemm;
-  using epi = store_add_all;
-  using pro = pk::gemm::no_prologue;
-  using comm_t = no_comm;
-  using globals = globals_t<epi, pro, typename comm_t::params>;
   static constexpr kind kKind = kind::gemm_ar;
-  static constexpr bool kSpins = false, kStoreAdd = true, kPartial = false, kGathered = false;
-  static constexpr bool kMulticast = false;
+  static constexpr bool kStoreAdd = true, kStart = false;
   // table arrays: every rank's output map
-  static constexpr bool kStart = false, kPtr0 = false, kPtr1 = false, kFlags = false;
   static size_t maps(int world) { return static_cast<size_t>(world); }
-  static int num_flags(const pkf_args*) { return 0; }
-
-  template <bool>
-  __device__ static void comm(const globals&, int, int, unsigned char*) {}
-
-  static typename comm_t::params comm_params(const pkf_args*, const unsigned char*, const table_offsets&,
-                                             const call_info&) {
-    return {};
-  }
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    auto* maps = at<CUtensorMap>(host, t.maps);
-    for (int o = 0; o < w; ++o)
-      if (!swizzled_out_map(&maps[o], a->out[o], a->M, a->N, cfg::WG_ROWS))
-        return pk::gemm::ERR_TENSOR_MAP;
+    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
     table_partition(host, dev, t, a);
     auto* P = at<typename globals::gemm_params>(host, t.params);
     for (int r = 0; r < w; ++r) {
@@ -441,28 +433,13 @@ struct ag_gemm_inter {
 // its own shard and walks the peers r + 1, r + 2, ... (the rotated raster); sequential starts
 // every rank at shard 0.
 template <class Config>
-struct ag_gemm_intra {
+struct ag_gemm_intra : intra_op<store_shard_rows, load_peer_rows> {
   using cfg = typename Config::gemm;
-  using epi = store_shard_rows;
-  using pro = load_peer_rows;
-  using comm_t = no_comm;
-  using globals = globals_t<epi, pro, typename comm_t::params>;
   static constexpr kind kKind = kind::ag_gemm;
-  static constexpr bool kSpins = false, kStoreAdd = false, kPartial = false, kGathered = false;
-  static constexpr bool kMulticast = false;
+  static constexpr bool kStoreAdd = false, kStart = true;
   // table arrays: every shard's map of A, then rank r's map of shard s's rows of its output at
   // world + r * world + s; the shards' padded tile rows
-  static constexpr bool kStart = true, kPtr0 = false, kPtr1 = false, kFlags = false;
   static size_t maps(int world) { return static_cast<size_t>(world) * (world + 1); }
-  static int num_flags(const pkf_args*) { return 0; }
-
-  template <bool>
-  __device__ static void comm(const globals&, int, int, unsigned char*) {}
-
-  static typename comm_t::params comm_params(const pkf_args*, const unsigned char*, const table_offsets&,
-                                             const call_info&) {
-    return {};
-  }
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
