@@ -232,8 +232,9 @@ class Topology:
         maps every path onto a path of the same latency and every resource onto one of the
         same class and capacity. The generators: for each set of alike siblings, a swap of
         the first two and a cycle through all of them, then the same inside the first of
-        them (inside the others it follows by conjugation). None where the switch groups do
-        not nest."""
+        them (inside the others it follows by conjugation), and each of those done in all
+        of the siblings at once (``_diagonal``: a pattern that the swaps do not keep may
+        keep it). None where the switch groups do not nest."""
         key = ("automorphisms", colours)
         if key not in self._cache:
             tree = self._rank_tree()
@@ -322,4 +323,21 @@ def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colo
                 for x, y in _leaf_pairs(a, b, shapes, colour):
                     perm[x] = y
             out.append(tuple(perm))
-        _generators(alike[0], world, out, shapes, colour)
+        inner: list[tuple[int, ...]] = []
+        _generators(alike[0], world, inner, shapes, colour)
+        out.extend(inner)
+        if k > 1:
+            out.extend(_diagonal(perm, alike, shapes, colour) for perm in inner)
+
+
+def _diagonal(perm: tuple[int, ...], alike: list, shapes: dict, colour) -> tuple[int, ...]:
+    """``perm`` (which moves ranks inside ``alike[0]`` only) done in every subtree of
+    ``alike`` at once, carried over by the isomorphisms of ``_leaf_pairs``. The same
+    relabelling in every rack of every domain keeps traffic that pairs the racks (a
+    hierarchical collective's step across domains), which the move inside one does not."""
+    out = list(perm)
+    for other in alike[1:]:
+        there = dict(_leaf_pairs(alike[0], other, shapes, colour))
+        for x, y in there.items():
+            out[y] = there[perm[x]]
+    return tuple(out)

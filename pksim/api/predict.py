@@ -11,10 +11,10 @@ from typing import Any
 from hwmodels.catalog import load_system as _load_system
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
-from hwmodels.topology import Topology
 from hwmodels.units import parse_bytes
 from pksim.api.options import Options, comm_extra
 from pksim.api.programs import program_prediction, search_program
+from pksim.cache import topology
 from pksim.collective import as_run
 from pksim.inputs import check_bytes, check_comm_sms, check_elements, check_root, check_world
 from pksim.kernel_contract import emittable_fields
@@ -83,7 +83,7 @@ class Predicted:
         difference itemised (pksim.versus); None where that does not apply."""
         s, p = self.schedule, self.prediction
         if s.impl == "nccl" or s.op not in COLLECTIVES or s.world <= 1 \
-                or Topology.build(self.system, s.world, s.domains).virtual:
+                or topology(self.system, s.world, s.domains).virtual:
             return None
         return versus_nccl(self.system, s.op, p.nbytes, s.world, s.domains, self.launch, pk=p)
 
