@@ -235,14 +235,25 @@ class Topology:
         them (inside the others it follows by conjugation), and each of those done in all
         of the siblings at once (``_diagonal``: a pattern that the swaps do not keep may
         keep it). None where the switch groups do not nest."""
+        return self._automorphisms(colours)[0]
+
+    def diagonal_sources(self, colours: tuple[int, ...] | None = None
+                         ) -> dict[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+        """For each diagonal among ``automorphisms(colours)``, the generators listed before it
+        that generate it (the relabelling inside the first subtree, and the swap and cycle
+        of the subtrees): a group that holds those holds it, so it adds no orbit there."""
+        return self._automorphisms(colours)[1]
+
+    def _automorphisms(self, colours):
         key = ("automorphisms", colours)
         if key not in self._cache:
             tree = self._rank_tree()
             perms: list[tuple[int, ...]] = []
+            sources: dict = {}
             if tree is not None:
                 colour = colours or (0,) * self.world
-                _generators(tree, self.world, perms, {}, colour)
-            self._cache[key] = tuple(perms)
+                _generators(tree, self.world, perms, {}, colour, sources)
+            self._cache[key] = (tuple(perms), sources)
         return self._cache[key]
 
     def _rank_tree(self) -> dict | None:
@@ -307,7 +318,8 @@ def _leaf_pairs(a, b, shapes: dict, colour) -> list[tuple[int, int]]:
             for x, y in zip(xs, ys) for pair in _leaf_pairs(x, y, shapes, colour)]
 
 
-def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colour) -> None:
+def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colour,
+                sources: dict) -> None:
     if isinstance(node, int):
         return
     for alike in _alike(node, shapes, colour):
@@ -317,17 +329,22 @@ def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colo
             moves.append([(alike[0], alike[1]), (alike[1], alike[0])])
         if k > 2:
             moves.append([(alike[i], alike[(i + 1) % k]) for i in range(k)])
+        siblings = []
         for pairs in moves:     # the rank permutation that carries each subtree a onto b
             perm = list(range(world))
             for a, b in pairs:
                 for x, y in _leaf_pairs(a, b, shapes, colour):
                     perm[x] = y
-            out.append(tuple(perm))
+            siblings.append(tuple(perm))
+        out.extend(siblings)
         inner: list[tuple[int, ...]] = []
-        _generators(alike[0], world, inner, shapes, colour)
+        _generators(alike[0], world, inner, shapes, colour, sources)
         out.extend(inner)
         if k > 1:
-            out.extend(_diagonal(perm, alike, shapes, colour) for perm in inner)
+            for perm in inner:
+                diagonal = _diagonal(perm, alike, shapes, colour)
+                sources.setdefault(diagonal, (perm, *siblings))
+                out.append(diagonal)
 
 
 def _diagonal(perm: tuple[int, ...], alike: list, shapes: dict, colour) -> tuple[int, ...]:

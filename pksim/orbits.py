@@ -71,10 +71,12 @@ def _kept(topo: Topology, capacity: dict[str, float],
     if traffic is None:     # it keeps the item lists: their ids stay theirs
         traffic = TRAFFIC.store(topo.system, key, _Traffic(items))
     plain = topo.automorphisms()
-    kept = traffic.kept(topo, plain, capacity)
+    kept = traffic.kept(topo, plain, capacity, topo.diagonal_sources())
     if len(kept) < len(plain):
-        roles = topo.automorphisms(traffic.roles(topo.world))
-        kept += traffic.kept(topo, [p for p in roles if p not in plain], capacity)
+        colours = traffic.roles(topo.world)
+        roles = topo.automorphisms(colours)
+        kept += traffic.kept(topo, [p for p in roles if p not in plain], capacity,
+                             topo.diagonal_sources(colours))
     return traffic, kept
 
 
@@ -104,17 +106,21 @@ class _Traffic:
             self._images[perm] = out
         return self._images[perm]
 
-    def kept(self, topo: Topology, perms, capacity: dict[str, float]
+    def kept(self, topo: Topology, perms, capacity: dict[str, float], sources: dict | None = None
              ) -> list[tuple[tuple[int, ...], dict[str, str]]]:
         """The relabellings of ``perms`` that keep every capacity and every pattern, each
-        with its resource -> image."""
-        kept = []
+        with its resource -> image; a diagonal whose ``sources`` (Topology.diagonal_sources)
+        are all kept is left out: it would add no orbit."""
+        kept, held, sources = [], set(), sources or {}
         for perm in perms:      # the patterns first: relabelling every resource costs more
+            if perm in sources and held.issuperset(sources[perm]):
+                continue
             if self.images(perm) is None:
                 continue
             relabel = _relabel_resources(topo, perm, capacity)
             if relabel is not None:
                 kept.append((perm, relabel))
+                held.add(perm)
         return kept
 
     def orbits(self, perms: list[tuple[int, ...]]) -> dict[Hashable, list[int]]:
