@@ -34,11 +34,20 @@ COMMANDS = {
 def wall(argv: list[str], tree: str | None) -> float:
     """One fresh interpreter running ``argv``: its wall seconds (it must succeed)."""
     env = dict(os.environ)
-    if tree:
-        env["PYTHONPATH"] = tree          # ahead of the editable install's finder
+    if tree:        # run from the tree (sys.path[0]) so that its packages come first
+        env["PYTHONPATH"] = tree
     start = time.perf_counter()
-    subprocess.run([sys.executable, *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, *argv], env=env, check=True, stdout=subprocess.DEVNULL,
+                   cwd=tree)
     return time.perf_counter() - start
+
+
+def origin(tree: str | None) -> str:
+    """Where the pksim that runs from ``tree`` (None: this checkout) lives."""
+    env = dict(os.environ) | ({"PYTHONPATH": tree} if tree else {})
+    return subprocess.run([sys.executable, "-c", "import pksim; print(pksim.__file__)"],
+                          env=env, cwd=tree, capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def main() -> None:
@@ -48,6 +57,9 @@ def main() -> None:
                         help="source tree of the previous release, run side by side")
     args = parser.parse_args()
     trees = {"this": None} | ({"previous": args.against} if args.against else {})
+    origins = {name: origin(tree) for name, tree in trees.items()}
+    if len(set(origins.values())) < len(origins):
+        raise SystemExit(f"--against {args.against}: the same pksim runs ({origins})")
     results = []
     for label, argv in COMMANDS.items():
         times: dict[str, list[float]] = {name: [] for name in trees}
@@ -67,7 +79,7 @@ def main() -> None:
         "benchmark": "startup", "python": platform.python_version(),
         "machine": platform.machine(), "cores": len(os.sched_getaffinity(0)),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": args.runs,
-        "target_s": TARGET_S,
+        "pksim": origins, "target_s": TARGET_S,
         "under_target": all(r["this"]["median_s"] <= TARGET_S for r in targeted),
         "results": results}, indent=1))
 

@@ -50,6 +50,19 @@ def _output(output: str | Path | None, force: bool, names: list[str]) -> OutputD
     return out
 
 
+def _resumed(resume: bool, out: OutputDir | None, name: str, identity: dict, records: str,
+             tasks: list[Task], variants) -> tuple[list[Row], list[Task]]:
+    """``--resume``: the rows the interrupted run left in ``out``'s ``name`` and the tasks
+    still to run (pksim.runner.resume_from); without it, no rows and every task."""
+    if not resume:
+        return [], tasks
+    if out is None:
+        raise ConfigError("--resume needs the output folder of the run to complete")
+    name_of = {variant: loaded.name for variant, loaded in variants}
+    return resume_from(out.path / name, identity, records, tasks,
+                       {t: name_of[t.variant] for t in tasks})
+
+
 # ---- sweep ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SweepResult:
@@ -110,13 +123,7 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
                 "dtype": dtype, "world": world, "domains": domains, "root": root,
                 "impls": list(impls)}
     order = {(t.variant.ref, t.case, t.impl): i for i, t in enumerate(tasks)}
-    kept: list[Row] = []
-    if resume:
-        if out is None:
-            raise ConfigError("--resume needs the output folder of the run to complete")
-        name_of = {variant: loaded.name for variant, loaded in variants}
-        kept, tasks = resume_from(out.path / "sweep.json", identity, "results", tasks,
-                                  {t: name_of[t.variant] for t in tasks})
+    kept, tasks = _resumed(resume, out, "sweep.json", identity, "results", tasks, variants)
     result = _run(tasks, workers, scheduler, on_start, on_done)
     rows = attach_baselines(kept + result.rows, "nccl")
     rows.sort(key=lambda r: order[(r.system_ref, r.case, r.impl)])
@@ -224,13 +231,7 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
     identity = {"command": "whatif", "study": chosen.name, "systems": list(chosen.systems),
                 "set": list(chosen.overrides),
                 "vary": [[k, list(v)] for k, v in chosen.vary], "impls": list(chosen.impls)}
-    kept: list[Row] = []
-    if resume:
-        if out is None:
-            raise ConfigError("--resume needs the output folder of the run to complete")
-        name_of = {variant: loaded.name for variant, loaded in pairs}
-        kept, tasks = resume_from(out.path / "results.json", identity, "rows", tasks,
-                                  {t: name_of[t.variant] for t in tasks})
+    kept, tasks = _resumed(resume, out, "results.json", identity, "rows", tasks, pairs)
     result = _run(tasks, workers, scheduler, on_start, on_done)
     rows = attach_baselines(kept + result.rows, chosen.baseline)
     order = [w.name for w in chosen.workloads] + [e.name for e in chosen.programs]
