@@ -32,13 +32,14 @@ TARGETS = {"predict": (5.0, 500.0), "search": (10.0, None), "codegen": (3.0, Non
 
 
 def measured(argv: list[str], runs: int) -> dict:
-    """``runs`` fresh processes running ``argv`` (with a wrapper that prints their peak
-    memory): the median wall and peak, and the last run's output."""
-    walls, peaks, out = [], [], ""
+    """``runs`` fresh processes running ``argv`` (with a wrapper that prints their CPU time
+    and peak memory): the medians of wall, CPU and peak, and the last run's output. On a
+    machine shared with other work the CPU seconds move less than the wall."""
+    walls, cpus, peaks, out = [], [], [], ""
     wrapper = ("import resource, sys, runpy; sys.argv = ['pksim'] + sys.argv[1:]\n"
                "try:\n    runpy.run_module('pksim.cli.main', run_name='__main__')\n"
-               "finally:\n    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-               " file=sys.stderr)\n")
+               "finally:\n    u = resource.getrusage(resource.RUSAGE_SELF)\n"
+               "    print(u.ru_utime + u.ru_stime, u.ru_maxrss, file=sys.stderr)\n")
     for _ in range(runs):
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True,
@@ -47,9 +48,12 @@ def measured(argv: list[str], runs: int) -> dict:
         lines = done.stderr.strip().splitlines()
         if done.returncode != 0 or not lines:
             raise RuntimeError(f"pksim {' '.join(argv)}: {done.stderr.strip()[-400:]}")
-        peaks.append(int(lines[-1]) / 1024)
+        cpu, peak = lines[-1].split()
+        cpus.append(float(cpu))
+        peaks.append(int(peak) / 1024)
         out = done.stdout
-    return {"wall_s": round(statistics.median(walls), 3), "walls_s": [round(w, 3) for w in walls],
+    return {"wall_s": round(statistics.median(walls), 3),
+            "walls_s": [round(w, 3) for w in walls], "cpu_s": round(statistics.median(cpus), 3),
             "peak_MB": round(statistics.median(peaks), 1), "out": out}
 
 
@@ -63,7 +67,12 @@ def main() -> None:
     parser.add_argument("--codegen", action="store_true", help="also the 576-rank codegen")
     parser.add_argument("--only", type=int, default=None, help="only worlds up to this")
     parser.add_argument("--plot", metavar="FILE.png", default=None)
+    parser.add_argument("--replot", metavar="RESULTS.json", default=None,
+                        help="only draw --plot from a file this benchmark printed")
     args = parser.parse_args()
+    if args.replot:
+        _plot(json.loads(open(args.replot).read())["results"], args.plot)
+        return
     results = []
     for system, domains in POINTS:
         world = WORLD[system] * domains
@@ -80,8 +89,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             m = measured(["codegen", "--system", "gb200-nvl576", "--op", "all-gather",
                           "--bytes", "64MiB", "-o", tmp, "--force"], args.runs)
+            line = _first_line(m.pop("out"))
             results.append({"what": "codegen", "system": "gb200-nvl576", "domains": 1,
-                            "world": 576, **m, "first_line": _first_line(m.pop("out"))})
+                            "world": 576, **m, "first_line": line})
     largest = {r["what"]: r for r in results if r["world"] == max(x["world"] for x in results)
                or r["what"] == "codegen"}
     met = {what: (r["wall_s"] <= TARGETS[what][0]
@@ -102,16 +112,21 @@ def _plot(results: list[dict], path: str) -> None:
     from matplotlib.figure import Figure
     fig = Figure(figsize=(6.4, 3.8), layout="constrained")
     ax = fig.add_subplot()
+    colours = {"dgx-h100": "#0072b2", "gb200-nvl72": "#e69f00", "gb200-nvl576": "#009e73"}
     for what, style in (("predict", "o-"), ("search", "s--")):
-        pts = sorted((r["world"], r["wall_s"]) for r in results if r["what"] == what)
-        ax.plot([w for w, _ in pts], [t for _, t in pts], style, label=f"pksim {what}")
+        for system, colour in colours.items():
+            pts = sorted((r["world"], r["wall_s"]) for r in results
+                         if r["what"] == what and r["system"] == system)
+            if pts:
+                ax.plot([w for w, _ in pts], [t for _, t in pts], style, color=colour,
+                        label=f"{what}, {system} x domains")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("ranks (one domain up to 576, then domains x NVL72 / NVL576)")
     ax.set_ylabel("wall time, fresh process (s)")
     ax.set_title("1 GiB all-reduce: cost against world size")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=7)
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110)
 
