@@ -8,7 +8,7 @@ import click
 from hwmodels.units import format_bytes, format_time
 from pksim.api import predict as api
 from pksim.api.options import Options
-from pksim.api.predict import candidates as _candidates
+from pksim.api.predict import candidates as _candidates   # trace (pksim.cli.whatif) uses it
 from pksim.cli.comm_options import comm_options
 from pksim.cli.output import emit_json, table
 from pksim.cli.programs import print_prediction as print_program, print_search as \
