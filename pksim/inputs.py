@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
-from hwmodels.topology import Topology
 from hwmodels.units import format_bytes
+from pksim.cache import topology
 from pksim.schedule import DTYPES
 from pksim.workloads.collectives import COLLECTIVES
 
@@ -73,7 +73,7 @@ def check_comm_sms(system: System, comm_sms: int | None, world: int, domains: in
     """Communication SMs: at least 1, at most the SMs of one rank."""
     if comm_sms is None:
         return
-    sms = Topology.build(system, world, domains).sms_per_rank()
+    sms = topology(system, world, domains).sms_per_rank()
     if not 1 <= comm_sms <= sms:
         raise ConfigError(f"{what} {comm_sms}: must be between 1 and the {sms} SMs of "
                           f"one rank of {system.name}")

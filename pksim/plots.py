@@ -7,6 +7,7 @@ and refuses to overwrite a file unless ``force``.
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 import math
@@ -17,14 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import NullLocator
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Legends: at most MAX_LEGEND entries, each a distinct colour of one qualitative palette
 # (Okabe-Ito, told apart also by colour-blind readers); what does not fit is summed (bars)
@@ -90,7 +91,7 @@ class OutputDir:
     def save(self, fig: Figure, stem: str, data: Sequence[dict[str, Any]]) -> Path:
         """``stem``.png, with the plotted data as ``stem``.csv and ``stem``.json."""
         png = self.target(stem + ".png")
-        FigureCanvasAgg(fig)
+        _mpl().FigureCanvasAgg(fig)
         with _writing(png):
             fig.savefig(png, dpi=110)
         self.write_csv(stem + ".csv", data)
@@ -157,10 +158,23 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+@functools.lru_cache(maxsize=1)
+def _mpl() -> SimpleNamespace:
+    """matplotlib's pieces, imported when the first plot is drawn (a command that draws
+    none never loads matplotlib: docs/design.md, Code layout)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import NullLocator
+    return SimpleNamespace(FigureCanvasAgg=FigureCanvasAgg, Figure=Figure, Line2D=Line2D,
+                           Patch=Patch, NullLocator=NullLocator)
+
+
 def _figure(panels: int, width: float = 5.2, height: float = 3.6) -> tuple[Figure, list]:
     cols = min(3, max(1, panels))
     rows = math.ceil(max(1, panels) / cols)
-    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    fig = _mpl().Figure(figsize=(width * cols, height * rows), layout="constrained")
     axes = [fig.add_subplot(rows, cols, i + 1) for i in range(max(1, panels))]
     return fig, axes
 
@@ -186,10 +200,10 @@ def legend_groups(weights: dict[str, float]) -> tuple[dict[str, str], dict[str, 
 def _system_impl_legend(fig, colours: dict[str, str], impls: Iterable[str]) -> None:
     """One legend entry per system (its colour) and per impl (its line style), so that
     systems x impls never crowd the legend."""
-    handles = [Line2D([], [], color=c, linewidth=2) for c in colours.values()]
+    handles = [_mpl().Line2D([], [], color=c, linewidth=2) for c in colours.values()]
     labels = list(colours)
     for impl in dict.fromkeys(impls):
-        handles.append(Line2D([], [], color="black", **IMPL_STYLE.get(impl, {}),
+        handles.append(_mpl().Line2D([], [], color="black", **IMPL_STYLE.get(impl, {}),
                               markersize=4))
         labels.append(impl)
     fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
@@ -304,7 +318,7 @@ def _log_ticks(axis, values: Sequence[float]) -> None:
     ticks = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5] or [lo, hi]
     axis.set_ticks(ticks)
     axis.set_ticklabels([f"{t:g}" for t in ticks])
-    axis.set_minor_locator(NullLocator())
+    axis.set_minor_locator(_mpl().NullLocator())
 
 
 def breakdown(items: Sequence[dict], title: str) -> Figure:
@@ -338,7 +352,7 @@ def breakdown(items: Sequence[dict], title: str) -> Figure:
         ax.set_title(group, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     if colours:
-        fig.legend([Patch(color=c) for c in colours.values()], list(colours),
+        fig.legend([_mpl().Patch(color=c) for c in colours.values()], list(colours),
                    loc="outside right upper", fontsize=8, title="resource")
     fig.suptitle(title + "  (black tick: predicted time)")
     return fig
@@ -391,7 +405,7 @@ def gantt(events: Sequence[dict], title: str, max_tracks: int = 40) -> Figure:
     """Horizontal bars per track, in microseconds; ``events`` have track, name, start_s,
     end_s (seconds), group."""
     tracks = list(dict.fromkeys(e["track"] for e in events))[:max_tracks]
-    fig = Figure(figsize=(11, 0.32 * len(tracks) + 1.6), layout="constrained")
+    fig = _mpl().Figure(figsize=(11, 0.32 * len(tracks) + 1.6), layout="constrained")
     ax = fig.add_subplot()
     weights: dict[str, float] = defaultdict(float)
     for e in events:
@@ -409,7 +423,7 @@ def gantt(events: Sequence[dict], title: str, max_tracks: int = 40) -> Figure:
     ax.set_xlabel("time (us)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    fig.legend([Patch(color=c) for c in groups.values()], list(groups), fontsize=7,
+    fig.legend([_mpl().Patch(color=c) for c in groups.values()], list(groups), fontsize=7,
                loc="outside right upper", title="phase")
     return fig
 
@@ -435,7 +449,7 @@ def sensitivity(points: Sequence[dict], title: str) -> Figure:
                     ax.text(x, hit[0]["gain"], " " + note, rotation=90, ha="center",
                             va="bottom", fontsize=6)
         _gain_axes(ax, system, variants, margin=0.25, rotation=20)
-        ax.legend([Patch(color=c) for c in colours.values()], list(colours), fontsize=6,
+        ax.legend([_mpl().Patch(color=c) for c in colours.values()], list(colours), fontsize=6,
                   loc="best")
     fig.suptitle(title + "  (on each bar: the binding resource; * the best schedule changed)")
     return fig
@@ -446,7 +460,7 @@ def roofline_shares(points: Sequence[dict], title: str) -> Figure:
     ``points``: system, program, baseline_pct, best_pct. Programs are sorted by the
     baseline's share; a line joins each program's two points (the gain)."""
     systems = list(dict.fromkeys(p["system"] for p in points))
-    fig = Figure(figsize=(13, 3.6 * len(systems)), layout="constrained")
+    fig = _mpl().Figure(figsize=(13, 3.6 * len(systems)), layout="constrained")
     for index, system in enumerate(systems, start=1):
         ax = fig.add_subplot(len(systems), 1, index)
         mine = sorted((p for p in points if p["system"] == system),
@@ -509,9 +523,10 @@ def program_roofline(points: Sequence[dict], title: str) -> Figure:
         ax.set_ylabel("% of roofline")
         ax.set_title(system, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    handles = [Line2D([], [], color=c, linewidth=2) for c in colours.values()]
-    handles += [Line2D([], [], color="grey", marker="s", markerfacecolor="none", linestyle=""),
-                Line2D([], [], color="grey", marker="o", linestyle="")]
+    line = _mpl().Line2D
+    handles = [line([], [], color=c, linewidth=2) for c in colours.values()]
+    handles += [line([], [], color="grey", marker="s", markerfacecolor="none", linestyle=""),
+                line([], [], color="grey", marker="o", linestyle="")]
     labels = list(colours) + ["baseline (PyTorch + NCCL)", "pksim's best"]
     fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
                fontsize=8)
@@ -541,8 +556,9 @@ def program_gain(points: Sequence[dict], title: str) -> Figure:
                         ax.text(x + k * width, p[key], f" {p[key]:.2f}x", rotation=90,
                                 ha="center", va="bottom", fontsize=6)
         _gain_axes(ax, system, programs, margin=0.2, rotation=30)
-    handles = [Patch(color=c) for c in colours.values()]
-    handles += [Patch(facecolor="grey"), Patch(facecolor="grey", hatch="//", edgecolor="white")]
+    patch = _mpl().Patch
+    handles = [patch(color=c) for c in colours.values()]
+    handles += [patch(facecolor="grey"), patch(facecolor="grey", hatch="//", edgecolor="white")]
     labels = list(colours) + ["pksim's best", "baseline (PyTorch + NCCL)"]
     fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
                fontsize=8)

@@ -1,4 +1,8 @@
-"""Entry point: ``pksim``. Errors of the tool become one line and exit code 2."""
+"""Entry point: ``pksim``. Errors of the tool become one line and exit code 2.
+
+The commands are a table (``COMMANDS``: command -> the module and attribute that define it),
+loaded when the command runs, so that each command imports only what it uses
+(docs/design.md, Code layout)."""
 from __future__ import annotations
 
 import sys
@@ -7,15 +11,26 @@ import click
 
 from hwmodels.errors import PksimError
 from pksim import __version__
-from pksim.cli import calibrate, codegen, env, predict, programs, run, systems, validate
+from pksim.cli.group import LazyGroup
+from pksim.lazy import LazyTable
 
-try:            # the what-if study, sweep, trace and programs report commands need matplotlib
-    from pksim.cli import programs_report, whatif
-except ImportError:
-    programs_report = whatif = None
+COMMANDS = LazyTable({
+    "systems": "pksim.cli.systems:systems",
+    "programs": "pksim.cli.programs:programs",
+    "predict": "pksim.cli.predict:predict",
+    "search": "pksim.cli.predict:search",
+    "calibrate": "pksim.cli.calibrate:calibrate",
+    "codegen": "pksim.cli.codegen:codegen",
+    "run": "pksim.cli.run:run",
+    "validate": "pksim.cli.validate:validate",
+    "env": "pksim.cli.env:env",
+    "whatif": "pksim.cli.whatif:whatif",
+    "sweep": "pksim.cli.whatif:sweep",
+    "trace": "pksim.cli.whatif:trace",
+})
 
 
-class _Group(click.Group):
+class _Group(LazyGroup):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -27,30 +42,10 @@ class _Group(click.Group):
             sys.exit(130)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pksim")
 def cli() -> None:
     """pksim: predict, search and generate multi-GPU kernels on modelled topologies."""
-
-
-def _register() -> None:
-    cli.add_command(systems.systems)
-    cli.add_command(programs.programs)
-    cli.add_command(predict.predict)
-    cli.add_command(predict.search)
-    cli.add_command(calibrate.calibrate)
-    cli.add_command(codegen.codegen)
-    cli.add_command(run.run)
-    cli.add_command(validate.validate)
-    cli.add_command(env.env)
-    if whatif is not None:
-        cli.add_command(whatif.whatif)
-        cli.add_command(whatif.sweep)
-        cli.add_command(whatif.trace)
-        programs.programs.add_command(programs_report.report)
-
-
-_register()
 
 
 def main() -> None:

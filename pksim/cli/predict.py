@@ -5,25 +5,19 @@ import functools
 
 import click
 
-from hwmodels.catalog import load_system
-from hwmodels.errors import ConfigError
-from hwmodels.topology import Topology
-from hwmodels.units import format_bytes, format_time, parse_bytes
-from pksim.cli.comm_options import comm_extra, comm_options
+from hwmodels.units import format_bytes, format_time
+from pksim.api import predict as api
+from pksim.api.options import Options
+from pksim.api.predict import candidates as _candidates   # trace (pksim.cli.whatif) uses it
+from pksim.cli.comm_options import comm_options
 from pksim.cli.output import emit_json, table
-from pksim.cli.programs import (print_prediction as print_program, print_search as
-                                print_program_search, program_prediction, search_program)
-from pksim.collective import as_run
-from pksim.kernel_contract import emittable_fields
+from pksim.cli.programs import print_prediction as print_program, print_search as \
+    print_program_search
+from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES
 from pksim.prediction import Prediction
-from pksim.inputs import check_bytes, check_comm_sms, check_elements, check_root, check_world
-from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
-from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nccl_report
-from pksim.search import SearchResult, fused_space, search as run_search, space
-from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
-from pksim.simulate import predict as run_predict
-from pksim.versus import versus_nccl
+from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS
 from pksim.workloads.collectives import COLLECTIVES
+from pksim.workloads.fused import FUSED_OPS
 
 
 def op_options(fn):
@@ -100,75 +94,6 @@ def op_options(fn):
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
 
 
-def _fused_candidates(system, kw) -> list[Schedule]:
-    values = dict(kw, n=kw["n_"])
-    shape = {}
-    for key in SHAPE_KEYS[kw["op"]]:
-        if values.get(key) is None:
-            raise ConfigError(f"--op {kw['op']} needs --{key.replace('_', '-')}")
-        shape[key] = values[key]
-    if kw["impl"] == "nccl":
-        overlaps = ("none",)
-    else:
-        overlaps = (kw["overlap"],) if kw["overlap"] else ()
-    return fused_space(system, kw["op"], shape, kw["world"], kw["domains"], kw["dtype"],
-                       overlaps=overlaps,
-                       algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
-                       mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
-                       comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
-                       skew=kw["skew"], chunks=(_chunk(kw),) if kw["chunk_bytes"] else ())
-
-
-def _chunk(kw) -> int:
-    return 0 if kw["chunk_bytes"] in ("0", 0) else parse_bytes(kw["chunk_bytes"], "--chunk-bytes")
-
-
-def _candidates(system, kw) -> list[Schedule]:
-    cands = _space(system, kw)
-    if kw.get("label") is None:
-        return cands
-    # a label names the schedule as it runs (a streamed in-network kernel's chunk included)
-    chosen = list(dict.fromkeys(c for c in cands
-                                if kw["label"] in (c.label(), as_run(c).label())))
-    if not chosen:
-        labels = sorted({c.label() for c in cands})
-        raise ConfigError(f"--schedule {kw['label']!r} is not a candidate here "
-                          f"({len(labels)} are, e.g. {', '.join(labels[:3])}; "
-                          f"pksim search lists them)")
-    return chosen
-
-
-def _space(system, kw) -> list[Schedule]:
-    world = check_world(system, kw["world"], kw["domains"])
-    check_comm_sms(system, kw["comm_sms"], world, kw["domains"])
-    check_root(kw["root"], world)
-    if kw["op"] in FUSED_OPS:
-        return _fused_candidates(system, kw)
-    extra, implied = comm_extra(kw, kw["op"], world)
-    if kw["size"] is None and implied is None:
-        raise ConfigError(f"--op {kw['op']} needs --bytes")
-    nbytes = implied if implied is not None else parse_bytes(kw["size"])
-    check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
-    if kw["impl"] == "nccl":
-        sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"],
-                              kw.get("nccl_version"), kw.get("launch", DEFAULT_LAUNCH))
-        return [sched.with_(root=kw["root"], dtype=kw["dtype"],
-                            extra=tuple(sorted(dict(sched.extra, **dict(extra)).items())))]
-    chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
-    if chunk:
-        check_elements(chunk, kw["dtype"], "--chunk-bytes")
-    cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
-                  algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
-                  mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
-                  comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
-                  chunks=(chunk,) if chunk is not None else (), extra=extra)
-    if kw["peer_order"]:
-        cands = list({c.with_(peer_order=kw["peer_order"]) for c in cands})
-    if kw["algorithm"] and kw["mechanism"] is None and kw["algorithm"] == "in-network":
-        cands = [c for c in cands if c.mechanism == "multimem"]
-    return [c.with_(root=kw["root"], dtype=kw["dtype"]) for c in cands]
-
-
 def _print_prediction(p: Prediction) -> None:
     if p.schedule.op in FUSED_OPS:
         shape = " ".join(f"{k}={v}" for k, v in p.schedule.shape)
@@ -195,21 +120,8 @@ def _print_prediction(p: Prediction) -> None:
         click.echo(f"  assumed   {', '.join(p.depends_on_assumed)}")
 
 
-def _search(kw, top: int = 1):
-    """The ranked predictions (the first ``top`` are the best of every candidate; the
-    search prunes by lower bound what cannot be among them) and the search result."""
-    need_op(kw)
-    system = load_system(kw["system_name"], kw["overrides"])
-    cands = _candidates(system, kw)
-    if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
-        p = run_predict(system, cands[0], reduced=not kw["full"], cold=kw["cold"])
-        return system, [p], SearchResult((p,), (), 1)
-    result = run_search(system, cands, top=top, cold=kw["cold"])
-    return system, list(result.ranked), result
-
-
 def need_op(kw) -> None:
-    """Without --program, --system and --op are required."""
+    """Without --program, --system and --op are required (a usage error, before any work)."""
     for key, flag in (("system_name", "--system"), ("op", "--op")):
         if kw.get(key) is None:
             raise click.UsageError(f"Missing option '{flag}' (or give --program).")
@@ -225,29 +137,15 @@ def predict(**kw) -> None:
     --seq --head-dim; moe-dispatch-gemm and moe-combine take --tokens --hidden
     --experts --topk --expert-hidden [--skew]. --program NAME|FILE predicts a whole program
     (pksim programs list): the baseline as PyTorch + NCCL run it, pksim's best, the roofline."""
-    if kw["program"]:
-        p = program_prediction(kw)
-        if kw["as_json"]:
-            emit_json(p.to_dict(timeline=True))
-        else:
-            print_program(p)
-        return
-    system, ranked, _ = _search(kw, top=1)
-    best = ranked[0]
+    if not kw["program"]:
+        need_op(kw)
+    result = api.predict_options(Options.from_cli(kw))
     if kw["as_json"]:
-        out = best.to_dict() | emittable_fields(system, best.schedule)
-        if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
-            out["nccl"] = nccl_report(system, best.schedule)
-        elif best.schedule.op in COLLECTIVES and best.schedule.world > 1 \
-                and not Topology.build(system, best.schedule.world,
-                                       best.schedule.domains).virtual:
-            # pk's schedule against NCCL's own pick: both bindings, the difference itemised
-            out["vs_nccl"] = versus_nccl(system, best.schedule.op, best.nbytes,
-                                         best.schedule.world, best.schedule.domains,
-                                         kw.get("launch", DEFAULT_LAUNCH), pk=best)
-        emit_json(out)
+        emit_json(result.to_dict())
+    elif kw["program"]:
+        print_program(result)
     else:
-        _print_prediction(best)
+        _print_prediction(result.prediction)
 
 
 @click.command()
@@ -258,26 +156,19 @@ def predict(**kw) -> None:
 def search(top: int, **kw) -> None:
     """Rank candidate schedules by predicted time: the --top best of every candidate,
     found by branch and bound (the table says how many were simulated and pruned)."""
-    if top < 1:
-        raise ConfigError(f"--top must be at least 1, got {top}")
-    if kw["program"]:
-        found = search_program(kw, top)
-        if kw["as_json"]:
-            emit_json(found)
-        else:
-            print_program_search(found)
-        return
-    system, ranked, result = _search(kw, top=top)
-    infeasible = result.infeasible
-    emit = {p.schedule: emittable_fields(system, p.schedule) for p in ranked[:top]}
+    if not kw["program"]:
+        need_op(kw)
+    found = api.search_options(Options.from_cli(kw), top)
     if kw["as_json"]:
-        emit_json({"ranked": [p.to_dict() | emit[p.schedule] for p in ranked[:top]],
-                   "candidates": result.candidates, "simulated": result.simulated,
-                   "pruned": [{"label": s, "bound_s": b} for s, b in result.pruned],
-                   "infeasible": [{"label": s, "reason": r} for s, r in infeasible]})
+        emit_json(found.to_dict())
         return
-    counts = (f"{result.candidates} candidates: {result.simulated} simulated, "
-              f"{len(result.pruned)} pruned by their lower bound, {len(infeasible)} infeasible")
+    if kw["program"]:
+        print_program_search(found.to_dict())
+        return
+    ranked, emit = found.ranked, found.emittable
+    counts = (f"{found.candidates} candidates: {found.simulated} simulated, "
+              f"{len(found.pruned)} pruned by their lower bound, "
+              f"{len(found.infeasible)} infeasible")
     if kw["op"] in FUSED_OPS:
         table(f"{kw['op']} on {kw['system_name']}: {counts}",
               ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],

@@ -126,13 +126,14 @@ def _unwritable(monkeypatch):
     ["codegen", *SMALL],
 ])
 def test_read_only_output_fails_before_any_work(tmp_path, monkeypatch, args):
+    import sys
     import pksim.runner
-    import pksim.search
+    import pksim.search         # the engine's module (pksim.search is the API's function)
 
     def no_work(*_a, **_k):
         raise AssertionError("work started before the output was checked")
     monkeypatch.setattr(pksim.runner, "run_tasks", no_work)
-    monkeypatch.setattr(pksim.search, "_branch_and_bound", no_work)
+    monkeypatch.setattr(sys.modules["pksim.search"], "_branch_and_bound", no_work)
     _unwritable(monkeypatch)
     out = tmp_path / "ro" / ("t.json" if args[0] == "trace" else "d")
     one_line_error(run(args + ["-o", str(out)]), "cannot write", "Permission denied")
