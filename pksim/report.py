@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from hwmodels.system import System
-from hwmodels.units import format_bytes
+from hwmodels.units import Seconds, format_bytes
 from pksim import plots
 from pksim.plots import OutputDir
 from pksim.prediction import Prediction
@@ -62,7 +62,7 @@ def program_entry(row: Row, baseline: Row | None) -> dict[str, Any]:
             else None}
 
 
-def program_table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]]:
+def program_table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list]:
     """Terminal rows of the programs' tables: PROGRAM_HEADERS, or PROGRAM_WHATIF_HEADERS."""
     out = []
     width = len(PROGRAM_WHATIF_HEADERS if what_if else PROGRAM_HEADERS)
@@ -96,7 +96,7 @@ def _fmt_pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} %"
 
 
-def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]]:
+def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list]:
     """Terminal rows: TABLE_HEADERS, or WHATIF_HEADERS when ``what_if``. A workload the
     simulator does not model yet is one line per (workload, world) with its shapes."""
     out: list[list[str]] = []
@@ -154,12 +154,9 @@ def _rests_on(entry: dict) -> str:
     return f"{key.rsplit('.', 1)[-1]} ({entry.get('binding_provenance') or '?'})"
 
 
-def _fmt_s(seconds: float | None) -> str:
-    """A time for people: '18.3 us', '1.85 ms'."""
-    if seconds is None:
-        return "-"
-    us = seconds * 1e6
-    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} us"
+def _fmt_s(seconds: float | None) -> Seconds:
+    """A time cell: the table prints its column in one unit (``time (us)``)."""
+    return Seconds(seconds)
 
 
 def _fmt_x(x: float | None) -> str:

@@ -6,7 +6,7 @@ import click
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
-from hwmodels.units import format_bytes, format_time
+from hwmodels.units import Seconds, format_bytes, format_time, time_unit
 from pksim.cli.output import emit_json, table
 from pksim.programs import list_programs, load_program, predict_program
 from pksim.programs.costs import calls, kernel_call
@@ -111,24 +111,29 @@ def program_prediction(kw: dict) -> ProgramPrediction:
 
 def print_prediction(p: ProgramPrediction) -> None:
     covers = f"; covers {', '.join(map(str, p.covers))}" if p.covers else ""
+    unit = time_unit((p.baseline_s, p.best_s, p.roofline_s))[0]
+
+    def t(seconds: float) -> str:
+        return format_time(seconds, unit)
+
     click.echo(f"program {p.program} on {p.system} ({p.world} ranks{covers})")
-    click.echo(f"  baseline  {format_time(p.baseline_s):>9}   {'PyTorch + NCCL, one stream':30}"
+    click.echo(f"  baseline  {t(p.baseline_s):>9}   {'PyTorch + NCCL, one stream':30}"
                f"{p.baseline_pct:5.1f} % of roofline")
-    click.echo(f"  pksim     {format_time(p.best_s):>9}   {f'speed-up {p.speedup:.2f}x':30}"
+    click.echo(f"  pksim     {t(p.best_s):>9}   {f'speed-up {p.speedup:.2f}x':30}"
                f"{p.best_pct:5.1f} % of roofline")
-    terms = ", ".join(f"{k} {format_time(v)}" for k, v in p.roofline_terms.items() if v)
-    click.echo(f"  roofline  {format_time(p.roofline_s):>9}   bound by {p.roofline_resource} "
+    terms = ", ".join(f"{k} {t(v)}" for k, v in p.roofline_terms.items() if v)
+    click.echo(f"  roofline  {t(p.roofline_s):>9}   bound by {p.roofline_resource} "
                f"({terms})")
     for note in p.notes:
         click.echo(f"  note      {note}")
     table("per op", ["op", "kind", "size / FLOP", "baseline", "baseline runs", "pksim",
-                     "pksim runs", "roofline"],
+                     "pksim runs", "roofline", "roofline bound"],
           [[r.name, r.kind, format_bytes(r.comm_bytes) if r.comm_bytes is not None else
             (f"{r.flops:.3g} FLOP" if r.flops else ""),
-            format_time(r.baseline_end_s - r.baseline_start_s), r.baseline_label,
-            format_time(r.best_end_s - r.best_start_s),
+            Seconds(r.baseline_end_s - r.baseline_start_s), r.baseline_label,
+            Seconds(r.best_end_s - r.best_start_s),
             r.best_label + (f" [{r.best_task}]" if r.best_task != r.name else ""),
-            f"{format_time(r.roofline_s)} {r.roofline_resource}"] for r in p.ops])
+            Seconds(r.roofline_s), r.roofline_resource] for r in p.ops])
 
 
 def prediction_json(p: ProgramPrediction) -> dict:
@@ -168,5 +173,5 @@ def print_search(found: dict) -> None:
               f"({', '.join(entry['ops'])}) on {found['system']}: {entry['candidates']} "
               f"candidates, {entry['simulated']} simulated",
               ["schedule", "time", "bound"],
-              [[r["label"], format_time(r["time_s"]), format_time(r["bound_s"])]
+              [[r["label"], Seconds(r["time_s"]), Seconds(r["bound_s"])]
                for r in entry["ranked"]])

@@ -14,7 +14,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
-from hwmodels.units import format_bytes, format_time, parse_bytes_range
+from hwmodels.units import Seconds, format_bytes, format_time, parse_bytes_range
 from pksim import plots, report
 from pksim.cli.predict import _candidates, need_op, op_options
 from pksim.cli.programs import program_prediction
@@ -330,7 +330,7 @@ def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
     in the title (the CSV has them all)."""
     headers = ["size", "count"]
     for impl in impls:
-        headers += [f"{impl} time(us)", f"{impl} algbw", f"{impl} busbw", f"{impl} schedule"]
+        headers += [f"{impl} time", f"{impl} algbw", f"{impl} busbw", f"{impl} schedule"]
     for system in order:
         mine = [e for e in entries if e["system"] == system]
         if not mine:
@@ -340,7 +340,7 @@ def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
             row = [format_bytes(e["size_B"]) if e["size_B"] else e["shape"], e["count"] or ""]
             for impl in impls:
                 t = e.get(f"{impl}_time_s")
-                row += [f"{t * 1e6:.2f}" if t is not None else "-",
+                row += [Seconds(t),
                         _f(e.get(f"{impl}_algbw_GBps")), _f(e.get(f"{impl}_busbw_GBps")),
                         e.get(f"{impl}_schedule", "")]
             rows.append(row)

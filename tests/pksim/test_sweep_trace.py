@@ -49,7 +49,7 @@ def test_sweep_nccl_tests_layout_and_units(tmp_path):
     result = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "4KiB:64KiB",
                   "--workers", "1", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "pk time(us)" in result.output and "nccl busbw" in result.output
+    assert "pk time (us)" in result.output and "nccl busbw" in result.output
     rows = read_csv(out / "sweep.csv")
     assert list(rows[0]) == SWEEP_COLUMNS
     assert [int(r["size_B"]) for r in rows] == [4096, 8192, 16384, 32768, 65536]
