@@ -212,14 +212,14 @@ def _bytes_axis(ax, sizes: Sequence[float]) -> None:
 # ---- sweep: busbw / time against size ------------------------------------------------
 def against_size(points: Sequence[dict], y: str, title: str, ylabel: str,
                  logy: bool = False, scale: float = 1.0) -> Figure:
-    """Lines per (system, impl); ``points`` have system, impl, size_B and ``y`` (drawn
+    """Lines per (system, impl); ``points`` have system, impl, size_bytes and ``y`` (drawn
     times ``scale``: seconds in the data, microseconds on the axis)."""
     fig, (ax,) = _figure(1, 7.5, 4.6)
     colours = _colours(p["system"] for p in points)
     series: dict[tuple[str, str], list] = defaultdict(list)
     for p in points:
         if p.get(y) is not None:
-            series[(p["system"], p["impl"])].append((p["size_B"], p[y] * scale))
+            series[(p["system"], p["impl"])].append((p["size_bytes"], p[y] * scale))
     for (system, impl), values in series.items():
         values.sort()
         ax.plot(*zip(*values), color=colours[system],
@@ -346,11 +346,11 @@ def breakdown(items: Sequence[dict], title: str) -> Figure:
 
 def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: str) -> Figure:
     """Achieved bus bandwidth against size, under each system's NVLink ceiling and
-    its latency slope (bytes / (launch + one hop)). ``points``: system, impl, size_B,
+    its latency slope (bytes / (launch + one hop)). ``points``: system, impl, size_bytes,
     busbw_GBps; ``roofs``: system -> {nvlink_GBps, alpha_s}."""
     fig, (ax,) = _figure(1, 8.5, 4.8)
     colours = _colours(list(roofs) + [p["system"] for p in points])
-    sizes = [p["size_B"] for p in points] or [1024, 1 << 30]
+    sizes = [p["size_bytes"] for p in points] or [1024, 1 << 30]
     lo, hi = min(sizes) / 2, max(sizes) * 2
     ceilings: dict[float, list[str]] = defaultdict(list)
     for system, roof in roofs.items():
@@ -368,7 +368,7 @@ def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: 
             ax.plot(xs, [x / roof["alpha_s"] / 1e9 for x in xs], color=c, linewidth=0.9,
                     linestyle=":")
     for p in points:
-        ax.scatter(p["size_B"], p["busbw_GBps"], color=colours[p["system"]], s=22,
+        ax.scatter(p["size_bytes"], p["busbw_GBps"], color=colours[p["system"]], s=22,
                    marker="o" if p["impl"] == "pk" else "s",
                    facecolors="none" if p["impl"] != "pk" else colours[p["system"]])
     for system in roofs:
@@ -450,13 +450,13 @@ def roofline_shares(points: Sequence[dict], title: str) -> Figure:
     for index, system in enumerate(systems, start=1):
         ax = fig.add_subplot(len(systems), 1, index)
         mine = sorted((p for p in points if p["system"] == system),
-                      key=lambda p: (p["baseline_pct"], p["best_pct"]))
+                      key=lambda p: (p["baseline_pct_of_roofline"], p["best_pct_of_roofline"]))
         xs = range(len(mine))
         for x, p in zip(xs, mine):
-            ax.plot([x, x], [p["baseline_pct"], p["best_pct"]], color=OTHER_COLOUR, lw=0.8)
-        ax.scatter(xs, [p["baseline_pct"] for p in mine], s=14, color=PALETTE[1],
+            ax.plot([x, x], [p["baseline_pct_of_roofline"], p["best_pct_of_roofline"]], color=OTHER_COLOUR, lw=0.8)
+        ax.scatter(xs, [p["baseline_pct_of_roofline"] for p in mine], s=14, color=PALETTE[1],
                    marker="s", label="baseline (PyTorch + NCCL)", zorder=3)
-        ax.scatter(xs, [p["best_pct"] for p in mine], s=14, color=PALETTE[0],
+        ax.scatter(xs, [p["best_pct_of_roofline"] for p in mine], s=14, color=PALETTE[0],
                    marker="o", label="pksim's best", zorder=3)
         ax.set_yscale("log")
         ax.set_ylabel("% of roofline")
@@ -494,7 +494,7 @@ def program_roofline(points: Sequence[dict], title: str) -> Figure:
         for j, variant in enumerate(colours):
             for p in (p for p in mine if p["variant"] == variant):
                 x = programs.index(p["program"]) + (j - (len(colours) - 1) / 2) * width
-                ys = [p["baseline_pct"], p["best_pct"]]
+                ys = [p["baseline_pct_of_roofline"], p["best_pct_of_roofline"]]
                 if None in ys:
                     continue
                 ax.plot([x, x], ys, color=colours[variant], linewidth=1.0)
@@ -502,7 +502,7 @@ def program_roofline(points: Sequence[dict], title: str) -> Figure:
                            edgecolors=colours[variant], zorder=3)
                 ax.scatter([x], ys[1:], marker="o", s=18, color=colours[variant], zorder=3)
         ax.set_yscale("log")
-        _log_ticks(ax.yaxis, [v for p in mine for v in (p["baseline_pct"], p["best_pct"])
+        _log_ticks(ax.yaxis, [v for p in mine for v in (p["baseline_pct_of_roofline"], p["best_pct_of_roofline"])
                               if v is not None])
         ax.set_xticks(range(len(programs)))
         ax.set_xticklabels(programs, fontsize=7, rotation=30, ha="right")

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hwmodels.units import Seconds, significant, time_unit
+from pksim.vocabulary import with_aliases
 
 
 def emit_json(obj: Any) -> None:
@@ -56,18 +57,14 @@ def _time_columns(headers: list[str], rows: list[list[Any]]) -> tuple[list[str],
     return headers, [[str(c) for c in r] for r in rows]
 
 
-def json_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """A table entry as every command's --json gives it: times in seconds as the entries
-    hold them (``*_s`` keys, as in every file pksim writes), the schedule's label under
-    ``label`` (``*_schedule`` under ``*_label``; predict and search give the schedule
-    itself under ``schedule``), and ``null`` for what does not apply."""
+def json_entry(entry: dict[str, Any], old_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """A table entry as every command's --json gives it (docs/outputs.md): times in seconds
+    as the entries hold them (``*_s`` keys, as in every file pksim writes), the schedule's
+    label under ``label`` (``<impl>_label``), ``null`` for what does not apply, and the old
+    names of ``old_keys`` after the new ones for one release (pksim.vocabulary)."""
     out: dict[str, Any] = {}
-    for key, value in entry.items():
+    for key, value in with_aliases(entry, old_keys).items():
         if isinstance(value, float) and not math.isfinite(value):
             value = None
-        if key == "schedule" and isinstance(value, str):
-            key = "label"
-        elif key.endswith("_schedule") and isinstance(value, str):
-            key = key[: -len("schedule")] + "label"
         out[key] = None if value == "" else value
     return out

@@ -286,19 +286,25 @@ def predict(explain: bool, **kw) -> None:
     system, ranked, _ = _search(kw, top=1)
     best = ranked[0]
     if kw["as_json"]:
-        out = best.to_dict() | emittable_fields(system, best.schedule)
-        if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
-            out["nccl"] = nccl_report(system, best.schedule)
-        elif best.schedule.op in COLLECTIVES and best.schedule.world > 1 \
-                and not Topology.build(system, best.schedule.world,
-                                       best.schedule.domains).virtual:
-            # pk's schedule against NCCL's own pick: both bindings, the difference itemised
-            out["vs_nccl"] = versus_nccl(system, best.schedule.op, best.nbytes,
-                                         best.schedule.world, best.schedule.domains,
-                                         kw.get("launch", DEFAULT_LAUNCH), pk=best)
-        emit_json(out)
+        emit_json(prediction_json(system, best, kw.get("launch", DEFAULT_LAUNCH)))
     else:
         _print_prediction(best, kw["system_name"], kw["overrides"], kw["cold"], explain)
+
+
+def prediction_json(system, best: Prediction, launch: str = DEFAULT_LAUNCH) -> dict:
+    """``pksim predict --json`` of one op (docs/outputs.md): the prediction, whether codegen
+    can emit it, the figures the user set, and for a collective NCCL's pick itemised (``nccl``)
+    or pk's best against it (``vs_nccl``)."""
+    out = best.to_dict() | emittable_fields(system, best.schedule)
+    out["overridden"] = system.overridden_keys()
+    if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
+        out["nccl"] = nccl_report(system, best.schedule)
+    elif best.schedule.op in COLLECTIVES and best.schedule.world > 1 \
+            and not Topology.build(system, best.schedule.world, best.schedule.domains).virtual:
+        # pk's schedule against NCCL's own pick: both bindings, the difference itemised
+        out["vs_nccl"] = versus_nccl(system, best.schedule.op, best.nbytes, best.schedule.world,
+                                     best.schedule.domains, launch, pk=best)
+    return out
 
 
 @click.command()

@@ -13,6 +13,7 @@ from pksim.programs.costs import calls, kernel_call
 from pksim.programs.model import Program
 from pksim.programs.predict import ProgramPrediction
 from pksim.search import search as run_search, space
+from pksim.vocabulary import with_aliases
 
 DEFAULT_SYSTEM = "dgx-h100"
 # predict / search / trace options that a program states itself
@@ -47,15 +48,16 @@ def detail(program: Program) -> dict:
     for op in program.ops:
         entry = {"name": op.name, "kind": op.kind, "reads": list(op.reads),
                  "writes": list(op.writes), "deps": list(op.deps), "dtype": op.dtype,
-                 "flops": op.flops or None, "bytes": op.nbytes or None}
+                 "flops": op.flops or None, "hbm_bytes": op.nbytes or None}
         if op.is_comm:
             entry.update(group=op.group, group_size=program.groups[op.group].size,
                          comm_bytes=op.comm_bytes)
         entry["params"] = {k: list(v) if isinstance(v, tuple) else v for k, v in op.params}
-        ops.append(entry)
+        ops.append(with_aliases(entry, {"bytes": "hbm_bytes"}))
     return {**program.summary(), "path": program.path, "source": program.source,
             "notes": list(program.notes), "dtype": program.dtype,
-            "tensors": {t.name: {"shape": list(t.shape), "dtype": t.dtype, "bytes": t.nbytes}
+            "tensors": {t.name: with_aliases({"shape": list(t.shape), "dtype": t.dtype,
+                                              "size_bytes": t.nbytes}, ("bytes",))
                         for t in program.tensors.values()},
             "groups": {g.name: [list(p) for p in g.parts] for g in program.groups.values()},
             "ops": ops}
@@ -78,11 +80,12 @@ def show(name: str, as_json: bool) -> None:
         click.echo(f"source: {program.source}")
     groups = ", ".join(f"{g} {len(p)}x{len(p[0])}" for g, p in out["groups"].items())
     click.echo(f"groups: {groups}")
-    table("ops", ["op", "kind", "group", "size", "FLOP", "bytes", "after"],
+    table("ops", ["op", "kind", "group", "size", "FLOP", "HBM bytes", "after"],
           [[o["name"], o["kind"], o.get("group", ""),
             format_bytes(o["comm_bytes"]) if o.get("comm_bytes") is not None else "",
-            f"{o['flops']:.3g}" if o["flops"] else "", format_bytes(o["bytes"]) if o["bytes"]
-            else "", ",".join(o["deps"])] for o in out["ops"]])
+            f"{o['flops']:.3g}" if o["flops"] else "",
+            format_bytes(o["hbm_bytes"]) if o["hbm_bytes"] else "", ",".join(o["deps"])]
+           for o in out["ops"]])
 
 
 # ---- --program on predict, search, trace ----------------------------------------------------
@@ -160,16 +163,17 @@ def search_program(kw: dict, top: int) -> dict:
                  for c in space(system, call.op, call.nbytes, call.world, extra=call.extra)
                  if call.in_switch or c.mechanism != "multimem"]
         result = run_search(system, cands, top=top)
-        out.append({"ops": ops, "op": call.op, "bytes": call.nbytes, "world": call.world,
+        out.append({"ops": ops, "op": call.op, "size_bytes": call.nbytes, "world": call.world,
                     "ranked": [{"label": p.schedule.label(), "time_s": p.time_s,
                                 "bound_s": p.bound_s} for p in result.ranked[:top]],
-                    "candidates": result.candidates, "simulated": result.simulated})
+                    "candidates": result.candidates, "simulated": result.simulated,
+                    "bytes": call.nbytes})       # the old name, for one release
     return {"program": program.name, "system": system.name, "calls": out}
 
 
 def print_search(found: dict) -> None:
     for entry in found["calls"]:
-        table(f"{entry['op']} {format_bytes(entry['bytes'])} over {entry['world']} ranks "
+        table(f"{entry['op']} {format_bytes(entry['size_bytes'])} over {entry['world']} ranks "
               f"({', '.join(entry['ops'])}) on {found['system']}: {entry['candidates']} "
               f"candidates, {entry['simulated']} simulated",
               ["schedule", "time", "bound"],

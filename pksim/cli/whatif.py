@@ -277,7 +277,7 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
                                  {s.name: s for _, s in variants}, partial, identity)
     if as_json:
-        emit_json({"op": op, "rows": [json_entry(e) for e in entries],
+        emit_json({"op": op, "rows": [json_entry(e, ("size_B",)) for e in entries],
                    "files": [str(p) for p in out.written]})
     else:
         _print_sweep(op, entries, impl_list, [s.name for _, s in variants])
@@ -337,12 +337,13 @@ def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
             continue
         rows = []
         for e in mine:
-            row = [format_bytes(e["size_B"]) if e["size_B"] else e["shape"], e["count"] or ""]
+            row = [format_bytes(e["size_bytes"]) if e["size_bytes"] else e["shape"],
+                   e["count"] or ""]
             for impl in impls:
                 t = e.get(f"{impl}_time_s")
                 row += [Seconds(t),
                         _f(e.get(f"{impl}_algbw_GBps")), _f(e.get(f"{impl}_busbw_GBps")),
-                        e.get(f"{impl}_schedule", "")]
+                        e.get(f"{impl}_label", "")]
             rows.append(row)
         e = mine[0]
         root = f", root {e['root']}" if e["root"] >= 0 else ""
@@ -392,7 +393,7 @@ def _trace_command():
         if gantt:
             events = report.gantt_events([(p.schedule.impl, p, system)])
             out.save(plots.gantt(events, f"{what} on {system.name}: {p.schedule.label()}"),
-                     stem, events)
+                     stem, report.gantt_data(events))
         if kw["as_json"]:
             emit_json({"prediction": p.to_dict(), "files": [str(f) for f in out.written]})
             return

@@ -35,6 +35,7 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
+from pksim.vocabulary import renamed
 from validation.layout import FUSED_DIR, FUSED_MEASURED, MEASURED, load_bundle
 from validation.measurement import Measurement
 from validation.report.numbers import fmt_pct
@@ -370,6 +371,8 @@ def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | 
         rep["fused"] = {"summary": fsum, "kernels": by_kernel(frows, FUSED_KERNEL),
                         "by_overlap": _by(frows, "overlap"), "by_world": _by(frows, "world"),
                         "ranking": ranking(frows, FUSED_GROUP), "vs_none": vs, "cases": frows}
+    for part in ("cases", "ranking", "by_size"):        # sizes as docs/outputs.md names them
+        rep[part] = [renamed(r, ("bytes",)) for r in rep[part]]
     return rep
 
 
