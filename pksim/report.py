@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from hwmodels.system import System
 from hwmodels.units import Seconds, format_bytes
 from pksim import plots
+from pksim.gantt import gantt as gantt_chart
 from pksim.plots import OutputDir
 from pksim.prediction import Prediction
 from pksim.runner import Row, roofline_pct
@@ -296,7 +297,7 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
         events = gantt_events(timelines)
         p = timelines[0][1]
         case = f"{p.schedule.op} {format_bytes(p.nbytes)} x{p.schedule.world} on {p.system}"
-        out.save(plots.gantt(events, f"{title}\ntimeline of {case}: best schedule and baseline"),
+        out.save(gantt_chart(events, f"{title}\ntimeline of {case}: best schedule and baseline"),
                  "timeline", gantt_data(events))
     gains = _gains(rows)
     if "sensitivity" in study.plots and study.vary and gains:

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from pksim import plots
+from pksim.gantt import gantt
 from pksim.cli.main import cli
 from tests.golden.test_predictions import is_default_study
 
@@ -87,7 +88,7 @@ def test_breakdown_and_gantt_legends_are_capped():
               "busy_s": {f"res{i}": (i + 1) * 1e-6 for i in range(11)}} for j in range(2)]
     events = [{"track": "t", "name": f"p{i}", "group": f"p{i}", "start_s": i * 1e-6,
                "end_s": (i + 1) * 1e-6} for i in range(10)]
-    for fig in (plots.breakdown(items, "b"), plots.gantt(events, "g")):
+    for fig in (plots.breakdown(items, "b"), gantt(events, "g")):
         legend = fig.legends[0]
         labels = [t.get_text() for t in legend.get_texts()]
         assert len(labels) <= plots.MAX_LEGEND and labels[-1] == plots.OTHER

@@ -16,6 +16,7 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.units import Seconds, format_bytes, format_time, parse_bytes_range
 from pksim import plots, report
+from pksim.gantt import gantt as gantt_chart
 from pksim.cli.predict import _candidates, need_op, op_options
 from pksim.cli.programs import program_prediction
 from pksim.cli.output import emit_json, json_entry, table
@@ -392,7 +393,7 @@ def _trace_command():
         out.write_json(path.name, chrome_trace(system, p))
         if gantt:
             events = report.gantt_events([(p.schedule.impl, p, system)])
-            out.save(plots.gantt(events, f"{what} on {system.name}: {p.schedule.label()}"),
+            out.save(gantt_chart(events, f"{what} on {system.name}: {p.schedule.label()}"),
                      stem, report.gantt_data(events))
         if kw["as_json"]:
             emit_json({"prediction": p.to_dict(), "files": [str(f) for f in out.written]})
@@ -417,7 +418,7 @@ def _trace_program(output, force, gantt, kw) -> None:
     out.check([path.name] + (plots.plot_files([stem]) if gantt else []))
     out.write_json(path.name, program_trace(p))
     if gantt:
-        out.save(plots.gantt(program_gantt(p), f"{p.program} on {p.system}: baseline "
+        out.save(gantt_chart(program_gantt(p), f"{p.program} on {p.system}: baseline "
                              f"{format_time(p.baseline_s)}, pksim {format_time(p.best_s)}"),
                  stem, program_gantt(p))
     if kw["as_json"]:

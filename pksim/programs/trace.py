@@ -12,7 +12,7 @@ RUNS = (("baseline", "baseline (PyTorch + NCCL)"), ("best", "pksim's best"))
 
 
 def gantt_rows(p: ProgramPrediction) -> list[dict[str, Any]]:
-    """Rows for ``pksim.plots.gantt``: run, track, kind, name, group, start_s, end_s."""
+    """Rows for ``pksim.gantt.gantt``: run, track, kind, name, group, start_s, end_s."""
     rows = []
     for key, title in RUNS:
         run: Run = getattr(p, key)

@@ -10,7 +10,9 @@ from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
 from hwmodels.units import Seconds, format_time, significant, time_unit
+from pksim import plots
 from pksim.cli.main import cli
+from pksim.gantt import explain, gantt
 from pksim.cli.output import table
 from pksim.search import best
 from pksim.sensitivity import swings
@@ -103,3 +105,57 @@ def test_predict_summarises_guessed_figures_and_never_lists_an_override():
     explained = CliRunner().invoke(cli, args + ["--explain"]).output
     count = int(re.search(r"assumed +(\d+) guessed", assumed).group(1))
     assert sum(line.startswith("│ ") for line in explained.splitlines()) == count
+
+
+# ---- plots: legends that match the marks, every series named, titles that say what is drawn
+def _points(systems_times: dict[str, list[float]], impl: str = "pk") -> list[dict]:
+    return [{"panel": "p", "system": s, "impl": impl, "x": x, "x_label": "M", "bar": s,
+             "time_s": t} for s, times in systems_times.items()
+            for x, t in zip((1024, 4096), times)]
+
+
+def test_time_legend_shows_each_systems_marker_and_impls_by_line_style():
+    fig = plots.by_group(_points({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+                         + _points({"a": [2.0, 3.0]}, "nccl"), "time_s", "t", "title")
+    legend = fig.legends[0]
+    handles = dict(zip([t.get_text() for t in legend.get_texts()], legend.legend_handles))
+    drawn = {line.get_color(): line.get_marker() for line in fig.axes[0].get_lines()}
+    assert handles["a"].get_marker() == drawn[handles["a"].get_color()]     # as on the plot
+    assert handles["a"].get_marker() != handles["b"].get_marker()
+    assert handles["nccl"].get_marker() in ("None", "", None)               # impl: line style
+    assert handles["nccl"].get_linestyle() == "--"
+
+
+def test_identical_series_are_drawn_once_and_named_together():
+    fig = plots.by_group(_points({"a": [1.0, 2.0], "b": [1.0, 2.0], "c": [1.5, 3.0]}),
+                         "time_s", "t", "title")
+    ax = fig.axes[0]
+    assert len(ax.get_lines()) == 2                          # a (standing for b) and c
+    assert [t.get_text() for t in ax.texts] == ["a ≈ b"]
+
+
+def test_roofline_title_says_which_lines_it_draws():
+    points = [{"system": "s", "impl": "pk", "size_bytes": 1 << 30, "busbw_GBps": 400.0}]
+    far = plots.roofline(points, {"s": {"nvlink_GBps": 450.0, "alpha_s": 5e-6}}, "r")
+    assert "no latency slope" in far.axes[0].get_title()
+    points[0]["size_bytes"] = 1024
+    near = plots.roofline(points, {"s": {"nvlink_GBps": 450.0, "alpha_s": 5e-6}}, "r")
+    assert "dashed: latency slope" in near.axes[0].get_title()
+    assert any(line.get_linestyle() == "--" for line in near.axes[0].get_lines())
+
+
+def test_gantt_names_each_run_once_and_explains_its_phases():
+    events = [{"run": run, "track": f"rank 0 / lane {i}", "name": "x", "group": group,
+               "start_s": i * 1e-6, "end_s": (i + 1) * 1e-6}
+              for run in ("pk two-shot/tma/16sm", "nccl nvls/Simple")
+              for i, group in enumerate(("rs", "ag+rs", "rs+ag", "kar"))]
+    fig = gantt(events, "g")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels.count("rank 0 / lane 0") == 2 and not any("two-shot" in x for x in labels)
+    assert [t.get_text().strip() for t in ax.texts] == ["pk two-shot/tma/16sm",
+                                                       "nccl nvls/Simple"]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "kar: the generated all-reduce kernel's phases (loads, sums, stores)" in legend
+    assert sum(x.startswith(("ag+rs", "rs+ag")) for x in legend) == 1       # one phase
+    assert explain("nvls-copy").startswith("nvls-copy: NCCL NVLS")
