@@ -399,16 +399,18 @@ def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: 
         ax.annotate(f"{value:g} GB/s: {', '.join(names)}", (0.01, value),
                     xycoords=("axes fraction", "data"), fontsize=6.5, va="bottom",
                     color=colours[names[0]])
-    slopes = 0
+    slopes: dict[float, list[str]] = defaultdict(list)    # one line per alpha, named
     for system, roof in roofs.items():
-        c = colours[system]
-        ax.axhline(roof["nvlink_GBps"], color=c, linewidth=0.9, linestyle=":")
-        knee = roof["nvlink_GBps"] * 1e9 * roof["alpha_s"]
-        if knee > lo:                       # the latency slope, where it is in range
-            xs = [lo, min(hi, knee)]
-            ax.plot(xs, [x / roof["alpha_s"] / 1e9 for x in xs], color=c, linewidth=0.9,
-                    linestyle="--")
-            slopes += 1
+        ax.axhline(roof["nvlink_GBps"], color=colours[system], linewidth=0.9, linestyle=":")
+        if roof["nvlink_GBps"] * 1e9 * roof["alpha_s"] > lo:     # the slope is in range
+            slopes[roof["alpha_s"]].append(system)
+    for alpha, names in slopes.items():
+        knee = max(roofs[n]["nvlink_GBps"] for n in names) * 1e9 * alpha
+        xs = [lo, min(hi, knee)]
+        ax.plot(xs, [x / alpha / 1e9 for x in xs], color=colours[names[0]], linewidth=0.9,
+                linestyle="--")
+        ax.annotate(f"{alpha * 1e6:.3g} us: {', '.join(names)}", (xs[1], xs[1] / alpha / 1e9),
+                    fontsize=6.5, ha="right", va="bottom", color=colours[names[0]])
     # points of one size sit side by side, one step per system, so that none hides another
     order = list(dict.fromkeys(p["system"] for p in points))
     dodge = {s: 2 ** (0.09 * (i - (len(order) - 1) / 2)) for i, s in enumerate(order)}

@@ -337,13 +337,13 @@ def search(top: int, **kw) -> None:
               f"{len(result.pruned)} pruned by their lower bound, {len(infeasible)} infeasible")
     if kw["op"] in FUSED_OPS:
         table(f"{kw['op']} on {kw['system_name']}: {counts}",
-              ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],
+              ["schedule", "time", "exposed comm", "speed-up", "bound", "bound by"],
               [[_marked(p, emit), Seconds(p.time_s), Seconds(p.exposed_comm_s),
                 f"{p.speedup:.2f}x", Seconds(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
     else:
         table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {kw['system_name']}: {counts}",
-              ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
+              ["schedule", "time", "busbw GB/s", "bound", "bound by", "link util"],
               [[_marked(p, emit), Seconds(p.time_s), f"{p.busbw_GBps:.1f}",
                 Seconds(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
                for p in ranked[:top]])
