@@ -33,8 +33,9 @@ right before the comment, up to a space or an opening bracket. A rule is ``WHAT 
 - ``title ~ REGEX`` (a table's title line, or the heading above a markdown table; ``!~``:
   no match), ``COLUMN = A, B`` (the cell is one of them), ``COLUMN ~ REGEX``, ``COLUMN !~
   REGEX``; ``in ms`` writes a time column's cell in that unit;
-- or a system file's figure, ``figure SYSTEM KEY``, and the number of its guessed figures,
-  ``guesses SYSTEM`` (``pksim systems list``'s ``assumed_figures``).
+- or a system file's figure, ``figure SYSTEM KEY``, the number of its guessed figures,
+  ``guesses SYSTEM`` (``pksim systems list``'s ``assumed_figures``), and of its figures of
+  one provenance, ``tagged SYSTEM TAG``.
 """
 from __future__ import annotations
 
@@ -244,11 +245,12 @@ def _number(cell: str) -> float:
 
 
 def _as_unit(cell: str, header: str, unit: str) -> str:
-    """A time cell of a ``... (us)`` column in another unit, three significant figures."""
+    """A time cell (``25.1 us``, or a number in a ``... (us)`` column) in ``unit``, three
+    significant figures."""
     factors = dict(TIME_UNITS)
-    have = re.search(r"\((\w+)\)$", header)
+    have = re.search(r"\s(s|ms|us|ns)$", cell) or re.search(r"\((\w+)\)$", header)
     if not have:
-        raise ValueError(f"column {header!r} names no unit to convert from")
+        raise ValueError(f"neither {cell!r} nor its column {header!r} names a unit")
     return significant(_number(cell) * factors[have.group(1)] / factors[unit])
 
 
@@ -277,9 +279,11 @@ def evaluate(rule: str, path: Path) -> str:
     """The text a claim's rule gives (see the module's docstring)."""
     head, *filters = [part.strip() for part in rule.split("|")]
     what, _, column = head.partition(" ")
-    if what in ("figure", "guesses"):
+    if what in ("figure", "guesses", "tagged"):
         system, _, key = column.partition(" ")
         loaded = load_system(system)
+        if what == "tagged":
+            return str(sum(prov.tag == key for prov in loaded.provenance.values()))
         return str(len(loaded.assumed_keys())) if what == "guesses" else \
             f"{figure(loaded, key):g}"
     source, titles, unit, conditions = _filters(filters)
