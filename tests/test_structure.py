@@ -1,7 +1,8 @@
 """Guards on the shape of the code: no import cycle between project modules, no import from
 a lower layer into a higher one (hwmodels -> pksim -> codegen -> validation -> pksim.cli),
-no project import hidden inside a function, no module over 600 lines, docs/VALIDATION.md at
-most 500 lines, the working tree under 15 MB. Each fails with the offenders listed."""
+no project import hidden inside a function, no module over 600 lines (Python and CUDA sources
+alike), docs/VALIDATION.md at most 500 lines, the working tree under 15 MB. Each fails with the
+offenders listed."""
 from __future__ import annotations
 
 import ast
@@ -149,6 +150,20 @@ def _python_files() -> list[Path]:
 
 def test_no_module_over_the_line_budget():
     long = {str(p.relative_to(ROOT)): n for p in _python_files()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def _cuda_files() -> list[Path]:
+    """Every CUDA / C++ source of the project (kernels, microbenchmarks, device drivers, tests)."""
+    return [p for p in ROOT.rglob("*") if p.suffix in (".cu", ".cuh", ".h", ".cpp")
+            and not {".venv", ".git", "build"} & set(p.relative_to(ROOT).parts)]
+
+
+def test_no_cuda_source_over_the_line_budget():
+    files = _cuda_files()
+    assert len(files) > 40           # the guard sees the kernels
+    long = {str(p.relative_to(ROOT)): n for p in files
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}
 
