@@ -519,7 +519,7 @@ def _run_sequential(model: Model, record: bool):
 
 
 def assumed_inputs(model: Model) -> list[str]:
-    """The guessed figures (roadmap, estimate, assumed, override) this prediction used."""
+    """The guessed figures (roadmap, estimate, assumed) this prediction used."""
     used = {n.cls for classes in model.classes.values() for fc in classes
             for n, _ in fc.usage}
     prefixes = ["gpu.sync.", "gpu.sm."]

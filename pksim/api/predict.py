@@ -90,6 +90,7 @@ class Predicted:
     def to_dict(self) -> dict[str, Any]:
         """``pksim predict --json``."""
         out = self.prediction.to_dict() | self.emittable
+        out["overridden"] = self.system.overridden_keys()
         if self.nccl is not None:
             out["nccl"] = self.nccl
         elif self.vs_nccl is not None:

@@ -60,8 +60,9 @@ def search_program(kw: dict, top: int) -> dict:
                  for c in space(system, call.op, call.nbytes, call.world, extra=call.extra)
                  if call.in_switch or c.mechanism != "multimem"]
         result = run_search(system, cands, top=top)
-        out.append({"ops": ops, "op": call.op, "bytes": call.nbytes, "world": call.world,
+        out.append({"ops": ops, "op": call.op, "size_bytes": call.nbytes, "world": call.world,
                     "ranked": [{"label": p.schedule.label(), "time_s": p.time_s,
                                 "bound_s": p.bound_s} for p in result.ranked[:top]],
-                    "candidates": result.candidates, "simulated": result.simulated})
+                    "candidates": result.candidates, "simulated": result.simulated,
+                    "bytes": call.nbytes})       # the old name, for one release
     return {"program": program.name, "system": system.name, "calls": out}

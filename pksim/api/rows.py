@@ -3,21 +3,19 @@ API result's ``to_dict()`` give it."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
+
+from pksim.vocabulary import with_aliases
 
 
-def json_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """A table entry as every command's --json gives it: times in seconds as the entries
-    hold them (``*_s`` keys, as in every file pksim writes), the schedule's label under
-    ``label`` (``*_schedule`` under ``*_label``; predict and search give the schedule
-    itself under ``schedule``), and ``null`` for what does not apply."""
+def json_entry(entry: dict[str, Any], old_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """A table entry as every command's --json gives it (docs/outputs.md): times in seconds
+    as the entries hold them (``*_s`` keys, as in every file pksim writes), the schedule's
+    label under ``label`` (``<impl>_label``), ``null`` for what does not apply, and the old
+    names of ``old_keys`` after the new ones for one release (pksim.vocabulary)."""
     out: dict[str, Any] = {}
-    for key, value in entry.items():
+    for key, value in with_aliases(entry, old_keys).items():
         if isinstance(value, float) and not math.isfinite(value):
             value = None
-        if key == "schedule" and isinstance(value, str):
-            key = "label"
-        elif key.endswith("_schedule") and isinstance(value, str):
-            key = key[: -len("schedule")] + "label"
         out[key] = None if value == "" else value
     return out

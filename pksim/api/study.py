@@ -83,7 +83,7 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         """``pksim sweep --json``."""
-        return {"op": self.op, "rows": [json_entry(e) for e in self.entries],
+        return {"op": self.op, "rows": [json_entry(e, ("size_B",)) for e in self.entries],
                 "files": [str(p) for p in self.files]}
 
 

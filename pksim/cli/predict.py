@@ -5,7 +5,7 @@ import functools
 
 import click
 
-from hwmodels.units import format_bytes, format_time
+from hwmodels.units import Seconds, format_bytes, format_time, time_unit
 from pksim.api import predict as api
 from pksim.api.options import Options
 from pksim.api.predict import candidates as _candidates   # trace (pksim.cli.whatif) uses it
@@ -16,6 +16,7 @@ from pksim.cli.programs import print_prediction as print_program, print_search a
 from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS
+from pksim.sensitivity import swings
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import FUSED_OPS
 
@@ -94,30 +95,77 @@ def op_options(fn):
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
 
 
-def _print_prediction(p: Prediction) -> None:
+def _print_prediction(p: Prediction, system_ref: str, overrides: tuple[str, ...],
+                      cold: bool, explain: bool) -> None:
+    """The prediction for people: every time in the one unit of the total time; then the
+    figures the user set, and the guessed figures it rests on, summarised by how much each
+    moves it (``pksim.sensitivity``; all of them with ``explain``)."""
+    unit = time_unit(p.time_s)[0]
+
+    def t(seconds: float) -> str:
+        return format_time(seconds, unit)
+
     if p.schedule.op in FUSED_OPS:
         shape = " ".join(f"{k}={v}" for k, v in p.schedule.shape)
         click.echo(f"{p.schedule.op} {shape} {p.schedule.dtype} on {p.system} "
                    f"({p.schedule.world} ranks): {p.schedule.label()}")
-        click.echo(f"  time      {format_time(p.time_s)}   compute {format_time(p.compute_s)}   "
-                   f"exposed comm {format_time(p.exposed_comm_s)}")
-        click.echo(f"  baseline  {format_time(p.baseline_s)} (cuBLAS + NCCL)   "
-                   f"speed-up {p.speedup:.2f}x   bound {format_time(p.bound_s)} "
-                   f"({p.bound_resource})")
+        click.echo(f"  time      {t(p.time_s)}   compute {t(p.compute_s)}   "
+                   f"exposed comm {t(p.exposed_comm_s)}")
+        click.echo(f"  baseline  {t(p.baseline_s)} (cuBLAS + NCCL)   "
+                   f"speed-up {p.speedup:.2f}x   bound {t(p.bound_s)} ({p.bound_resource})")
         for note in p.notes:
             click.echo(f"  note      {note}")
+    else:
+        click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
+                   f"({p.schedule.world} ranks): {p.schedule.label()}")
+        click.echo(f"  time      {t(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
+                   f"busbw {p.busbw_GBps:.1f} GB/s   link_util {p.link_util:.2f}")
+        click.echo(f"  bound     {t(p.bound_s)} ({_bound_parts(p.bound_resource)})   "
+                   f"alpha-beta {t(p.alpha_beta_s)}")
+        busy = ", ".join(f"{k} {t(v)}" for k, v in
+                         sorted(p.breakdown.items(), key=lambda kv: -kv[1]))
+        click.echo(f"  busy      {busy}")
+    if overrides:
+        click.echo(f"  set       {', '.join(overrides)}")
+    if not p.depends_on_assumed:
         return
-    click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
-               f"({p.schedule.world} ranks): {p.schedule.label()}")
-    click.echo(f"  time      {format_time(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
-               f"busbw {p.busbw_GBps:.1f} GB/s   link_util {p.link_util:.2f}")
-    click.echo(f"  bound     {format_time(p.bound_s)} ({p.bound_resource})   "
-               f"alpha-beta {format_time(p.alpha_beta_s)}")
-    busy = ", ".join(f"{k} {format_time(v)}" for k, v in
-                     sorted(p.breakdown.items(), key=lambda kv: -kv[1]))
-    click.echo(f"  busy      {busy}")
-    if p.depends_on_assumed:
-        click.echo(f"  assumed   {', '.join(p.depends_on_assumed)}")
+    found = swings(system_ref, overrides, p, cold)
+    if explain:
+        click.echo(f"  assumed   {_figures(len(found))}, each set 20 % lower and higher "
+                   f"(the same schedule simulated again):")
+        table("", ["figure", "value", "provenance", "-20 %", "+20 %"],
+              [[s.key, _value(s.value), s.tag, _change(s.low_s, p.time_s),
+                _change(s.high_s, p.time_s)] for s in found])
+        return
+    moving = [s for s in found if s.change(p.time_s) >= MOVES][:SHOWN]
+    most = ("; the most it moves at -20 % / +20 %: " + ", ".join(
+        f"{s.key} {_change(s.low_s, p.time_s)} / {_change(s.high_s, p.time_s)}"
+        for s in moving)) if moving else "; none moves it 0.1 % at -20 % or +20 %"
+    click.echo(f"  assumed   {_figures(len(found))}{most} (--explain lists all)")
+
+
+SHOWN = 3           # the guessed figures predict names: the ones that move the time most
+MOVES = 1e-3        # ... by at least 0.1 % either way
+
+
+def _figures(n: int) -> str:
+    return f"{n} guessed figure" + ("" if n == 1 else "s")
+
+
+def _value(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _bound_parts(resource: str) -> str:
+    """What the lower bound adds up (pksim.analytical): the launch, then the latency chain
+    or the busiest resource's bytes at its capacity."""
+    return ("launch + the latency chain" if resource == "latency" else
+            f"launch + {resource}'s bytes at its capacity")
+
+
+def _change(t: float | None, base: float) -> str:
+    """A re-simulated time as a change of the prediction: '+1.3 %' ('n/a': not simulated)."""
+    return "n/a" if t is None else f"{100 * (t - base) / base:+.1f} %"
 
 
 def need_op(kw) -> None:
@@ -129,7 +177,10 @@ def need_op(kw) -> None:
 
 @click.command()
 @op_options
-def predict(**kw) -> None:
+@click.option("--explain", is_flag=True,
+              help="List every guessed figure the prediction rests on, with how much the "
+                   "time moves when it is 20 % lower or higher.")
+def predict(explain: bool, **kw) -> None:
     """Predict one operation; without schedule options, the best schedule found.
 
     Collectives take --bytes; gemm-rs, gemm-ar and ag-gemm take --m --n --k
@@ -145,7 +196,8 @@ def predict(**kw) -> None:
     elif kw["program"]:
         print_program(result)
     else:
-        _print_prediction(result.prediction)
+        _print_prediction(result.prediction, kw["system_name"], kw["overrides"], kw["cold"],
+                          explain)
 
 
 @click.command()
@@ -171,15 +223,15 @@ def search(top: int, **kw) -> None:
               f"{len(found.infeasible)} infeasible")
     if kw["op"] in FUSED_OPS:
         table(f"{kw['op']} on {kw['system_name']}: {counts}",
-              ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],
-              [[_marked(p, emit), format_time(p.time_s), format_time(p.exposed_comm_s),
-                f"{p.speedup:.2f}x", format_time(p.bound_s), p.bound_resource]
+              ["schedule", "time", "exposed comm", "speed-up", "bound", "bound by"],
+              [[_marked(p, emit), Seconds(p.time_s), Seconds(p.exposed_comm_s),
+                f"{p.speedup:.2f}x", Seconds(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
     else:
         table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {kw['system_name']}: {counts}",
-              ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
-              [[_marked(p, emit), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
-                format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
+              ["schedule", "time", "busbw GB/s", "bound", "bound by", "link util"],
+              [[_marked(p, emit), Seconds(p.time_s), f"{p.busbw_GBps:.1f}",
+                Seconds(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
                for p in ranked[:top]])
     _not_emittable_notes(emit)
 

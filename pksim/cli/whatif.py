@@ -9,9 +9,10 @@ import click
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
-from hwmodels.units import format_bytes, format_time
+from hwmodels.units import Seconds, format_bytes, format_time
 from pksim import plots, report
 from pksim.api import study as api
+from pksim.gantt import gantt as gantt_chart
 from pksim.cli.predict import _candidates, need_op, op_options
 from pksim.cli.programs import program_prediction
 from pksim.cli.output import emit_json, table
@@ -200,19 +201,20 @@ def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
     in the title (the CSV has them all)."""
     headers = ["size", "count"]
     for impl in impls:
-        headers += [f"{impl} time(us)", f"{impl} algbw", f"{impl} busbw", f"{impl} schedule"]
+        headers += [f"{impl} time", f"{impl} algbw", f"{impl} busbw", f"{impl} schedule"]
     for system in order:
         mine = [e for e in entries if e["system"] == system]
         if not mine:
             continue
         rows = []
         for e in mine:
-            row = [format_bytes(e["size_B"]) if e["size_B"] else e["shape"], e["count"] or ""]
+            row = [format_bytes(e["size_bytes"]) if e["size_bytes"] else e["shape"],
+                   e["count"] or ""]
             for impl in impls:
                 t = e.get(f"{impl}_time_s")
-                row += [f"{t * 1e6:.2f}" if t is not None else "-",
+                row += [Seconds(t),
                         _f(e.get(f"{impl}_algbw_GBps")), _f(e.get(f"{impl}_busbw_GBps")),
-                        e.get(f"{impl}_schedule", "")]
+                        e.get(f"{impl}_label", "")]
             rows.append(row)
         e = mine[0]
         root = f", root {e['root']}" if e["root"] >= 0 else ""
@@ -261,8 +263,8 @@ def _trace_command():
         out.write_json(path.name, chrome_trace(system, p))
         if gantt:
             events = report.gantt_events([(p.schedule.impl, p, system)])
-            out.save(plots.gantt(events, f"{what} on {system.name}: {p.schedule.label()}"),
-                     stem, events)
+            out.save(gantt_chart(events, f"{what} on {system.name}: {p.schedule.label()}"),
+                     stem, report.gantt_data(events))
         if kw["as_json"]:
             emit_json({"prediction": p.to_dict(), "files": [str(f) for f in out.written]})
             return
@@ -286,7 +288,7 @@ def _trace_program(output, force, gantt, kw) -> None:
     out.check([path.name] + (plots.plot_files([stem]) if gantt else []))
     out.write_json(path.name, program_trace(p))
     if gantt:
-        out.save(plots.gantt(program_gantt(p), f"{p.program} on {p.system}: baseline "
+        out.save(gantt_chart(program_gantt(p), f"{p.program} on {p.system}: baseline "
                              f"{format_time(p.baseline_s)}, pksim {format_time(p.best_s)}"),
                  stem, program_gantt(p))
     if kw["as_json"]:

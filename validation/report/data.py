@@ -38,6 +38,7 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
+from pksim.vocabulary import renamed
 from validation.layout import FUSED_DIR, FUSED_MEASURED, MEASURED, load_bundle
 from validation.measurement import Measurement
 from validation.report.numbers import fmt_pct
@@ -408,6 +409,8 @@ def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | 
                         "ranking": ranking(frows, FUSED_GROUP), "vs_none": vs, "cases": frows}
     rep["cliffs"] = cliffs(rows, frows)
     summary["cliffs"] = {k: len(v) for k, v in rep["cliffs"].items()}
+    for part in ("cases", "ranking", "by_size"):        # sizes as docs/outputs.md names them
+        rep[part] = [renamed(r, ("bytes",)) for r in rep[part]]
     return rep
 
 
