@@ -16,10 +16,8 @@ import tempfile
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence
-
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes

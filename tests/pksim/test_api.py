@@ -104,7 +104,7 @@ def test_sweep_rows_are_the_cli_rows(tmp_path):
     cli = cli_json(["sweep", "--system", "dgx-h100", "--op", "all-gather", "--bytes",
                     "4KiB:64KiB", "-o", str(tmp_path), "--workers", "1"])
     assert got.to_dict()["rows"] == cli["rows"]
-    assert [e["size_B"] for e in got.entries] == [4096 << i for i in range(5)]
+    assert [e["size_bytes"] for e in got.entries] == [4096 << i for i in range(5)]
     with_files = pksim.sweep(system="dgx-h100", op="all-gather", bytes=4096, workers=1,
                              output=tmp_path / "api", plots=False)
     assert {p.name for p in with_files.files} == {"sweep.csv", "sweep.json"}
