@@ -1,5 +1,6 @@
 """Guards on the shape of the code: no import cycle between project modules, no import from
-a lower layer into a higher one (hwmodels -> pksim -> codegen -> validation -> pksim.cli),
+a lower layer into a higher one (hwmodels -> pksim -> codegen -> validation -> pksim.torch ->
+pksim.pkb -> pksim.cli),
 no project import hidden inside a function, no module over 600 lines, docs/VALIDATION.md at
 most 500 lines, the working tree under 15 MB. Each fails with the offenders listed."""
 from __future__ import annotations
@@ -12,7 +13,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("hwmodels", "pksim", "codegen", "validation")
-LAYERS = {"hwmodels": 0, "pksim": 1, "codegen": 2, "validation": 3, "pksim.cli": 4}
+# pksim.torch calls generated kernels (codegen, validation.runtime); pksim.pkb writes and checks
+# ParallelKernelBench solutions on top of it (docs/design.md, "pksim.torch").
+LAYERS = {"hwmodels": 0, "pksim": 1, "codegen": 2, "validation": 3, "pksim.torch": 4,
+          "pksim.pkb": 5, "pksim.cli": 6}
 # Optional dependencies imported where they are used, so that the simulator runs without them.
 LAZY_ALLOWED = {"torch", "dask", "distributed", "matplotlib"}
 MAX_MODULE_LINES = 600
@@ -32,7 +36,10 @@ def project_modules() -> dict[str, Path]:
 
 
 def layer(module: str) -> int:
-    return LAYERS["pksim.cli"] if module.startswith("pksim.cli") else LAYERS[module.split(".")[0]]
+    for sub in ("pksim.cli", "pksim.pkb", "pksim.torch"):
+        if module == sub or module.startswith(sub + "."):
+            return LAYERS[sub]
+    return LAYERS[module.split(".")[0]]
 
 
 class _Imports(ast.NodeVisitor):
