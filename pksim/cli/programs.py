@@ -116,6 +116,9 @@ def print_prediction(p: ProgramPrediction) -> None:
                f"{p.baseline_pct:5.1f} % of roofline")
     click.echo(f"  pksim     {format_time(p.best_s):>9}   {f'speed-up {p.speedup:.2f}x':30}"
                f"{p.best_pct:5.1f} % of roofline")
+    click.echo(f"  back to back (ParallelKernelBench's metric): baseline "
+               f"{format_time(p.baseline.steady_s)}, pksim {format_time(p.best.steady_s)}, "
+               f"speed-up {p.steady_speedup:.2f}x")
     terms = ", ".join(f"{k} {format_time(v)}" for k, v in p.roofline_terms.items() if v)
     click.echo(f"  roofline  {format_time(p.roofline_s):>9}   bound by {p.roofline_resource} "
                f"({terms})")

@@ -281,6 +281,25 @@ class Communicator(FusedOps):
                          wb * self.world, signature=(wb, kd))
         return self._back(raw, x, shape, w is not x)
 
+    def all_gather_v(self, x):
+        """Every rank's ``x`` concatenated along dim 0 in rank order, the ranks' row counts free
+        (the all-gather-v kernel); the types and row shapes must agree."""
+        check_tensor("all_gather_v", "x", x, self.device)
+        rows = x.shape[0] if x.dim() else 1
+        meta = self.host.all_gather_object((rows, str(x.dtype), tuple(x.shape)[1:]))
+        agree("all_gather_v", "type and row shape", [m[1:] for m in meta], self.ranks)
+        counts = [m[0] for m in meta]
+        shape = (sum(counts), *tuple(x.shape)[1:])
+        if self.world == 1 or not any(counts):
+            return x.reshape(shape).clone() if self.world == 1 else x.new_empty(shape)
+        rb = row_bytes(x) if x.dim() else x.element_size()
+        w, kd, unit = self._words(x, [c * rb for c in counts] + [rb])
+        wrb = rb * (w.element_size() // x.element_size())
+        shares = [c * wrb // unit for c in counts]
+        raw = self._call("all-gather-v", sum(shares) * unit * self.world, kd, sum(shares),
+                         self._u8(w), sum(shares) * unit, splits=shares, signature=tuple(shares))
+        return self._back(raw, x, shape, w is not x)
+
     def reduce_scatter(self, x, op: str = "sum"):
         """Rank r gets rows [r n, (r + 1) n) of the reduction of every rank's x (dim 0 = world n)."""
         check_tensor("reduce_scatter", "x", x, self.device)
@@ -444,9 +463,17 @@ class Communicator(FusedOps):
             if matrix[q][self.rank] != want:
                 raise CommError(f"send_recv: recvs[{q}] holds {want} bytes, rank {self.ranks[q]} "
                                 f"sends {matrix[q][self.rank]}")
+        torch, w_, me = self.torch, self.world, self.rank
+        own = self._u8(sends[me]).clone() if me in sends else None
+        matrix = [[0 if p == q else b for p, b in enumerate(r)] for q, r in enumerate(matrix)]
+        row = matrix[me]
+        out = {}
+        if own is not None and own.numel():
+            out[me] = own
+            if recvs and me in recvs:
+                self._u8(recvs[me]).copy_(own)
         if not any(any(r) for r in matrix):
-            return {}
-        torch, w_ = self.torch, self.world
+            return out
         pad = [[-(-b // 4) * 4 for b in r] for r in matrix]
         flat_in = [torch.nn.functional.pad(self._u8(sends[p]), (0, pad[self.rank][p] - row[p]))
                    for p in range(w_) if row[p]]
@@ -459,7 +486,7 @@ class Communicator(FusedOps):
         else:
             raw = self._call("send-recv", cap * 4, "fp32", cap, x, got_bytes, splits=words,
                              signature=tuple(words))
-        out, at = {}, 0
+        at = 0
         for q in range(w_):
             if pad[q][self.rank]:
                 out[q] = raw[at:at + matrix[q][self.rank]]
