@@ -7,7 +7,7 @@ import click
 
 from hwmodels.errors import PksimError
 from pksim import __version__
-from pksim.cli import calibrate, codegen, env, predict, programs, run, systems, validate
+from pksim.cli import calibrate, codegen, env, pkb, predict, programs, run, systems, validate
 
 try:            # the what-if study, sweep, trace and programs report commands need matplotlib
     from pksim.cli import programs_report, whatif
@@ -43,6 +43,7 @@ def _register() -> None:
     cli.add_command(run.run)
     cli.add_command(validate.validate)
     cli.add_command(env.env)
+    cli.add_command(pkb.pkb)
     if whatif is not None:
         cli.add_command(whatif.whatif)
         cli.add_command(whatif.sweep)

@@ -82,11 +82,8 @@ def check_splits(op: str, name: str, splits: Any, world: int, rows: int | None =
 
 
 def row_bytes(t: Any) -> int:
-    """Bytes of one row of dim 0 (a 0-d tensor is one row)."""
-    shape = tuple(t.shape)
-    rows = shape[0] if shape else 1
-    total = int(t.numel()) * int(t.element_size())
-    return total // rows if rows else total // max(1, _prod(shape[1:]) or 1)
+    """Bytes of one row of dim 0 (a 0-d tensor is one row), whatever the number of rows."""
+    return _prod(tuple(t.shape)[1:]) * int(t.element_size())
 
 
 def _prod(xs) -> int:

@@ -42,7 +42,7 @@ from pksim.torch.checks import (agree, check_divisible, check_reduce_op, check_r
 from pksim.torch.choice import Choice, bucket, choose, system_for_device, system_named
 from pksim.torch.errors import CommError
 from pksim.torch.fused import DEADLINE_S, FusedOps
-from pksim.torch.ipc import CudaRuntime, exchange, placement
+from pksim.torch.ipc import exchange, placement, runtime
 from pksim.torch.kernels import Kernels
 from validation.runtime.collectives import Collective, Ranks, SharedBuffer
 from validation.runtime.library import as_pointer, ensure_eager_loading
@@ -147,7 +147,7 @@ class Communicator(FusedOps):
         self.placement = placement(self.host.all_gather_object(here))
         self.host_sync = self.placement == "shared" if host_sync is None else bool(host_sync)
         self.system = system_named(system or system_for_device(props.name, self.world))
-        self.ipc = CudaRuntime()
+        self.ipc = runtime()
         self.kernels = Kernels(self.system)
         self._ranks = _Ranks(self)
         self._bindings: dict[tuple, _Binding] = {}
@@ -204,15 +204,26 @@ class Communicator(FusedOps):
             sigs = self.host.all_gather_object((op, choice.kernel.key(), signature))
             agree(op, "the call (op, kernel, sizes)", sigs, self.ranks)
             for p in range(c.reqs.phases):
-                c.launch_phase(p)
-                c.wait(DEADLINE_S)
-                self.host.barrier()
+                self.together(op, lambda: (c.launch_phase(p), c.wait(DEADLINE_S)))
         else:
             c.launch()
         out = self.torch.empty(out_bytes, dtype=self.torch.uint8, device=self.device)
         if out_bytes:
             out.copy_(c.outb.local[self.rank][:out_bytes])
         return out
+
+    def together(self, op: str, step) -> None:
+        """Run ``step`` on every rank, then meet: if it failed on any rank, every rank raises
+        the same CommError (a rank that raised alone would leave the others waiting)."""
+        try:
+            step()
+            mine = None
+        except Exception as exc:  # noqa: BLE001 - told to every rank, raised below
+            mine = f"{type(exc).__name__}: {exc}"
+        errors = self.host.all_gather_object(mine)
+        bad = [(self.ranks[r], e) for r, e in enumerate(errors) if e]
+        if bad:
+            raise CommError(f"{op}: rank {bad[0][0]} failed: {bad[0][1]}")
 
     def synchronize(self) -> None:
         """Wait for this rank's stream and read every kernel's error record (raises on a
@@ -221,12 +232,14 @@ class Communicator(FusedOps):
             b.coll.wait(DEADLINE_S)
 
     def close(self) -> None:
+        """Free the symmetric buffers (every rank at once; the peers' mappings stay open for
+        the process, ``ipc.runtime``)."""
         self.synchronize()
         for b in self._bindings.values():
             b.coll.free()
         self._bindings.clear()
+        self._fused_bindings.clear()
         self.host.barrier()
-        self.ipc.close()
 
     # ---- element types ----------------------------------------------------------------------
     def _words(self, t, counts: list[int]):
@@ -258,7 +271,8 @@ class Communicator(FusedOps):
         return raw.view(x.dtype).view(x.shape)
 
     def _reduce_locally(self, stacked, rop: str):
-        torch = self.torch
+        if stacked.dtype == self.torch.bool:        # NCCL's sum and max of bools: or; min: and
+            return stacked.all(0) if rop in ("min", "product") else stacked.any(0)
         if rop == "sum":
             return stacked.sum(0, dtype=stacked.dtype)
         if rop == "avg":
@@ -292,7 +306,7 @@ class Communicator(FusedOps):
         shape = (sum(counts), *tuple(x.shape)[1:])
         if self.world == 1 or not any(counts):
             return x.reshape(shape).clone() if self.world == 1 else x.new_empty(shape)
-        rb = row_bytes(x) if x.dim() else x.element_size()
+        rb = row_bytes(x)
         w, kd, unit = self._words(x, [c * rb for c in counts] + [rb])
         wrb = rb * (w.element_size() // x.element_size())
         shares = [c * wrb // unit for c in counts]

@@ -35,6 +35,12 @@ FALLBACK_NOTE = ("pksim.torch: {op} on separate GPUs runs as torch.matmul and a 
                  "rank), which one process per GPU cannot do")
 
 
+def shared_comm_blocks(blocks: int, sms: int, world: int) -> int:
+    """Communication blocks per rank when every rank's blocks share one GPU's ``sms`` (one
+    launch, one block per SM): the schedule's, at most a quarter of a rank's share."""
+    return max(1, min(blocks, sms // world // 4))
+
+
 class _FusedBinding:
     """One fused library, shape and block split with every rank's operands in symmetric
     buffers; rank 0 holds the launch arguments over all of them."""
@@ -90,12 +96,14 @@ class _FusedBinding:
         comm, torch = self.comm, self.comm.torch
         torch.cuda.current_stream().synchronize()
         comm.host.barrier()
-        if self.args is not None:
-            self.args.stream = torch.cuda.current_stream().cuda_stream
-            self.lib.launch(self.args)
-            self.args.seq += 1
-            wait_for_stream(self.lib, int(self.err.data_ptr()), deadline_s)
-        comm.host.barrier()
+
+        def leader():
+            if self.args is not None:
+                self.args.stream = torch.cuda.current_stream().cuda_stream
+                self.lib.launch(self.args)
+                self.args.seq += 1
+                wait_for_stream(self.lib, int(self.err.data_ptr()), deadline_s)
+        comm.together(self.op, leader)
 
 
 class FusedOps:
@@ -136,10 +144,15 @@ class FusedOps:
         choice = choose_fused(self.system.name, op, m, n, k, self.world)
         self._say(choice.note)
         self.calls.append((op, choice.schedule.label()))
-        key = (choice.kernel.key(), m, n, k, choice.blocks)
+        blocks = shared_comm_blocks(choice.blocks, self.torch.cuda.get_device_properties(
+            self.device).multi_processor_count, self.world)
+        if blocks != choice.blocks and choice.schedule.overlap == "inter-sm":
+            self._say(f"pksim.torch: {op} on one GPU: the ranks share its SMs, so each runs "
+                      f"{blocks} communication blocks where the schedule has {choice.blocks}")
+        key = (choice.kernel.key(), m, n, k, blocks)
         fb = self._fused_bindings.get(key)
         if fb is None:
-            fb = _FusedBinding(self, self.kernels.library(choice.kernel), op, m, n, k, choice.blocks)
+            fb = _FusedBinding(self, self.kernels.library(choice.kernel), op, m, n, k, blocks)
             self._fused_bindings[key] = fb
         fb.a.view(-1)[: a.numel()].copy_(a.reshape(-1))
         fb.b.view(-1)[: b.numel()].copy_(b.reshape(-1))

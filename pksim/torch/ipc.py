@@ -26,6 +26,11 @@ LAZY_ENABLE_PEER_ACCESS = 1          # cudaIpcMemLazyEnablePeerAccess
 _RUNTIME_NAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
 
 
+class IpcHandle(ctypes.Structure):
+    """cudaIpcMemHandle_t: 64 opaque bytes, passed by value to cudaIpcOpenMemHandle."""
+    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+
+
 class Group(Protocol):
     """The host side of a communicator: its rank, its size, an object all-gather, a barrier."""
     rank: int
@@ -71,10 +76,10 @@ class CudaRuntime:
         self.rt = _load(runtime_candidates(), "the CUDA runtime (libcudart, as torch ships it)")
         self.drv = _load(["libcuda.so.1", "libcuda.so"], "the CUDA driver (libcuda.so.1)")
         self.rt.cudaGetErrorString.restype = ctypes.c_char_p
-        self.rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p),
-                                                 ctypes.c_char * HANDLE_BYTES, ctypes.c_uint]
+        self.rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle,
+                                                 ctypes.c_uint]
         self.rt.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
-        self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.c_char * HANDLE_BYTES, ctypes.c_void_p]
+        self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_void_p]
         self.drv.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64),
                                                      ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint64]
         self._opened: dict[bytes, int] = {}
@@ -92,15 +97,16 @@ class CudaRuntime:
 
     def handle(self, ptr: int) -> tuple[bytes, int]:
         base = self.base_of(ptr)
-        buf = (ctypes.c_char * HANDLE_BYTES)()
-        self._check(self.rt.cudaIpcGetMemHandle(buf, ctypes.c_void_p(base)), "cudaIpcGetMemHandle")
-        return bytes(buf), ptr - base
+        h = IpcHandle()
+        self._check(self.rt.cudaIpcGetMemHandle(ctypes.byref(h), ctypes.c_void_p(base)),
+                    "cudaIpcGetMemHandle")
+        return ctypes.string_at(ctypes.addressof(h), HANDLE_BYTES), ptr - base
 
     def open(self, handle: bytes) -> int:
         if handle not in self._opened:
             out = ctypes.c_void_p()
-            buf = (ctypes.c_char * HANDLE_BYTES).from_buffer_copy(handle)
-            self._check(self.rt.cudaIpcOpenMemHandle(ctypes.byref(out), buf, LAZY_ENABLE_PEER_ACCESS),
+            h = IpcHandle.from_buffer_copy(handle)
+            self._check(self.rt.cudaIpcOpenMemHandle(ctypes.byref(out), h, LAZY_ENABLE_PEER_ACCESS),
                         "cudaIpcOpenMemHandle")
             self._opened[handle] = int(out.value)
         return self._opened[handle]
@@ -109,6 +115,17 @@ class CudaRuntime:
         for base in self._opened.values():
             self.rt.cudaIpcCloseMemHandle(ctypes.c_void_p(base))
         self._opened.clear()
+
+
+_RUNTIME: list[CudaRuntime] = []
+
+
+def runtime() -> CudaRuntime:
+    """This process's one CudaRuntime: its mappings are shared by every communicator (a handle
+    is opened once per process) and stay until the process ends."""
+    if not _RUNTIME:
+        _RUNTIME.append(CudaRuntime())
+    return _RUNTIME[0]
 
 
 def exchange(group: Group, ipc: Ipc, ptr: int) -> list[int]:
