@@ -36,6 +36,7 @@ from typing import Any
 from pksim.pkb.harness import GlooCuda, forbid_cuda_collectives, match
 from pksim.pkb.problems import BACKEND
 from pksim.pkb.runtime import load_reference
+from pksim.pkb.shim import replace_dist
 
 SHAPE = (1024, 1024)
 ATOL = RTOL = 1e-2
@@ -71,7 +72,7 @@ def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> d
     dev = torch.device("cuda", torch.cuda.current_device())
     ref_mod = load_reference(Path(prob["reference"]), f"pkb_reference_{prob['stem']}")
     gloo = GlooCuda(dist)
-    ref_mod.dist = gloo
+    replace_dist(ref_mod, gloo)
     sol_mod = load_reference(Path(prob["solution"]), f"pkb_solution_{prob['stem']}")
     trials = []
     t0 = time.time()

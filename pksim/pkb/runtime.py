@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pksim.pkb.shim import PksimDist
+from pksim.pkb.shim import PksimDist, replace_dist
 from pksim.torch.errors import CommError
 
 
@@ -63,7 +63,7 @@ class Solution:
         if self.kernel is None:
             self.module = load_reference(reference_path(self.file, self.stem),
                                          f"pksim_pkb_reference_{self.stem}")
-            self.module.dist = self.shim
+            replace_dist(self.module, self.shim)
 
     def __call__(self, *args, **kwargs):
         self._ready()

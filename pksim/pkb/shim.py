@@ -224,6 +224,37 @@ class PksimDist:
         return [call for _, c in self._comms.values() for call in c.calls]
 
 
+class NnFunctional:
+    """torch.distributed.nn.functional's all_gather and all_to_all (they return their outputs)
+    over any torch.distributed-like object: a PksimDist for a solution, the check's gloo
+    adapter for a reference. Autograd is not kept: PKB's references run under no_grad."""
+
+    def __init__(self, dist_like, real):
+        self._d, self._real = dist_like, real
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+    def all_gather(self, tensor, group=None):
+        import torch
+        out = [torch.empty_like(tensor) for _ in range(self._d.get_world_size(group))]
+        self._d.all_gather(out, tensor.contiguous(), group=group)
+        return tuple(out)
+
+    def all_to_all(self, output_tensor_list, input_tensor_list, group=None):
+        outs = list(output_tensor_list)
+        self._d.all_to_all(outs, [t.contiguous() for t in input_tensor_list], group=group)
+        return tuple(outs)
+
+
+def replace_dist(module, dist_like) -> None:
+    """Put ``dist_like`` in place of a reference module's ``dist`` (and of ``distF``, its
+    torch.distributed.nn.functional, where it has one)."""
+    module.dist = dist_like
+    if hasattr(module, "distF"):
+        module.distF = NnFunctional(dist_like, module.distF)
+
+
 def _op(op) -> str:
     """A torch ReduceOp (or None: sum) as pksim.torch names it."""
     if op is None:
