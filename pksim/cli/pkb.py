@@ -10,7 +10,6 @@ them with ``--solution cuda --solutions-dir``)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import click
@@ -105,9 +104,4 @@ def report(solutions: str, results: str, out: str, pkb_commit: str) -> None:
         raise ConfigError(f"--solutions {solutions}: no {INDEX} (run pksim pkb solve)")
     if not Path(results).is_file():
         raise ConfigError(f"--results {results}: no such file")
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, timeout=30).stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        commit = "unknown"
-    click.echo(pkb_report.write(index, Path(results), Path(out), commit, pkb_commit))
+    click.echo(pkb_report.write(index, Path(results), Path(out), pkb_commit))

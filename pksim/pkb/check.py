@@ -186,6 +186,18 @@ def merge(prob: dict, per_rank: list[dict | None], world: int) -> dict:
     return row
 
 
+def pksim_commit() -> str:
+    """The code's commit: $PKSIM_COMMIT (a copy without git), else git's."""
+    if os.environ.get("PKSIM_COMMIT"):
+        return os.environ["PKSIM_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=30, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
 def device_info() -> dict:
     out: dict[str, Any] = {"host": socket.gethostname()}
     try:
@@ -211,6 +223,7 @@ def run(problems: list[dict], results: Path, pkb: str, world: int = 8, trials: i
     t_start = time.time()
     todo = [p for p in problems if p["id"] not in done_ids(results)]
     written: list[dict] = []
+    commit = pksim_commit()
     ctx = mp.get_context("spawn")
     while todo:
         cfg = {"problems": todo, "trials": trials, "pkb": pkb, "work": str(work),
@@ -239,7 +252,7 @@ def run(problems: list[dict], results: Path, pkb: str, world: int = 8, trials: i
             row = merge(prob, outs, world)
             if late and not complete:
                 row.setdefault("errors", []).append(f"past the {deadline_s:.0f} s deadline")
-            row.update(world=world, trials_asked=trials, device=device_info(),
+            row.update(world=world, trials_asked=trials, device=device_info(), pksim_commit=commit,
                        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
             with open(results, "a") as fh:
                 fh.write(json.dumps(row) + "\n")

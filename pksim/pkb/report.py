@@ -32,7 +32,8 @@ def _runs(entry: dict, row: dict | None) -> str:
     return f"torch compute; generated: {calls}" if calls else "torch compute; no data collective ran"
 
 
-def render(index: dict, rows: list[dict], results_name: str, commit: str, pkb_commit: str) -> str:
+def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) -> str:
+    commit = ", ".join(sorted({r.get("pksim_commit", "unknown") for r in rows})) or "unknown"
     by_id = {r["id"]: r for r in rows}
     entries = index["problems"]
     checked = [e for e in entries if e["id"] in by_id]
@@ -52,7 +53,9 @@ def render(index: dict, rows: list[dict], results_name: str, commit: str, pkb_co
         f"within atol = rtol = 1e-2): {len(ok)}. Predicted faster than the reference by PKB's "
         f"metric (back-to-back calls, the program's rank) on `{index['system']}`: {len(faster)} of "
         f"{len(entries)} (the reference priced by the NCCL model `pksim validate --published` "
-        f"judges; pksim's best plan as `pksim predict --program` makes it).",
+        f"judges; pksim's best plan as `pksim predict --program` makes it). That plan includes "
+        f"rewrites no solution generates yet (last section), so the count is the plan's, not yet "
+        f"a prediction of what the solutions run.",
         "",
         "How a solution runs: the reference's own compute in torch, each torch.distributed call on "
         "CUDA tensors as a pksim.torch generated kernel (host-side metadata, such as split sizes "
@@ -101,7 +104,7 @@ def render(index: dict, rows: list[dict], results_name: str, commit: str, pkb_co
     return "\n".join(lines) + "\n"
 
 
-def write(index_path: Path, results: Path, out: Path, commit: str, pkb_commit: str) -> Path:
+def write(index_path: Path, results: Path, out: Path, pkb_commit: str) -> Path:
     index: dict[str, Any] = json.loads(index_path.read_text())
-    out.write_text(render(index, read_rows(results), results.name, commit, pkb_commit))
+    out.write_text(render(index, read_rows(results), str(results), pkb_commit))
     return out
