@@ -106,7 +106,7 @@ def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> d
 def _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev) -> dict:
     import torch
     import torch.distributed as dist
-    from utils.performance import measure_solution_performance
+    measure = pkb_module(cfg["pkb"], "utils/performance.py").measure_solution_performance
     got = {}
     for name, mod in (("reference", ref_mod), ("solution", sol_mod)):
         x = make_inputs(rank, world, prob["id"], SHAPE, torch.bfloat16, trial=0, device=dev)
@@ -117,7 +117,7 @@ def _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev) -> dict:
         dist.barrier()
         guard = forbid_cuda_collectives(dist) if name == "solution" else _null()
         with guard:
-            m = measure_solution_performance(run, first, warmup_iters=cfg["warmup"],
+            m = measure(run, first, warmup_iters=cfg["warmup"],
                                              measure_iters=cfg["iters"])
         got[name] = m["wall_time_ms"]
     return got
@@ -129,6 +129,13 @@ class _null:
 
     def __exit__(self, *exc):
         return False
+
+
+def pkb_module(pkb: str, relative: str):
+    """A module of the user's PKB checkout, loaded from its file (PKB's code is not ours to
+    import by name: it is found at run time, in the checkout given)."""
+    name = "pkb_" + relative.removesuffix(".py").replace("/", "_")
+    return sys.modules.get(name) or load_reference(Path(pkb) / relative, name)
 
 
 def _progress(cfg: dict, rank: int, pid: int, trial: int) -> None:
@@ -144,7 +151,7 @@ def worker(rank: int, world: int, cfg: dict, port: int) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=cfg["deadline_s"]))
     sys.path.insert(0, cfg["pkb"])
-    from utils.input_output_tensors import create_input_tensor
+    create_input_tensor = pkb_module(cfg["pkb"], "utils/input_output_tensors.py").create_input_tensor
     work = Path(cfg["work"])
     for prob in cfg["problems"]:
         try:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pksim.torch.choice import choose, choose_fused, system_for_device, system_named
+from pksim.torch.comm import Communicator
 from pksim.torch.kernels import prebuild
 from validation.runtime.fused import RUN_Z, row_lo, running_sum_sigma
 from validation.runtime.library import ensure_eager_loading
@@ -208,7 +209,6 @@ def worker(rank: int, world: int, args: dict, port: int) -> None:
     ensure_eager_loading()
     import torch
     import torch.distributed as dist
-    from pksim.torch import Communicator
     torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     comm = Communicator(system=args["system"])
