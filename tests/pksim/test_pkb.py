@@ -111,3 +111,21 @@ def test_check_refuses_bad_options_in_one_line(pkb):
     assert res.exit_code == 2 and res.output.strip() == "pksim: error: --trials must be at least 1, got 0"
     res = CliRunner().invoke(cli, ["pkb", "check", "--pkb", str(pkb)])
     assert res.exit_code == 2 and "no solution files in" in res.output
+
+
+def test_reduce_ops_and_reference_paths(pkb, monkeypatch):
+    from enum import Enum
+
+    from pksim.pkb.runtime import reference_path
+    from pksim.pkb.shim import _op
+    from pksim.torch.errors import CommError
+
+    class RedOpType(Enum):
+        SUM = 0
+        MAX = 1
+    assert [_op(None), _op(RedOpType.SUM), _op(RedOpType.MAX)] == ["sum", "sum", "max"]
+    sol = pkb / "solutions_pksim" / "4_reduce_cuda.py"
+    assert reference_path(str(sol), "4_reduce") == pkb / "reference" / "4_reduce.py"
+    monkeypatch.setenv("PKB_ROOT", str(pkb / "nowhere"))
+    with pytest.raises(CommError, match="no reference at .*set PKB_ROOT"):
+        reference_path(str(sol), "4_reduce")

@@ -148,3 +148,32 @@ def test_ranks_on_one_gpu_are_shared():
     assert placement([("h", "GPU-a"), ("h", "GPU-a")]) == "shared"
     assert placement([("h", "GPU-a"), ("h", "GPU-b")]) == "separate"
     assert placement([("h1", "GPU-a"), ("h2", "GPU-a")]) == "separate"
+
+
+def test_fused_blocks_on_a_shared_gpu_leave_three_quarters_to_the_gemm():
+    from pksim.torch.fused import shared_comm_blocks
+    # 132 SMs over 8 ranks: 16 each, a quarter (4) for communication; over 2 ranks 66 each,
+    # the schedule's 16 fit; never below one
+    assert shared_comm_blocks(16, 132, 8) == 4
+    assert shared_comm_blocks(16, 132, 2) == 16
+    assert shared_comm_blocks(16, 16, 8) == 1
+
+
+def test_a_step_that_fails_on_one_rank_fails_on_every_rank():
+    from types import SimpleNamespace
+
+    from pksim.torch.comm import Communicator
+
+    def rank(member):
+        me = SimpleNamespace(host=member, ranks=[10, 11, 12])
+
+        def step():
+            if member.rank == 1:
+                raise RuntimeError("launch failed")
+        try:
+            Communicator.together(me, "all_reduce", step)
+        except CommError as exc:
+            return str(exc)
+        return "passed"
+
+    assert run_ranks(3, rank) == ["all_reduce: rank 11 failed: RuntimeError: launch failed"] * 3
