@@ -1,5 +1,6 @@
 """Guards on the shape of the code: no import cycle between project modules, no import from
-a lower layer into a higher one (hwmodels -> pksim -> codegen -> validation -> pksim.cli),
+a lower layer into a higher one (hwmodels -> pksim -> codegen -> validation -> pksim.torch ->
+pksim.pkb -> pksim.cli),
 no project import hidden inside a function, no module over 600 lines (Python and CUDA sources
 alike), docs/VALIDATION.md at most 500 lines, the working tree under 15 MB. Each fails with the
 offenders listed.
@@ -22,7 +23,10 @@ from pksim.lazy import LazyTable
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("hwmodels", "pksim", "codegen", "validation")
-LAYERS = {"hwmodels": 0, "pksim": 1, "codegen": 2, "validation": 3, "pksim.cli": 4}
+# pksim.torch calls generated kernels (codegen, validation.runtime); pksim.pkb writes and checks
+# ParallelKernelBench solutions on top of it (docs/design.md, "pksim.torch").
+LAYERS = {"hwmodels": 0, "pksim": 1, "codegen": 2, "validation": 3, "pksim.torch": 4,
+          "pksim.pkb": 5, "pksim.cli": 6}
 # Libraries imported where they are used: optional ones (the simulator runs without them) and
 # heavy ones no simulation needs (scipy: the calibration's fit; matplotlib: plots; rich:
 # tables and progress bars), so that a command loads only what it uses.
@@ -45,7 +49,10 @@ def project_modules() -> dict[str, Path]:
 
 
 def layer(module: str) -> int:
-    return LAYERS["pksim.cli"] if module.startswith("pksim.cli") else LAYERS[module.split(".")[0]]
+    for sub in ("pksim.cli", "pksim.pkb", "pksim.torch"):
+        if module == sub or module.startswith(sub + "."):
+            return LAYERS[sub]
+    return LAYERS[module.split(".")[0]]
 
 
 class _Imports(ast.NodeVisitor):

@@ -24,6 +24,7 @@ COMMANDS = LazyTable({
     "run": "pksim.cli.run:run",
     "validate": "pksim.cli.validate:validate",
     "env": "pksim.cli.env:env",
+    "pkb": "pksim.cli.pkb:pkb",
     "whatif": "pksim.cli.whatif:whatif",
     "sweep": "pksim.cli.whatif:sweep",
     "trace": "pksim.cli.whatif:trace",

@@ -98,6 +98,9 @@ def print_prediction(p: ProgramPrediction) -> None:
                f"{p.baseline_pct:5.1f} % of roofline")
     click.echo(f"  pksim     {t(p.best_s):>9}   {f'speed-up {p.speedup:.2f}x':30}"
                f"{p.best_pct:5.1f} % of roofline")
+    click.echo(f"  back to back (ParallelKernelBench's metric): baseline "
+               f"{t(p.baseline.steady_s)}, pksim {t(p.best.steady_s)}, "
+               f"speed-up {p.steady_speedup:.2f}x")
     terms = ", ".join(f"{k} {t(v)}" for k, v in p.roofline_terms.items() if v)
     click.echo(f"  roofline  {t(p.roofline_s):>9}   bound by {p.roofline_resource} "
                f"({terms})")
