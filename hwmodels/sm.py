@@ -4,7 +4,7 @@ its tensor cores run a GEMM or an attention of a given shape.
 These are the formulas that both the simulator (``pksim.flows``) and the
 microbenchmarks' model (``pksim.microbench_model``) use, the generated kernels' moves on
 top of them (``pksim.moves``); calibration fits their parameters, which live in the
-system file (``gpu.transfer``, ``gpu.tensor``).
+system file (``gpu.transfer``, ``gpu.tensor``) and the kernel profile (``gpu.kernel``).
 
 Issue model (all rates are payload bytes per second):
 
@@ -101,26 +101,26 @@ def shared_reads(gpu: GpuSpec, mechanism: str, readers: int, payload_B: float) -
     """Memory reads per payload byte of a source that ``readers`` moves of one GPU read at
     the same time: once from memory and from the L2 for the other readers, except that TMA
     readers of large payloads drift apart and miss the L2 on a growing share of their
-    repeats, payload / (payload + transfer.tma_shared_reuse_MiB) (block_moves at 1 GiB: 1.27x
+    repeats, payload / (payload + kernel profile's tma_shared_reuse_MiB) (block_moves at 1 GiB: 1.27x
     the time of 64 MiB per byte with TMA, 1.01x with registers)."""
     if readers <= 1:
         return 1.0
     miss = 0.0
     if mechanism == "tma" and payload_B > 0:
-        miss = payload_B / (payload_B + gpu.transfer.tma_shared_reuse_B)
+        miss = payload_B / (payload_B + gpu.kernel.tma_shared_reuse_B)
     return 1.0 / readers + (1.0 - 1.0 / readers) * miss
 
 
 def dest_writes(gpu: GpuSpec, mechanism: str, dests: int, payload_B: float) -> float:
     """Memory capacity one destination byte of a move uses (1 for a plain write): register
     moves that store every vector to several destinations meet the memory less well the
-    larger the payload, by ``transfer.ldst_fanout_write`` x log2(dests) x payload /
-    (payload + ``transfer.ldst_fanout_reach_MiB``) (block_moves without stacks, docs/decisions.md D20:
+    larger the payload, by the profile's ``ldst_fanout_write`` x log2(dests) x payload /
+    (payload + ``ldst_fanout_reach_MiB``) (block_moves without stacks, docs/decisions.md D20:
     a register copy 1 -> 8 on 132 blocks takes 1.55x per byte at 256 MiB, 1.69x at 1 GiB,
     its 64 MiB time; TMA moves and moves to one destination stay within 0.9-1.1x)."""
     if mechanism == "tma" or dests <= 1 or payload_B <= 0:
         return 1.0
-    t = gpu.transfer
+    t = gpu.kernel
     share = payload_B / (payload_B + t.ldst_fanout_reach_B)
     return 1.0 + t.ldst_fanout_write * math.log2(dests) * share
 
@@ -141,16 +141,16 @@ def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers
             + dests * dest_writes(gpu, mechanism, dests, payload_B))
 
 
-def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
+def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int, nvlink: bool = False) -> float:
     """Latency a move of the generated collectives adds for its buffers, beyond its first
-    read: ``transfer.move_buffer_latency_ns`` per buffer beyond one source and one
-    destination, and ``transfer.dest_set_latency_ns`` when it writes several destinations
+    read: the profile's ``move_buffer_latency`` per buffer beyond one source and one
+    destination, and ``dest_set_latency`` when it writes several destinations
     through a set whose count the compiler does not know (block_moves on one H200: a move
     to one destination compiled knowing it took 0.1-0.4 us less at 4 KiB - 1 MiB than the
     same move through a set of one; docs/decisions.md D13)."""
-    t = gpu.transfer
-    return (sources + dests - 2) * t.move_buffer_latency_s + (t.dest_set_latency_s if dests > 1
-                                                               else 0.0)
+    t = gpu.kernel
+    per_buffer = t.nvlink_buffer_latency_s if nvlink else t.move_buffer_latency_s
+    return (sources + dests - 2) * per_buffer + (t.dest_set_latency_s if dests > 1 else 0.0)
 
 
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:

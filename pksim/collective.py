@@ -397,7 +397,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         link_util=link_util, nbytes=nbytes, algbw_GBps=algbw,
         busbw_GBps=algbw * busbw_factor(model.schedule.op, model.topo.world),
         exposed_comm_s=time_s, depends_on_assumed=tuple(assumed_inputs(model)),
-        reduced=model.reduced, timeline=timeline)
+        reduced=model.reduced, timeline=timeline, profile=model.system.profile.name)
 
 
 def _run_lanes(model: Model, record: bool):
@@ -523,5 +523,5 @@ def assumed_inputs(model: Model) -> list[str]:
     if "ce" in used:
         prefixes.append("gpu.copy_engine.")
     if "issue" in used:
-        prefixes.append("gpu.transfer.")
+        prefixes += ["gpu.transfer.", "profile."]
     return model.system.assumed_keys(tuple(prefixes))

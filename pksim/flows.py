@@ -272,7 +272,7 @@ def move_spec(topo: Topology, sched: Schedule, m: Move, piece: float, resident: 
     if not tma:                   # a register sum that loads its sources in rounds
         rounds = register_load_rounds(gpu, m.reduce and m.engine != "sm", len(m.sources),
                                       m.shifts, m.load_rounds)
-        latency += (rounds - 1) * gpu.transfer.load_round_s
+        latency += (rounds - 1) * gpu.kernel.load_round_s
     for q in m.dests:
         add(_mem(topo, q, resident), writes)
         if q != m.issuer:

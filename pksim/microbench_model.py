@@ -223,7 +223,7 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
                      epilogue: str = "", elem_bytes: float = 2.0,
                      shifts: tuple[int, ...] = ()) -> float:
     """_block_move's data movement alone, from its first read to its last write; a register
-    sum loading its sources in ``load_rounds`` rounds waits ``transfer.load_round_ns`` more
+    sum loading its sources in ``load_rounds`` rounds waits ``the profile's load_round`` more
     per further round (as pksim.flows.move_spec). A TMA copy deals its stage chunks over the
     blocks unless its source is shifted (then each block stages and realigns a piece)."""
     copies = readers * groups                    # payloads moved
@@ -240,7 +240,7 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
                           routine, shifts=shifts)
     if mechanism != "tma":
         rounds = register_load_rounds(gpu, kind == "reduce", sources, shifts, load_rounds)
-        lat += (rounds - 1) * gpu.transfer.load_round_s
+        lat += (rounds - 1) * gpu.kernel.load_round_s
     return flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
                        nbytes * copies, lat)
 

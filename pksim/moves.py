@@ -89,7 +89,7 @@ def epilogue_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, epilogue: st
 
     * TMA: the op and the scale run on the stage in shared memory as the sum does (no term);
       a bias is read by 16-byte vectors and waited for in every stage chunk, S + 1 chunks a
-      stage: gpu.transfer.tma_move_bias_ns x (S + 1) / stage bytes;
+      stage: gpu.kernel.tma_move_bias_ns x (S + 1) / stage bytes;
     * registers: the epilogue routines keep one vector a source in flight where the plain sum
       keeps two (up to REG_TWO_VECTOR_SOURCES sources): ldst_move_epilogue_ns_per_KiB / S
       there; a bias is read per element: ldst_move_bias_ps_per_element / element bytes.
@@ -97,7 +97,7 @@ def epilogue_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, epilogue: st
     Measured by validation/microbench/epilogue_moves.cu against the plain sum."""
     if not epilogue or sources <= 0:
         return 0.0
-    t = gpu.transfer
+    t = gpu.kernel
     if mechanism == "tma":
         return t.tma_move_bias_s * (sources + 1) / TMA_STAGE_BYTES if epilogue == "bias" else 0.0
     out = t.ldst_move_epilogue_s_per_B / sources if sources <= REG_TWO_VECTOR_SOURCES else 0.0
@@ -125,18 +125,18 @@ def shift_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, red
     pksim.shifts) add to a move inside one GPU (docs/decisions.md D63), as moves.cuh reads them:
 
     * registers: every source of the move in words of W bytes (the widest every shift allows),
-      16 / W loads a vector where an aligned one takes 1: gpu.transfer.ldst_move_word_ns_per_KiB
+      16 / W loads a vector where an aligned one takes 1: gpu.kernel (ldst_move_word_ns_per_KiB)
       per further load, per source read (a sum reads each source once; a copy its one source
       once per SET_SLOTS destinations, copy_list's batches);
     * TMA: each shifted source loaded one vector longer and realigned by the threads in the
-      stage: gpu.transfer.tma_move_realign_ns_per_KiB per shifted source and read (the staged
+      stage: gpu.kernel (tma_move_realign_ns_per_KiB) per shifted source and read (the staged
       path itself is the sum's: move_time_per_B costs a shifted copy as a one-source sum).
 
     Fitted to block_moves --shift alone (the moves' own routines from sources 2, 4 or 8 bytes
     off the grid into aligned destinations)."""
     if not any(shifts):
         return 0.0
-    t = gpu.transfer
+    t = gpu.kernel
     if mechanism == "tma":
         return t.tma_move_realign_s_per_B * source_reads(shifted_sources(shifts), dests, reduce)
     return (t.ldst_move_word_s_per_B * source_reads(sources, dests, reduce)
@@ -148,20 +148,20 @@ def word_l2_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: 
     """The payload rate the L2 allows a register move whose sources are read in W-byte words
     (``shifts``): each of a warp's word loads fetches every 32-byte sector of its lanes' 16-byte
     vectors (ld.global.cg: no L1), so a source read moves 16 / W times its bytes out of the L2,
-    besides a byte per destination, at gpu.transfer.ldst_word_l2_GBps (fitted to block_moves
+    besides a byte per destination, at the profile's ldst_word_l2 rate (fitted to block_moves
     --shift on 132 blocks, where it binds; docs/decisions.md D63). Unbounded for TMA and for
     aligned moves (16-byte loads use every sector byte they fetch)."""
     if mechanism == "tma" or not any(shifts):
         return math.inf
     sectors = source_reads(sources, dests, reduce) * VECTOR_BYTES / word_bytes(shifts) + dests
-    return gpu.transfer.ldst_word_l2_Bps / sectors
+    return gpu.kernel.ldst_word_l2_Bps / sectors
 
 
 def register_load_rounds(gpu: GpuSpec, reduce: bool, sources: int, shifts: tuple[int, ...] = (),
                          rounds: int = 1) -> int:
     """Rounds in which a register sum loads its sources: ``rounds`` (Move.load_rounds), or, for
     a shifted sum on sm_100 and later, one source a round (moves.cuh kLeanShiftedSums: one
-    source's words at a time), each further round waiting transfer.load_round_ns (D24). Not
+    source's words at a time), each further round waiting the profile's load_round (D24). Not
     measured: no such GPU here (docs/decisions.md D63)."""
     if reduce and any(shifts) and lean_shifted_sums(gpu.architecture):
         return max(rounds, sources)
@@ -182,7 +182,7 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     which spend only the calibrated share (gpu.transfer.*_shared_read) of the per-source
     time on them. ``routine`` "pull": the inter-SM fused kernels' pull-reduce instead of the
     collectives' routines, in its TMA form when ``mechanism`` is "tma"
-    (gpu.transfer.pull_tma_move_*), else its register form (gpu.transfer.pull_move_*), each
+    (gpu.kernel.pull_tma_move_*), else its register form (gpu.kernel.pull_move_*), each
     measured by validation/microbench/fused_pull.cu (docs/decisions.md D54).
 
     A move with a buffer on another GPU is an NVLink move (docs/decisions.md D38): each far
@@ -196,7 +196,7 @@ def move_time_per_B(gpu: GpuSpec, mechanism: str, sources: int, dests: int, redu
     copy costs the one-source staged sum), inside one GPU only: block_moves --shift measured
     them there (docs/decisions.md D63). A copy to more than SET_SLOTS destinations runs as
     copy_list does, one whole move per SET_SLOTS of them, each reading the source again (D64)."""
-    t = gpu.transfer
+    t = gpu.kernel
     if routine == "pull":
         mechanism = "tma" if mechanism == "tma" else "register"
     if far_sources > 0 or far_dests > 0:
@@ -257,7 +257,7 @@ def move_Bps(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduce: boo
         shared_Bps = min(shared_Bps, word_l2_Bps(gpu, mechanism, sources, dests, reduce, shifts))
     if tau <= 0:
         return float("inf") if shared_Bps is None else shared_Bps
-    t = gpu.transfer
+    t = gpu.kernel
     knee = t.tma_move_reduce_knee if reduce and mechanism == "tma" else t.move_knee
     return sm_issue_Bps(1.0 / tau, n_sms, knee, shared_Bps)
 
@@ -269,12 +269,12 @@ def move_latency_s(gpu: GpuSpec, mechanism: str, sources: int, dests: int, reduc
     moving ``block_payload_B``: its buffers (move_fixed_latency_s) and, for a TMA sum of the
     collectives' routines, its first chunk's loads (tma_fill_s; ``remote``: from another
     GPU). The fused kernels' pull-reduce (``routine`` "pull") waits for no first chunk
-    beyond what its own fit (gpu.transfer.pull_*) carries.
+    beyond what its own fit (gpu.kernel.pull_*) carries.
     ``far_stores``: the sum reads near sources only and stores to another GPU (a ring's
     step): an NVLink move, whose near loads ride in the shadow of its far stores' round
     trips (docs/decisions.md D38), so it waits for no first chunk at the local rate. A
     shifted TMA copy (``shifts``) runs the staged path and waits as a one-source sum (D63)."""
-    latency = move_fixed_latency_s(gpu, sources, dests)
+    latency = move_fixed_latency_s(gpu, sources, dests, nvlink=remote or far_stores)
     if staged(mechanism, reduce, shifts) and routine != "pull" and not far_stores:
         latency += tma_fill_s(gpu, block_payload_B, sources, remote)
     return latency

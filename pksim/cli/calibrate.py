@@ -3,17 +3,20 @@ the model's parameters and write a calibrated system file that inherits the cata
 entry. The fit itself lives in ``validation.calibrate.fit``; this module is the thin CLI."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
+from hwmodels import profile as kernel_profile
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, ValidationError
+from hwmodels.resources import profiles_dir
 from pksim.cli.output import emit_json, table
 from validation.calibrate import fit as cal
 from validation.calibrate import ranks as peer
-from validation.calibrate.file import inherits_ref, render_toml, write_file
+from validation.calibrate.file import inherits_ref, render_profile, render_toml, write_file
 from pksim.plots import check_writable
 from validation.calibrate.microbench import failures, find_gpu, run_microbenchmarks
 from validation.environment import require
@@ -22,8 +25,8 @@ OUT_DIR = Path("pksim-out") / "calibrated"
 
 
 def _command(system_name: str, output: Path, from_json: tuple[Path, ...], device: int,
-             quick: bool, partial: bool = False) -> str:
-    """The command line that reproduces the file (recorded in it)."""
+             quick: bool, partial: bool = False, profile_out: Path | None = None) -> str:
+    """The command line that reproduces the files (recorded in them)."""
     parts = ["pksim calibrate"]
     parts += [f"--from-json {p}" for p in from_json] if from_json else [f"--device {device}"]
     if quick and not from_json:
@@ -33,7 +36,19 @@ def _command(system_name: str, output: Path, from_json: tuple[Path, ...], device
     if system_name != "h200-single":
         parts.append(f"--system {system_name}")
     parts.append(f"-o {output}")
+    if profile_out is not None:
+        parts.append(f"--profile-out {profile_out}")
     return " ".join(parts)
+
+
+def profile_target(output: Path, profile_out: Path | None) -> tuple[Path, str]:
+    """Where the fitted kernel profile goes and how the calibrated file names it: beside the
+    file (``<stem>.profile.toml``, named by its relative path) unless ``--profile-out``; a
+    profile written into the shipped profiles' folder is named by its stem."""
+    path = profile_out or output.with_name(f"{output.stem}.profile.toml")
+    if path.resolve().parent == profiles_dir().resolve():
+        return path, path.stem
+    return path, "./" + os.path.relpath(path.resolve(), output.resolve().parent)
 
 
 def _pct(x: float | None) -> str:
@@ -70,11 +85,16 @@ def _pct(x: float | None) -> str:
 @click.option("--launcher", default=None, metavar="CMD",
               help="With --ranks: the command that starts N processes of what follows it "
                    f"[default: {peer.DEFAULT_LAUNCHER}].")
+@click.option("--profile-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Kernel profile to write: the fitted figures of our kernels' own routines, "
+                   "in cycles, which the calibrated file names [default: beside it, "
+                   "<output stem>.profile.toml].")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
 def calibrate(device: int, system_name: str, output: Path | None, from_json: tuple[Path, ...],
               results_out: Path | None, python: str, quick: bool, partial: bool, ranks: int | None,
-              launcher: str | None, force: bool, as_json: bool) -> None:
+              launcher: str | None, force: bool, as_json: bool,
+              profile_out: Path | None = None) -> None:
     """Fit the model to microbenchmarks and write a calibrated system file.
 
     Without --from-json, runs validation/microbench/run.py on the GPU (progress shown,
@@ -91,8 +111,10 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: tup
     if launcher is not None:
         raise ConfigError("--launcher only applies with --ranks N")
     output = output or OUT_DIR / f"{stem}-calibrated.toml"
-    if output.exists() and not force:
-        raise ConfigError(f"{output}: already exists (use --force to overwrite it)")
+    profile_path, profile_ref = profile_target(output, profile_out)
+    for path in (output, profile_path):
+        if path.exists() and not force:
+            raise ConfigError(f"{path}: already exists (use --force to overwrite it)")
     say = (lambda line: click.echo(line, err=True)) if as_json else click.echo
     missing: dict[str, str] = {}
     if from_json:
@@ -117,14 +139,25 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: tup
         results = cal.load_results(path)
         results_ref = str(path)
     fitted = cal.fit(system, results)
-    command = _command(system_name, output, from_json, device, quick, bool(missing))
+    command = _command(system_name, output, from_json, device, quick, bool(missing),
+                       profile_out)
+    kernel = any(k.startswith("gpu.kernel.") for k in fitted.values)
+    if kernel:          # the fitted routines of our kernels: a kernel profile of their own
+        base = kernel_profile.load_profile(system.profile.path)
+        write_file(profile_path, render_profile(
+            fitted, results, profile_path.stem if profile_ref == profile_path.stem
+            else f"{output.stem}-profile", output.stem, base, command, results_ref), force)
     text = render_toml(fitted, results, inherits_ref(system, system_name, output),
-                       output.stem, command, results_ref, missing)
+                       output.stem, command, results_ref, missing,
+                       (profile_ref, "fitted on this GPU from the same microbenchmarks as this "
+                                     "file (the [calibration] command); docs/design.md, "
+                                     "kernel profiles, rule P0") if kernel else None)
     _write_loadable(output, text, force)
 
     if as_json:
         emit_json({
-            "output": str(output), "inherits": system.name, "device": results.device_name,
+            "output": str(output), "profile": str(profile_path) if kernel else None,
+            "inherits": system.name, "device": results.device_name,
             "driver": results.driver, "date": results.day, "results": results_ref,
             "missing": missing,
             "figures": {k: {"value": v, "was": cal.get_figure(system, k),
@@ -143,7 +176,7 @@ def calibrate(device: int, system_name: str, output: Path | None, from_json: tup
           ["benchmark", "points", "median |error|", "max |error|"],
           [[b, s.points, _pct(s.median_abs_error), _pct(s.max_abs_error) if s.predicted
             else "measured only"] for b, s in fitted.summary.items()])
-    click.echo(f"wrote {output}")
+    click.echo(f"wrote {output}" + (f" and {profile_path}" if kernel else ""))
 
 
 def _calibrate_ranks(system, system_name: str, n: int, output: Path | None,

@@ -173,7 +173,7 @@ def _print_prediction(p: Prediction) -> None:
     if p.schedule.op in FUSED_OPS:
         shape = " ".join(f"{k}={v}" for k, v in p.schedule.shape)
         click.echo(f"{p.schedule.op} {shape} {p.schedule.dtype} on {p.system} "
-                   f"({p.schedule.world} ranks): {p.schedule.label()}")
+                   f"({p.schedule.world} ranks, profile {p.profile}): {p.schedule.label()}")
         click.echo(f"  time      {format_time(p.time_s)}   compute {format_time(p.compute_s)}   "
                    f"exposed comm {format_time(p.exposed_comm_s)}")
         click.echo(f"  baseline  {format_time(p.baseline_s)} (cuBLAS + NCCL)   "
@@ -183,7 +183,7 @@ def _print_prediction(p: Prediction) -> None:
             click.echo(f"  note      {note}")
         return
     click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
-               f"({p.schedule.world} ranks): {p.schedule.label()}")
+               f"({p.schedule.world} ranks, profile {p.profile}): {p.schedule.label()}")
     click.echo(f"  time      {format_time(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
                f"busbw {p.busbw_GBps:.1f} GB/s   link_util {p.link_util:.2f}")
     click.echo(f"  bound     {format_time(p.bound_s)} ({p.bound_resource})   "
@@ -272,20 +272,22 @@ def search(top: int, **kw) -> None:
     emit = {p.schedule: emittable_fields(system, p.schedule) for p in ranked[:top]}
     if kw["as_json"]:
         emit_json({"ranked": [p.to_dict() | emit[p.schedule] for p in ranked[:top]],
+                   "system": system.name, "profile": system.profile.name,
                    "candidates": result.candidates, "simulated": result.simulated,
                    "pruned": [{"label": s, "bound_s": b} for s, b in result.pruned],
                    "infeasible": [{"label": s, "reason": r} for s, r in infeasible]})
         return
     counts = (f"{result.candidates} candidates: {result.simulated} simulated, "
               f"{len(result.pruned)} pruned by their lower bound, {len(infeasible)} infeasible")
+    where = f"{kw['system_name']} (profile {system.profile.name})"
     if kw["op"] in FUSED_OPS:
-        table(f"{kw['op']} on {kw['system_name']}: {counts}",
+        table(f"{kw['op']} on {where}: {counts}",
               ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],
               [[_marked(p, emit), format_time(p.time_s), format_time(p.exposed_comm_s),
                 f"{p.speedup:.2f}x", format_time(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
     else:
-        table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {kw['system_name']}: {counts}",
+        table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {where}: {counts}",
               ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
               [[_marked(p, emit), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
                 format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
