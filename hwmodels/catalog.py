@@ -21,7 +21,7 @@ from hwmodels import system as system_module
 from hwmodels.checks import check_system
 from hwmodels.errors import ConfigError
 from hwmodels.resources import systems_dir
-from hwmodels.system import PROVENANCE_TAGS, Provenance, System
+from hwmodels.system import PROVENANCE_TAGS, Provenance, System, split_figure
 
 SYSTEMS_DIR = systems_dir()
 _TABLE_META = ("source", "provenance", "note")
@@ -118,18 +118,8 @@ def _split_table(path: Path, cls: type, raw: dict, prefix: str,
                 sub = values.setdefault(key, {})
                 _split_table(path, _schema(fields[key].type), item, dotted + ".", sub, prov, origin)
             continue
-        source, tag = table_source, table_tag
-        if isinstance(item, dict):
-            extra = set(item) - {"value", "source", "provenance", "note"}
-            if extra or "value" not in item:
-                raise ConfigError(f"{path}: {dotted}: a figure table takes value, source, "
-                                  f"provenance and note, got {sorted(item)}")
-            source = item.get("source", source)
-            tag = _check_tag(path, dotted, item.get("provenance", tag)) if "provenance" in item else tag
-            item = item["value"]
-        if meta["kind"] is not str and (source is None or tag is None):
-            raise ConfigError(f"{path}: {dotted} has no source/provenance (give them on the "
-                              f"figure or its table)")
+        item, source, tag = split_figure(str(path), dotted, item, table_source, table_tag,
+                                         required=meta["kind"] is not str)
         values[key] = item
         origin[dotted] = path
         if source is not None and tag is not None:
@@ -143,18 +133,7 @@ def _migrate(path: Path, key: str, item: Any, source: Any, tag: Any, values: dic
     profile on this GPU (``values["kernel"]`` of the table, read by ``_kernel``), provenance
     under the profile's key (``profile.tma_move_base_cycles_per_KiB``)."""
     dotted = f"profile.{kernel_profile.LOCAL_FIELDS[key].metadata['portable']}"
-    if isinstance(item, dict):
-        extra = set(item) - {"value", "source", "provenance", "note"}
-        if extra or "value" not in item:
-            raise ConfigError(f"{path}: gpu.transfer.{key}: a figure table takes value, source, "
-                              f"provenance and note, got {sorted(item)}")
-        source = item.get("source", source)
-        tag = _check_tag(path, f"gpu.transfer.{key}", item["provenance"]) \
-            if "provenance" in item else tag
-        item = item["value"]
-    if source is None or tag is None:
-        raise ConfigError(f"{path}: gpu.transfer.{key} has no source/provenance (give them on "
-                          f"the figure or its table)")
+    item, source, tag = split_figure(str(path), f"gpu.transfer.{key}", item, source, tag)
     meta = kernel_profile.LOCAL_FIELDS[key].metadata
     values.setdefault("kernel", {})[key] = kernel_profile.check_range(
         str(path), f"gpu.transfer.{key}", meta, item)

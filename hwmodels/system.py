@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from hwmodels.errors import ConfigError
+
 ARCHITECTURES = ("ampere", "hopper", "blackwell", "rubin")
 FABRICS = ("nvswitch", "shared-memory", "none")
 PROVENANCE_TAGS = (
@@ -25,6 +27,28 @@ PROVENANCE_TAGS = (
 )
 # Tags that make a prediction partly guesswork (reported as depends_on_assumed).
 GUESS_TAGS = ("roadmap", "estimate", "assumed", "override")
+
+
+def split_figure(where: str, dotted: str, item: Any, source: Any, tag: Any,
+                 required: bool = True) -> tuple[Any, Any, Any]:
+    """(value, source, tag) of a figure as a file gives it: a bare value (its table's
+    ``source`` and ``provenance``), or ``{ value, source, provenance, note }`` whose own source
+    and tag replace the table's. ``required``: a figure with neither is an error naming
+    ``where`` and the key, as is an unknown tag."""
+    if isinstance(item, dict):
+        extra = set(item) - {"value", "source", "provenance", "note"}
+        if extra or "value" not in item:
+            raise ConfigError(f"{where}: {dotted}: a figure table takes value, source, "
+                              f"provenance and note, got {sorted(item)}")
+        source, tag = item.get("source", source), item.get("provenance", tag)
+        if "provenance" in item and tag not in PROVENANCE_TAGS:
+            raise ConfigError(f"{where}: {dotted}: provenance {tag!r} is not one of "
+                              f"{', '.join(PROVENANCE_TAGS)}")
+        item = item["value"]
+    if required and (source is None or tag is None):
+        raise ConfigError(f"{where}: {dotted} has no source/provenance (give them on the "
+                          f"figure or its table)")
+    return item, source, tag
 
 
 def fig(key: str, factor: float = 1.0, *, lo: float = 0.0, lo_open: bool = True,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from hwmodels.catalog import load_system
 from pksim.microbench_model import predict_time_s
-from pksim.moves import move_Bps, move_time_per_B
+from pksim.mechanisms import move_Bps, move_time_per_B
 from pksim.schedule import Schedule
 from pksim.simulate import predict
 

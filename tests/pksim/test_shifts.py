@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hwmodels.catalog import load_system
-from pksim.moves import (move_Bps, move_latency_s, move_time_per_B, register_load_rounds,
-                         shift_time_per_B, word_l2_Bps)
+from pksim.mechanisms import (move_Bps, move_latency_s, move_time_per_B, register_load_rounds,
+                              shift_time_per_B, word_l2_Bps)
 from pksim.shifts import (aligned16, lean_shifted_sums, move_shifts, shifted_sources,
                           source_shift, word_bytes)
 from pksim.workloads.phases import kernel_phases, ring_class

@@ -432,7 +432,7 @@ def test_a_ring_hand_off_costs_the_drain_the_release_and_a_system_flag(shipped):
 def test_the_fused_pull_reduce_moves_at_its_own_calibrated_rate(shipped):
     # per SM and KiB of sums: base + S x source + D x dest (the kernel profile's pull_move_*):
     # gemm-rs on 4 ranks: 89.75 + 4 x 7.609 + 1 x 18.57 = 138.8 ns; gemm-ar: D = 4: 194.5 ns
-    from pksim.moves import move_time_per_B
+    from pksim.mechanisms import move_time_per_B
     from pksim.workloads.fused import plan
     g = shipped.gpu
     per_kib = {d: move_time_per_B(g, "register", 4, d, True, routine="pull") * 1024 * 1e9
