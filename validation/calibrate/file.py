@@ -98,12 +98,17 @@ def _residual_lines(fit_result: FitResult, kernel: bool) -> list[str]:
 
 def render_toml(fit_result: FitResult, results: Results, inherits: str, name: str,
                 command: str, results_ref: str, missing: dict[str, str] | None = None,
-                profile: tuple[str, str] | None = None) -> str:
+                profile: tuple[str, str] | None = None,
+                device: dict[str, list[str]] | None = None, left_out: int = 0) -> str:
     """The text of a calibrated system file: the fitted hardware figures; ``profile`` (the
     kernel profile written beside it by ``render_profile``: its name or path, and why) is
     the profile it names; ``missing`` (``calibrate --partial``): the microbenchmark groups
-    that failed, recorded under ``[calibration.missing]``."""
+    that failed, recorded under ``[calibration.missing]``; ``device``: the device's own
+    figures by table (validation.calibrate.device.figure_lines); ``left_out``: how many points
+    on a validation suite's (size, world) the fit left out (said in [calibration] method)."""
     dev, drv, day = results.device_name, results.driver, results.day
+    method = METHOD + (f"; {left_out} points on a validation suite's size and world left out "
+                       f"(validation/calibrate/disjoint.py)" if left_out else "")
     lines = [
         f"# Calibrated on {dev} (driver {drv}) on {day}, written by:",
         f"#   {command}",
@@ -113,7 +118,7 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
         "# Regenerate with the command above; the fit and its residuals: docs/VALIDATION.md.",
         *identity_lines(name, f"{dev} as calibrated by pksim calibrate on {day} from the "
                         f"microbenchmarks (inherits {inherits})", inherits, dev, day, drv,
-                        command, results_ref, results.date, METHOD, profile),
+                        command, results_ref, results.date, method, profile),
         *_residual_lines(fit_result, kernel=False),
     ]
     if missing:
@@ -126,7 +131,7 @@ def render_toml(fit_result: FitResult, results: Results, inherits: str, name: st
         lines += [f"{s.bench} = {_q(s.note)}" for s in measured_only]
         lines.append("")
     by_stage = {s.name: s for s in fit_result.stages}
-    tables: dict[str, list[str]] = {}
+    tables: dict[str, list[str]] = {t: list(rows) for t, rows in (device or {}).items()}
     for key, value in fit_result.values.items():
         if key.startswith(KERNEL):
             continue

@@ -147,6 +147,12 @@ STAGES = (
 )
 
 
+# The stages that fit the hardware's figures alone (``pksim calibrate --hardware-only``): none
+# of the kernel profile's (gpu.kernel).
+HARDWARE_STAGES = tuple(s for s in STAGES if not any(p.key.startswith("gpu.kernel.")
+                                                     for p in s.params))
+
+
 # ---- results files ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Results:
@@ -359,7 +365,8 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
     keys = [p.key for p in stage.params]
     lo = np.log([p.lo for p in stage.params])
     hi = np.log([p.hi for p in stage.params])
-    start = np.array([math.log(get_figure(system, k)) for k in keys])
+    # a figure the start system leaves at 0 (none measured) starts at its lower bound
+    start = np.array([math.log(max(get_figure(system, p.key), p.lo)) for p in stage.params])
     start = np.clip(start, lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
 
     def trial(u: np.ndarray) -> System:
@@ -395,9 +402,14 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
     return fitted, dict(zip(keys, (float(v) for v in np.exp(sol.x)))), result
 
 
-def fit(system: System, results: Results, stages: Sequence[Stage] = STAGES) -> FitResult:
-    """Fit every stage that has data; parameters of stages without data stay as loaded."""
-    records = [r for r in results.records if usable(r) and r["bench"] not in MEASURED_ONLY]
+def fit(system: System, results: Results, stages: Sequence[Stage] = STAGES,
+        exclude: Sequence[Mapping[str, Any]] = ()) -> FitResult:
+    """Fit every stage that has data; parameters of stages without data stay as loaded.
+    ``exclude``: records left out of the fit (pksim calibrate: the points on a validation
+    suite's size and world, validation/calibrate/disjoint.py); they are still predicted."""
+    left_out = {id(r) for r in exclude}
+    records = [r for r in results.records if usable(r) and r["bench"] not in MEASURED_ONLY
+               and id(r) not in left_out]
     values: dict[str, float] = {}
     stage_of: dict[str, str] = {}
     done = []
