@@ -31,6 +31,12 @@ print(json.dumps({"name": p.name, "sm_count": p.multi_processor_count,
 """
 
 
+def product(name: str) -> str | None:
+    """The product a device or GPU model name names ("NVIDIA H100 80GB HBM3" -> "H100")."""
+    found = _PRODUCT.search(name.replace("NVIDIA ", ""))
+    return found.group(1) if found else None
+
+
 @dataclass(frozen=True)
 class DeviceFacts:
     name: str
@@ -50,8 +56,7 @@ class DeviceFacts:
 
     @property
     def product(self) -> str | None:
-        found = _PRODUCT.search(self.name.replace("NVIDIA ", ""))
-        return found.group(1) if found else None
+        return product(self.name)
 
     def describe(self) -> str:
         return (f"{self.name} (compute {self.cc}, {self.sm_count} SMs, "
@@ -105,8 +110,8 @@ def matches(system: System, facts: DeviceFacts) -> list[str]:
     out = []
     if facts.architecture != gpu.architecture:
         out.append(f"architecture {gpu.architecture}, the device's {facts.architecture or facts.cc}")
-    found = _PRODUCT.search(gpu.model)
-    if facts.product and found and found.group(1) != facts.product:
+    model = product(gpu.model)
+    if facts.product and model and model != facts.product:
         out.append(f"GPU {gpu.model}, the device is an {facts.product}")
     if gpu.sm.count != facts.sm_count:
         out.append(f"{gpu.sm.count} SMs, the device has {facts.sm_count}")
