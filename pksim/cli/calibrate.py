@@ -3,6 +3,7 @@ the model's parameters and write a calibrated system file that inherits the cata
 entry. The fit itself lives in ``validation.calibrate.fit``; this module is the thin CLI."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ OUT_DIR = Path("pksim-out") / "calibrated"
 # profile's block_moves, epilogue_moves, fused_pull), nor the GEMMs.
 HARDWARE_BENCHES = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
                     "flag_latency")
+HARDWARE_GROUPS = HARDWARE_BENCHES + ("ce_burst",)      # launch_latency's copy bursts
 HARDWARE_BUDGET_S = 90.0
 
 
@@ -171,6 +173,9 @@ def calibrate(device: int, system_name: str | None, output: Path | None,
             say(f"--partial: fitting without {', '.join(missing)} (recorded in the file)")
         results = cal.load_results(path)
         results_ref = str(path)
+    if hardware_only:          # what --hardware-only measures, also from saved results
+        results = dataclasses.replace(results, records=tuple(
+            r for r in results.records if r["bench"] in HARDWARE_GROUPS))
     left_out = [] if suite_points else suite_records(results.records)
     if left_out:
         say(f"left out of the fit: {len(left_out)} points on a validation suite's (size, world) "

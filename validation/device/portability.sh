@@ -11,9 +11,10 @@
 #                                run.py --budget-s 90): hw/calibrated.toml, hw/mb/microbench.json
 #                      profile   the kernel profile's microbenchmarks (block_moves,
 #                                epilogue_moves, fused_pull, signal_chain): prof/microbench.json
-#                      suite     the default suite's collectives and fused kernels
-#                                (validation/device/session.sh --steps suite,fused): s/session.tgz
-#                    [default: hardware,suite]
+#                      suite     the default suite's collectives (validation/device/session.sh
+#                                --steps suite): s/session.tgz
+#                      fused     its fused kernels too (session.sh --steps suite,fused)
+#                    [default: hardware,suite,fused]
 #     --budget S     the whole call [560]; the suite gets what the steps before it left
 #
 # Then, here (no GPU): the H100 predicted from its datasheet with the H200's profile,
@@ -28,7 +29,7 @@
 #     --measured validation/data/report/h200-fused-2026-12-04-tma-fix.jsonl.gz -o OUT
 # Virtual ranks on one GPU never exercise NVLink: none of this judges a multi-GPU system.
 set -u
-steps=hardware,suite
+steps=hardware,suite,fused
 budget=560
 while [ $# -gt 1 ]; do
   case "$1" in
@@ -58,11 +59,13 @@ case ",$steps," in *,profile,*)
     > "$out/prof.log" 2>&1
   echo "profile exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt";;
 esac
-case ",$steps," in *,suite,*)
-  bash validation/device/session.sh --steps suite,fused --budget "$(left)" "$out/s" \
+session=; case ",$steps," in *,suite,*) session=suite;; esac
+case ",$steps," in *,fused,*) session=${session:+$session,}fused;; esac
+if [ -n "$session" ]; then
+  bash validation/device/session.sh --steps "$session" --budget "$(left)" "$out/s" \
     > "$out/suite.log" 2>&1
-  echo "suite exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt";;
-esac
+  echo "suite exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt"
+fi
 rm -rf "$out/hw/mb/bin" "$out/prof/bin"
 tar czf "$out/portability.tgz" -C "$out" $(cd "$out" && ls) && \
   find "$out" -mindepth 1 ! -name portability.tgz -delete
