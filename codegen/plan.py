@@ -245,7 +245,7 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     topo = Topology.build(system, world, 1)
     if part.mechanism == "copy-engine":
         # Copy engines take no SMs; the blocks are those of the local reduction kernels:
-        # the schedule's comm_sms, else all of a rank's SMs (pksim.flows.ce_kernel_sms).
+        # the schedule's comm_sms, else all of a rank's SMs (pksim.mechanisms.flow.ce_kernel_sms).
         blocks = max(1, part.comm_sms or topo.sms_per_rank())
     else:
         blocks = max(1, part.comm_sms)

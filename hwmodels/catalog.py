@@ -16,15 +16,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
 
+from hwmodels import profile as kernel_profile
 from hwmodels import system as system_module
 from hwmodels.checks import check_system
 from hwmodels.errors import ConfigError
 from hwmodels.resources import systems_dir
-from hwmodels.system import PROVENANCE_TAGS, Provenance, System
+from hwmodels.system import PROVENANCE_TAGS, Provenance, System, split_figure
 
 SYSTEMS_DIR = systems_dir()
 _TABLE_META = ("source", "provenance", "note")
-_TOP_KEYS = ("name", "description", "inherits", "calibrated", "calibration")
+_TOP_KEYS = ("name", "description", "inherits", "calibrated", "calibration", "profile")
 # Top-level tables and the dataclass each is loaded into.
 _TOP_TABLES = {"gpu": "GpuSpec", "domain": "DomainSpec", "scaleout": "ScaleoutSpec"}
 
@@ -84,17 +85,23 @@ def _split_table(path: Path, cls: type, raw: dict, prefix: str,
     """Check one file's table against ``cls``; record its values and each figure's provenance."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: {prefix.rstrip('.')} must be a table, got {raw!r}")
-    fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
+    fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)
+              if not f.metadata.get("derived")}
     table_source = raw.get("source")
     table_tag = raw.get("provenance")
     if table_tag is not None:
         _check_tag(path, prefix + "provenance", table_tag)
+    legacy = prefix == "gpu.transfer."       # kernel figures a file held before the split
     for key in raw:
-        if key not in _TABLE_META and key not in fields:
+        if key not in _TABLE_META and key not in fields and not (
+                legacy and key in kernel_profile.LOCAL_FIELDS):
             raise _unknown(path, prefix + key, key, fields)
     for key, item in raw.items():
         dotted = prefix + key
         if key in _TABLE_META:
+            continue
+        if legacy and key in kernel_profile.LOCAL_FIELDS:
+            _migrate(path, key, item, table_source, table_tag, values, prov, origin)
             continue
         meta = fields[key].metadata
         if meta.get("table"):
@@ -111,22 +118,28 @@ def _split_table(path: Path, cls: type, raw: dict, prefix: str,
                 sub = values.setdefault(key, {})
                 _split_table(path, _schema(fields[key].type), item, dotted + ".", sub, prov, origin)
             continue
-        source, tag = table_source, table_tag
-        if isinstance(item, dict):
-            extra = set(item) - {"value", "source", "provenance", "note"}
-            if extra or "value" not in item:
-                raise ConfigError(f"{path}: {dotted}: a figure table takes value, source, "
-                                  f"provenance and note, got {sorted(item)}")
-            source = item.get("source", source)
-            tag = _check_tag(path, dotted, item.get("provenance", tag)) if "provenance" in item else tag
-            item = item["value"]
-        if meta["kind"] is not str and (source is None or tag is None):
-            raise ConfigError(f"{path}: {dotted} has no source/provenance (give them on the "
-                              f"figure or its table)")
+        item, source, tag = split_figure(str(path), dotted, item, table_source, table_tag,
+                                         required=meta["kind"] is not str)
         values[key] = item
         origin[dotted] = path
         if source is not None and tag is not None:
             prov[dotted] = Provenance(str(source), str(tag))
+
+
+def _migrate(path: Path, key: str, item: Any, source: Any, tag: Any, values: dict,
+             prov: dict[str, Provenance], origin: dict[str, Path]) -> None:
+    """A kernel figure a system file gives in ``[gpu.transfer]`` under its old key (one GPU's
+    unit, e.g. ``tma_move_base_ns_per_KiB``): kept as an override of the system's kernel
+    profile on this GPU (``values["kernel"]`` of the table, read by ``_kernel``), provenance
+    under the profile's key (``profile.tma_move_base_cycles_per_KiB``)."""
+    dotted = f"profile.{kernel_profile.LOCAL_FIELDS[key].metadata['portable']}"
+    item, source, tag = split_figure(str(path), f"gpu.transfer.{key}", item, source, tag)
+    meta = kernel_profile.LOCAL_FIELDS[key].metadata
+    values.setdefault("kernel", {})[key] = kernel_profile.check_range(
+        str(path), f"gpu.transfer.{key}", meta, item)
+    origin[dotted] = path
+    prov[dotted] = Provenance(f"{source} (gpu.transfer.{key} of {path.name}, an override of "
+                              f"the kernel profile)", str(tag))
 
 
 def _load_file(path: Path) -> tuple[dict, dict, dict, dict]:
@@ -164,6 +177,8 @@ def _resolve(path: Path, chain: tuple[Path, ...]
         names = " -> ".join(p.stem for p in chain + (path.resolve(),))
         raise ConfigError(f"{path}: inheritance cycle {names}")
     top, values, prov, origin = _load_file(path)
+    if "profile" in top:
+        top["profile_file"] = str(path)        # a profile's path is relative to its file
     parent_name = top.get("inherits")
     if parent_name is None:
         return top, values, prov, origin, (str(path),)
@@ -174,7 +189,8 @@ def _resolve(path: Path, chain: tuple[Path, ...]
     except ConfigError:
         raise ConfigError(f"{path}: inherits unknown system {parent_name!r}") from None
     p_top, p_values, p_prov, p_origin, files = _resolve(parent_path, chain + (path.resolve(),))
-    for key in ("calibrated", "calibration"):   # a child of a calibrated file is calibrated
+    # a child of a calibrated file is calibrated; it uses its parent's kernel profile
+    for key in ("calibrated", "calibration", "profile", "profile_file"):
         if key not in top and key in p_top:
             top[key] = p_top[key]
     if "switch_tier" in values.get("domain", {}):  # an array of tables replaces the parent's
@@ -198,6 +214,20 @@ def apply_override(values: dict, prov: dict, setting: str, what: str = "--set") 
     if not sep or not key:
         raise ConfigError(f"{what}: expected KEY=VALUE, got {setting!r}")
     parts = key.split(".")
+    if parts[0] == "profile" and len(parts) == 2:        # a kernel-profile figure, portable
+        values.setdefault("profile", {})[parts[1]] = kernel_profile.check_value(
+            f"{what} {setting}", parts[1], _parse_literal(text.strip()))
+        prov[key] = Provenance(f"{what} {setting}", "override")
+        return
+    if len(parts) == 3 and parts[:2] == ["gpu", "transfer"] \
+            and parts[2] in kernel_profile.LOCAL_FIELDS:    # its old key, one GPU's unit
+        meta = kernel_profile.LOCAL_FIELDS[parts[2]].metadata
+        values.setdefault("gpu", {}).setdefault("transfer", {}).setdefault(
+            "kernel", {})[parts[2]] = \
+            kernel_profile.check_range(f"{what} {setting}", key, meta,
+                                       _parse_literal(text.strip()))
+        prov[f"profile.{meta['portable']}"] = Provenance(f"{what} {setting}", "override")
+        return
     if parts[0] not in _TOP_TABLES:
         raise ConfigError(f"{what}: unknown key {key!r}")
     cls = _schema(_TOP_TABLES[parts[0]])
@@ -209,7 +239,8 @@ def apply_override(values: dict, prov: dict, setting: str, what: str = "--set") 
                 raise ConfigError(f"{what}: {key!r}: no entry {part!r} (there are {len(node)})")
             node = node[int(part)]
             continue
-        fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
+        fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)
+                  if not f.metadata.get("derived")}
         if part not in fields:
             raise ConfigError(f"{what}: unknown key {key!r}")
         meta = fields[part].metadata
@@ -231,6 +262,9 @@ def _build(cls: type, raw: dict, prefix: str, where_of: Callable[[str], str]) ->
     for f in dataclasses.fields(cls):
         meta = f.metadata
         key = meta["key"]
+        if meta.get("derived"):           # GpuSpec.kernel: load_system sets it (_kernel)
+            kwargs[f.name] = None
+            continue
         dotted = prefix + key
         where = where_of(dotted)
         if key not in raw:
@@ -296,9 +330,49 @@ def load_system(name_or_path: str, overrides: Iterable[str] = ()) -> System:
 
     specs = {name: _build(_schema(cls), values.get(name, {}), name + ".", where_of)
              for name, cls in _TOP_TABLES.items()}
+    kernel, use = _kernel(path, top, values, prov, specs["gpu"])
+    specs["gpu"] = dataclasses.replace(specs["gpu"], kernel=kernel)
     system = System(name=top["name"], description=top["description"], path=str(path),
                     inherits=top.get("inherits"), provenance=MappingProxyType(prov),
                     calibrated=top.get("calibrated"), calibration=top.get("calibration"),
-                    **specs)
+                    profile=use, **specs)
     check_system(system, where_of, files)
     return system
+
+
+def _kernel(path: Path, top: dict, values: dict, prov: dict, gpu) -> tuple:
+    """The system's kernel figures on its GPU (``hwmodels.profile.KernelSpec``) and which
+    profile gave them (``ProfileUse``): the profile its file (or a parent) names, ``profile =
+    { name = "...", why = "..." }``, else the one the rule picks for its architecture
+    (``hwmodels.profile.nearest_profile``); overridden by old ``gpu.transfer`` kernel keys of
+    its files and by ``--set profile.KEY=VALUE``. Each figure's provenance goes under
+    ``profile.KEY``: the profile's, tagged assumed where the profile was fitted on another
+    GPU than this calibrated system's (it is carried)."""
+    ref = top.get("profile")
+    if ref is None:
+        name = kernel_profile.nearest_profile(gpu.architecture)
+        ref = {"name": name, "why": f"not named: the rule's choice for {gpu.architecture} "
+                                    f"(docs/design.md, kernel profiles, P1)"}
+        where = path
+    else:
+        where = Path(top.get("profile_file", path))
+    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) \
+            or set(ref) - {"name", "why"}:
+        raise ConfigError(f"{where}: profile must be {{ name = \"pk-hopper\", why = \"...\" }} "
+                          f"(a kernel profile's name or path, and why it applies), got {ref!r}")
+    profile = kernel_profile.load_profile(ref["name"], where.parent)
+    local = dict(values.get("gpu", {}).get("transfer", {}).get("kernel", {}))   # _migrate
+    for key, value in values.get("profile", {}).items():        # --set profile.KEY=VALUE
+        meta = kernel_profile.FIELDS[key].metadata
+        local[meta["key"]] = kernel_profile.local_value(meta, value, gpu)
+    calibrated = top.get("calibrated") or {}
+    carried = calibrated.get("device") != profile.device
+    for key, given in profile.provenance.items():
+        dotted = f"profile.{key}"
+        if dotted in prov:                                      # overridden
+            continue
+        source = f"kernel profile {profile.name} (fitted on {profile.device}): {given.source}"
+        prov[dotted] = Provenance(source, "assumed" if carried else given.tag)
+    use = kernel_profile.ProfileUse(profile.name, profile.path, str(ref.get("why", "")),
+                                    profile.device, carried)
+    return kernel_profile.kernel_spec(profile, gpu, local), use

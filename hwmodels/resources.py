@@ -102,5 +102,10 @@ def systems_dir() -> Path:
     return package_dir("hwmodels", "systems")
 
 
+def profiles_dir() -> Path:
+    """The kernel profiles (hwmodels/profiles/*.toml)."""
+    return package_dir("hwmodels", "profiles")
+
+
 def studies_dir() -> Path:
     return package_dir("pksim", "studies")

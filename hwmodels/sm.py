@@ -1,10 +1,11 @@
 """The SM's component models: how fast a group of SMs issues transfers, and how fast
 its tensor cores run a GEMM or an attention of a given shape.
 
-These are the formulas that both the simulator (``pksim.flows``) and the
-microbenchmarks' model (``pksim.microbench_model``) use, the generated kernels' moves on
-top of them (``pksim.moves``); calibration fits their parameters, which live in the
-system file (``gpu.transfer``, ``gpu.tensor``).
+These are the formulas that both the simulator and the microbenchmarks' model
+(``pksim.microbench_model``) use, each mechanism's component on top of them
+(``pksim.mechanisms``: what one move or transfer of a mechanism costs, the generated
+kernels' moves included); calibration fits their parameters, which live in the system file
+(``gpu.transfer``, ``gpu.tensor``) and the kernel profile (``gpu.kernel``).
 
 Issue model (all rates are payload bytes per second):
 
@@ -84,75 +85,6 @@ def sm_issue_Bps(per_sm_Bps: float, n_sms: float, knee: float, shared_Bps: float
     return n_sms * per_sm
 
 
-def tma_latency_s(gpu: GpuSpec, remote: bool = False) -> float:
-    """Round trip of one TMA message: ``tma_message_half_bytes`` is the message size at
-    which one SM reaches half its rate, i.e. latency x per-SM rate; ``remote``: a message
-    to another GPU (gpu.transfer_remote: the mechanism study's message-size curve), else
-    inside the GPU (gpu.transfer, fitted on one GPU)."""
-    if remote:
-        r = gpu.transfer_remote
-        return r.tma_message_half_B / r.tma_write_Bps_per_sm if r.tma_write_Bps_per_sm > 0 else 0.0
-    t = gpu.transfer
-    rate = t.tma_local_Bps_per_sm
-    return t.tma_message_half_B / rate if rate > 0 else 0.0
-
-
-def shared_reads(gpu: GpuSpec, mechanism: str, readers: int, payload_B: float) -> float:
-    """Memory reads per payload byte of a source that ``readers`` moves of one GPU read at
-    the same time: once from memory and from the L2 for the other readers, except that TMA
-    readers of large payloads drift apart and miss the L2 on a growing share of their
-    repeats, payload / (payload + transfer.tma_shared_reuse_MiB) (block_moves at 1 GiB: 1.27x
-    the time of 64 MiB per byte with TMA, 1.01x with registers)."""
-    if readers <= 1:
-        return 1.0
-    miss = 0.0
-    if mechanism == "tma" and payload_B > 0:
-        miss = payload_B / (payload_B + gpu.transfer.tma_shared_reuse_B)
-    return 1.0 / readers + (1.0 - 1.0 / readers) * miss
-
-
-def dest_writes(gpu: GpuSpec, mechanism: str, dests: int, payload_B: float) -> float:
-    """Memory capacity one destination byte of a move uses (1 for a plain write): register
-    moves that store every vector to several destinations meet the memory less well the
-    larger the payload, by ``transfer.ldst_fanout_write`` x log2(dests) x payload /
-    (payload + ``transfer.ldst_fanout_reach_MiB``) (block_moves without stacks, docs/decisions.md D20:
-    a register copy 1 -> 8 on 132 blocks takes 1.55x per byte at 256 MiB, 1.69x at 1 GiB,
-    its 64 MiB time; TMA moves and moves to one destination stay within 0.9-1.1x)."""
-    if mechanism == "tma" or dests <= 1 or payload_B <= 0:
-        return 1.0
-    t = gpu.transfer
-    share = payload_B / (payload_B + t.ldst_fanout_reach_B)
-    return 1.0 + t.ldst_fanout_write * math.log2(dests) * share
-
-
-def move_traffic(gpu: GpuSpec, mechanism: str, sources: int, dests: int, readers: int,
-                 payload_B: float, ceiling: bool = True) -> float:
-    """Memory capacity a move uses per payload byte: its sources' reads (shared_reads) and
-    its destinations' writes (dest_writes). ``ceiling=False``: the plain traffic, each
-    shared source once over its readers and each destination byte once, which is what the
-    SMs' requests queue behind and so what the knee of move_Bps sees. The TMA readers'
-    misses and the register fan-out lower the memory's ceiling, not the bend below it:
-    block_moves moves at its blocks' rate where they are few, a copy to 4 destinations on
-    16-33 blocks at 256 MiB and 1 GiB alike, and 8 TMA readers of one source on 8 blocks
-    each at 1 GiB as at 64 MiB (3.1 ms per GiB; docs/decisions.md D19, D20)."""
-    if not ceiling:
-        return sources / max(1, readers) + dests
-    return (sources * shared_reads(gpu, mechanism, readers, payload_B)
-            + dests * dest_writes(gpu, mechanism, dests, payload_B))
-
-
-def move_fixed_latency_s(gpu: GpuSpec, sources: int, dests: int) -> float:
-    """Latency a move of the generated collectives adds for its buffers, beyond its first
-    read: ``transfer.move_buffer_latency_ns`` per buffer beyond one source and one
-    destination, and ``transfer.dest_set_latency_ns`` when it writes several destinations
-    through a set whose count the compiler does not know (block_moves on one H200: a move
-    to one destination compiled knowing it took 0.1-0.4 us less at 4 KiB - 1 MiB than the
-    same move through a set of one; docs/decisions.md D13)."""
-    t = gpu.transfer
-    return (sources + dests - 2) * t.move_buffer_latency_s + (t.dest_set_latency_s if dests > 1
-                                                               else 0.0)
-
-
 def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
     """What starting a grid of ``blocks`` of ``threads`` adds to a generated kernel launched
     alone: ``transfer.move_start_ns``, and ``transfer.thread_start_ps`` per thread of every
@@ -186,17 +118,6 @@ def tile_reduce_memory_weight(gpu: GpuSpec) -> float:
     return 2.0 * gpu.hbm.efficiency / gpu.hbm.tile_reduce_efficiency
 
 
-def epilogue_handoff_s(gpu: GpuSpec, nbytes: float, sms: float, reduce: bool = True) -> float:
-    """How long ``sms`` SMs stop computing to hand ``nbytes`` of a GEMM epilogue's staged
-    tiles to their bulk engines: the engines read them out at ``transfer.tma_reduce_per_sm``
-    (store-adds) or ``tma_local_per_sm`` (stores) each, and the consumers wait for that
-    before they stage the next tile (kernels/gemm/gemm.cuh)."""
-    t = gpu.transfer
-    rate = t.tma_reduce_Bps_per_sm if reduce else t.tma_local_Bps_per_sm
-    return nbytes / (rate * sms)
-
-
-# ---- tensor cores -------------------------------------------------------------------
 def _waves(tiles: int, sms: int) -> float:
     """Fraction of the SM-waves that does useful work; below one wave the library
     splits K so that every SM has work (no quantisation loss)."""

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from hwmodels.errors import ConfigError
+
 ARCHITECTURES = ("ampere", "hopper", "blackwell", "rubin")
 FABRICS = ("nvswitch", "shared-memory", "none")
 PROVENANCE_TAGS = (
@@ -26,6 +28,28 @@ PROVENANCE_TAGS = (
 # Tags that make a prediction partly guesswork (reported as depends_on_assumed). A user's
 # override is a choice, not a guess: System.overridden_keys lists those.
 GUESS_TAGS = ("roadmap", "estimate", "assumed")
+
+
+def split_figure(where: str, dotted: str, item: Any, source: Any, tag: Any,
+                 required: bool = True) -> tuple[Any, Any, Any]:
+    """(value, source, tag) of a figure as a file gives it: a bare value (its table's
+    ``source`` and ``provenance``), or ``{ value, source, provenance, note }`` whose own source
+    and tag replace the table's. ``required``: a figure with neither is an error naming
+    ``where`` and the key, as is an unknown tag."""
+    if isinstance(item, dict):
+        extra = set(item) - {"value", "source", "provenance", "note"}
+        if extra or "value" not in item:
+            raise ConfigError(f"{where}: {dotted}: a figure table takes value, source, "
+                              f"provenance and note, got {sorted(item)}")
+        source, tag = item.get("source", source), item.get("provenance", tag)
+        if "provenance" in item and tag not in PROVENANCE_TAGS:
+            raise ConfigError(f"{where}: {dotted}: provenance {tag!r} is not one of "
+                              f"{', '.join(PROVENANCE_TAGS)}")
+        item = item["value"]
+    if required and (source is None or tag is None):
+        raise ConfigError(f"{where}: {dotted} has no source/provenance (give them on the "
+                          f"figure or its table)")
+    return item, source, tag
 
 
 def fig(key: str, factor: float = 1.0, *, lo: float = 0.0, lo_open: bool = True,
@@ -123,6 +147,10 @@ class HbmSpec:
 
 @dataclass(frozen=True)
 class TransferSpec:
+    """The SMs' own transfer primitives inside one GPU, measured by sm_copy, tma_copy and
+    tma_reduce. What the generated kernels' routines add on top (per move, per source, per
+    message, ...) is not the machine's: it is the kernel profile's (hwmodels.profile,
+    ``GpuSpec.kernel``)."""
     tma: bool = flag("tma", doc="Tensor Memory Accelerator (bulk async copies) present")
     ldst_local_Bps_per_sm: float = fig("ldst_local_per_sm_GBps", 1e9,
                                        doc="payload one SM copies inside its GPU with 16-B ld/st")
@@ -135,145 +163,15 @@ class TransferSpec:
                                            "bulk reducing stores; 0 = no TMA")
     tma_reduce_issue_s: float = fig("tma_reduce_issue_ns", 1e-9, lo_open=False,
                                     doc="least time one SM spends per bulk reducing store")
-    # The generated collectives' own routines (kernels/collectives/collective.cuh), per SM:
-    # time per KiB of payload of a move that reads S sources and writes D destinations,
-    # base + dest x D for a copy (S = 1), base + reduce + source x S + dest x D for a sum
-    # (pksim.moves.move_time_per_B). Measured inside one GPU; they govern moves inside one
-    # GPU only (moves over NVLink: gpu.transfer_remote, docs/decisions.md D38).
-    tma_move_base_s_per_B: float = fig("tma_move_base_ns_per_KiB", 1e-9 / 1024, lo_open=False,
-                                       doc="TMA move: fixed SM time per KiB of payload")
-    tma_move_dest_s_per_B: float = fig("tma_move_dest_ns_per_KiB", 1e-9 / 1024, lo_open=False,
-                                       doc="TMA move: SM time per KiB per destination")
-    tma_move_reduce_s_per_B: float = fig("tma_move_reduce_ns_per_KiB", 1e-9 / 1024,
-                                         lo_open=False,
-                                         doc="TMA move: extra SM time per KiB of a sum")
-    tma_move_source_s_per_B: float = fig("tma_move_source_ns_per_KiB", 1e-9 / 1024,
-                                         lo_open=False,
-                                         doc="TMA move: SM time per KiB per summed source")
-    tma_message_s: float = fig("tma_message_ns", 1e-9, lo_open=False,
-                               doc="TMA move: SM time per bulk load or store beyond its "
-                                   "bytes; a sum of S sources cuts its stage into S + 1 "
-                                   "slots, so its messages grow as S^2 (pksim.moves."
-                                   "move_time_per_B)")
-    ldst_move_base_s_per_B: float = fig("ldst_move_base_ns_per_KiB", 1e-9 / 1024,
-                                        doc="ld/st move: fixed SM time per KiB of payload")
-    ldst_move_dest_s_per_B: float = fig("ldst_move_dest_ns_per_KiB", 1e-9 / 1024,
-                                        lo_open=False,
-                                        doc="ld/st move: SM time per KiB per destination")
-    ldst_move_reduce_s_per_B: float = fig("ldst_move_reduce_ns_per_KiB", 1e-9 / 1024,
-                                          lo_open=False,
-                                          doc="ld/st move: extra SM time per KiB of a sum")
-    ldst_move_source_s_per_B: float = fig("ldst_move_source_ns_per_KiB", 1e-9 / 1024,
-                                          lo_open=False,
-                                          doc="ld/st move: SM time per KiB per summed source")
-    # What a reduce op or a fused epilogue adds to those sums (kernels/collectives/epilogue.cuh
-    # beside collective.cuh's plain routines; pksim.moves.epilogue_time_per_B), measured by
-    # validation/microbench/epilogue_moves.cu (docs/decisions.md D56). A TMA stage applies the op
-    # and the scale to data already in shared memory (within 5 % of the sum: no term) and reads
-    # a bias by 16-byte vectors, waited for in every stage chunk; the register routines keep one
-    # vector a source in flight where the plain sum keeps two (up to 4 sources) and read a bias
-    # per element.
-    tma_move_bias_s: float = fig("tma_move_bias_ns", 1e-9, lo_open=False,
-                                 doc="TMA sum with a bias: SM time per stage chunk (a sum of S "
-                                     "sources cuts its stage into S + 1 chunks)")
-    ldst_move_epilogue_s_per_B: float = fig("ldst_move_epilogue_ns_per_KiB", 1e-9 / 1024,
-                                            lo_open=False,
-                                            doc="register sum of S <= 4 sources through the "
-                                                "epilogue routines: SM time per KiB of payload "
-                                                "x S (one vector a source in flight, not two)")
-    ldst_move_bias_s_per_elem: float = fig("ldst_move_bias_ps_per_element", 1e-12, lo_open=False,
-                                           doc="register sum with a bias: SM time per output "
-                                               "element (the bias read per element)")
-    # What a source off the destinations' 16-byte grid adds to those moves (kernels/collectives/
-    # moves.cuh: by registers every source read in 8-, 4- or 2-byte words, by TMA realigned in
-    # the stage; pksim.moves.shift_time_per_B), measured by validation/microbench/block_moves.cu
-    # --shift (docs/decisions.md D63).
-    ldst_move_word_s_per_B: float = fig("ldst_move_word_ns_per_KiB", 1e-9 / 1024, lo_open=False,
-                                        doc="register move from a shifted source: SM time per KiB "
-                                            "per source read, per further word load of a 16-byte "
-                                            "vector (16 / word - 1)")
-    ldst_word_l2_Bps: float = fig("ldst_word_l2_GBps", 1e9,
-                                  doc="register move from a shifted source: the L2's rate of the "
-                                      "sectors its word loads fetch, 16 / word times a source's "
-                                      "bytes (a warp's W-byte loads each fetch every sector of "
-                                      "its 16-byte vectors) besides a byte per destination")
-    tma_move_realign_s_per_B: float = fig("tma_move_realign_ns_per_KiB", 1e-9 / 1024,
-                                          lo_open=False,
-                                          doc="TMA move: SM time per KiB per shifted source, "
-                                              "realigned in the stage (a shifted copy costs the "
-                                              "one-source sum besides)")
-    # The inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh: a flag per 128 x 256
-    # unit, 384 threads with 8-16 loads in flight each), its own routine: per SM, time per KiB
-    # of sums that read S partials and write D outputs, base + source x S + dest x D,
-    # measured by validation/microbench/fused_pull.cu.
-    pull_move_base_s_per_B: float = fig("pull_move_base_ns_per_KiB", 1e-9 / 1024,
-                                        lo_open=False,
-                                        doc="fused pull-reduce: fixed SM time per KiB of sums")
-    pull_move_source_s_per_B: float = fig("pull_move_source_ns_per_KiB", 1e-9 / 1024,
-                                          lo_open=False,
-                                          doc="fused pull-reduce: SM time per KiB per partial")
-    pull_move_dest_s_per_B: float = fig("pull_move_dest_ns_per_KiB", 1e-9 / 1024,
-                                        lo_open=False,
-                                        doc="fused pull-reduce: SM time per KiB per output")
-    # Its TMA form (the schedules whose mechanism is tma: tensor copies of 32-row boxes into
-    # shared-memory stages, tensor stores of the sums; docs/decisions.md D54), the same terms,
-    # measured by fused_pull.cu's fused_pull_tma.
-    pull_tma_move_base_s_per_B: float = fig("pull_tma_move_base_ns_per_KiB", 1e-9 / 1024,
-                                            lo_open=False,
-                                            doc="fused TMA pull-reduce: fixed SM time per KiB "
-                                                "of sums")
-    pull_tma_move_source_s_per_B: float = fig("pull_tma_move_source_ns_per_KiB", 1e-9 / 1024,
-                                              lo_open=False,
-                                              doc="fused TMA pull-reduce: SM time per KiB per "
-                                                  "partial")
-    pull_tma_move_dest_s_per_B: float = fig("pull_tma_move_dest_ns_per_KiB", 1e-9 / 1024,
-                                            lo_open=False,
-                                            doc="fused TMA pull-reduce: SM time per KiB per "
-                                                "output")
-    tma_shared_read: float = fig("tma_shared_read", lo_open=False, hi=1.0,
-                                 doc="TMA move: share of the per-source SM time a source "
-                                     "costs that another rank's move of the GPU reads too")
-    ldst_shared_read: float = fig("ldst_shared_read", lo_open=False, hi=1.0,
-                                  doc="ld/st move: the same share for register moves")
+    # A generated kernel's start (hwmodels.sm.grid_start_s), launch costs of the GPU measured
+    # with the kernels' moves (block_moves and launch_latency behind a write).
     move_start_s: float = fig("move_start_ns", 1e-9, lo_open=False,
-                              doc="what a generated kernel that moves data adds to its start, "
-                                  "beyond an empty kernel's, before its first read "
-                                  "(hwmodels.sm.grid_start_s)")
+                              doc="what a kernel that moves data adds to its start, beyond an "
+                                  "empty kernel's, before its first read (hwmodels.sm."
+                                  "grid_start_s)")
     thread_start_s: float = fig("thread_start_ps", 1e-12, lo_open=False,
                                 doc="what each thread of the blocks beyond one per SM adds "
-                                    "to a generated kernel launched alone (hwmodels.sm."
-                                    "grid_start_s)")
-    ldst_fanout_write: float = fig("ldst_fanout_write", lo_open=False,
-                                   doc="register moves to several destinations: extra memory "
-                                       "use per destination byte and doubling of the "
-                                       "destinations, at payloads far above the reach "
-                                       "(hwmodels.sm.dest_writes)")
-    ldst_fanout_reach_B: float = fig("ldst_fanout_reach_MiB", 1024.0**2,
-                                     doc="payload at which half of ldst_fanout_write applies")
-    tma_shared_reuse_B: float = fig("tma_shared_reuse_MiB", 1024.0**2,
-                                    doc="payload per reader at which half of the repeat reads "
-                                        "of a source shared by TMA readers miss the L2 "
-                                        "(hwmodels.sm.shared_reads)")
-    load_round_s: float = fig("load_round_ns", 1e-9, lo_open=False,
-                              doc="what each further round of loads of a register sum that "
-                                  "loads its sources in rounds (the two-shot all-reduce: 4 "
-                                  "at a time) waits before its first store (block_moves_cross "
-                                  "with load_batch 4)")
-    dest_set_latency_s: float = fig("dest_set_latency_ns", 1e-9, lo_open=False,
-                                    doc="latency a move to several destinations adds: the "
-                                        "generated kernels fill a set of them per peer, whose "
-                                        "count the compiler does not know, where a move to one "
-                                        "destination passes pkc::one (hwmodels.sm."
-                                        "move_fixed_latency_s)")
-    move_buffer_latency_s: float = fig("move_buffer_latency_ns", 1e-9, lo_open=False,
-                                       doc="latency each buffer a move touches beyond one "
-                                           "source and one destination adds")
-    move_knee: float = fig("move_knee",
-                           doc="the same bend for the generated collectives' copies "
-                               "(pksim.moves.move_Bps)")
-    tma_move_reduce_knee: float = fig("tma_move_reduce_knee",
-                                  doc="the same bend for their TMA sums, which stay "
-                                      "bound by the blocks closer to the memory's limit")
+                                    "to a kernel launched alone (hwmodels.sm.grid_start_s)")
     issue_knee: float = fig("issue_knee",
                             doc="sharpness of the bend where the SMs' combined issue rate meets "
                                 "the memory's: soft-min exponent (large = hard min)")
@@ -418,6 +316,9 @@ class GpuSpec:
     nvlink: NvlinkSpec = table("nvlink")
     pcie: PcieSpec = table("pcie")
     sync: SyncSpec = table("sync")
+    # our kernels' own routines on this GPU: the system's kernel profile converted with this
+    # GPU's clock (hwmodels.profile; set by hwmodels.catalog, never a table of a system file)
+    kernel: "KernelSpec" = field(default=None, metadata={"key": "kernel", "derived": True})
 
 
 @dataclass(frozen=True)
@@ -469,6 +370,7 @@ class System:
     provenance: Mapping[str, Provenance] = field(default_factory=lambda: MappingProxyType({}))
     calibrated: Mapping[str, Any] | None = None      # device, date, driver of a calibrated file
     calibration: Mapping[str, Any] | None = None     # its [calibration] table: fit residuals
+    profile: Any = None          # hwmodels.profile.ProfileUse: the kernel profile it uses, why
 
     def assumed_keys(self, prefixes: tuple[str, ...] = ("",)) -> list[str]:
         """Dotted keys under any of ``prefixes`` whose figure is a guess (roadmap,

@@ -44,9 +44,22 @@ class Resource:
 
 @dataclass(frozen=True)
 class Path:
+    """A path between two GPUs (or a GPU and a switch's reduction unit): the resources a
+    transfer crosses, and its latencies, which the path owns: one way (a store's bytes
+    reaching the far end), a round trip (a load: out and back) and a drain (the writes of a
+    phase landing before it may signal)."""
     resources: tuple[str, ...]
-    latency_s: float
+    one_way_s: float
     hops: tuple[str, ...] = ()   # human-readable node sequence, for path queries
+
+    @property
+    def round_trip_s(self) -> float:
+        return 2 * self.one_way_s
+
+    @property
+    def drain_s(self) -> float:
+        """A store's writes have landed at the far end one way after they left."""
+        return self.one_way_s
 
 
 @dataclass(frozen=True)

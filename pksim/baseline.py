@@ -92,4 +92,5 @@ def _baseline(system: System, topo: Topology, schedule: Schedule) -> Prediction:
         alpha_beta_s=time_s, breakdown={"tensor": compute, "nccl": comm}, link_util=0.0,
         nbytes=p.baseline_bytes, compute_s=compute + launch, exposed_comm_s=comm + launch,
         baseline_s=time_s, speedup=1.0,
-        depends_on_assumed=tuple(system.assumed_keys(("gpu.", "domain.", "scaleout."))))
+        depends_on_assumed=tuple(system.assumed_keys(("gpu.", "domain.", "scaleout."))),
+        profile=system.profile.name)

@@ -20,7 +20,7 @@ import simpy
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import grid_start_s, handoff_s, tma_latency_s
+from hwmodels.sm import grid_start_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
@@ -28,8 +28,11 @@ from pksim.analytical import analyse
 from pksim.cache import BoundedCache, topology
 from pksim.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, IN_NETWORK_CHUNKS_IN_FLIGHT,
                                    IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
-from pksim.flows import (capacities, ce_setup_s, check_feasible, flow_spec, move_spec,
-                         program_kinds, resident_in_l2)
+from pksim.mechanisms import of as mechanism_of
+from pksim.mechanisms.copy_engine import host_issue_s
+from pksim.mechanisms.flow import (capacities, check_feasible, entry_barrier_s, move_flow,
+                                   phase_flag_s, phase_sync_s, resident_in_l2, transfer_flow,
+                                   transfer_sync_s)
 from pksim.prediction import Prediction, TimelineEvent
 from pksim.program import Program
 from pksim.schedule import Schedule
@@ -134,7 +137,7 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
     here; ``schedule``'s key (its ``extra`` included) must then name that traffic, since the
     prepared flows are cached by it."""
     nbytes = _nbytes(schedule)
-    kinds = program_kinds(program)
+    kinds = program.kinds()
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
     lanes = lanes_of(schedule, max((s.largest() for s in program.patterns().values()),
@@ -165,14 +168,12 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
         # no kernel at all: the first copy waits for the engine's setup (which ce_burst
         # measures behind queued work) where later ones pay the chain, and the first copy on
         # each further stream of a GPU (its virtual ranks' streams) its start
-        ce = system.gpu.copy_engine
-        launch = max(0.0, ce_setup_s(topo) - system.gpu.sync.stream_chain_s)
-        launch += ((topo.world if topo.virtual else 1) - 1) * ce.stream_start_s
+        launch = mechanism_of("copy-engine").launch_s(topo)
     if edge_barriers(topo, schedule):      # ranks in separate processes meet first (D43)
-        launch += edge_barrier_s(system, topo)
+        launch += entry_barrier_s(system, topo)
     cut = nccl.cut_through(schedule, program, sync) if schedule.impl == "nccl" else None
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
-                 reduced, host_issue_s(system, schedule, program), host_lead_s, floor, tail,
+                 reduced, _host_issue(system, schedule, program), host_lead_s, floor, tail,
                  cut)
 
 
@@ -204,31 +205,12 @@ def as_run(schedule: Schedule) -> Schedule:
                           pipeline_depth=IN_NETWORK_CHUNKS_IN_FLIGHT)
 
 
-def host_issue_s(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:
-    """When the host has issued the last call of each phase of a generated copy-engine
-    collective (kernels/collectives/entry.cuh, run_copy_engine), from its first call: a
-    cudaMemcpyAsync per copy and a launch per reduction kernel; an event recorded on every
-    rank's stream after each phase that joins the ranks (Step.joins), and before the next
-    phase waits on them (ce_event_waits); one record + a wait per rank to fork from the
-    caller's stream first and a wait per rank to join it last. ``event_api_us`` is a
-    record + wait pair: half of it per call. Empty for kernels (one launch)."""
+def _host_issue(system: System, schedule: Schedule, program: Program) -> tuple[float, ...]:
+    """When the host has issued each phase's calls: a generated copy-engine collective's
+    (pksim.mechanisms.copy_engine.host_issue_s); empty for kernels (one launch)."""
     if schedule.mechanism != "copy-engine" or schedule.impl != "pk" or program.phases is None:
         return ()
-    sync = system.gpu.sync
-    w = program.world
-    waits = ce_event_waits(schedule, w)
-    now = (1 + w) * sync.event_api_s / 2            # fork: a record, a wait per rank
-    issued = []
-    for i, phase in enumerate(program.phases):
-        if i > 0 and program.phases[i - 1].joins:
-            now += waits * sync.event_api_s / 2
-        for m in phase.moves() or ():
-            now += sync.launch_api_s if m.engine == "sm" else sync.copy_api_s
-        if phase.joins:
-            now += w * sync.event_api_s / 2         # a record per rank after the phase
-        issued.append(now)
-    issued[-1] += w * sync.event_api_s / 2          # join: a wait per rank
-    return tuple(issued)
+    return host_issue_s(system.gpu.sync, schedule.algorithm, program)
 
 
 FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
@@ -241,7 +223,8 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     Cached per (system, schedule without its SM count, residency): the SM count changes only the
     issue capacity, not which flows are equivalent, so a search over SM counts
     prepares the flows once. Inside one GPU (virtual ranks) it also bends the issue
-    weights (pksim.flows.issue_weight), so there the SM count stays in the key.
+    weights (pksim.mechanisms.flow.transfer_issue_weight), so there the SM count stays in
+    the key.
     """
     key = (id(system), (schedule if topo.virtual else schedule.with_(comm_sms=1)).key(), reduced,
            resident)
@@ -250,7 +233,6 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         return hit
     link_eff = (nccl.link_efficiency(system, schedule) if schedule.impl == "nccl"
                 else system.gpu.nvlink.efficiency(schedule.mechanism))
-    flag = system.gpu.sync.flag_latency_s
     steps = program.patterns()
     # what each pattern costs: a generated kernel's moves (pksim.workloads.phases), else the
     # transfers, each costed as one copy or store-add by its source
@@ -268,18 +250,18 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         reps = [items[pkey][i] for i in firsts]
         if step.moves() is not None:
             queued = Counter(m.issuer for m in items[pkey] if m.engine != "sm")
-            specs = [move_spec(topo, schedule, m, m.payload / lanes, resident, link_eff,
+            specs = [move_flow(topo, schedule, m, m.payload / lanes, resident, link_eff,
                                queued[m.issuer] if m.engine != "sm" else 1)
                      for m in reps]
             # an orbit's moves cross paths of the same latencies: its first stands for it
             sync[pkey] = phase_sync_s(system, topo, schedule, reps, step.joins)
         else:
-            specs = [flow_spec(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
+            specs = [transfer_flow(topo, schedule, t, t.nbytes / lanes, resident, link_eff)
                      for t in reps]
             if schedule.impl == "nccl":    # the paths' latency, and Simple's flag
                 sync[pkey] = nccl.step_sync_s(system, schedule, specs)
             else:
-                sync[pkey] = max((s.latency_s for s in specs), default=0.0) + flag
+                sync[pkey] = transfer_sync_s(system, specs)
         orbits[pkey] = [FlowOrbit(pkey, i, sizes[i], spec) for i, spec in zip(firsts, specs)]
     if reduced:
         classes, members = reduce_orbits(orbits, instance_caps, relabel)
@@ -288,28 +270,6 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
     return FLOWS.store(system, key, (classes, members, sync))
-
-
-def phase_sync_s(system: System, topo: Topology, schedule: Schedule, moves,
-                 joins: bool = True) -> float:
-    """What a generated kernel's phase pays after its last byte: its writes must complete
-    (one L2 latency inside a GPU, as block_moves shows for TMA and registers alike; the path
-    latency across GPUs, plus a remote TMA message's round trip for bulk stores) before the
-    block's release and a system-scope flag (pk/sync.cuh; hwmodels.sm.handoff_s, measured by
-    signal_chain) tell the next phase (the last phase has neither: Model.step_classes).
-    Copy-engine phases wait on events instead: the drain, and the event waits of the ranks'
-    streams where the phase ``joins`` them (ce_waits_s)."""
-    if topo.virtual:
-        # writes are complete once the L2 (the GPU's point of coherence) has them
-        drain = system.gpu.l2.latency_s
-    else:
-        drain = max((topo.gpu_path(m.issuer, q).latency_s for m in moves for q in m.dests
-                     if q != m.issuer), default=0.0)
-        if schedule.mechanism == "tma" and any(m.engine != "sm" for m in moves):
-            drain += tma_latency_s(system.gpu, remote=True)
-    if schedule.mechanism == "copy-engine":
-        return drain + (ce_waits_s(system, topo, schedule) if joins else 0.0)
-    return handoff_s(system.gpu, drain)
 
 
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
@@ -323,49 +283,6 @@ def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
     in-network kernel's is its tail, Model.tail_s)."""
     return (schedule.impl == "pk" and not topo.virtual and topo.world > 1
             and schedule.mechanism in ("tma", "register", "multimem"))
-
-
-def edge_barrier_s(system: System, topo: Topology) -> float:
-    """The entry barrier across GPUs (pk::barrier: a system-scope release, one arrival
-    stored into every rank's counter over NVLink, a system-scope acquire of every peer's):
-    a phase's hand-off (hwmodels.sm.handoff_s) whose drain is the arrivals' one-way path;
-    the exit barrier is the last phase's own hand-off, kept (Model.step_classes)."""
-    key = (id(system), topo.world, topo.domains)
-    path = FARTHEST.lookup(system, key)
-    if path is None:        # once per topology: a search asks for it for every candidate
-        path = FARTHEST.store(system, key, max((topo.gpu_path(0, q).latency_s
-                                                for q in range(1, topo.world)), default=0.0))
-    return handoff_s(system.gpu, path)
-
-
-FARTHEST = BoundedCache(16)     # the one-way path latency from rank 0 to its farthest peer
-
-
-def ce_waits_s(system: System, topo: Topology, schedule: Schedule) -> float:
-    """GPU time of the event waits between two phases of a copy-engine collective in virtual
-    ranks (kernels/collectives/entry.cuh, run_copy_engine): every rank's stream waits on the
-    events of every other rank (w (w - 1) waits), or of the previous rank in a ring (w), one
-    after another on the GPU's front-end (sync.event_wait_us, measured by ce_burst's rounds).
-    Ranks on separate GPUs wait on their own GPU each, or on a barrier kernel: none here."""
-    if schedule.mechanism != "copy-engine" or not topo.virtual:
-        return 0.0
-    return ce_event_waits(schedule, topo.world) * system.gpu.sync.event_wait_s
-
-
-def ce_event_waits(schedule: Schedule, world: int) -> int:
-    """Event waits between two phases of a copy-engine collective: every rank's stream on
-    every other rank's event (kCeSync all), or on the previous rank's in a ring."""
-    return world if schedule.algorithm == "ring" else world * (world - 1)
-
-
-def phase_flag_s(system: System, topo: Topology, schedule: Schedule) -> float:
-    """The hand-off that tells a generated kernel's next phase, beyond its writes' drain
-    (hwmodels.sm.handoff_s): a release and a system-scope flag; for copy-engine phases the
-    ranks' streams' event waits (ce_waits_s; what a copy pays behind earlier work is its
-    chain: pksim.flows.move_spec)."""
-    if schedule.mechanism == "copy-engine":
-        return ce_waits_s(system, topo, schedule)
-    return handoff_s(system.gpu, 0.0)
 
 
 def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
@@ -410,7 +327,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         link_util=link_util, nbytes=nbytes, algbw_GBps=algbw,
         busbw_GBps=algbw * busbw_factor(model.schedule.op, model.topo.world),
         exposed_comm_s=time_s, depends_on_assumed=tuple(assumed_inputs(model)),
-        reduced=model.reduced, timeline=timeline)
+        reduced=model.reduced, timeline=timeline, profile=model.system.profile.name)
 
 
 def _run_lanes(model: Model, record: bool):
@@ -536,5 +453,5 @@ def assumed_inputs(model: Model) -> list[str]:
     if "ce" in used:
         prefixes.append("gpu.copy_engine.")
     if "issue" in used:
-        prefixes.append("gpu.transfer.")
+        prefixes += ["gpu.transfer.", "profile."]
     return model.system.assumed_keys(tuple(prefixes))

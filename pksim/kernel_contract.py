@@ -90,7 +90,7 @@ SPLIT_OPS = ("all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv")
 
 
 def epilogue_cost(extra) -> str:
-    """What a reducing kernel's moves pay beyond the plain sum (pksim.moves.epilogue_time_per_B):
+    """What a reducing kernel's moves pay beyond the plain sum (pksim.mechanisms.epilogue_time_per_B):
     "" for the plain sum (collective.cuh's routines), "op" for the epilogue routines with a
     reduce op or a scale, "bias" with a bias vector too (docs/decisions.md D56)."""
     if plain_extra(extra):

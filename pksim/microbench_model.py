@@ -8,16 +8,16 @@ A point is one record of ``validation/microbench/run.py`` (``bench``, ``params``
 
 * copies (``hbm_copy``, ``sm_copy``, ``tma_copy``, ``tma_reduce``): one flow of the
   payload over a one-GPU capacity set, {issue: the SMs' combined rate from
-  ``hwmodels.sm.sm_issue_Bps`` (or the copy engines), memory: L2 when the working set
+  the mechanism's component (``pksim.mechanisms``: ``stream_Bps``, or the copy engines), memory: L2 when the working set
   is hot and fits, else HBM}, started after the memory's latency; a kernel adds
   ``sync.stream_launch_us``; back-to-back operations never go faster than one host
   launch call, ``sync.launch_api_us``;
 * the collectives' own routines (``block_moves``): the same flow, the SMs' rate from
-  ``pksim.moves.move_Bps`` (the collective model's), (S + D) x payload of memory traffic;
+  ``pksim.mechanisms.Mechanism.local_rate_Bps`` (the collective model's), (S + D) x payload of memory traffic;
   their sums with a reduce op or an epilogue (``epilogue_moves``) likewise, with the
-  epilogue's term (``pksim.moves.epilogue_time_per_B``); from sources off the 16-byte grid
+  epilogue's term (``Mechanism.epilogue_s_per_B``); from sources off the 16-byte grid
   (``block_moves --shift``, group ``block_moves_shift``) with the shift's
-  (``pksim.moves.shift_time_per_B``);
+  (``Mechanism.shift_s_per_B``);
   the fused kernels' pull-reduce (``fused_pull``, its TMA form ``fused_pull_tma``)
   likewise at its own rate;
 * launches, flags: ``gpu.sync`` figures; a ring of peer copies with the generated kernels'
@@ -38,12 +38,13 @@ from typing import Any, Iterable, Mapping
 import simpy
 
 from hwmodels.fluid import FluidEngine, single_flow_time_s
-from hwmodels.sm import (GEMM_TILE, attention_time_s, epilogue_handoff_s, gemm_efficiency,
-                         gemm_time_s, grid_start_s, handoff_s, move_traffic, reduce_memory_weight,
-                         sm_issue_Bps, sustained_factor, tile_reduce_memory_weight, tma_latency_s)
+from hwmodels.sm import (GEMM_TILE, attention_time_s, gemm_efficiency, gemm_time_s,
+                         grid_start_s, handoff_s, reduce_memory_weight, sustained_factor,
+                         tile_reduce_memory_weight)
 from hwmodels.system import GpuSpec, System
 from pksim.kernel_contract import BLOCK_THREADS
-from pksim.moves import move_Bps, move_latency_s, register_load_rounds, working_blocks
+from pksim.mechanisms import TMA, epilogue_handoff_s, of, routine_mechanism
+from pksim.moves import working_blocks
 from pksim.fused.plans import MAX_CHUNKS_PER_PEER
 from pksim.schedule import DTYPES
 from pksim.workloads.phases import load_rounds
@@ -72,7 +73,7 @@ REQUIRED = {
     "attention": ((), ("batch", "heads", "seq", "head_dim", "causal")),
     "gemm_store_add": ((), ("epilogue", "dests", "m", "n", "k")),
 }
-# epilogue_moves' variants: what each costs beyond the plain sum (pksim.moves.epilogue_time_per_B).
+# epilogue_moves' variants: what each costs beyond the plain sum (Mechanism.epilogue_s_per_B).
 EPILOGUE_VARIANTS = {"sum": "", "min": "op", "avg": "op", "min-bias": "bias",
                      "max-scale-bias": "bias"}
 # Benchmarks the model has no parameter for, and why.
@@ -148,7 +149,7 @@ def _ldst_per_sm(gpu: GpuSpec, threads_per_sm: float, latency_s: float) -> float
     """One SM's ld/st copy rate: its port rate, unless too few threads keep too few bytes
     in flight to cover the memory latency (Little's law)."""
     in_flight = threads_per_sm * LDST_IN_FLIGHT_B_PER_THREAD
-    port = gpu.transfer.ldst_local_Bps_per_sm
+    port = of("register").per_sm_Bps(gpu, remote=False)
     return min(port, in_flight / latency_s) if latency_s > 0 else port
 
 
@@ -156,16 +157,17 @@ def _sm_copy(gpu: GpuSpec, nbytes: float, blocks: int, threads: int, hot: bool) 
     n = min(blocks, gpu.sm.count)
     mem, cap, lat = _memory(gpu, hot, 2 * nbytes)
     per_sm = _ldst_per_sm(gpu, blocks * threads / n, lat)
-    issue = sm_issue_Bps(per_sm, n, gpu.transfer.issue_knee, cap / 2)
+    issue = of("register").stream_Bps(gpu, n, cap / 2, per_sm_Bps=per_sm)
     body = flow_time_s({"issue": issue, mem: cap}, {"issue": 1.0, mem: 2.0}, nbytes, lat)
     return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
 
 
 def _ce_copy(gpu: GpuSpec, nbytes: float, hot: bool) -> float:
     mem, cap, lat = _memory(gpu, hot, 2 * nbytes)
-    ce = gpu.copy_engine.count * gpu.copy_engine.bandwidth_Bps
+    engine = of("copy-engine")
+    ce = engine.issue_capacity(gpu, 0, remote=False)
     body = flow_time_s({"ce": ce, mem: cap}, {"ce": 1.0, mem: 2.0}, nbytes,
-                       gpu.copy_engine.setup_s + lat)
+                       engine.copy_setup_s(gpu, virtual=True) + lat)
     return _back_to_back(gpu, body)
 
 
@@ -175,8 +177,7 @@ def _tma_copy(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, stages
     mem, cap, _ = _memory(gpu, hot, 2 * nbytes)
     # A ring of `stages` shared-memory buffers keeps stages / 2 round trips in flight
     # (2 stages: one load overlaps one store); each message pays the round trip.
-    issue = sm_issue_Bps(gpu.transfer.tma_local_Bps_per_sm, n, gpu.transfer.issue_knee,
-                         cap / 2, message_B, tma_latency_s(gpu), in_flight=stages / 2)
+    issue = TMA.stream_Bps(gpu, n, cap / 2, message_B, in_flight=stages / 2)
     body = flow_time_s({"issue": issue, mem: cap}, {"issue": 1.0, mem: 2.0}, nbytes)
     return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
 
@@ -185,11 +186,9 @@ def _tma_reduce(gpu: GpuSpec, nbytes: float, blocks: int, message_B: float, hot:
     n = min(blocks, gpu.sm.count)
     mem, cap, lat = _memory(gpu, hot, nbytes)
     weight = reduce_memory_weight(gpu, mem == "l2")
-    t = gpu.transfer
     # Fire-and-forget bulk reductions (up to 8 per SM in flight) press the memory to its
     # limit: no knee, the fluid engine's hard min with the memory resource.
-    issue = sm_issue_Bps(t.tma_reduce_Bps_per_sm, n, t.issue_knee, None, message_B,
-                         issue_s=t.tma_reduce_issue_s)
+    issue = TMA.reduce_stream_Bps(gpu, n, message_B)
     body = flow_time_s({"issue": issue, mem: cap}, {"issue": 1.0, mem: weight}, nbytes, lat)
     return _back_to_back(gpu, gpu.sync.stream_launch_s + body)
 
@@ -208,9 +207,9 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     working set that fits in L2 stays there; behind a flushing write (not ``hot``) it comes
     from HBM however small, as a validated collective's (pksim.collective.build's ``cold``).
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
-    collectives' routines (pksim.moves.move_time_per_B). ``epilogue`` (with ``elem_bytes``):
-    a sum through the epilogue routines (pksim.moves.epilogue_time_per_B). ``shifts``: each
-    source's shift off the destinations' 16-byte grid (pksim.moves.shift_time_per_B)."""
+    collectives' routines (pksim.mechanisms.Mechanism.time_per_B). ``epilogue`` (with ``elem_bytes``):
+    a sum through the epilogue routines (Mechanism.epilogue_s_per_B). ``shifts``: each
+    source's shift off the destinations' 16-byte grid (Mechanism.shift_s_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
                             groups, hot, routine, load_rounds, epilogue, elem_bytes, shifts)
     start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])
@@ -223,24 +222,22 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
                      epilogue: str = "", elem_bytes: float = 2.0,
                      shifts: tuple[int, ...] = ()) -> float:
     """_block_move's data movement alone, from its first read to its last write; a register
-    sum loading its sources in ``load_rounds`` rounds waits ``transfer.load_round_ns`` more
-    per further round (as pksim.flows.move_spec). A TMA copy deals its stage chunks over the
+    sum loading its sources in ``load_rounds`` rounds waits ``the profile's load_round`` more
+    per further round (as pksim.mechanisms.flow.move_flow). A TMA copy deals its stage chunks over the
     blocks unless its source is shifted (then each block stages and realigns a piece)."""
     copies = readers * groups                    # payloads moved
     working = working_blocks(blocks, nbytes, dealt=mechanism == "tma" and kind == "copy"
                              and not any(shifts))
     n = min(working * copies, gpu.sm.count)
-    traffic = move_traffic(gpu, mechanism, sources, dests, readers, nbytes)
+    component = of(mechanism)
+    traffic = component.traffic(gpu, sources, dests, readers, nbytes)
     mem, cap, lat = _memory(gpu, hot, (sources * groups + dests * copies) * nbytes)
-    queued = move_traffic(gpu, mechanism, sources, dests, readers, nbytes, ceiling=False)
-    rate = move_Bps(gpu, mechanism, sources, dests, kind == "reduce", n, cap / queued,
-                    readers=readers, routine=routine, epilogue=epilogue, elem_bytes=elem_bytes,
-                    shifts=shifts)
-    lat += move_latency_s(gpu, mechanism, sources, dests, kind == "reduce", nbytes / working,
-                          routine, shifts=shifts)
-    if mechanism != "tma":
-        rounds = register_load_rounds(gpu, kind == "reduce", sources, shifts, load_rounds)
-        lat += (rounds - 1) * gpu.transfer.load_round_s
+    rate = routine_mechanism(mechanism, routine).local_rate_Bps(
+        gpu, sources, dests, kind == "reduce", n, cap, nbytes, readers, routine=routine,
+        epilogue=epilogue, elem_bytes=elem_bytes, shifts=shifts)
+    lat += component.latency_s(gpu, sources, dests, kind == "reduce", nbytes / working,
+                               routine, shifts=shifts)
+    lat += component.rounds_latency_s(gpu, kind == "reduce", sources, shifts, load_rounds)
     return flow_time_s({"issue": rate, mem: cap}, {"issue": 1.0, mem: traffic},
                        nbytes * copies, lat)
 
@@ -260,31 +257,16 @@ def _signal_chain(gpu: GpuSpec, nbytes: float, mechanism: str, groups: int, bloc
 
 def _ce_burst(gpu: GpuSpec, streams: int, per_stream: int, copy_bytes: float,
               kernels: bool = False, order: str | None = None) -> float:
-    """``per_stream`` copies (each followed by a one-block kernel with ``kernels``) queued on
-    each of ``streams`` streams, GPU time from the first to the last: the first copy waits
-    for the engine's setup, each further copy for its copy command (the first on each
-    further stream longer: ``stream_start_s`` more) and each kernel for its launch, one after
-    another, and every operation behind another on its stream for that
-    one to finish (the chain). In rounds (``order``), before every round but the first each
-    stream waits on the event the previous stream recorded ("ring") or on those of every
-    other stream ("all"): each wait holds the GPU for ``event_wait_s``, one after another."""
-    ce, sync = gpu.copy_engine, gpu.sync
-    copies = streams * per_stream
-    t = (ce.setup_s + (copies - 1) * ce.command_s + (streams - 1) * ce.stream_start_s
-         + (per_stream - 1) * sync.stream_chain_s + copies * copy_bytes / ce.bandwidth_Bps)
-    if kernels:
-        t += copies * sync.kernel_launch_s + per_stream * sync.stream_chain_s
-    if order is not None and streams > 1:
-        waits = streams * ((streams - 1) if order == "all" else 1)
-        t += (per_stream - 1) * waits * sync.event_wait_s
-    return t
+    """``per_stream`` copies (and kernels) queued on each of ``streams`` streams, GPU time
+    from the first to the last (pksim.mechanisms.CopyEngine.burst_s)."""
+    return of("copy-engine").burst_s(gpu, streams, per_stream, copy_bytes, kernels, order)
 
 
 def _gemm_store_add(gpu: GpuSpec, m: int, n: int, k: int, dests: int) -> float:
     """Our GEMM (C = A @ B, bf16, every SM) whose epilogue store-adds each tile into
     ``dests`` outputs in HBM, as the intra-SM fused kernels are simulated (pksim.fused):
     the waves of tiles one after another at the tensor rate, each followed by the time the
-    SMs take to hand its store-adds to their bulk engines (hwmodels.sm.epilogue_handoff_s);
+    SMs take to hand its store-adds to their bulk engines (pksim.mechanisms.Tma.epilogue_handoff_s);
     each wave's store-adds once it is computed and after the previous wave's, at the tile
     read-modify-write rate (``hwmodels.sm.tile_reduce_memory_weight``), on a memory path of
     which the main loops leave ``tensor.epilogue_overlap`` until the last wave is
@@ -298,7 +280,7 @@ def _gemm_store_add(gpu: GpuSpec, m: int, n: int, k: int, dests: int) -> float:
     weight = tile_reduce_memory_weight(gpu)
     env = simpy.Environment()
     engine = FluidEngine(env, {"tensor": peak * sustained_factor(gpu, flop / peak),
-                               "hbm": hbm, "issue": gpu.transfer.tma_reduce_Bps_per_sm * sms,
+                               "hbm": hbm, "issue": TMA.reduce_issue_capacity(gpu, sms),
                                "mempath": hbm * gpu.tensor.epilogue_overlap})
     computed = [env.event() for _ in range(waves)]
     payload = dests * 2.0 * m * n / waves                  # a wave's store-adds

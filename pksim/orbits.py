@@ -4,7 +4,7 @@ A rank relabelling from ``Topology.automorphisms`` maps every resource onto one 
 class and capacity and every path onto one of the same latency. Where it also maps each
 traffic pattern's moves (or transfers) onto the same pattern, it maps each flow onto a flow
 of the same pattern that puts the same weights on the relabelled resources (a flow is a
-function of its move's ranks, the topology and the schedule: pksim.flows). The orbits of the
+function of its move's ranks, the topology and the schedule: pksim.mechanisms.flow). The orbits of the
 relabellings that keep every pattern are therefore an equitable partition of the flows and
 of the resources, which ``pksim.symmetry.reduce_orbits`` refines into the same classes as
 the refinement of every flow, from one flow per orbit (a direct all-gather on 576 ranks: one
@@ -25,7 +25,7 @@ from pksim.program import Move, Transfer
 
 # Resource classes by what their index names (any other class: no relabelling is trusted).
 # hwmodels.topology: nvl_*, nic_*, hbm, l2 and the switch tiers' sw, up, down, nvls;
-# pksim.flows: issue, ce, cecmd (the copy commands of a GPU); pksim.nccl: copy.
+# pksim.mechanisms.flow: issue, ce, cecmd (the copy commands of a GPU); pksim.nccl: copy.
 RANK_INDEXED = frozenset({"nvl_out", "nvl_in", "nic_out", "nic_in", "issue", "ce", "copy"})
 GPU_INDEXED = frozenset({"hbm", "l2", "cecmd"})
 TIER_INDEXED = re.compile(r"(sw|up|down|nvls)(\d+)")
@@ -154,7 +154,7 @@ class _Traffic:
 class _Layouts:
     """Canonical forms of items. What decides an item's flow, ranks apart, with its ranks:
     a move's issuer, its sources the step reads cold and those it reads warm (Move.warm: the
-    last ones), its destinations (the order inside each set changes no flow: pksim.flows adds
+    last ones), its destinations (the order inside each set changes no flow: pksim.mechanisms.flow adds
     every source's reads before every destination's writes, each a resource's own constant);
     a transfer's source and destination. A form is (those ranks in that order, each set
     sorted; the number of its layout: the sets' sizes and the rank-free fields)."""

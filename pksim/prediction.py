@@ -38,6 +38,7 @@ class Prediction:
     backend: str = "des"
     reduced: bool = True
     notes: tuple[str, ...] = ()           # how the simulator handled the input (e.g. skew)
+    profile: str = ""                     # the kernel profile the system used (hwmodels.profile)
     timeline: tuple[TimelineEvent, ...] = field(default=(), compare=False)
 
     def to_dict(self, timeline: bool = False) -> dict[str, Any]:

@@ -41,20 +41,20 @@ class Move:
     TMA stage chunks round-robin over the rank's blocks (collective.cuh copy_range), so with
     TMA at most payload / stage of its blocks work. ``warm``: how many of ``sources`` (the
     last ones) the previous phase wrote on this GPU (a ring's received chunk), which the
-    step reads from L2 when that phase's writes fit in it (pksim.flows.warm_sources).
+    step reads from L2 when that phase's writes fit in it (pksim.mechanisms.flow.warm_sources).
     ``load_rounds``: a register sum that loads its sources in that many rounds waits
     ``transfer.load_round_ns`` more per further round before its first store (the two-shot
     all-reduce in fp32 loads 4 of 8 at a time); TMA and copy-engine moves ignore it.
     ``routine``: "" for the collectives' routines (kernels/collectives/collective.cuh),
     "pull" for the inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh), which moves
-    at its own rate (pksim.moves.move_time_per_B). ``active``: how many ranks of the issuer's
+    at its own rate (pksim.mechanisms.move_time_per_B). ``active``: how many ranks of the issuer's
     GPU move in this phase (0: every rank on it); on one GPU their SMs share the memory's knee
-    (pksim.flows.move_issue_weight), so a phase only the root works in (the direct reduce)
+    (pksim.mechanisms.flow.move_issue_weight), so a phase only the root works in (the direct reduce)
     gives its SMs the knee alone. ``epilogue``: a sum through the epilogue routines ("op": a
     reduce op or a scale, "bias": with a bias vector; kernels/collectives/epilogue.cuh), of
-    ``elem_bytes`` elements (pksim.moves.epilogue_time_per_B). ``shifts``: each source's
+    ``elem_bytes`` elements (pksim.mechanisms.epilogue_time_per_B). ``shifts``: each source's
     shift off the destinations' 16-byte grid, in bytes (pksim.shifts; () when none is shifted):
-    what it costs, pksim.moves.shift_time_per_B (docs/decisions.md D63)."""
+    what it costs, pksim.mechanisms.shift_time_per_B (docs/decisions.md D63)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]

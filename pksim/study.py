@@ -43,6 +43,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from hwmodels import profile as kernel_profile
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.resources import studies_dir
@@ -469,8 +470,13 @@ def find_study(name_or_path: str) -> Study:
 
 # ---- what to vary --------------------------------------------------------------------
 def figure(system: System, key: str, what: str = "--vary") -> Any:
-    """A system figure in its file's units (e.g. GBps), found by its dotted key."""
+    """A system figure in its file's units (e.g. GBps), found by its dotted key; a kernel-
+    profile figure (``profile.KEY``) in the profile's unit (cycles, sectors per cycle, ...)."""
     parts = key.split(".")
+    if parts[0] == "profile" and len(parts) == 2:
+        if parts[1] not in kernel_profile.FIELDS:
+            raise ConfigError(f"{what}: unknown key {key!r}")
+        return kernel_profile.portable_of(system.gpu, parts[1])
     node: Any = system
     for i, part in enumerate(parts):
         if isinstance(node, tuple):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Hashable
 
 from hwmodels.topology import ResourceName
-from pksim.flows import FlowSpec
+from pksim.mechanisms.flow import FlowSpec
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,7 @@ class Ranking:
     def to_dict(self) -> dict[str, Any]:
         """``pksim search --json``."""
         return {"ranked": [p.to_dict() | self.emittable[p.schedule] for p in self.ranked],
+                "system": self.system.name, "profile": self.system.profile.name,
                 "candidates": self.candidates, "simulated": self.simulated,
                 "pruned": [{"label": s, "bound_s": b} for s, b in self.pruned],
                 "infeasible": [{"label": s, "reason": r} for s, r in self.infeasible]}

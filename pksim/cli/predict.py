@@ -108,7 +108,7 @@ def _print_prediction(p: Prediction, system_ref: str, overrides: tuple[str, ...]
     if p.schedule.op in FUSED_OPS:
         shape = " ".join(f"{k}={v}" for k, v in p.schedule.shape)
         click.echo(f"{p.schedule.op} {shape} {p.schedule.dtype} on {p.system} "
-                   f"({p.schedule.world} ranks): {p.schedule.label()}")
+                   f"({p.schedule.world} ranks, profile {p.profile}): {p.schedule.label()}")
         click.echo(f"  time      {t(p.time_s)}   compute {t(p.compute_s)}   "
                    f"exposed comm {t(p.exposed_comm_s)}")
         click.echo(f"  baseline  {t(p.baseline_s)} (cuBLAS + NCCL)   "
@@ -117,7 +117,7 @@ def _print_prediction(p: Prediction, system_ref: str, overrides: tuple[str, ...]
             click.echo(f"  note      {note}")
     else:
         click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
-                   f"({p.schedule.world} ranks): {p.schedule.label()}")
+                   f"({p.schedule.world} ranks, profile {p.profile}): {p.schedule.label()}")
         click.echo(f"  time      {t(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
                    f"busbw {p.busbw_GBps:.1f} GB/s   link_util {p.link_util:.2f}")
         click.echo(f"  bound     {t(p.bound_s)} ({_bound_parts(p.bound_resource)})   "
@@ -221,14 +221,15 @@ def search(top: int, **kw) -> None:
     counts = (f"{found.candidates} candidates: {found.simulated} simulated, "
               f"{len(found.pruned)} pruned by their lower bound, "
               f"{len(found.infeasible)} infeasible")
+    where = f"{kw['system_name']} (profile {found.system.profile.name})"
     if kw["op"] in FUSED_OPS:
-        table(f"{kw['op']} on {kw['system_name']}: {counts}",
+        table(f"{kw['op']} on {where}: {counts}",
               ["schedule", "time", "exposed comm", "speed-up", "bound", "bound by"],
               [[_marked(p, emit), Seconds(p.time_s), Seconds(p.exposed_comm_s),
                 f"{p.speedup:.2f}x", Seconds(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
     else:
-        table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {kw['system_name']}: {counts}",
+        table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {where}: {counts}",
               ["schedule", "time", "busbw GB/s", "bound", "bound by", "link util"],
               [[_marked(p, emit), Seconds(p.time_s), f"{p.busbw_GBps:.1f}",
                 Seconds(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]

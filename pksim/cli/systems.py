@@ -58,7 +58,8 @@ def _detail(system: System) -> dict:
             "scaleout": _si_keys(asdict(system.scaleout)),
             "provenance": {k: {"value": _value(system, k), "source": v.source, "tag": v.tag}
                            for k, v in sorted(system.provenance.items())},
-            "assumed": system.assumed_keys(), "calibrated": system.calibrated}
+            "assumed": system.assumed_keys(), "calibrated": system.calibrated,
+            "profile": asdict(system.profile)}
 
 
 def _si_keys(node):
@@ -98,6 +99,9 @@ def show(name: str, overrides: tuple[str, ...], as_json: bool) -> None:
         return
     click.echo(f"{system.name}: {system.description}")
     click.echo(f"file: {system.path}" + (f" (inherits {system.inherits})" if system.inherits else ""))
+    use = system.profile
+    click.echo(f"kernel profile: {use.name} ({use.path}; fitted on {use.device}"
+               f"{', carried' if use.carried else ''}): {use.why}")
     click.echo("topology: " + ", ".join(f"{k} {v}" for k, v in detail["topology"].items()))
     table("figures", ["key", "value", "provenance", "source"],
           [[k, _text(v["value"]), v["tag"], v["source"]]

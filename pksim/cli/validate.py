@@ -5,6 +5,7 @@ work is in ``validation.prepare.bundle`` (prepare, run) and ``validation.report.
 turned into a corpus entry); this module is the thin CLI."""
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -23,6 +24,8 @@ from validation.published.pages import DOCS_DIR, HEADER, as_dict, summary_rows, 
 from validation.published.schema import MODES, NVLS, PROCESSES
 from validation.published.writer import EntryMeta, entry_text, write_entry
 from validation.report.data import build_report
+from validation.report.ported import TARGETS as PORTED_TARGETS
+from validation.report.ported import ported
 from validation.report.numbers import fmt_abs_pct, fmt_pct
 from validation.report.write import check_outputs, write_report
 from validation.run.supervisor import run_bundle
@@ -110,6 +113,14 @@ def _say_prepared(p, as_json: bool) -> None:
               "all_gather, ...), if the log does not name its test.")
 @click.option("--source", "source_text", default=None,
               help="With --add: where the run comes from (URL, repo + commit, or your words).")
+@click.option("--ported", "ported_profile", default=None, metavar="PROFILE",
+              help="Judge a kernel profile (a name in hwmodels/profiles or a file) on another "
+                   "GPU's hardware: predict the suite on --system with PROFILE, against the "
+                   "--measured files of that GPU; report in -o DIR with the portability targets.")
+@click.option("--targets", "ported_targets", type=click.Choice(sorted(PORTED_TARGETS)),
+              default="datasheet", show_default=True,
+              help="With --ported: which of the issue's targets to judge (--system from the "
+                   "datasheet, or after calibrate --hardware-only).")
 def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_prepare: bool,
              report_dir: Path | None, measured: tuple[Path, ...], no_build: bool,
              with_matrix: bool, deadline_s: float,
@@ -117,7 +128,8 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
              tuning_log: Path | None = None, entry_name: str | None = None,
              nccl_version: str | None = None, launch: str | None = None,
              processes: str | None = None, nvls: str | None = None, op_name: str | None = None,
-             source_text: str | None = None, write_docs: bool = False) -> None:
+             source_text: str | None = None, write_docs: bool = False,
+             ported_profile: str | None = None, ported_targets: str = "datasheet") -> None:
     """Judge the model on whole generated kernels: predicted vs measured.
 
     \b
@@ -162,6 +174,10 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
         raise ConfigError("--write-docs only applies with --published")
     if published:
         _published(out_dir, force, write_docs, as_json)
+        return
+    if ported_profile is not None:
+        _ported(suite_ref, ported_profile, system_ref, measured, out_dir, ported_targets, force,
+                as_json)
         return
     if out_dir is not None and out_dir.is_file():
         raise ConfigError(f"-o {out_dir}: is a file; give a directory")
@@ -291,6 +307,35 @@ def _add(log: Path | None, tuning: Path | None, out: Path | None, force: bool, a
         return
     click.echo(f"wrote {out}: {entry.name}, {meta.op}, {len(run.rows)} sizes"
                f"{f', {len(tuning_log.choices)} tuner picks' if tuning_log else ''}")
+
+
+def _ported(suite_ref: str, profile_ref: str, system_ref: str | None, measured, out: Path | None,
+            kind: str, force: bool, as_json: bool) -> None:
+    """``--ported PROFILE``: the suite on --system with PROFILE, judged on --measured."""
+    if system_ref is None or out is None:
+        raise ConfigError("--ported needs --system TARGET (the GPU's system, e.g. h100-virtual) "
+                          "and -o DIR")
+    check_outputs(out, force)
+    rep, port = ported(load_suite(suite_ref), out, profile_ref, system_ref, list(measured), kind,
+                       force, _command())
+    files = write_report(rep, out, force)
+    path = out / "ported.json"
+    path.write_text(json.dumps(port, indent=1) + "\n")
+    files.append(path)
+    if as_json:
+        emit_json(rep["summary"] | {"ported": port, "files": [str(f) for f in files]})
+        return
+    click.echo(f"ported: profile {port['profile']} (fitted on {port['profile_fitted_on']}) on "
+               f"{port['system']} ({port['system_model']}), measured on "
+               f"{port['measured_device'] or '?'}; {port['note']}")
+    for key, t in port["targets"].items():
+        shown = (f"{t['value']} of {t['of']} (target {t['target']})" if "of" in t else
+                 f"{fmt_abs_pct(t['value'])} (target {fmt_abs_pct(t['target'])})")
+        click.echo(f"  {port['targets_kind']} {key}: {shown}: {'met' if t['met'] else 'MISSED'}")
+    for c in port["culprits"] if not port["targets_met"] else ():
+        click.echo(f"  worst: {c['kernel']}: median {fmt_pct(c['median_error'])}, bound by "
+                   f"{c['bound']}: {c['figure']}")
+    _finish(rep, files, False)
 
 
 def _finish(rep: dict, files: list[Path], as_json: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from hwmodels.system import System
 from hwmodels.topology import resource
-from pksim.flows import issue_capacity, issue_weight, move_spec
+from pksim.mechanisms.flow import issue_capacity, move_flow, transfer_issue_weight
 from pksim.fused.flows import FLOWS
 from pksim.fused.setup import Setup
 from pksim.schedule import Schedule
@@ -45,7 +45,7 @@ def lower_bounds(system: System, schedule: Schedule) -> Iterator[float]:
 
 
 def _issue_load(setup: Setup) -> float:
-    """The busiest rank's issue load (bytes x issue weight, as ``pksim.flows.flow_spec``
+    """The busiest rank's issue load (bytes x issue weight, as ``pksim.mechanisms.flow.transfer_flow``
     puts it on ``issue[rank]``), summed over the plan; the same for every candidate of
     the family (outside one GPU the weight does not depend on the SM count)."""
     key = setup.family + ("issue",)
@@ -57,7 +57,7 @@ def _issue_load(setup: Setup) -> float:
         link_eff = setup.system.gpu.nvlink.efficiency(comm.mechanism)
         for c in setup.plan.chunks:
             for m in c.moves:
-                spec = move_spec(topo, comm, m, m.payload, False, link_eff)
+                spec = move_flow(topo, comm, m, m.payload, False, link_eff)
                 w = dict(spec.usage).get(resource("issue", m.issuer), 0.0)
                 load[m.issuer] = load.get(m.issuer, 0.0) + w * m.payload
         steps = [c.transfers for c in setup.plan.chunks if not c.moves] + list(setup.plan.tail)
@@ -65,7 +65,7 @@ def _issue_load(setup: Setup) -> float:
             issuer = t.dst if t.kind == "switch-reduce" else t.src
             w = weights.get((t.kind, t.nbytes))
             if w is None or topo.virtual:
-                w = weights[(t.kind, t.nbytes)] = issue_weight(topo, comm, t, t.nbytes, False)
+                w = weights[(t.kind, t.nbytes)] = transfer_issue_weight(topo, comm, t, t.nbytes, False)
             load[issuer] = load.get(issuer, 0.0) + w * t.nbytes
         hit = FLOWS.store(setup.system, key, max(load.values(), default=0.0))
     return hit

@@ -7,7 +7,7 @@ from __future__ import annotations
 import simpy
 
 from hwmodels.fluid import FluidEngine
-from hwmodels.sm import epilogue_handoff_s
+from pksim.mechanisms import epilogue_handoff_s
 from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.cache import BoundedCache
@@ -23,7 +23,7 @@ ALONE = BoundedCache(512)       # compute-alone chunk durations per (plan, compu
 
 def epilogue_stall_s(system: System, chunk, sms: int) -> float:
     """How long the busiest rank's ``sms`` SMs stop computing to hand a chunk's epilogue
-    stores to their bulk engines (``hwmodels.sm.epilogue_handoff_s``): time not spent on
+    stores to their bulk engines (``pksim.mechanisms.epilogue_handoff_s``): time not spent on
     the tensor cores."""
     per_rank: dict[int, float] = {}
     for x in chunk.transfers:

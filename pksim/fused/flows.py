@@ -10,7 +10,8 @@ from hwmodels.sm import (attention_efficiency, gemm_efficiency, reduce_memory_we
 from hwmodels.system import System
 from hwmodels.topology import Topology, resource
 from pksim.cache import BoundedCache
-from pksim.flows import FlowSpec, capacities, flow_spec, move_spec
+from pksim.mechanisms.flow import (FlowSpec, capacities, move_flow, transfer_flow,
+                                   transfer_sync_s)
 from pksim.fused.plans import store_add
 from pksim.schedule import Schedule
 from pksim.symmetry import identity_flows, reduce_flows
@@ -76,9 +77,10 @@ def prepared_flows(system, topo, comm: Schedule, plan: Plan, family: tuple, redu
         if ("comm", c.key) not in patterns:
             patterns[("comm", c.key)] = _comm_specs(topo, comm, c, link_eff, smem)
     for i, step in enumerate(plan.tail):
-        patterns[("tail", i)] = [flow_spec(topo, comm, t, t.nbytes, False, link_eff) for t in step]
-    sync = {k: max((s.latency_s for s in v), default=0.0) + system.gpu.sync.flag_latency_s
-            for k, v in patterns.items() if k[0] != "compute" and v}
+        patterns[("tail", i)] = [transfer_flow(topo, comm, t, t.nbytes, False, link_eff)
+                                 for t in step]
+    sync = {k: transfer_sync_s(system, v) for k, v in patterns.items()
+            if k[0] != "compute" and v}
     if reduced:
         probe = capacities(topo, comm.with_(comm_sms=1))
         probe.update(tensor_caps(system, topo, plan, comm.dtype, system.gpu.sm.count))
@@ -92,22 +94,22 @@ def prepared_flows(system, topo, comm: Schedule, plan: Plan, family: tuple, redu
 
 def _comm_specs(topo: Topology, comm: Schedule, chunk, link_eff: float,
                 smem: bool) -> list[FlowSpec]:
-    """The flows of a chunk's communication: its moves (``pksim.flows.move_spec``: the
+    """The flows of a chunk's communication: its moves (``pksim.mechanisms.flow.move_flow``: the
     communication blocks' rate for that shape of move, calibrated on block_moves) when
     the plan gives them, else one flow per transfer."""
     if chunk.moves:
-        return [move_spec(topo, comm, m, m.payload, False, link_eff) for m in chunk.moves]
+        return [move_flow(topo, comm, m, m.payload, False, link_eff) for m in chunk.moves]
     return [_transfer_spec(topo, comm, t, link_eff, smem) for t in chunk.transfers]
 
 
 def _transfer_spec(topo: Topology, comm: Schedule, t, link_eff: float,
                    from_smem: bool) -> FlowSpec:
-    """The flow of transfer ``t`` (``pksim.flows.flow_spec``). ``from_smem``: a store-add
+    """The flow of transfer ``t`` (``pksim.mechanisms.flow.transfer_flow``). ``from_smem``: a store-add
     from the epilogue's shared-memory staging buffer, whose payload is read from no
     memory: only the destination's read-modify-write reaches HBM, at the tile rate
     (``hwmodels.sm.tile_reduce_memory_weight``), and it also crosses the issuing GPU's
     memory path (``mempath``, which the main loops share: ``run_plan``)."""
-    spec = flow_spec(topo, comm, t, t.nbytes, False, link_eff)
+    spec = transfer_flow(topo, comm, t, t.nbytes, False, link_eff)
     if not from_smem:
         return spec
     gpu = topo.system.gpu

@@ -13,7 +13,7 @@ from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import cache
 from pksim.cache import BoundedCache
-from pksim.flows import message_bytes
+from pksim.mechanisms.flow import message_bytes
 from pksim.schedule import Schedule
 from pksim.workloads import fused as fused_workload
 from pksim.workloads.fused import Plan
@@ -93,9 +93,9 @@ def count_chunks_per_peer(schedule: Schedule, topo: Topology) -> int:
 def family(system: System, topo: Topology, comm: Schedule, chunks_per_peer: int,
             reduced: bool) -> tuple:
     """The key of everything the flows of ``comm`` depend on. Outside one GPU the SM
-    count changes only capacities (``pksim.flows.issue_weight``); the overlap strategy
+    count changes only capacities (``pksim.mechanisms.flow.transfer_issue_weight``); the overlap strategy
     changes only capacities and the plan's chunking (``chunks_per_peer``); a chunk size at or past
-    the TMA message cap gives the same messages as none (``pksim.flows.message_bytes``)."""
+    the TMA message cap gives the same messages as none (``pksim.mechanisms.flow.message_bytes``)."""
     chunk = comm.chunk_bytes
     if chunk and message_bytes(topo, comm, math.inf) == \
             message_bytes(topo, comm.with_(chunk_bytes=0), math.inf):

@@ -60,5 +60,7 @@ def predict_fused(system: System, schedule: Schedule, reduced: bool = True,
         link_util=max(links) / time_s if links else 0.0, nbytes=plan.baseline_bytes,
         compute_s=compute_alone, exposed_comm_s=max(0.0, time_s - compute_alone),
         baseline_s=base.time_s, speedup=base.time_s / time_s,
-        depends_on_assumed=tuple(system.assumed_keys(("gpu.", "domain.", "scaleout."))),
-        reduced=reduced, notes=(plan.note,) if plan.note else (), timeline=timeline)
+        depends_on_assumed=tuple(system.assumed_keys(("gpu.", "domain.", "scaleout.",
+                                                      "profile."))),
+        reduced=reduced, notes=(plan.note,) if plan.note else (), timeline=timeline,
+        profile=system.profile.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from pksim import baseline
-from pksim.flows import capacities, check_feasible
+from pksim.mechanisms.flow import capacities, check_feasible
 from pksim.fused.des import compute_alone
 from pksim.fused.flows import mempath_caps, prepared_flows, tensor_caps
 from pksim.fused.plans import (count_chunks_per_peer, family, output_clear_s, plan_for,

@@ -438,7 +438,7 @@ def _phases(op: str, algorithm: str, ce: bool, world: int, nbytes: float, root: 
 
 
 def _through_epilogue(step: Step, cost: str, elem_bytes: float) -> Step:
-    """``step`` with its sums made by the epilogue routines (pksim.moves.epilogue_time_per_B)."""
+    """``step`` with its sums made by the epilogue routines (pksim.mechanisms.epilogue_time_per_B)."""
     def moves():
         return [replace(m, epilogue=cost, elem_bytes=elem_bytes) if m.reduce else m
                 for m in step.moves() or ()]

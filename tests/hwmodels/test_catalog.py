@@ -7,6 +7,7 @@ import pytest
 
 from hwmodels.catalog import list_systems, load_system
 from hwmodels.errors import ConfigError
+from hwmodels.profile import FIELDS
 
 SHIPPED = list_systems()
 
@@ -14,7 +15,7 @@ SHIPPED = list_systems()
 def _figure_keys(obj, prefix=""):
     """Dotted TOML keys of every numeric or boolean figure in a loaded system."""
     for f in dataclasses.fields(obj):
-        if "key" not in f.metadata:
+        if "key" not in f.metadata or f.metadata.get("derived"):
             continue
         key = prefix + f.metadata["key"]
         value = getattr(obj, f.name)
@@ -45,6 +46,8 @@ def test_every_shipped_system_loads_with_a_source_for_every_figure(name):
     assert missing == []
     for key in figures:
         assert system.provenance[key].source.strip(), key
+    # and every figure of its kernel profile, under profile.KEY
+    assert {f"profile.{k}" for k in FIELDS} <= set(system.provenance)
     assert system.gpu.sm.count > 0 and system.gpu.tensor.flops_bf16 > 0
 
 

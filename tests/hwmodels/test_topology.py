@@ -31,7 +31,7 @@ def test_one_tier_path_is_egress_switch_ingress():
     path = topo.gpu_path(0, 5)
     assert path.resources == ("nvl_out[0]", "sw1[0]", "nvl_in[5]")
     assert path.hops == ("gpu0", "sw1.0", "gpu5")
-    assert path.latency_s == pytest.approx(310e-9)   # gpu.nvlink.latency_ns = 310
+    assert path.one_way_s == pytest.approx(310e-9)   # gpu.nvlink.latency_ns = 310
 
 
 def test_two_tier_path_climbs_only_when_it_must():
@@ -43,7 +43,7 @@ def test_two_tier_path_climbs_only_when_it_must():
     assert other_node.resources == ("nvl_out[0]", "sw1[0]", "up1[0]", "sw2[0]",
                                     "down1[1]", "sw1[1]", "nvl_in[9]")
     extra = system.domain.switch_tiers[1].latency_s
-    assert other_node.latency_s == pytest.approx(system.gpu.nvlink.latency_s + extra)
+    assert other_node.one_way_s == pytest.approx(system.gpu.nvlink.latency_s + extra)
     # uplinks carry the derived 1800 GB/s per node per direction
     assert topo.resources["up1[3]"].capacity_Bps == 1800e9
 
@@ -54,7 +54,7 @@ def test_paths_across_domains_use_the_nics():
     assert topo.world == 16
     path = topo.gpu_path(2, 10)                      # rank 10 is GPU 2 of domain 1
     assert path.resources == ("nic_out[2]", "nic_in[10]")
-    assert path.latency_s == system.scaleout.latency_s
+    assert path.one_way_s == system.scaleout.latency_s
     # 400 Gb/s NIC x efficiency 0.9 = 45 GB/s
     assert topo.resources["nic_out[2]"].capacity_Bps == pytest.approx(400e9 / 8 * 0.9)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from hwmodels.catalog import load_system
 from pksim.microbench_model import predict_time_s
-from pksim.moves import move_Bps, move_time_per_B
+from pksim.mechanisms import move_Bps, move_time_per_B
 from pksim.schedule import Schedule
 from pksim.simulate import predict
 
@@ -48,9 +48,9 @@ def test_a_far_tma_pull_moves_at_the_study_tma_rates():
 
 def test_a_local_pull_takes_its_form_s_own_fit():
     # virtual ranks on the H200: per SM and KiB of sums, base + S x source + D x dest of the
-    # form (gpu.transfer.pull_tma_move_* fitted on fused_pull_tma, pull_move_* on fused_pull);
+    # form (the kernel profile's pull_tma_move_* fitted on fused_pull_tma, pull_move_* on fused_pull);
     # gemm-ar on 4 ranks, S = D = 4
-    t = H200.gpu.transfer
+    t = H200.gpu.kernel
     kib = 1024 * 1e9
     tma = move_time_per_B(H200.gpu, "tma", 4, 4, True, routine="pull") * kib
     reg = move_time_per_B(H200.gpu, "register", 4, 4, True, routine="pull") * kib
@@ -58,7 +58,7 @@ def test_a_local_pull_takes_its_form_s_own_fit():
                                  + 4 * t.pull_tma_move_dest_s_per_B) * kib)
     assert reg == pytest.approx((t.pull_move_base_s_per_B + 4 * t.pull_move_source_s_per_B
                                  + 4 * t.pull_move_dest_s_per_B) * kib)
-    assert H200.provenance["gpu.transfer.pull_tma_move_source_ns_per_KiB"].tag == "calibrated"
+    assert H200.provenance["profile.pull_tma_move_source_cycles_per_KiB"].tag == "calibrated"
     # the H200 measured the TMA form slower per partial and faster per output than registers
     assert t.pull_tma_move_source_s_per_B > t.pull_move_source_s_per_B
     assert t.pull_tma_move_dest_s_per_B < t.pull_move_dest_s_per_B

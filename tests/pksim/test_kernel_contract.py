@@ -118,7 +118,7 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
 
 
 def test_loads_in_flight_of_the_plain_and_epilogue_register_sums():
-    # the model's register op term (pksim.moves.epilogue_time_per_B, D56) rests on this: the
+    # the model's register op term (pksim.mechanisms.epilogue_time_per_B, D56) rests on this: the
     # plain sum keeps two vectors a source in flight up to REG_TWO_VECTOR_SOURCES sources
     # (moves_reg.cuh: reg_reduce_body<U = R::kRegVectors, ...>; moves.cuh: sum_policy's 2), one
     # beyond; the epilogue policy one (ep_policy's kRegVectors = 1)

@@ -44,14 +44,14 @@ def test_serial_tma_moves_wait_for_their_stores_to_reach_the_l2():
     # with TMA each but the last also waits for its bulk stores to reach the L2 (one L2
     # latency, L2) before the next starts: latency = 4 L + 3 L2 (registers: 4 L).
     from hwmodels.topology import Topology
-    from pksim.flows import move_spec
+    from pksim.mechanisms.flow import move_flow
     from pksim.program import Move
     s = load_system("h200-virtual")
     topo = Topology.build(s, 4)
     m = Move(0, 4096, (0,), (1,), serial=4, dealt=True)
     L, L2 = s.gpu.hbm.latency_s, s.gpu.l2.latency_s
     for mech, expected in (("tma", 4 * L + 3 * L2), ("register", 4 * L)):
-        spec = move_spec(topo, sched("all-to-all", nbytes=16384, world=4, algorithm="direct",
+        spec = move_flow(topo, sched("all-to-all", nbytes=16384, world=4, algorithm="direct",
                                      mechanism=mech, comm_sms=8), m, 4096, False, 1.0)
         assert spec.latency_s == pytest.approx(expected, rel=1e-12), mech
 
@@ -62,16 +62,16 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
     # latency L on h200-virtual, the second transfer.load_round_ns R; the 8 -> 8 move then
     # waits L + R + 14 buffers x move_buffer_latency B (8 + 8 - 2) + the run-time set of
     # destinations D (transfer.dest_set_latency), TMA L + 14 B + D (TMA ignores the rounds)
-    # + its first chunk's loads F (pksim.moves.tma_fill_s: w sources x the block's 4096 / 4
+    # + its first chunk's loads F (pksim.mechanisms.tma_fill_s: w sources x the block's 4096 / 4
     # bytes, under a stage slot of 32 KiB / (w + 1), at the per-SM TMA rate); at w = 4, one
     # round.
     from hwmodels.topology import Topology
-    from pksim.flows import move_spec
+    from pksim.mechanisms.flow import move_flow
     from pksim.workloads.phases import _ar_two_shot, two_shot_loads
     assert two_shot_loads("fp32") == 4 and two_shot_loads("bf16") == 8
     s = load_system("h200-virtual")
-    L, B = s.gpu.hbm.latency_s, s.gpu.transfer.move_buffer_latency_s
-    R, D = s.gpu.transfer.load_round_s, s.gpu.transfer.dest_set_latency_s
+    L, B = s.gpu.hbm.latency_s, s.gpu.kernel.move_buffer_latency_s
+    R, D = s.gpu.kernel.load_round_s, s.gpu.kernel.dest_set_latency_s
     assert R > 0 and D > 0
     for w, rounds in ((8, 2), (4, 1), (2, 1)):
         topo = Topology.build(s, w)
@@ -81,7 +81,7 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
         assert m.load_rounds == rounds
         F = w * 1024 / s.gpu.transfer.tma_local_Bps_per_sm   # 1 KiB a block < the slot
         for mech, waits, fill in (("register", rounds, 0.0), ("tma", 1, F)):
-            spec = move_spec(topo, sched("all-reduce", nbytes=4096 * w, world=w,
+            spec = move_flow(topo, sched("all-reduce", nbytes=4096 * w, world=w,
                                          algorithm="two-shot", mechanism=mech, comm_sms=4),
                              m, 4096, False, 1.0)
             assert spec.latency_s == pytest.approx(L + (waits - 1) * R + (2 * w - 2) * B + D
@@ -89,13 +89,13 @@ def test_a_register_sum_loading_its_sources_in_rounds_waits_a_read_per_round():
 
 
 def test_a_set_of_destinations_costs_its_latency_one_destination_does_not():
-    # hwmodels.sm.move_fixed_latency_s on h200-virtual: buffers beyond one source and one
+    # pksim.mechanisms.move_fixed_latency_s on h200-virtual: buffers beyond one source and one
     # destination at move_buffer_latency B each, and a run-time set of destinations (more
     # than one: the kernels fill it per peer) dest_set_latency D once:
     # S2 -> D1: 1 B; S1 -> D2: 1 B + D; S8 -> D8: 14 B + D
-    from hwmodels.sm import move_fixed_latency_s
+    from pksim.mechanisms import move_fixed_latency_s
     g = load_system("h200-virtual").gpu
-    B, D = g.transfer.move_buffer_latency_s, g.transfer.dest_set_latency_s
+    B, D = g.kernel.move_buffer_latency_s, g.kernel.dest_set_latency_s
     assert move_fixed_latency_s(g, 1, 1) == 0.0
     assert move_fixed_latency_s(g, 2, 1) == pytest.approx(B)
     assert move_fixed_latency_s(g, 1, 2) == pytest.approx(B + D)
@@ -112,10 +112,10 @@ def test_a_set_of_destinations_costs_its_latency_one_destination_does_not():
 
 
 def test_a_tma_sum_waits_for_its_first_chunk_of_every_source():
-    # pksim.moves.tma_fill_s: S sources x min(the block's payload, 32 KiB / (S + 1)) at the
+    # pksim.mechanisms.tma_fill_s: S sources x min(the block's payload, 32 KiB / (S + 1)) at the
     # per-SM TMA rate r before the first store. 2 sources, 16 KiB a block: the slot of
     # 10922.7 B binds, 2 x 10922.7 / r; 4 KiB a block: 2 x 4096 / r; none for registers.
-    from pksim.moves import tma_fill_s
+    from pksim.mechanisms import tma_fill_s
     g = load_system("h200-virtual").gpu
     r = g.transfer.tma_local_Bps_per_sm
     assert tma_fill_s(g, 16384, 2) == pytest.approx(2 * 32768 / 3 / r)
@@ -124,12 +124,12 @@ def test_a_tma_sum_waits_for_its_first_chunk_of_every_source():
     # the one-shot all-reduce at w2, 1 MiB on 66 blocks a rank (16 KiB a block, 2 sources):
     # TMA waits the slot's fill, registers do not
     from hwmodels.topology import Topology
-    from pksim.flows import move_spec
+    from pksim.mechanisms.flow import move_flow
     from pksim.workloads.phases import _ar_one_shot
     s = load_system("h200-virtual")
     topo = Topology.build(s, 2)
     m = _ar_one_shot(2, 1 << 20, 0, False, "bf16")[0].moves()[0]
-    lat = {mech: move_spec(topo, sched("all-reduce", nbytes=1 << 20, world=2,
+    lat = {mech: move_flow(topo, sched("all-reduce", nbytes=1 << 20, world=2,
                                        algorithm="direct", mechanism=mech, comm_sms=66),
                            m, m.payload, False, 1.0).latency_s
            for mech in ("tma", "register")}
@@ -178,13 +178,13 @@ def test_piece_blocks_counts_the_blocks_the_kernels_cut_gives_work():
 
 
 def test_fanout_writes_of_register_moves():
-    # dgx-h100 (ldst_fanout_write 0.3, reach 100 MiB): a register move to 8 destinations of
-    # a 100 MiB payload uses 1 + 0.3 x log2(8) x 100 / (100 + 100) = 1.45 of the memory per
-    # destination byte; one destination, TMA, or no payload: 1.
-    from hwmodels.sm import dest_writes
+    # dgx-h100 on pk-hopper (ldst_fanout_write 0.08609, reach 1.169 MiB): a register move to 8
+    # destinations of a 1.169 MiB payload uses 1 + 0.08609 x log2(8) x 1 / (1 + 1) = 1.129135
+    # of the memory per destination byte; one destination, TMA, or no payload: 1.
+    from pksim.mechanisms import dest_writes
     gpu = H100.gpu
     MiB = 1024.0**2
-    assert dest_writes(gpu, "register", 8, 100 * MiB) == pytest.approx(1.45)
+    assert dest_writes(gpu, "register", 8, 1.169 * MiB) == pytest.approx(1.129135)
     assert dest_writes(gpu, "register", 1, 100 * MiB) == 1.0
     assert dest_writes(gpu, "tma", 8, 100 * MiB) == 1.0
     assert dest_writes(gpu, "register", 8, 0.0) == 1.0
@@ -199,19 +199,21 @@ def test_tma_messages_of_a_sum_grow_with_its_sources_squared():
     # collective.cuh: a TMA copy moves 32 KiB chunks (1 load + D stores each); a sum of S
     # sources cuts the 32 KiB stage into S + 1 slots (S loads + D stores per slot). Per KiB:
     # copy 1 -> 1: 2 / 32; sum 2 -> 1: 3 x 3 / 32; sum 8 -> 8: 16 x 9 / 32 = 4.5 messages.
-    from pksim.moves import move_time_per_B, tma_messages_per_B
+    from pksim.moves import tma_messages_per_B
+    from pksim.mechanisms import move_time_per_B
     KiB = 1024.0
     assert tma_messages_per_B(1, 1, False) * KiB == pytest.approx(2 / 32)
     assert tma_messages_per_B(2, 1, True) * KiB == pytest.approx(9 / 32)
     assert tma_messages_per_B(8, 8, True) * KiB == pytest.approx(4.5)
-    # on h200-single (27 ns a message, read off block_moves) the sum of 8 into 1 spends
-    # 27 x 81 / 32 = 68.3 ns per KiB on messages beyond its linear terms
+    # on h200-single with pk-hopper (41.4414 cycles = 20.93 ns a message at 1980 MHz, fitted
+    # on block_moves) the sum of 8 into 1 spends 20.93 x 81 / 32 = 53.0 ns per KiB on messages
+    # beyond its linear terms
     gpu = load_system("h200-single").gpu
-    t = gpu.transfer
+    t = gpu.kernel
     linear = (t.tma_move_base_s_per_B + t.tma_move_dest_s_per_B + t.tma_move_reduce_s_per_B
               + 8 * t.tma_move_source_s_per_B)
     extra = move_time_per_B(gpu, "tma", 8, 1, True) - linear
-    assert extra * KiB == pytest.approx(27e-9 * 81 / 32, rel=1e-9)
+    assert extra * KiB == pytest.approx(20.93e-9 * 81 / 32, rel=1e-9)
     # registers send no messages
     assert move_time_per_B(gpu, "register", 8, 1, True) == pytest.approx(
         t.ldst_move_base_s_per_B + t.ldst_move_dest_s_per_B + t.ldst_move_reduce_s_per_B
@@ -221,7 +223,7 @@ def test_tma_messages_of_a_sum_grow_with_its_sources_squared():
 def test_epilogue_time_per_byte_follows_the_routines():
     # h200-calibrated: tma_move_bias 227.5 ns per stage chunk, ldst_move_epilogue 52.37 ns/KiB
     # (x S), ldst_move_bias 30.62 ps per element (docs/decisions.md D56)
-    from pksim.moves import epilogue_time_per_B, move_time_per_B
+    from pksim.mechanisms import epilogue_time_per_B, move_time_per_B
     gpu = load_system("h200-calibrated").gpu
     KiB = 1024
     # TMA: a sum of 2 sources cuts its 32 KiB stage in 3 chunks: 3 x 227.5 ns / 32 KiB a byte
@@ -250,7 +252,7 @@ def test_a_copy_to_many_destinations_is_a_move_per_batch_of_eight(mechanism, shi
     # collective.cuh copy_list: 8 destinations (PKC_SET_SLOTS) a batch, each batch a whole
     # copy that reads the source again (D64): 72 destinations = 9 moves to 8, 20 = 2 x 8 + 4;
     # up to 8 destinations one move whose time grows with each destination
-    from pksim.moves import move_time_per_B
+    from pksim.mechanisms import move_time_per_B
     gpu = load_system("h200-virtual-calibrated").gpu
 
     def t(d):

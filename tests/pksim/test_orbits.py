@@ -12,7 +12,7 @@ import pytest
 from hwmodels.catalog import load_system
 from hwmodels.topology import ResourceName, Topology
 from pksim import collective, nccl
-from pksim.flows import FlowSpec, flow_spec, move_spec
+from pksim.mechanisms.flow import FlowSpec, move_flow, transfer_flow
 from pksim.nccl import nccl_schedule
 from pksim.orbits import RANK_FIELDS, _Layouts, _relabel_resources, flow_orbits, relabellings
 from pksim.program import Move, Transfer
@@ -84,10 +84,10 @@ def _all_specs(model: collective.Model) -> dict[Hashable, list[FlowSpec]]:
         moves = step.moves()
         if moves is not None:
             queued = Counter(m.issuer for m in moves if m.engine != "sm")
-            out[key] = [move_spec(topo, schedule, m, m.payload / model.lanes, resident, link_eff,
+            out[key] = [move_flow(topo, schedule, m, m.payload / model.lanes, resident, link_eff,
                                   queued[m.issuer] if m.engine != "sm" else 1) for m in moves]
         else:
-            out[key] = [flow_spec(topo, schedule, t, t.nbytes / model.lanes, resident, link_eff)
+            out[key] = [transfer_flow(topo, schedule, t, t.nbytes / model.lanes, resident, link_eff)
                         for t in step.transfers()]
     return out
 
@@ -257,7 +257,7 @@ def test_move_fields_are_ranks_or_rank_free():
     # pksim.orbits relabels a move's issuer, sources and dests and compares the rest as it
     # is: a new field that names ranks, or that the flow pairs with one source's rank, must
     # be added to RANK_FIELDS (and to _Layouts.form). ``shifts`` (one per source) enters the
-    # flow as a whole only (pksim.flows: the move's rate, latency and load rounds)
+    # flow as a whole only (pksim.mechanisms.flow: the move's rate, latency and load rounds)
     rank_free = {"payload", "reduce", "engine", "serial", "readers", "dealt", "warm",
                  "load_rounds", "routine", "active", "epilogue", "elem_bytes", "shifts"}
     assert {f.name for f in fields(Move)} == set(RANK_FIELDS) | rank_free

@@ -9,9 +9,10 @@ import dataclasses
 import pytest
 
 from hwmodels.catalog import load_system
-from hwmodels.sm import grid_start_s, tma_latency_s
+from hwmodels.sm import grid_start_s
+from pksim.mechanisms import tma_latency_s
 from pksim.collective import _run_step, build
-from pksim.moves import move_Bps, move_time_per_B
+from pksim.mechanisms import move_Bps, move_time_per_B
 from pksim.nccl import nccl_schedule
 from pksim.simulate import predict
 from tests.pksim.cases import GiB, H100, sched

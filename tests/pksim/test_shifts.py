@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hwmodels.catalog import load_system
-from pksim.moves import (move_Bps, move_latency_s, move_time_per_B, register_load_rounds,
-                         shift_time_per_B, word_l2_Bps)
+from pksim.mechanisms import (move_Bps, move_latency_s, move_time_per_B, register_load_rounds,
+                              shift_time_per_B, word_l2_Bps)
 from pksim.shifts import (aligned16, lean_shifted_sums, move_shifts, shifted_sources,
                           source_shift, word_bytes)
 from pksim.workloads.phases import kernel_phases, ring_class
@@ -143,7 +143,7 @@ def test_an_aligned_move_costs_exactly_what_it_did():
 def test_what_a_shift_costs_in_closed_form():
     g = H200.gpu
     word, l2, realign = 5.194e-9 / 1024, 10620e9, 12.98e-9 / 1024
-    assert g.transfer.ldst_move_word_s_per_B == pytest.approx(word)
+    assert g.kernel.ldst_move_word_s_per_B == pytest.approx(word)
     # registers: a sum of 8 sources 2 bytes off reads each in 2-byte words, 8 loads a vector
     # where 1 did: 8 x 7 further loads per vector
     assert shift_time_per_B(g, "register", 8, 1, True, (2,) * 8) == pytest.approx(56 * word)

@@ -28,7 +28,8 @@ def test_one_nvlink_hop():
     # launch (a kernel on a stream, 2.16 us, and a moving kernel's start, 0.77 us; its grid
     # of 132 blocks, one per SM, adds nothing) + 1.778 us + 0.62 us + t + S / (450 GB/s x
     # 0.78 TMA efficiency) + t + 1.468 us. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
-    from hwmodels.sm import grid_start_s, tma_latency_s
+    from hwmodels.sm import grid_start_s
+    from pksim.mechanisms import tma_latency_s
     s = H100
     p = predict(s, sched("broadcast", world=2, algorithm="direct"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
@@ -54,7 +55,7 @@ def test_a_ring_step_reads_what_the_previous_step_wrote_from_l2_when_it_fits():
     # 1 GiB: 8 x 128 MiB does not fit: read and write both on HBM. The first step reads the
     # caller's (cold) input from HBM either way.
     from hwmodels.topology import Topology
-    from pksim.flows import move_spec, warm_sources
+    from pksim.mechanisms.flow import move_flow, warm_sources
     from pksim.program import Move
     s = load_system("h200-virtual")
     topo = Topology.build(s, 8)
@@ -65,11 +66,11 @@ def test_a_ring_step_reads_what_the_previous_step_wrote_from_l2_when_it_fits():
                    mechanism="register", comm_sms=16)
         fwd = Move(0, shard, (0,), (1,), warm=1)
         assert warm_sources(topo, fwd, False) == warm
-        usage = dict(move_spec(topo, sc, fwd, shard, False, 1.0).usage)
+        usage = dict(move_flow(topo, sc, fwd, shard, False, 1.0).usage)
         assert usage.get("l2[0]", 0.0) == warm
         assert usage["hbm[0]"] == pytest.approx(2 - warm)
         first = Move(0, shard, (0,), (0, 1))
-        assert "l2[0]" not in dict(move_spec(topo, sc, first, shard, False, 1.0).usage)
+        assert "l2[0]" not in dict(move_flow(topo, sc, first, shard, False, 1.0).usage)
     # a working set already resident in L2: nothing more to say
     assert warm_sources(topo, Move(0, MiB, (0,), (1,), warm=1), True) == 0
 
@@ -78,12 +79,13 @@ def test_a_ring_step_reads_what_the_previous_step_wrote_from_l2_when_it_fits():
 def test_warm_reads_make_a_ring_faster_never_slower(monkeypatch):
     # the same 16 MiB ring all-gather (w = 8) with its forward reads on HBM instead: slower,
     # since each step then moves 2 bytes of HBM traffic per payload byte instead of 1
-    from pksim import collective, flows
+    from pksim import collective
+    from pksim.mechanisms import flow
     s = load_system("h200-virtual")
     sc = sched("all-gather", nbytes=16 << 20, world=8, algorithm="ring", mechanism="register",
                comm_sms=16)
     warm = predict(s, sc).time_s
-    monkeypatch.setattr(flows, "warm_sources", lambda topo, m, resident: 0)
+    monkeypatch.setattr(flow, "warm_sources", lambda topo, m, resident: 0)
     collective.FLOWS.clear()
     cold = predict(s, sc).time_s
     collective.FLOWS.clear()
@@ -125,38 +127,42 @@ def test_hbm_copy_between_virtual_ranks():
     # h200-virtual, 2 ranks, all-gather direct as generated: each rank reads its half (S/2)
     # once and stores it into both outputs (a 1 -> 2 move: S/2 read, 2 x S/2 written, each
     # written byte using w = 1 + fanout x log2(2) x (S/2) / (S/2 + reach) of the memory,
-    # hwmodels.sm.dest_writes). The 132
-    # SMs of both ranks issue together at soft_min(132 / tau(1, 2), C / (1 + 2w), knee), tau(1, 2) =
-    # base + 2 x dest per byte (pksim.moves.move_time_per_B), the calibrated bend where the
-    # SMs meet the memory; each rank gets half. The first read waits one HBM latency L, the
-    # last writes drain into the L2 (one L2 latency, L2) before the kernel ends (its one
-    # phase signals nobody); the second destination buffer adds
-    # gpu.transfer.move_buffer_latency (b) and the run-time set of two destinations
-    # transfer.dest_set_latency (d); the kernel's start g (transfer.move_start; its grid of
-    # 2 x 66 blocks, one per SM, adds nothing): time = launch + g + L + b + d
-    # + (S/2) / (rate/2) + L2.
-    from hwmodels.sm import dest_writes, grid_start_s, soft_min
+    # pksim.mechanisms.dest_writes). The blocks of both ranks (66 each, cutting S/2 into pieces of
+    # whole 4 KiB: pksim.moves.piece_blocks, 65.998 blocks' worth each) issue together at
+    # soft_min(n / tau(1, 2), C / 3, knee), capped by the fan-out's ceiling C / (1 + 2w);
+    # tau(1, 2) = base + 2 x dest per byte (pksim.mechanisms.move_time_per_B), the profile's bend
+    # where the SMs meet the memory; each rank gets half. The first read waits one HBM latency
+    # L, the last writes drain into the L2 (one L2 latency, L2) before the kernel ends (its one
+    # phase signals nobody); the second destination buffer adds the profile's
+    # move_buffer_latency (b) and the run-time set of two destinations its dest_set_latency
+    # (d); the kernel's start g (transfer.move_start; its grid of 2 x 66 blocks, one per SM, adds
+    # nothing): time = launch + g + L + b + d + (S/2) / (rate/2) + L2.
+    from hwmodels.sm import grid_start_s, soft_min
+    from pksim.mechanisms import dest_writes
+    from pksim.moves import piece_blocks
     s = load_system("h200-virtual")
     p = predict(s, sched("all-gather", world=2, algorithm="direct", mechanism="register",
                          comm_sms=66))
     c = s.gpu.hbm.effective_Bps
-    t = s.gpu.transfer
+    t = s.gpu.kernel
     tau = t.ldst_move_base_s_per_B + 2 * t.ldst_move_dest_s_per_B
     w = 1 + t.ldst_fanout_write * (GiB / 2) / (GiB / 2 + t.ldst_fanout_reach_B)
     assert dest_writes(s.gpu, "register", 2, GiB / 2) == pytest.approx(w)
-    rate = min(soft_min(132 / tau, c / 3, t.issue_knee), c / (1 + 2 * w))
+    n = 2 * piece_blocks(66, GiB / 2)
+    assert n == pytest.approx(131.996, abs=1e-3)
+    rate = min(soft_min(n / tau, c / 3, t.move_knee), c / (1 + 2 * w))
     mem = s.gpu.hbm.latency_s + s.gpu.l2.latency_s
     g = grid_start_s(s.gpu, 132, 512)
-    assert g == pytest.approx(t.move_start_s)
+    assert g == pytest.approx(s.gpu.transfer.move_start_s)
     expected = (s.gpu.sync.stream_launch_s + g + mem + t.move_buffer_latency_s
                 + t.dest_set_latency_s + (GiB / 2) / (rate / 2))
     assert p.time_s == pytest.approx(expected, rel=1e-9)
     # the two moves never exceed the memory: HBM busy at most the whole time
     assert p.breakdown["hbm"] <= p.time_s
-    # at 1 GiB the fan-out's ceiling is the lower (w = 1.25 with the root's 0.3 and 100 MiB:
-    # C / 3.5 below the SMs' bend towards C / 3)
-    assert c / (1 + 2 * w) < soft_min(132 / tau, c / 3, t.issue_knee)
-    assert p.bound_resource == "hbm"
+    # at 1 GiB with pk-hopper's fan-out (0.08609 per doubling, reach 1.169 MiB: w = 1.086) the
+    # SMs' bend is just below the fan-out's ceiling (1.3518 against 1.3560 TB/s): issue-bound
+    assert soft_min(n / tau, c / 3, t.move_knee) < c / (1 + 2 * w)
+    assert p.bound_resource == "issue"
 
 
 def test_copy_engine_all_gather_between_virtual_ranks():
@@ -167,7 +173,7 @@ def test_copy_engine_all_gather_between_virtual_ranks():
     # queued copies); the
     # first read waits one HBM latency; one GPU's copies pass its copy commands one after
     # another, each holding them for a command and its bytes at one engine's rate
-    # (pksim.flows.move_spec, as pksim.microbench_model._ce_burst adds them), which binds here:
+    # (pksim.mechanisms.flow.move_flow, as pksim.microbench_model._ce_burst adds them), which binds here:
     # 4 x (command + (S/2) / bandwidth); the writes then drain into the L2 (no flag: the
     # ranks' streams wait on events); the second rank's stream starts one stream_start
     # later. With the host's calls issued long before (lead 1 s):
@@ -199,12 +205,15 @@ def test_ring_all_reduce_on_8_gpus():
     #        + (0.31 us + r + 0.918 us)
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
-    # for the second buffer (gpu.transfer.move_buffer_latency, b); the 6 that store to the
-    # next GPU wait for no first chunk of their own sources (D38), the local one waits for a
-    # stage slot (32 KiB / 3) of both at the per-SM TMA rate (pksim.moves.tma_fill_s:
-    # f = 2 x 32768 / 3 B / 38.5 GB/s): + 7 b + f. Each GPU's kernel starts in
+    # for the second buffer: the 6 that store to the next GPU at the profile's per-buffer
+    # latency across NVLink (nvlink_buffer_latency, n), the local one at its one-GPU figure
+    # (move_buffer_latency, b); the 6 wait for no first chunk of their own sources (D38), the
+    # local one waits for a stage slot (32 KiB / 3) of both at the per-SM TMA rate
+    # (pksim.mechanisms.tma_fill_s: f = 2 x 32768 / 3 B / 38.5 GB/s): + 6 n + b + f. Each GPU's
+    # kernel starts in
     # transfer.move_start (0.77 us; 132 blocks, one per SM, add nothing).
-    from hwmodels.sm import grid_start_s, tma_latency_s
+    from hwmodels.sm import grid_start_s
+    from pksim.mechanisms import tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
     p = predict(s, sched(algorithm="ring"))
     link = s.gpu.nvlink.bandwidth_Bps * s.gpu.nvlink.efficiency_tma
@@ -214,7 +223,8 @@ def test_ring_all_reduce_on_8_gpus():
     local = 3 * GiB / 8 / s.gpu.hbm.effective_Bps + flag
     entry = s.gpu.nvlink.latency_s + handoff
     fill = 2 * (32768 / 3) / s.gpu.transfer.tma_local_Bps_per_sm
-    extra = 7 * s.gpu.transfer.move_buffer_latency_s + fill + 0.77e-6
+    k = s.gpu.kernel
+    extra = 6 * k.nvlink_buffer_latency_s + k.move_buffer_latency_s + fill + 0.77e-6
     assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
     assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + entry
                                      + extra, rel=1e-6)

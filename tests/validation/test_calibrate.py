@@ -154,10 +154,12 @@ def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, sh
     for key, value in fitted.values.items():
         rel = LOOSE.get(key, 2e-3)
         assert cal.get_figure(shipped, key) == pytest.approx(value, rel=rel), key
-        prov = shipped.provenance[key]
+        prov = shipped.provenance[cal.provenance_key(key)]
         assert prov.tag == "calibrated"
-        assert prov.source.startswith("pksim calibrate on NVIDIA H200, driver 580.159.04, "
-                                      "2026-12-04, fit residual "), prov.source
+        # a kernel figure's source is its profile's (pk-hopper, fitted by the same command)
+        source = prov.source.removeprefix("kernel profile pk-hopper (fitted on NVIDIA H200): ")
+        assert source.startswith("pksim calibrate on NVIDIA H200, driver 580.159.04, "
+                                 "2026-12-04, fit residual "), prov.source
     assert all(stage.success for stage in fitted.stages)
 
 
@@ -251,7 +253,7 @@ def test_the_shipped_file_records_device_date_driver_and_residuals(results, ship
     assert dict(shipped.calibrated) == {"device": "NVIDIA H200", "date": "2026-12-04",
                                         "driver": "580.159.04"}
     summary = summarise(predict(shipped, results.records))
-    residual = shipped.calibration["residual"]
+    residual = cal.residuals(shipped)         # the hardware file's and its profile's
     assert set(residual) == set(PREDICTED) | {"block_moves", "block_moves_own", "ce_burst",
                                               "block_moves_cross", "signal_chain", "fused_pull",
                                               "gemm_store_add", "epilogue_moves",
@@ -396,7 +398,7 @@ def test_crossed_block_moves_wait_a_further_round_of_loads(shipped):
     twice = predict_time_s(shipped, {**rec, "params": {**rec["params"], "load_batch": 4}})
     assert once == pytest.approx(_block_move(g, 512.0, "register", "reduce", 8, 8, 8, groups=8,
                                              hot=False))
-    assert twice - once == pytest.approx(g.transfer.load_round_s) and g.transfer.load_round_s \
+    assert twice - once == pytest.approx(g.kernel.load_round_s) and g.kernel.load_round_s \
         == pytest.approx(1422e-9)
     # at most 4 sources are one round whatever the batch; TMA has no rounds
     four = {**rec, "params": {**rec["params"], "sources": 4, "dests": 4, "groups": 4}}
@@ -435,9 +437,9 @@ def test_a_ring_hand_off_costs_the_drain_the_release_and_a_system_flag(shipped):
 
 
 def test_the_fused_pull_reduce_moves_at_its_own_calibrated_rate(shipped):
-    # per SM and KiB of sums: base + S x source + D x dest (gpu.transfer.pull_move_*):
+    # per SM and KiB of sums: base + S x source + D x dest (the kernel profile's pull_move_*):
     # gemm-rs on 4 ranks: 89.75 + 4 x 7.609 + 1 x 18.57 = 138.8 ns; gemm-ar: D = 4: 194.5 ns
-    from pksim.moves import move_time_per_B
+    from pksim.mechanisms import move_time_per_B
     from pksim.workloads.fused import plan
     g = shipped.gpu
     per_kib = {d: move_time_per_B(g, "register", 4, d, True, routine="pull") * 1024 * 1e9

@@ -14,6 +14,7 @@ from hwmodels.catalog import load_system
 from hwmodels.resources import data_dir
 from pksim.cli import calibrate as calibrate_cli
 from pksim.cli.main import cli
+from validation.calibrate.device import from_record
 from validation.calibrate.microbench import failures
 
 RESULTS = data_dir() / "calibration" / "h200-microbench-2026-12-02.json.gz"
@@ -32,9 +33,11 @@ def failed_run(tmp_path, monkeypatch):
     run_dir.mkdir()
     (run_dir / "microbench.json").write_text(json.dumps(doc))
 
-    def fake_run(out_dir, device, python, quick, echo):
+    def fake_run(out_dir, device, python, quick, echo, only=(), budget_s=None):
         return 1, run_dir / "microbench.json"
     monkeypatch.setattr(calibrate_cli, "find_gpu", lambda device: "GPU 0: NVIDIA H200 (fake)")
+    monkeypatch.setattr(calibrate_cli, "probe_device",
+                        lambda device, python: from_record(doc["device"], "the fake GPU"))
     monkeypatch.setattr(calibrate_cli, "require", lambda *a: None)
     monkeypatch.setattr(calibrate_cli, "run_microbenchmarks", fake_run)
     return run_dir

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from hwmodels.errors import ConfigError, ValidationError
+from hwmodels.profile import LOCAL_FIELDS, load_profile
 from hwmodels.system import System
 from validation.calibrate.manifest import locate
 from pksim.microbench_model import (MEASURED_ONLY, REQUIRED, GroupSummary, PointResult, predict,
@@ -92,46 +93,46 @@ STAGES = (
         Param("gpu.transfer.tma_reduce_issue_ns", 0.1, 1e4),
         Param("gpu.hbm.reduce_efficiency", 0.05, 1.0))),
     Stage("collective moves", ("block_moves", "block_moves_own", "block_moves_cross"), (
-        Param("gpu.transfer.tma_move_base_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.tma_move_dest_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.tma_move_reduce_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.tma_move_source_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.tma_message_ns", 0.01, 1e4),
-        Param("gpu.transfer.ldst_move_base_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.ldst_move_dest_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.ldst_move_reduce_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.ldst_move_source_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.move_knee", 0.5, 30),
-        Param("gpu.transfer.tma_move_reduce_knee", 0.5, 30),
-        Param("gpu.transfer.move_buffer_latency_ns", 1, 5000),
-        Param("gpu.transfer.dest_set_latency_ns", 1, 5000),
+        Param("gpu.kernel.tma_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.tma_move_dest_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.tma_move_reduce_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.tma_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.tma_message_ns", 0.01, 1e4),
+        Param("gpu.kernel.ldst_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.ldst_move_dest_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.ldst_move_reduce_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.ldst_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.move_knee", 0.5, 30),
+        Param("gpu.kernel.tma_move_reduce_knee", 0.5, 30),
+        Param("gpu.kernel.move_buffer_latency_ns", 1, 5000),
+        Param("gpu.kernel.dest_set_latency_ns", 1, 5000),
         Param("gpu.transfer.move_start_ns", 1, 1e4),
         Param("gpu.transfer.thread_start_ps", 0.01, 1e4),
-        Param("gpu.transfer.tma_shared_reuse_MiB", 1, 1e6),
-        Param("gpu.transfer.ldst_fanout_write", 0.001, 5.0),
-        Param("gpu.transfer.ldst_fanout_reach_MiB", 1, 1e5),
-        Param("gpu.transfer.tma_shared_read", 0.01, 1.0),
-        Param("gpu.transfer.ldst_shared_read", 0.01, 1.0),
-        Param("gpu.transfer.load_round_ns", 1, 1e5)), starts=3),
+        Param("gpu.kernel.tma_shared_reuse_MiB", 1, 1e6),
+        Param("gpu.kernel.ldst_fanout_write", 0.001, 5.0),
+        Param("gpu.kernel.ldst_fanout_reach_MiB", 1, 1e5),
+        Param("gpu.kernel.tma_shared_read", 0.01, 1.0),
+        Param("gpu.kernel.ldst_shared_read", 0.01, 1.0),
+        Param("gpu.kernel.load_round_ns", 1, 1e5)), starts=3),
     Stage("epilogue moves", ("epilogue_moves",), (
-        Param("gpu.transfer.tma_move_bias_ns", 0.01, 1e5),
-        Param("gpu.transfer.ldst_move_epilogue_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.ldst_move_bias_ps_per_element", 0.01, 1e5))),
+        Param("gpu.kernel.tma_move_bias_ns", 0.01, 1e5),
+        Param("gpu.kernel.ldst_move_epilogue_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.ldst_move_bias_ps_per_element", 0.01, 1e5))),
     # block_moves --shift alone: what sources off the 16-byte grid add to the aligned move, on
     # each point's time over its aligned twin's (docs/decisions.md D63)
     Stage("shifted moves", ("block_moves_shift",), (
-        Param("gpu.transfer.ldst_move_word_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.ldst_word_l2_GBps", 100, 1e6),
-        Param("gpu.transfer.tma_move_realign_ns_per_KiB", 0.01, 1e4)), twin=aligned_twin),
+        Param("gpu.kernel.ldst_move_word_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.ldst_word_l2_GBps", 100, 1e6),
+        Param("gpu.kernel.tma_move_realign_ns_per_KiB", 0.01, 1e4)), twin=aligned_twin),
     Stage("handoffs", ("signal_chain",), (Param("gpu.sync.release_ns", 1, 1e5),)),
     Stage("fused pull", ("fused_pull",), (
-        Param("gpu.transfer.pull_move_base_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.pull_move_source_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.pull_move_dest_ns_per_KiB", 0.01, 1e4))),
+        Param("gpu.kernel.pull_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.pull_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.pull_move_dest_ns_per_KiB", 0.01, 1e4))),
     Stage("fused pull tma", ("fused_pull_tma",), (
-        Param("gpu.transfer.pull_tma_move_base_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.pull_tma_move_source_ns_per_KiB", 0.01, 1e4),
-        Param("gpu.transfer.pull_tma_move_dest_ns_per_KiB", 0.01, 1e4))),
+        Param("gpu.kernel.pull_tma_move_base_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.pull_tma_move_source_ns_per_KiB", 0.01, 1e4),
+        Param("gpu.kernel.pull_tma_move_dest_ns_per_KiB", 0.01, 1e4))),
     Stage("tensor", ("gemm", "attention"), (
         Param("gpu.tensor.gemm_efficiency", 0.1, 1.0), Param("gpu.tensor.gemm_k_overhead", 1, 1e4),
         Param("gpu.tensor.sustained_fraction", 0.2, 1.0),
@@ -143,6 +144,12 @@ STAGES = (
         Param("gpu.tensor.epilogue_overlap", 0.01, 1.0),
         Param("gpu.hbm.tile_reduce_efficiency", 0.05, 1.0))),
 )
+
+
+# The stages that fit the hardware's figures alone (``pksim calibrate --hardware-only``): none
+# of the kernel profile's (gpu.kernel).
+HARDWARE_STAGES = tuple(s for s in STAGES if not any(p.key.startswith("gpu.kernel.")
+                                                     for p in s.params))
 
 
 # ---- results files ----------------------------------------------------------------------
@@ -256,6 +263,26 @@ def _check_record(path: Path, i: int, rec: Any) -> None:
 
 
 # ---- figures on a loaded system -----------------------------------------------------------
+def residuals(system: System) -> dict[str, Any]:
+    """The fit residuals of a calibrated system's ``[calibration.residual]`` and, when its
+    kernel profile was fitted with it (on the same GPU: not carried), the profile's."""
+    out = dict((system.calibration or {}).get("residual", {}))
+    if system.profile is not None and not system.profile.carried:
+        profile = load_profile(system.profile.path)
+        out.update((profile.calibration or {}).get("residual", {}))
+    return out
+
+
+def provenance_key(dotted: str) -> str:
+    """Where a fitted figure's provenance is kept: its own key, or for a kernel figure
+    (``gpu.kernel.tma_move_base_ns_per_KiB``) its profile key (``profile.
+    tma_move_base_cycles_per_KiB``)."""
+    if dotted.startswith("gpu.kernel."):
+        return "profile." + LOCAL_FIELDS[dotted.split(".", 2)[2]].metadata["portable"]
+    return dotted
+
+
+
 def _field(obj: Any, key: str) -> dataclasses.Field:
     for f in dataclasses.fields(obj):
         if f.metadata.get("key") == key:
@@ -337,7 +364,8 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
     keys = [p.key for p in stage.params]
     lo = np.log([p.lo for p in stage.params])
     hi = np.log([p.hi for p in stage.params])
-    start = np.array([math.log(get_figure(system, k)) for k in keys])
+    # a figure the start system leaves at 0 (none measured) starts at its lower bound
+    start = np.array([math.log(max(get_figure(system, p.key), p.lo)) for p in stage.params])
     start = np.clip(start, lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
 
     def trial(u: np.ndarray) -> System:
@@ -374,9 +402,14 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
     return fitted, dict(zip(keys, (float(v) for v in np.exp(sol.x)))), result
 
 
-def fit(system: System, results: Results, stages: Sequence[Stage] = STAGES) -> FitResult:
-    """Fit every stage that has data; parameters of stages without data stay as loaded."""
-    records = [r for r in results.records if usable(r) and r["bench"] not in MEASURED_ONLY]
+def fit(system: System, results: Results, stages: Sequence[Stage] = STAGES,
+        exclude: Sequence[Mapping[str, Any]] = ()) -> FitResult:
+    """Fit every stage that has data; parameters of stages without data stay as loaded.
+    ``exclude``: records left out of the fit (pksim calibrate: the points on a validation
+    suite's size and world, validation/calibrate/disjoint.py); they are still predicted."""
+    left_out = {id(r) for r in exclude}
+    records = [r for r in results.records if usable(r) and r["bench"] not in MEASURED_ONLY
+               and id(r) not in left_out]
     values: dict[str, float] = {}
     stage_of: dict[str, str] = {}
     done = []

@@ -46,14 +46,20 @@ def find_gpu(device: int) -> str:
 
 
 def run_microbenchmarks(out_dir: Path, device: int, python: str, quick: bool,
-                        echo: Callable[[str], None]) -> tuple[int, Path]:
-    """Run validation/microbench/run.py on ``device``, echoing its progress; it writes
-    out_dir/microbench.json as results come. Returns (exit status, results file)."""
+                        echo: Callable[[str], None], only: tuple[str, ...] = (),
+                        budget_s: float | None = None) -> tuple[int, Path]:
+    """Run validation/microbench/run.py on ``device`` (``only`` those benchmarks, within
+    ``budget_s`` seconds of runs), echoing its progress; it writes out_dir/microbench.json as
+    results come. Returns (exit status, results file)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(run_py()), "--out", str(out_dir), "--python", python,
            "--kernels", str(kernels_dir())]
     if quick:
         cmd.append("--quick")
+    if only:
+        cmd += ["--only", ",".join(only)]
+    if budget_s is not None:
+        cmd += ["--budget-s", f"{budget_s:g}", "--timeout-s", f"{budget_s:g}"]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(device), PYTHONUNBUFFERED="1")
     echo("running: " + " ".join(cmd))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

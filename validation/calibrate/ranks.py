@@ -162,7 +162,7 @@ def load(path: Path) -> dict:
 # ---- the model and the fit (docs/decisions.md D50) -------------------------------------------
 def rate_Bps(point: dict, r: float, half: float, cap: float) -> float:
     """One rank's rate: its SMs at ``r`` per SM (a TMA message of m bytes at m / (m + half)
-    of it), at most the path's ``cap``: the hard minimum pksim.flows takes over NVLink."""
+    of it), at most the path's ``cap``: the hard minimum pksim.mechanisms.flow takes over NVLink."""
     issue = point["sms"] * r
     if point["mechanism"] == "tma":
         m = point["msg_bytes"]

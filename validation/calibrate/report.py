@@ -22,7 +22,8 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import PksimError
 from hwmodels.system import System
 from pksim.microbench_model import PointResult, predict, summarise
-from validation.calibrate.fit import fit, get_figure, load_results, merge_results
+from validation.calibrate.fit import (fit, get_figure, load_results, merge_results, provenance_key,
+                                      residuals)
 
 COMMAND = ("python -m validation.calibrate.report "
            "--also validation/data/cited/h200-microbench-2026-12-02-run2.json "
@@ -220,18 +221,20 @@ def report(system: System, results_path: str, also: list[str] | None = None) -> 
             f"Device: {results.device_name}, {dev.get('sm_count', '?')} SMs, "
             f"{dev.get('l2_bytes', 0) / 2**20:g} MiB L2, driver {results.driver} "
             f"(CUDA {_cuda(dev.get('cuda_runtime'))}), torch {dev.get('torch', '?')}  ",
-            f"Calibrated file: `{Path(system.path).name}` (inherits `{system.inherits}`)", ""]
+            f"Calibrated file: `{Path(system.path).name}` (inherits `{system.inherits}`), "
+            f"kernel profile `{system.profile.name}`", ""]
     out += ["#### Fitted parameters", "",
             f"| figure | calibrated | before ({parent.name if parent else '-'}) | fitted on |",
             "|---|---|---|---|"]
-    residual = cal.get("residual", {})
+    residual = residuals(system)
     fitted_on: dict[str, list[str]] = {}
     for group, info in residual.items():
         for key in info.get("fitted", []):
             fitted_on.setdefault(key, []).append(group)
     for key, groups in fitted_on.items():
         before = _fig(get_figure(parent, key)) if parent else "-"
-        if parent and parent.provenance[key].source.startswith("H200 calibration value"):
+        if parent and parent.provenance[provenance_key(key)].source.startswith(
+                "H200 calibration value"):
             before = "new figure"
         out.append(f"| `{key}` | {_fig(get_figure(system, key))} | {before} | "
                    f"{' + '.join(groups)} |")
