@@ -143,7 +143,26 @@ def _migrate(path: Path, key: str, item: Any, source: Any, tag: Any, values: dic
 
 
 def _load_file(path: Path) -> tuple[dict, dict, dict, dict]:
-    """One file -> (top-level meta, values, provenance, origin), not yet merged."""
+    """One file -> (top-level meta, values, provenance, origin), not yet merged: read and
+    checked once per version of the file (a what-if or a sensitivity check loads one system
+    with other overrides many times), a copy each call."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        _LOADED[key] = _check_file(path)
+        while len(_LOADED) > 64:
+            _LOADED.pop(next(iter(_LOADED)))
+    top, values, prov, origin = _LOADED[key]
+    return dict(top), copy.deepcopy(values), dict(prov), dict(origin)
+
+
+_LOADED: dict[tuple, tuple[dict, dict, dict, dict]] = {}
+
+
+def _check_file(path: Path) -> tuple[dict, dict, dict, dict]:
     raw = _read(path)
     top = {k: raw[k] for k in _TOP_KEYS if k in raw}
     values: dict = {}

@@ -25,6 +25,7 @@ fit wrote, so a profile written from a calibration predicts that GPU exactly as 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -363,8 +364,19 @@ def check_value(where: str, portable_key: str, value: Any) -> float:
 def load_profile(name_or_path: str, relative_to: Path | None = None) -> Profile:
     """Read and check a kernel-profile file: every figure of KernelSpec, in its table, with a
     source and a provenance tag (on the figure or its table); unknown or missing keys are
-    errors that name the file and the key."""
+    errors that name the file and the key. Read once per version of the file (a frozen
+    Profile: every system of a what-if shares it)."""
     path = profile_path(name_or_path, relative_to)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return _load_profile(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_profile(name: str, mtime_ns: int, size: int) -> Profile:
+    path = Path(name)
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:

@@ -149,7 +149,7 @@ def outputs(tmp_path_factory) -> dict[str, list]:
     def run(section: str, args: list[str]) -> None:
         result = runner.invoke(cli, args)
         assert result.exit_code == 0, f"pksim {' '.join(args)}: {result.output[-400:]}"
-        out.setdefault(section, []).append(json.loads(result.output))
+        out.setdefault(section, []).append(json.loads(result.stdout))   # notes go to stderr
 
     def files(section: str, pattern: str, where: Path) -> None:
         for path in sorted(where.glob(pattern)):
