@@ -3,11 +3,11 @@ a guess (``System.assumed_keys``: roadmap, estimate, assumed) is set 20 % lower 
 higher in turn, and the same schedule is simulated again on the changed system. The
 schedule is not searched again, so the swing is the figure's own effect on this kernel.
 
-It is deterministic (the simulator is) and costs two simulations per figure; ``predict``
-prints the few largest swings and ``--explain`` every one."""
+It is deterministic (the simulator is). ``--explain`` costs two simulations a figure and lists
+every one; ``predict`` screens (one side for every figure, the other for the few it prints)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from hwmodels.catalog import load_system
@@ -49,10 +49,12 @@ def _scaled(value: float | int, factor: float) -> float | int:
     return round(value * factor, 12)
 
 
-def swings(system_ref: str, overrides: Iterable[str], p: Prediction, cold: bool = False
-           ) -> list[Swing]:
+def swings(system_ref: str, overrides: Iterable[str], p: Prediction, cold: bool = False,
+           screen: int | None = None) -> list[Swing]:
     """Every guessed figure of ``p`` (``p.depends_on_assumed``) with the time at -20 % and
-    +20 %, largest change first (ties by key)."""
+    +20 %, largest change first (ties by key). ``screen`` = k: every figure at +20 % only,
+    then -20 % for the k that moved it most (what ``predict`` prints: one simulation a figure
+    and k more, not two a figure); the others keep ``low_s`` None."""
     overrides = tuple(overrides)
     base = load_system(system_ref, overrides)
     out = []
@@ -62,16 +64,31 @@ def swings(system_ref: str, overrides: Iterable[str], p: Prediction, cold: bool 
         if isinstance(value, (bool, str)) or not value:
             out.append(Swing(key, value, tag))
             continue
-        times = []
-        for factor in (1 - STEP, 1 + STEP):
-            try:
-                changed = load_system(system_ref, overrides + (f"{key}={_scaled(value, factor)}",))
-            except ConfigError:              # outside the figure's range: that side not tried
-                times.append(None)
-                continue
-            times.append(_resimulate(changed, p, cold))
-        out.append(Swing(key, value, tag, *times))
-    return sorted(out, key=lambda s: (-s.change(p.time_s), s.key))
+        high = _time_at(system_ref, overrides, key, value, 1 + STEP, p, cold)
+        # screening: the other side only where this one could not be simulated (a figure at
+        # the top of its range), or later for the few that move the time most
+        low = (_time_at(system_ref, overrides, key, value, 1 - STEP, p, cold)
+               if screen is None or high is None else None)
+        out.append(Swing(key, value, tag, low, high))
+    out.sort(key=lambda s: (-s.change(p.time_s), s.key))
+    if screen is not None:
+        out[:screen] = [replace(s, low_s=_time_at(system_ref, overrides, s.key, s.value,
+                                                  1 - STEP, p, cold))
+                        if s.low_s is None and s.high_s is not None else s
+                        for s in out[:screen]]
+        out.sort(key=lambda s: (-s.change(p.time_s), s.key))
+    return out
+
+
+def _time_at(system_ref: str, overrides: tuple[str, ...], key: str, value, factor: float,
+             p: Prediction, cold: bool) -> float | None:
+    """The schedule's time with ``key`` at ``factor`` x its value (None: that value is
+    outside the figure's range, or the schedule does not run there)."""
+    try:
+        changed = load_system(system_ref, overrides + (f"{key}={_scaled(value, factor)}",))
+    except ConfigError:
+        return None
+    return _resimulate(changed, p, cold)
 
 
 def _resimulate(system: System, p: Prediction, cold: bool) -> float | None:

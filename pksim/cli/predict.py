@@ -129,7 +129,7 @@ def _print_prediction(p: Prediction, system_ref: str, overrides: tuple[str, ...]
         click.echo(f"  set       {', '.join(overrides)}")
     if not p.depends_on_assumed:
         return
-    found = swings(system_ref, overrides, p, cold)
+    found = swings(system_ref, overrides, p, cold, screen=None if explain else SHOWN)
     if explain:
         click.echo(f"  assumed   {_figures(len(found))}, each set 20 % lower and higher "
                    f"(the same schedule simulated again):")
@@ -137,7 +137,7 @@ def _print_prediction(p: Prediction, system_ref: str, overrides: tuple[str, ...]
               [[s.key, _value(s.value), s.tag, _change(s.low_s, p.time_s),
                 _change(s.high_s, p.time_s)] for s in found])
         return
-    moving = [s for s in found if s.change(p.time_s) >= MOVES][:SHOWN]
+    moving = [s for s in found[:SHOWN] if s.change(p.time_s) >= MOVES]
     most = ("; the most it moves at -20 % / +20 %: " + ", ".join(
         f"{s.key} {_change(s.low_s, p.time_s)} / {_change(s.high_s, p.time_s)}"
         for s in moving)) if moving else "; none moves it 0.1 % at -20 % or +20 %"

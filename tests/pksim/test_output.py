@@ -91,6 +91,23 @@ def test_sensitivity_closed_form():
     assert found["domain.switch_tier.0.reduction_efficiency"].high_s is None
 
 
+@pytest.mark.parametrize("system, op, nbytes", [("dgx-h100", "all-reduce", 1 << 20),
+                                                ("gb200-nvl72", "all-gather", 64 << 20),
+                                                ("dgx-b200", "reduce-scatter", 4 << 10)])
+def test_screened_sensitivity_names_what_the_full_check_names(system, op, nbytes):
+    """predict's summary screens (every figure at +20 %, the other side for the three that
+    move it most): it prints the same three figures, with the same times, as checking both
+    sides of every figure does, at half the simulations."""
+    p = best(load_system(system), op, nbytes)
+    full = swings(system, (), p)
+    screened = swings(system, (), p, screen=3)
+    assert [(s.key, s.low_s, s.high_s) for s in screened[:3]] == \
+        [(s.key, s.low_s, s.high_s) for s in full[:3]]
+    assert len(screened) == len(full)
+    assert sum(s.low_s is not None for s in screened) <= 3 + sum(
+        s.high_s is None and s.low_s is not None for s in full)
+
+
 def test_predict_summarises_guessed_figures_and_never_lists_an_override():
     args = ["predict", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB",
             "--set", "gpu.nvlink.latency_ns=400"]
