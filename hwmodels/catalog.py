@@ -270,6 +270,12 @@ def _build(cls: type, raw: dict, prefix: str, where_of: Callable[[str], str]) ->
             raise ConfigError(f"{where}: {dotted} = {item!r} must be {relation} {lo:g}")
         if hi is not None and item > hi:
             raise ConfigError(f"{where}: {dotted} = {item!r} must be at most {hi:g}")
+        least, most = meta["plausible"]
+        if item != 0 and not least <= item <= most:
+            none = ", or 0: none" if lo == 0 and not meta["lo_open"] else ""
+            bounds = f"at most {most:g}" if least == 0 else f"{least:g} to {most:g}{none}"
+            raise ConfigError(f"{where}: {dotted} = {item!r} is outside the plausible range "
+                              f"({bounds})")
         kwargs[f.name] = int(item) if kind is int else float(item) * meta["factor"]
     return cls(**kwargs)
 

@@ -531,7 +531,7 @@ def variants(study: Study, systems: dict[str, System]) -> list[tuple[str, Varian
                         raise ConfigError(f"--vary {key}={choice}: a factor must be a finite "
                                           f"number at least 0")
                     value = base * factor
-                    value = int(round(value)) if isinstance(base, int) else round(value, 9)
+                    value = int(round(value)) if isinstance(base, int) else float(f"{value:.12g}")
                     label = f"{_short(key)} x{factor:g}"
                 else:
                     figure(system, key)

@@ -16,15 +16,36 @@ except ImportError:
 
 
 class _Group(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise                             # bare ``pksim``: the help, as click gives it
+        except click.UsageError as exc:
+            _fail(usage_line(exc))
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except PksimError as exc:
-            click.echo(f"pksim: error: {exc}", err=True)
-            sys.exit(2)
+            _fail(str(exc))
+        except click.UsageError as exc:      # a bad option value or name: one line too
+            _fail(usage_line(exc))
         except KeyboardInterrupt:
             click.echo("pksim: interrupted", err=True)
             sys.exit(130)
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """click's usage error (usage, hint and message on four lines) as one line that names
+    the command and where its help is."""
+    where = exc.ctx.command_path if exc.ctx is not None else "pksim"
+    return f"{exc.format_message().rstrip('.')} ({where} -h for help)"
+
+
+def _fail(message: str) -> None:
+    click.echo(f"pksim: error: {' '.join(message.split())}", err=True)
+    sys.exit(2)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
