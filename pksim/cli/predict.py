@@ -16,11 +16,14 @@ from pksim.cli.programs import (print_prediction as print_program, print_search 
 from pksim.collective import as_run
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
-from pksim.inputs import check_bytes, check_comm_sms, check_elements, check_root, check_world
+from pksim.cli.op_checks import check_applies, nccl_algo
+from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_elements,
+                          check_operands, check_root, check_skew, check_world, even_bytes)
 from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
 from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nccl_report
 from pksim.search import SearchResult, fused_space, search as run_search, space
-from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
+from pksim.workloads.fused import ALGORITHMS as FUSED_ALGORITHMS
+from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, check_shape, operand_bytes
 from pksim.simulate import predict as run_predict
 from pksim.versus import versus_nccl
 from pksim.workloads.collectives import COLLECTIVES
@@ -91,22 +94,41 @@ def op_options(fn):
         click.option("--nccl-version", default=None, metavar="X.Y.Z",
                      help="--impl nccl: the NCCL release whose tuner constants pick "
                           "(default: the newest in pksim.nccl_constants)."),
-        click.option("--launch", type=click.Choice(LAUNCH_MODES), default=DEFAULT_LAUNCH,
-                     show_default=True,
-                     help="--impl nccl: CUDA graph, one process per GPU (eager), or one "
-                          "thread driving the domain's GPUs (nccl-tests -g N)."),
+        click.option("--launch", type=click.Choice(LAUNCH_MODES), default=None,
+                     help=f"--impl nccl: CUDA graph, one process per GPU (eager), or one "
+                          f"thread driving the domain's GPUs (nccl-tests -g N) [default: "
+                          f"{DEFAULT_LAUNCH}]."),
+        click.option("--nvls", type=click.Choice(("on", "off")), default=None,
+                     help="--impl nccl: NVLink SHARP as NCCL_NVLS_ENABLE leaves it; off (=0, "
+                          "how most clusters run NCCL) takes NVLS and NVLSTree out of its "
+                          "tuner's choices [default: on, where the switches reduce]."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
 
 
-def _fused_candidates(system, kw) -> list[Schedule]:
+def _fused_candidates(system, kw, world: int) -> list[Schedule]:
     values = dict(kw, n=kw["n_"])
     shape = {}
     for key in SHAPE_KEYS[kw["op"]]:
         if values.get(key) is None:
             raise ConfigError(f"--op {kw['op']} needs --{key.replace('_', '-')}")
         shape[key] = values[key]
+    check_shape(kw["op"], shape, world)
+    check_operands(system, kw["op"], shape, kw["dtype"], world, "the shape options")
+    check_skew(kw["skew"])
+    if kw["skew"] and not kw["op"].startswith("moe"):
+        raise ConfigError(f"--skew {kw['skew']:g}: only the MoE ops route tokens, not {kw['op']}")
+    if kw["algorithm"] and kw["algorithm"] not in FUSED_ALGORITHMS[kw["op"]]:
+        raise ConfigError(f"--algorithm {kw['algorithm']}: {kw['op']} communicates by "
+                          f"{', '.join(FUSED_ALGORITHMS[kw['op']])}")
+    chunk = _chunk(kw) if kw["chunk_bytes"] is not None else 0
+    if chunk:
+        check_elements(chunk, kw["dtype"], "--chunk-bytes")
+        whole = operand_bytes(kw["op"], shape, world, DTYPES[kw["dtype"]])
+        if chunk > whole:
+            raise ConfigError(f"--chunk-bytes {kw['chunk_bytes']}: larger than all of a rank's "
+                              f"operands ({format_bytes(whole)}); 0: one chunk per peer")
     if kw["impl"] == "nccl":
         overlaps = ("none",)
     else:
@@ -142,21 +164,33 @@ def _space(system, kw) -> list[Schedule]:
     world = check_world(system, kw["world"], kw["domains"])
     check_comm_sms(system, kw["comm_sms"], world, kw["domains"])
     check_root(kw["root"], world)
+    check_dtype(system, kw["dtype"])
+    check_applies(kw)
     if kw["op"] in FUSED_OPS:
-        return _fused_candidates(system, kw)
+        return _fused_candidates(system, kw, world)
     extra, implied = comm_extra(kw, kw["op"], world)
     if kw["size"] is None and implied is None:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
     nbytes = implied if implied is not None else parse_bytes(kw["size"])
     check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
+    nbytes, note = even_bytes(kw["op"], nbytes, kw["dtype"], world)
+    if note:
+        click.echo(f"pksim: note: {note}", err=True)
     if kw["impl"] == "nccl":
         sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"],
-                              kw.get("nccl_version"), kw.get("launch", DEFAULT_LAUNCH))
+                              kw.get("nccl_version"), kw.get("launch") or DEFAULT_LAUNCH,
+                              nvls=kw.get("nvls") != "off", algo=nccl_algo(kw, kw["op"]))
         return [sched.with_(root=kw["root"], dtype=kw["dtype"],
                             extra=tuple(sorted(dict(sched.extra, **dict(extra)).items())))]
+    if kw["peer_order"] and kw["algorithm"] not in (None, "direct", "two-shot"):
+        raise ConfigError(f"--peer-order {kw['peer_order']}: only the direct algorithms (direct, "
+                          f"two-shot) order their peers, not {kw['algorithm']}")
     chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
     if chunk:
         check_elements(chunk, kw["dtype"], "--chunk-bytes")
+        if chunk >= nbytes:
+            raise ConfigError(f"--chunk-bytes {kw['chunk_bytes']}: a pipeline chunk must be "
+                              f"smaller than the buffer ({format_bytes(nbytes)}); 0: none")
     cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
                   algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
                   mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
@@ -244,7 +278,7 @@ def predict(**kw) -> None:
             # pk's schedule against NCCL's own pick: both bindings, the difference itemised
             out["vs_nccl"] = versus_nccl(system, best.schedule.op, best.nbytes,
                                          best.schedule.world, best.schedule.domains,
-                                         kw.get("launch", DEFAULT_LAUNCH), pk=best)
+                                         kw.get("launch") or DEFAULT_LAUNCH, pk=best)
         emit_json(out)
     else:
         _print_prediction(best)
