@@ -34,20 +34,27 @@ def list_systems() -> list[str]:
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.toml"))
 
 
+def is_bare_name(ref: str) -> bool:
+    """A name, not a path: no ``/`` and no ``.toml``. A bare name that is shipped means the
+    shipped file even where a file or folder of that name is here (``./name`` names that)."""
+    return "/" not in ref and not ref.endswith(".toml")
+
+
 def system_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     """A shipped system's file, or a path to a user's file."""
     candidate = Path(name_or_path)
-    if candidate.suffix == ".toml" or candidate.exists() or "/" in name_or_path:
+    shipped = SYSTEMS_DIR / f"{name_or_path}.toml"
+    if is_bare_name(name_or_path) and shipped.exists():
+        return shipped
+    if not is_bare_name(name_or_path) or candidate.exists():
         if not candidate.is_absolute() and relative_to is not None and not candidate.exists():
             candidate = relative_to / candidate
         if not candidate.exists():
             raise ConfigError(f"system file {name_or_path}: no such file")
+        if candidate.is_dir():
+            raise ConfigError(f"system file {name_or_path}: is a folder, not a .toml file")
         return candidate
-    shipped = SYSTEMS_DIR / f"{name_or_path}.toml"
-    if not shipped.exists():
-        raise ConfigError(
-            f"unknown system {name_or_path!r} (shipped: {', '.join(list_systems())})")
-    return shipped
+    raise ConfigError(f"unknown system {name_or_path!r} (shipped: {', '.join(list_systems())})")
 
 
 def _schema(cls_name: str):

@@ -155,3 +155,19 @@ def check_comm_sms(system: System, comm_sms: int | None, world: int, domains: in
 def check_positive(value: int | None, what: str, least: int = 1) -> None:
     if value is not None and value < least:
         raise ConfigError(f"{what} must be at least {least}, got {value}")
+
+
+def check_unique_systems(systems: list[tuple[str, System]], what: str) -> None:
+    """Each system given once, and no two of one name: rows name their system, so two of a
+    name could not be told apart (a user's file named like a shipped one, or one listed
+    twice). ``systems``: (reference as given, loaded system)."""
+    seen: dict[str, str] = {}
+    for ref, system in systems:
+        if ref in seen.values():
+            raise ConfigError(f"{what}: {ref} is listed twice")
+        if system.name in seen:
+            raise ConfigError(f"{what}: {seen[system.name]} and {ref} are both named "
+                              f"{system.name!r}, so their results could not be told apart; "
+                              f"give one file another name = \"...\"")
+        seen[system.name] = ref
+

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterator
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
-from pksim.inputs import check_bytes
+from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_operands, check_world,
+                          even_bytes)
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
 from pksim.programs.costs import TENSOR_RATE
@@ -381,14 +382,20 @@ def check_case(system: System, case: Case, where: str = "",
     elements and within the GPU's memory, a fused op's shape (one the world cannot split
     stays a row that says so)."""
     try:
+        check_world(system, case.world, case.domains, "world")
+        check_dtype(system, case.dtype, "dtype")
+        for sms in dict(case.search).get("comm_sms", ()):
+            check_comm_sms(system, sms, case.world, case.domains, "search.comm_sms")
         if case.op in COLLECTIVES:
-            check_bytes(system, case.op, case.nbytes, case.dtype, case.world,
+            check_bytes(system, case.op, case.given_bytes, case.dtype, case.world,
                         option("bytes"))
+            even_bytes(case.op, case.given_bytes, case.dtype, case.world, option("bytes"))
         elif case.op in FUSED_OPS:
             try:
                 check_shape(case.op, dict(case.shape), case.world, option)
             except InfeasibleError:
                 pass
+            check_operands(system, case.op, dict(case.shape), case.dtype, case.world)
     except ConfigError as exc:
         raise ConfigError(f"{where}{exc}") from None
 
@@ -405,7 +412,7 @@ def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
         for entry in programs:
             check_fits(entry, system, where, variant.label)
         for workload in workloads:
-            cases, notes = workload.expand(system)
+            cases, notes = workload.expand(system, f"{where}: ")
             if variant.label == "base":
                 skipped.extend(notes)
                 for case in cases:

@@ -165,6 +165,8 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
         return
     if out_dir is not None and out_dir.is_file():
         raise ConfigError(f"-o {out_dir}: is a file; give a directory")
+    if not 0 < deadline_s < float("inf"):        # nan too
+        raise ConfigError(f"--deadline-s {deadline_s:g}: must be a number of seconds above 0")
     if do_prepare and report_dir is not None:
         raise ConfigError("--prepare and --report are two halves of a split run: give one")
     if no_build and not do_prepare:

@@ -19,7 +19,7 @@ from pksim import plots, report
 from pksim.cli.predict import _candidates, need_op, op_options
 from pksim.cli.programs import program_prediction
 from pksim.cli.output import emit_json, json_entry, table
-from pksim.inputs import check_root, check_world
+from pksim.inputs import check_dtype, check_root, check_unique_systems, check_world
 from pksim.plots import OutputDir
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, check_case,
                           default_workers, recorded, resume_from, run_tasks, tasks_for)
@@ -119,7 +119,7 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
     start = time.perf_counter()
     study = find_study(study_file) if study_file else default_study()
     study = study.with_options(_split(systems), overrides, vary)
-    pairs = load_variants(study)
+    pairs = load_variants(study, "--systems" if systems else "")
     tasks, skipped = tasks_for(pairs, study.workloads, study.impls, study.path or study.name,
                                study.programs)
     out = OutputDir(output or OUT_ROOT / study.name, force or resume)
@@ -240,16 +240,20 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     """A size (or shape) sweep in the nccl-tests layout: size, time, algbw, busbw for
     pk and nccl side by side, and a plot."""
     impl_list = _split((impls,))
+    if not impl_list:
+        raise ConfigError(f"--impl {impls!r}: give one or more of {', '.join(IMPLS)}")
     for impl in impl_list:
         if impl not in IMPLS:
             raise ConfigError(f"--impl: {impl!r} is not one of {', '.join(IMPLS)}")
     shape_axes = _shape_axes(op, size, shapes)
     refs = _split(systems)
     variants = [(Variant(ref, tuple(overrides)), load_system(ref, overrides)) for ref in refs]
+    check_unique_systems([(v.ref, system) for v, system in variants], "--system")
     tasks = []
     for variant, system in variants:
         n = check_world(system, world, domains)
         check_root(root, n)
+        check_dtype(system, dtype)
         for shape in _product(shape_axes):
             case = Case(op, op, shape, dtype, n, domains, root)
             check_case(system, case, option=lambda key: "--bytes" if size else
