@@ -509,6 +509,20 @@ def find_study(name_or_path: str) -> Study:
     return load_study(path)
 
 
+def split_note(cases) -> str:
+    """What a run says of its collectives whose buffer does not divide over their ranks (cut
+    into whole elements per rank, as nccl-tests runs them: pksim.inputs.even_bytes); "" if
+    none."""
+    cut = sorted({c for c in cases if c.is_collective and c.nbytes != c.given_bytes},
+                 key=lambda c: (c.workload, c.world, c.shape))
+    if not cut:
+        return ""
+    c = cut[0]
+    return (f"{len(cut)} case(s) cut a buffer that does not divide over their ranks into "
+            f"whole elements per rank, as nccl-tests does, e.g. {c.label()}: "
+            f"{c.given_bytes} -> {c.nbytes} bytes")
+
+
 # ---- what to vary --------------------------------------------------------------------
 def figure(system: System, key: str, what: str = "--vary") -> Any:
     """A system figure in its file's units (e.g. GBps), found by its dotted key."""
@@ -607,5 +621,6 @@ def _load_variant(variant: Variant) -> System:
 
 
 __all__ = ["Case", "Workload", "Study", "Variant", "load_study", "default_study",
-           "find_study", "parse_vary", "figure", "variants", "load_variants", "KNOWN_OPS",
+           "find_study", "parse_vary", "figure", "variants", "load_variants", "split_note",
+           "KNOWN_OPS",
            "PLANNED_OPS", "PLOT_KINDS"]

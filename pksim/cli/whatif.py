@@ -27,7 +27,8 @@ from pksim.schedule import DTYPES, IMPLS
 from pksim.simulate import predict as run_predict
 from pksim.programs.trace import chrome_trace as program_trace, gantt_rows as program_gantt
 from pksim.trace import chrome_trace
-from pksim.study import KNOWN_OPS, Case, Variant, default_study, find_study, load_variants
+from pksim.study import (KNOWN_OPS, Case, Variant, default_study, find_study, load_variants,
+                         split_note)
 from pksim.study_programs import PROGRAM_OP
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import SHAPE_KEYS
@@ -96,6 +97,11 @@ def _interrupted(result, out: OutputDir, kept: int = 0) -> None:
         sys.exit(130)
 
 
+def _note(text: str) -> None:
+    if text:
+        click.echo(f"pksim: note: {text}", err=True)
+
+
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for text in values for v in text.split(",") if v.strip())
 
@@ -124,6 +130,7 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
                                study.programs)
     out = OutputDir(output or OUT_ROOT / study.name, force or resume)
     out.check(report.study_files(study))
+    _note(split_note(t.case for t in tasks))
     identity = {"command": "whatif", "study": study.name, "systems": list(study.systems),
                 "set": list(study.overrides), "vary": [[k, list(v)] for k, v in study.vary],
                 "impls": list(study.impls)}
@@ -261,6 +268,7 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
             tasks.extend(Task(variant, case, impl) for impl in impl_list)
     out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force or resume)
     out.check(report.sweep_files())
+    _note(split_note(t.case for t in tasks))
     identity = {"command": "sweep", "op": op, "systems": list(refs), "set": list(overrides),
                 "dtype": dtype, "world": world, "domains": domains, "root": root,
                 "impls": list(impl_list)}
