@@ -37,6 +37,7 @@ from pksim.programs.model import Program
 from pksim.programs.predict import Run, predict_baseline, predict_program
 from pksim.programs.roofline import roofline
 from pksim.provenance import binding_figure, provenance_of
+from pksim.safe_files import journal_path, read_journal
 from pksim.schedule import Schedule
 from pksim.nccl import nccl_schedule
 from pksim.search import fused_space, lower_bound, search, space
@@ -434,14 +435,29 @@ def resume_from(path: Path, identity: dict[str, Any], records_key: str, tasks: l
                 names: dict[Task, str]) -> tuple[list[Row], list[Task]]:
     """``--resume`` of whatif and sweep: the rows an earlier run of the same command left
     in ``path`` (its results.json or sweep.json, ``records_key``: the list of its per-task
-    records) and the tasks still to run. ``identity`` (command, study or op, systems,
-    --set, ...) must equal the file's ``resume`` entry; a file written before files had
-    one is matched on its study (or op) name alone. ``names``: each task's system name."""
+    records) and in its journal beside it (pksim.safe_files: the rows as they finished,
+    which an interrupt before the results file was written leaves), and the tasks still to
+    run. ``identity`` (command, study or op, systems, --set, ...) must equal the file's
+    ``resume`` entry; a file written before files had one is matched on its study (or op)
+    name alone. ``names``: each task's system name."""
+    journal = read_journal(journal_path(path), identity)
+    records = _results_records(path, identity, records_key, journal is not None)
+    if records is None and journal is None:
+        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)")
+    return resume_rows(tasks, names, (records or []) + (journal or []))
+
+
+def _results_records(path: Path, identity: dict[str, Any], records_key: str,
+                     journal: bool) -> list[dict] | None:
+    """The per-task records of a results file (None if there is none; [] if it cannot be
+    read but a ``journal`` holds the rows: an interrupt cut it, written by an older pksim)."""
     try:
         previous = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)") from None
+        return None
     except (OSError, ValueError) as exc:
+        if journal:
+            return []
         raise ConfigError(f"--resume: cannot read {path} ({exc})") from None
     if not isinstance(previous, dict):
         raise ConfigError(f"--resume: {path} is not a file pksim wrote")
@@ -460,7 +476,7 @@ def resume_from(path: Path, identity: dict[str, Any], records_key: str, tasks: l
     if not isinstance(records, list):
         raise ConfigError(f"--resume: {path} has no per-task results (written by an older "
                           f"pksim?): run it again without --resume")
-    return resume_rows(tasks, names, records)
+    return records
 
 
 def resume_rows(tasks: list[Task], names: dict[Task, str], records: list[dict]

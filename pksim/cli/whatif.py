@@ -21,6 +21,7 @@ from pksim.cli.programs import program_prediction
 from pksim.cli.output import emit_json, json_entry, table
 from pksim.inputs import check_dtype, check_root, check_unique_systems, check_world
 from pksim.plots import OutputDir
+from pksim.safe_files import Journal, journal_path
 from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, check_case,
                           default_workers, recorded, resume_from, run_tasks, tasks_for)
 from pksim.schedule import DTYPES, IMPLS
@@ -78,14 +79,29 @@ class _Progress:
 
 
 def _run(tasks: list[Task], workers: int | None, scheduler: str | None, label: str,
-         quiet: bool):
+         quiet: bool, journal: Journal):
+    """Run the tasks, each row into ``journal`` the moment it is done."""
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     progress = _Progress(len(tasks), label, quiet)
+
+    def done(row) -> None:
+        journal.add(row.to_dict())
+        progress.advance()
     try:
-        return run_tasks(tasks, workers or default_workers(), scheduler, progress.advance)
+        return run_tasks(tasks, workers or default_workers(), scheduler, done)
     finally:
         progress.stop()
+
+
+def _journal(results: Path, identity: dict, kept: list, again: bool) -> Journal:
+    """The journal of this run's rows beside ``results``; one an interrupted run left is
+    completed by --resume or started again with --force, never overwritten otherwise."""
+    path = journal_path(results)
+    if path.exists() and not again:
+        raise ConfigError(f"{path}: the rows of an interrupted run: --resume completes it, "
+                          f"--force starts again")
+    return Journal(path, identity, [r.to_dict() for r in kept])
 
 
 def _interrupted(result, out: OutputDir, kept: int = 0) -> None:
@@ -139,7 +155,8 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
         name_of = {variant: system.name for variant, system in pairs}
         kept, tasks = resume_from(out.path / "results.json", identity, "rows", tasks,
                                   {t: name_of[t.variant] for t in tasks})
-    result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json)
+    journal = _journal(out.path / "results.json", identity, kept, force or resume)
+    result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json, journal)
     rows = attach_baselines(kept + result.rows, study.baseline)
     order = [w.name for w in study.workloads] + [e.name for e in study.programs]
     rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
@@ -151,6 +168,7 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
                        {"wall_s": wall, "tasks": result.total + len(kept), "finished": len(rows),
                         "interrupted": result.interrupted, "skipped": skipped,
                         "resume": identity})
+    journal.finish()
     entries = report.summary(rows)
     if as_json:
         emit_json({"study": study.name, "wall_s": wall, "interrupted": result.interrupted,
@@ -278,16 +296,19 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
         name_of = {variant: system.name for variant, system in variants}
         kept, tasks = resume_from(out.path / "sweep.json", identity, "results", tasks,
                                   {t: name_of[t.variant] for t in tasks})
-    result = _run(tasks, workers, scheduler, f"sweep {op}", as_json)
+    journal = _journal(out.path / "sweep.json", identity, kept, force or resume)
+    result = _run(tasks, workers, scheduler, f"sweep {op}", as_json, journal)
     rows = attach_baselines(kept + result.rows, "nccl")
     rows.sort(key=lambda r: order[(r.system_ref, r.case, r.impl)])
     if rows and all(r.status == report.NOT_SUPPORTED for r in rows):
+        journal.finish()
         raise NotSupportedYet(rows[0].message)
     total = result.total + len(kept)
     partial = (f"partial: {len(rows)} of {total} rows (interrupted); the same command with "
                f"--resume -o {out.path} completes it" if result.interrupted else "")
     entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
                                  {s.name: s for _, s in variants}, partial, identity)
+    journal.finish()
     if as_json:
         emit_json({"op": op, "rows": [json_entry(e) for e in entries],
                    "files": [str(p) for p in out.written]})
