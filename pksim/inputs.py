@@ -47,6 +47,9 @@ def check_world(system: System, world: int | None, domains: int = 1,
     if n > capacity:
         raise ConfigError(f"{what} {n} is larger than the cluster: {system.name} has "
                           f"{per_domain} GPUs per domain x {domains}")
+    if domains > 1 and system.scaleout.nic_bandwidth_Bps <= 0:
+        raise ConfigError(f"--domains {domains}: {system.name} has no scale-out network "
+                          f"(scaleout.nic_bandwidth_Gbps = 0) to join domains")
     if n <= per_domain * (domains - 1):
         raise ConfigError(f"{what} {n} with --domains {domains}: ranks fill the domains in "
                           f"order ({per_domain} GPUs each on {system.name}), so "

@@ -25,6 +25,7 @@ from hwmodels.system import System
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.codegen_program import codegen_program
 from pksim.cli.comm_options import comm_extra, comm_options
+from pksim.cli.op_checks import check_applies
 from pksim.cli.output import emit_json
 from pksim.inputs import check_bytes, check_comm_sms, check_operands, check_world, even_bytes
 from pksim.plots import check_writable
@@ -221,6 +222,7 @@ def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Pre
     if kw["op"] is None:
         raise ConfigError("--op is required" + ("" if runnable_only else " (or --program NAME)"))
     system = load_system(kw["system_name"], kw["overrides"])
+    check_applies(kw)
     if kw["op"] in FUSED_CODEGEN_OPS:
         return (system, *_choose_fused(system, kw))
     domains = kw.get("domains", 1)

@@ -29,8 +29,9 @@ def _given(kw: dict, key: str) -> bool:
 
 
 def check_applies(kw: dict) -> None:
-    """ConfigError for the first given option that ``kw["op"]`` and ``kw["impl"]`` ignore."""
-    op, impl = kw["op"], kw["impl"]
+    """ConfigError for the first given option that ``kw["op"]`` and ``kw["impl"]`` ignore
+    (codegen, which has no --impl, emits pk's kernels)."""
+    op, impl = kw["op"], kw.get("impl", "pk")
     fused = op in FUSED_OPS
     if fused:
         if kw.get("size") is not None:
@@ -53,6 +54,9 @@ def check_applies(kw: dict) -> None:
     if kw.get("root") and op not in ROOTED:
         raise ConfigError(f"--root {kw['root']}: {op} has no root (rooted ops: "
                           f"{', '.join(ROOTED)})")
+    if kw.get("peer_order") and kw.get("algorithm") not in (None, "direct", "two-shot"):
+        raise ConfigError(f"--peer-order {kw['peer_order']}: only the direct algorithms (direct, "
+                          f"two-shot) order their peers, not {kw['algorithm']}")
     if impl == "pk":
         for key in _NCCL_ONLY:
             if kw.get(key) is not None:

@@ -119,6 +119,13 @@ def _fused_candidates(system, kw, world: int) -> list[Schedule]:
     check_skew(kw["skew"])
     if kw["skew"] and not kw["op"].startswith("moe"):
         raise ConfigError(f"--skew {kw['skew']:g}: only the MoE ops route tokens, not {kw['op']}")
+    if kw["overlap"] == "none":
+        fixed = [f for f, k in (("--algorithm", "algorithm"), ("--mechanism", "mechanism"),
+                                ("--comm-sms", "comm_sms"), ("--chunk-bytes", "chunk_bytes"))
+                 if kw[k] is not None]
+        if fixed:
+            raise ConfigError(f"{fixed[0]}: --overlap none is the library kernel, then NCCL: "
+                              f"it has no {fixed[0][2:]} to fix")
     if kw["algorithm"] and kw["algorithm"] not in FUSED_ALGORITHMS[kw["op"]]:
         raise ConfigError(f"--algorithm {kw['algorithm']}: {kw['op']} communicates by "
                           f"{', '.join(FUSED_ALGORITHMS[kw['op']])}")
@@ -182,9 +189,6 @@ def _space(system, kw) -> list[Schedule]:
                               nvls=kw.get("nvls") != "off", algo=nccl_algo(kw, kw["op"]))
         return [sched.with_(root=kw["root"], dtype=kw["dtype"],
                             extra=tuple(sorted(dict(sched.extra, **dict(extra)).items())))]
-    if kw["peer_order"] and kw["algorithm"] not in (None, "direct", "two-shot"):
-        raise ConfigError(f"--peer-order {kw['peer_order']}: only the direct algorithms (direct, "
-                          f"two-shot) order their peers, not {kw['algorithm']}")
     chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
     if chunk:
         check_elements(chunk, kw["dtype"], "--chunk-bytes")
@@ -238,6 +242,10 @@ def _search(kw, top: int = 1):
     if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
         p = run_predict(system, cands[0], reduced=not kw["full"], cold=kw["cold"])
         return system, [p], SearchResult((p,), (), 1)
+    if kw["full"]:
+        raise ConfigError(f"--full simulates every rank of one schedule, and these options "
+                          f"leave {len(cands)}: fix it (--schedule LABEL, or --algorithm, "
+                          f"--mechanism, --comm-sms, ...)")
     result = run_search(system, cands, top=top, cold=kw["cold"])
     return system, list(result.ranked), result
 

@@ -140,6 +140,8 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
     pksim's best and roofline (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
     study = find_study(study_file) if study_file else default_study()
+    if systems and not _split(systems):
+        raise ConfigError(f"--systems {' '.join(systems)!r}: names no system")
     study = study.with_options(_split(systems), overrides, vary)
     pairs = load_variants(study, "--systems" if systems else "")
     tasks, skipped = tasks_for(pairs, study.workloads, study.impls, study.path or study.name,
@@ -272,6 +274,8 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
             raise ConfigError(f"--impl: {impl!r} is not one of {', '.join(IMPLS)}")
     shape_axes = _shape_axes(op, size, shapes)
     refs = _split(systems)
+    if not refs:
+        raise ConfigError(f"--system {' '.join(systems)!r}: names no system")
     variants = [(Variant(ref, tuple(overrides)), load_system(ref, overrides)) for ref in refs]
     check_unique_systems([(v.ref, system) for v, system in variants], "--system")
     tasks = []
@@ -404,6 +408,8 @@ def _trace_command():
             _trace_program(output, force, gantt, kw)
             return
         need_op(kw)
+        if output == "":
+            raise ConfigError("-o '': give the trace's FILE.json (or leave -o out)")
         system = load_system(kw["system_name"], kw["overrides"])
         collective = kw["op"] in COLLECTIVES
         size = kw["size"] if collective else "-".join(
