@@ -206,3 +206,44 @@ def test_read_journal_gives_the_complete_rows(tmp_path):
         read_journal(path, {"op": "b"})
     journal.finish()
     assert not path.exists()
+
+
+LONGER = STUDY.replace('bytes = ["1MiB", "4MiB"]',
+                       'bytes = ["1MiB", "4MiB", "16MiB", "64MiB", "256MiB", "1GiB"]').replace(
+    '"dgx-h100"', '"gb200-nvl72"').replace("world = 8", "world = 72")   # rows of ~0.2 s
+
+
+def test_a_real_sigint_to_the_installed_command_keeps_what_was_done(tmp_path):
+    """SIGINT to ``pksim whatif`` (two worker processes) once its first row is journaled:
+    exit 130, every file there whole, and --resume gives the uninterrupted study's rows."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    entry = Path(sys.executable).with_name("pksim")
+    if not entry.exists():
+        pytest.skip("pksim is not installed beside this Python")
+    study = tmp_path / "longer.toml"
+    study.write_text(LONGER)
+    out = tmp_path / "o"
+    proc = subprocess.Popen([str(entry), "whatif", "--study", str(study), "--workers", "2",
+                             "-o", str(out), "--no-plots"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    journal = out / "results.partial.jsonl"
+    while proc.poll() is None and not (journal.exists() and
+                                       len(journal.read_text().splitlines()) >= 2):
+        time.sleep(0.05)                          # wait for the first row, not for a time
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(timeout=300)
+    assert code in (130, 0), proc.stderr.read()   # 0: it finished before the signal
+    data = json.loads((out / "results.json").read_text())
+    assert len(data["rows"]) <= 12 and data["interrupted"] == (code == 130)
+    assert not list(out.glob(".*.tmp"))
+    result = run(["whatif", "--study", str(study), "--workers", "1", "-o", str(out),
+                  "--no-plots", "--resume"])
+    assert result.exit_code == 0, result.output
+    assert len(_rows(out)) == 12 and not journal.exists()
+    full = run(["whatif", "--study", str(study), "--workers", "1", "-o", str(tmp_path / "f"),
+                "--no-plots"])
+    assert full.exit_code == 0 and _rows(out) == _rows(tmp_path / "f")
