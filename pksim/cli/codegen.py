@@ -129,9 +129,14 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
     overlaps = (overlap,) if overlap else ("inter-sm", "intra-sm")
 
     def cands_of(**narrow) -> list[Schedule]:
-        out = fused_space(system, op, shape, world, 1, "bf16", overlaps=narrow.get("overlaps", overlaps),
-                          algorithms=narrow.get("algorithms", ()), mechanisms=narrow.get("mechanisms", ()),
-                          comm_sms=narrow.get("comm_sms", ()))
+        try:
+            out = fused_space(system, op, shape, world, 1, "bf16",
+                              overlaps=narrow.get("overlaps", overlaps),
+                              algorithms=narrow.get("algorithms", ()),
+                              mechanisms=narrow.get("mechanisms", ()),
+                              comm_sms=narrow.get("comm_sms", ()))
+        except InfeasibleError:          # the options leave none: said below, with the kernels
+            return []
         out = [c for c in out if c.chunk_bytes == 0]
         if peer_order:
             out = [c.with_(peer_order=peer_order) for c in out]
