@@ -94,6 +94,20 @@ def _run(tasks: list[Task], workers: int | None, scheduler: str | None, label: s
         progress.stop()
 
 
+def _run_resumable(results: Path, records_key: str, identity: dict, tasks: list[Task],
+                   pairs: list, resume: bool, force: bool, run_args: tuple):
+    """(rows a --resume kept from ``results`` and its journal, the run of the rest, the
+    journal of this run); ``pairs``: (variant, system); ``run_args``: _run's workers,
+    scheduler, label and quiet."""
+    kept: list = []
+    if resume:
+        name_of = {variant: system.name for variant, system in pairs}
+        kept, tasks = resume_from(results, identity, records_key, tasks,
+                                  {t: name_of[t.variant] for t in tasks})
+    journal = _journal(results, identity, kept, force or resume)
+    return kept, _run(tasks, *run_args, journal), journal
+
+
 def _journal(results: Path, identity: dict, kept: list, again: bool) -> Journal:
     """The journal of this run's rows beside ``results``; one an interrupted run left is
     completed by --resume or started again with --force, never overwritten otherwise."""
@@ -152,13 +166,9 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
     identity = {"command": "whatif", "study": study.name, "systems": list(study.systems),
                 "set": list(study.overrides), "vary": [[k, list(v)] for k, v in study.vary],
                 "impls": list(study.impls)}
-    kept: list = []
-    if resume:
-        name_of = {variant: system.name for variant, system in pairs}
-        kept, tasks = resume_from(out.path / "results.json", identity, "rows", tasks,
-                                  {t: name_of[t.variant] for t in tasks})
-    journal = _journal(out.path / "results.json", identity, kept, force or resume)
-    result = _run(tasks, workers, scheduler, f"whatif {study.name}", as_json, journal)
+    kept, result, journal = _run_resumable(
+        out.path / "results.json", "rows", identity, tasks, pairs, resume, force,
+        (workers, scheduler, f"whatif {study.name}", as_json))
     rows = attach_baselines(kept + result.rows, study.baseline)
     order = [w.name for w in study.workloads] + [e.name for e in study.programs]
     rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
@@ -295,13 +305,9 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
                 "dtype": dtype, "world": world, "domains": domains, "root": root,
                 "impls": list(impl_list)}
     order = {(t.variant.ref, t.case, t.impl): i for i, t in enumerate(tasks)}
-    kept: list = []
-    if resume:
-        name_of = {variant: system.name for variant, system in variants}
-        kept, tasks = resume_from(out.path / "sweep.json", identity, "results", tasks,
-                                  {t: name_of[t.variant] for t in tasks})
-    journal = _journal(out.path / "sweep.json", identity, kept, force or resume)
-    result = _run(tasks, workers, scheduler, f"sweep {op}", as_json, journal)
+    kept, result, journal = _run_resumable(
+        out.path / "sweep.json", "results", identity, tasks, variants, resume, force,
+        (workers, scheduler, f"sweep {op}", as_json))
     rows = attach_baselines(kept + result.rows, "nccl")
     rows.sort(key=lambda r: order[(r.system_ref, r.case, r.impl)])
     if rows and all(r.status == report.NOT_SUPPORTED for r in rows):

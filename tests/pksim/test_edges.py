@@ -6,7 +6,7 @@ import pytest
 
 from pksim.plots import OutputDir
 
-from tests.pksim.helpers import interrupt_after, run
+from tests.pksim.helpers import interrupt_after, run, small_study
 
 SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
 NVLINK = "gpu.nvlink.link_bandwidth_GBps"
@@ -169,18 +169,7 @@ def test_codegen_never_overwrites_without_force(tmp_path):
 
 
 # ---- interrupted studies and --resume --------------------------------------------------------
-STUDY = """
-name = "small"
-systems = ["dgx-h100"]
-impls = ["pk", "nccl"]
-[[workload]]
-name = "ar"
-op = "all-reduce"
-bytes = ["1MiB", "4MiB", "16MiB"]
-world = [4, 8]
-[plots]
-kinds = ["time"]
-"""
+STUDY = small_study()
 
 
 def _stable(path):

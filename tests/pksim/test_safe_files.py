@@ -10,20 +10,9 @@ import pytest
 from pksim.plots import OutputDir
 from pksim.safe_files import Journal, read_journal, whole
 
-from tests.pksim.helpers import interrupt_after, run
+from tests.pksim.helpers import interrupt_after, run, small_study
 
-STUDY = """
-name = "small"
-systems = ["dgx-h100"]
-impls = ["pk", "nccl"]
-[[workload]]
-name = "ar"
-op = "all-reduce"
-bytes = ["1MiB", "4MiB"]
-world = 8
-[plots]
-kinds = ["time"]
-"""
+STUDY = small_study('["1MiB", "4MiB"]', "8")
 ROWS = 4                                  # 2 sizes x 2 impls
 FILES = ("results.json", "results.csv", "summary.csv", "time.csv", "time.json")
 
@@ -208,9 +197,8 @@ def test_read_journal_gives_the_complete_rows(tmp_path):
     assert not path.exists()
 
 
-LONGER = STUDY.replace('bytes = ["1MiB", "4MiB"]',
-                       'bytes = ["1MiB", "4MiB", "16MiB", "64MiB", "256MiB", "1GiB"]').replace(
-    '"dgx-h100"', '"gb200-nvl72"').replace("world = 8", "world = 72")   # rows of ~0.2 s
+LONGER = small_study('["1MiB", "4MiB", "16MiB", "64MiB", "256MiB", "1GiB"]', "72",
+                     "gb200-nvl72")                        # rows of about 0.2 s
 
 
 def test_a_real_sigint_to_the_installed_command_keeps_what_was_done(tmp_path):
