@@ -22,7 +22,7 @@ _SHARED = ("all-gather", "reduce-scatter", "gather", "scatter")
 # The ops whose buffer is cut into one equal share per rank (all-to-all: one per peer).
 SPLIT_EVENLY = _SHARED + ("all-to-all",)
 # The most ranks pksim simulates: a 4096-rank all-reduce search took 62 s and 2.6 GB
-# (docs/decisions.md D66); past this a request is refused instead of exhausting memory.
+# (docs/decisions.md D67); past this a request is refused instead of exhausting memory.
 MAX_RANKS = 8192
 # The MoE routing skew (a Zipf exponent): beyond this every token already goes to one expert.
 MAX_SKEW = 100.0
@@ -80,7 +80,7 @@ def even_bytes(op: str, nbytes: int, dtype: str, world: int,
     """A buffer ``op`` cuts into one share per rank, as nccl-tests runs it: each share whole
     elements (whole bytes for fp4), what does not divide left out (nccl-tests' count =
     elements / ranks), and a note saying so ("" when it divides). Less than one element per
-    rank is a ConfigError naming the divisor. docs/decisions.md D67."""
+    rank is a ConfigError naming the divisor. docs/decisions.md D68."""
     if op not in SPLIT_EVENLY:
         return nbytes, ""
     unit = max(1, int(DTYPES[dtype]))            # bytes of a share's smallest step
