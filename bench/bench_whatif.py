@@ -42,7 +42,7 @@ def main() -> None:
         results = json.loads((out / "results.json").read_text())
         files = sorted(p.name for p in out.iterdir())
     rows = results["rows"]
-    slowest = sorted(rows, key=lambda r: -r["seconds"])[:5]
+    slowest = sorted(rows, key=lambda r: -r["wall_s"])[:5]
     print(json.dumps({
         "benchmark": "whatif-default",
         "command": "pksim whatif",
@@ -55,9 +55,9 @@ def main() -> None:
         "predictions": len(rows),
         "ok": sum(r["status"] == "ok" for r in rows),
         "not_supported_yet": sum(r["status"] == "not supported yet" for r in rows),
-        "task_seconds": round(sum(r["seconds"] for r in rows), 2),
+        "task_seconds": round(sum(r["wall_s"] for r in rows), 2),
         "slowest_tasks": [{"system": r["system"], "workload": r["workload"], "world": r["world"],
-                           "impl": r["impl"], "seconds": round(r["seconds"], 2)}
+                           "impl": r["impl"], "wall_s": round(r["wall_s"], 2)}
                           for r in slowest],
         "files": len(files),
     }, indent=1))

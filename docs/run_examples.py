@@ -16,6 +16,26 @@ references are copied.
 ``--check`` only compares (as tests/test_docs.py does): a number that differs by more than
 2 %, or a word that differs, fails with the file, the command and the first differing token.
 Lines that say how long something took (``(31.6 s)``) are not compared.
+
+Claims: a number in a sentence of README.md, guide.md, systems.md, programs.md or
+VALIDATION.md is written with the rule that makes it, in a comment right after it:
+``1.07-1.15x<!--= range speed-up | table = whatif -o default | title ~ gb200 | ranks = 8 -->``.
+``make docs`` rewrites the number before the comment from the rule (after rewriting the
+examples); ``--check`` and tests/test_docs.py fail when they differ. The value is the text
+right before the comment, up to a space or an opening bracket. A rule is ``WHAT COLUMN`` and ``|``-separated filters:
+
+- WHAT: ``value`` (the one matching cell), ``range`` (lowest-highest, ``1.07-1.15x``),
+  ``min``, ``max``, ``count`` (matching rows), or ``grep REGEX``: the first group of the
+  regular expression's first match in the source's text (a line that is no table);
+- ``table = TEXT``: the tables that the example whose command contains TEXT prints (this
+  file's, or ``FILE: TEXT`` another file's), ``table = FILE.md``: a markdown file's tables,
+  or ``table = $ pksim ...``: the tables that command prints;
+- ``title ~ REGEX`` (a table's title line, or the heading above a markdown table; ``!~``:
+  no match), ``COLUMN = A, B`` (the cell is one of them), ``COLUMN ~ REGEX``, ``COLUMN !~
+  REGEX``; ``in ms`` writes a time column's cell in that unit;
+- or a system file's figure, ``figure SYSTEM KEY``, the number of its guessed figures,
+  ``guesses SYSTEM`` (``pksim systems list``'s ``assumed_figures``), and of its figures of
+  one provenance, ``tagged SYSTEM TAG``.
 """
 from __future__ import annotations
 
@@ -34,7 +54,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from click.testing import CliRunner  # noqa: E402
 
-from pksim.cli.main import cli
+from hwmodels.catalog import load_system  # noqa: E402
+from hwmodels.units import TIME_UNITS, significant  # noqa: E402
+from pksim.cli.main import cli  # noqa: E402
+from pksim.study import figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = (ROOT / "README.md", ROOT / "docs" / "guide.md")
@@ -44,6 +67,10 @@ _FENCE = re.compile(r"^```(.*)$")
 _TOKEN = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|[A-Za-z_]+|\S")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 _TIMING = re.compile(r"\(\d+(?:\.\d+)? ?s\)|\d+(?:\.\d+)? ?s elapsed|took \d")
+CLAIM_FILES = FILES + tuple(ROOT / "docs" / n for n in ("systems.md", "programs.md",
+                                                        "VALIDATION.md"))
+_CLAIM = re.compile(r"([^\s(\[`]*?)<!--=\s*(.*?)\s*-->", re.S)
+_CELL_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 
 
 @dataclass
@@ -151,14 +178,194 @@ def rewrite(path: Path, only: str = "") -> int:
     return len(found)
 
 
+# ---- claims ----------------------------------------------------------------------------
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[dict[str, str]]
+
+
+def tables(text: str) -> list[Table]:
+    """The tables in ``text``: rich tables (title on the line above) and markdown tables
+    (title: the heading above them)."""
+    out, lines, heading = [], text.splitlines(), ""
+    for i, line in enumerate(lines):
+        if line.startswith("#"):
+            heading = line.lstrip("# ")
+        if line.startswith("┏"):
+            head = [c.strip() for c in lines[i + 1].strip("┃").split("┃")]
+            rows = []
+            for row in lines[i + 3:]:
+                if not row.startswith("│"):
+                    break
+                rows.append(dict(zip(head, (c.strip() for c in row.strip("│").split("│")))))
+            out.append(Table(lines[i - 1] if i else "", head, rows))
+        elif line.startswith("|") and i + 1 < len(lines) and set(lines[i + 1]) <= set("|-: ") \
+                and (i == 0 or not lines[i - 1].startswith("|")):
+            head = [c.strip() for c in line.strip("|").split("|")]
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.startswith("|"):
+                    break
+                rows.append(dict(zip(head, (c.strip() for c in row.strip("|").split("|")))))
+            out.append(Table(heading, head, rows))
+    return out
+
+
+_RUNS: dict[str, str] = {}
+
+
+def _source_text(path: Path, where: str) -> str:
+    """What a claim reads: a markdown file, a command's output (run once per process), or
+    the output of the example (of this file, or ``FILE: ``) whose command contains it."""
+    if where.endswith(".md"):
+        return (ROOT / where).read_text()
+    if where.startswith("$ pksim "):
+        if where not in _RUNS:
+            _RUNS[where] = run(Example(path, 0, 0, where[2:], "", False))
+        return _RUNS[where]
+    file, _, command = where.rpartition(": ")
+    path = ROOT / file if file else path
+    found = [ex for ex in examples(path) if command in ex.command]
+    if len(found) != 1:
+        raise ValueError(f"{path.name}: {len(found)} examples run {command!r}, not one")
+    return found[0].output
+
+
+def _source_tables(path: Path, where: str) -> list[Table]:
+    return tables(_source_text(path, where))
+
+
+def _number(cell: str) -> float:
+    match = _CELL_NUMBER.search(cell)
+    if not match:
+        raise ValueError(f"{cell!r} is not a number")
+    return float(match.group().replace(",", ""))
+
+
+def _as_unit(cell: str, header: str, unit: str) -> str:
+    """A time cell (``25.1 us``, or a number in a ``... (us)`` column) in ``unit``, three
+    significant figures."""
+    factors = dict(TIME_UNITS)
+    have = re.search(r"\s(s|ms|us|ns)$", cell) or re.search(r"\((\w+)\)$", header)
+    if not have:
+        raise ValueError(f"neither {cell!r} nor its column {header!r} names a unit")
+    return significant(_number(cell) * factors[have.group(1)] / factors[unit])
+
+
+def _filters(filters: list[str]) -> tuple[str | None, list, str | None, list]:
+    source, titles, unit, conditions = None, [], None, []
+    for f in filters:
+        if f.startswith("table ="):
+            source = f.partition("=")[2].strip()
+        elif f.startswith("in "):
+            unit = f[3:].strip()
+        else:
+            match = re.match(r"(.+?)\s*(!~|[=~])\s*(.*)$", f)
+            if not match:
+                raise ValueError(f"cannot read the filter {f!r}")
+            (titles if match.group(1) == "title" else conditions).append(match.groups())
+    return source, titles, unit, conditions
+
+
+def _matches(row: dict[str, str], conditions: list) -> bool:
+    """Every condition holds: ``= A, B`` (one of), ``~ REGEX``, ``!~ REGEX`` (no match)."""
+    return all(bool(re.search(v, row.get(c, ""))) == (op == "~") if op != "=" else
+               row.get(c) in [x.strip() for x in v.split(",")] for c, op, v in conditions)
+
+
+def evaluate(rule: str, path: Path) -> str:
+    """The text a claim's rule gives (see the module's docstring)."""
+    head, *filters = [part.strip() for part in rule.split("|")]
+    what, _, column = head.partition(" ")
+    if what in ("figure", "guesses", "tagged"):
+        system, _, key = column.partition(" ")
+        loaded = load_system(system)
+        if what == "tagged":
+            return str(sum(prov.tag == key for prov in loaded.provenance.values()))
+        return str(len(loaded.assumed_keys())) if what == "guesses" else \
+            f"{figure(loaded, key):g}"
+    source, titles, unit, conditions = _filters(filters)
+    if source is None:
+        raise ValueError(f"claim {rule!r} names no table")
+    if what == "grep":
+        match = re.search(column, _source_text(path, source))
+        if not match:
+            raise ValueError(f"claim {rule!r}: no match")
+        return match.group(1)
+    cells = []
+    for t in _source_tables(path, source):
+        if not _matches({"title": t.title}, titles):
+            continue
+        header = next((h for h in t.headers if h == column or h.startswith(column + " (")),
+                      None)
+        for row in (r for r in t.rows if _matches(r, conditions)):
+            if what != "count" and header is None:
+                raise ValueError(f"no column {column!r} in {t.title!r}")
+            cells.append("" if what == "count" else
+                         _as_unit(row[header], header, unit) if unit else row[header])
+    if what == "count":
+        return str(len(cells))
+    if not cells:
+        raise ValueError(f"claim {rule!r}: no row matches")
+    if what == "value":
+        if len(set(cells)) != 1:
+            raise ValueError(f"claim {rule!r}: {len(cells)} rows match ({', '.join(cells)})")
+        return cells[0]
+    lo, hi = min(cells, key=_number), max(cells, key=_number)
+    if what in ("min", "max"):
+        return lo if what == "min" else hi
+    if what != "range":
+        raise ValueError(f"claim {rule!r}: {what!r} is not value, range, min, max or count")
+    suffix = lo[_CELL_NUMBER.search(lo).end():]
+    return lo if lo == hi else f"{lo[:len(lo) - len(suffix)]}-{hi}"
+
+
+def _value(rule: str, path: Path) -> str:
+    value = evaluate(rule, path)
+    if not value or re.search(r"[\s(\[`]", value):
+        raise ValueError(f"{path.name}: <!--= {rule} --> gives {value!r}: a claim's value "
+                         f"is one word (write the rest around it)")
+    return value
+
+
+def claims(path: Path) -> list[tuple[str, str, str]]:
+    """(written value, rule, value the rule gives) for every claim of ``path``."""
+    return [(m.group(1), m.group(2), _value(m.group(2), path))
+            for m in _CLAIM.finditer(path.read_text())]
+
+
+def check_claims(path: Path) -> list[str]:
+    return [f"{path.relative_to(ROOT)}: the text says {said!r}, the rule gives {got!r} "
+            f"(<!--= {rule} -->)" for said, rule, got in claims(path) if said != got]
+
+
+def rewrite_claims(path: Path) -> int:
+    """Write each claim's value before its rule; the number that changed."""
+    changed = 0
+
+    def put(m: re.Match) -> str:
+        nonlocal changed
+        value = _value(m.group(2), path)
+        changed += value != m.group(1)
+        return f"{value}<!--= {m.group(2)} -->"
+
+    path.write_text(_CLAIM.sub(put, path.read_text()))
+    return changed
+
+
 def main(argv: list[str]) -> int:
     if "--check" in argv:
         failures = [f for path in FILES for ex in examples(path) if (f := check(ex))]
-        print("\n".join(failures) or "every example agrees with the program")
+        failures += [f for path in CLAIM_FILES for f in check_claims(path)]
+        print("\n".join(failures) or "every example and claim agrees with the program")
         return 1 if failures else 0
     only = argv[argv.index("--only") + 1] if "--only" in argv else ""
     for path in FILES:
         print(f"{path.relative_to(ROOT)}: {rewrite(path, only)} examples rewritten")
+    for path in CLAIM_FILES:
+        print(f"{path.relative_to(ROOT)}: {rewrite_claims(path)} claims rewritten")
     return 0
 
 

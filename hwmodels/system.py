@@ -23,8 +23,9 @@ PROVENANCE_TAGS = (
     "calibrated",
     "override",
 )
-# Tags that make a prediction partly guesswork (reported as depends_on_assumed).
-GUESS_TAGS = ("roadmap", "estimate", "assumed", "override")
+# Tags that make a prediction partly guesswork (reported as depends_on_assumed). A user's
+# override is a choice, not a guess: System.overridden_keys lists those.
+GUESS_TAGS = ("roadmap", "estimate", "assumed")
 
 
 # The range a figure must lie in to be believed, by the unit its key names (a nonzero value:
@@ -504,9 +505,13 @@ class System:
 
     def assumed_keys(self, prefixes: tuple[str, ...] = ("",)) -> list[str]:
         """Dotted keys under any of ``prefixes`` whose figure is a guess (roadmap,
-        estimate, assumed, or a user override)."""
+        estimate, assumed); a figure the user set (``--set``, ``--vary``) is not one."""
         return sorted(key for key, prov in self.provenance.items()
                       if prov.tag in GUESS_TAGS and key.startswith(prefixes))
+
+    def overridden_keys(self) -> list[str]:
+        """Dotted keys the user set (``--set``, ``--vary``): provenance ``override``."""
+        return sorted(key for key, prov in self.provenance.items() if prov.tag == "override")
 
     def figure_source(self, key: str) -> Provenance:
         return self.provenance[key]

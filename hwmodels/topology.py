@@ -232,16 +232,28 @@ class Topology:
         maps every path onto a path of the same latency and every resource onto one of the
         same class and capacity. The generators: for each set of alike siblings, a swap of
         the first two and a cycle through all of them, then the same inside the first of
-        them (inside the others it follows by conjugation). None where the switch groups do
-        not nest."""
+        them (inside the others it follows by conjugation), and each of those done in all
+        of the siblings at once (``_diagonal``: a pattern that the swaps do not keep may
+        keep it). None where the switch groups do not nest."""
+        return self._automorphisms(colours)[0]
+
+    def diagonal_sources(self, colours: tuple[int, ...] | None = None
+                         ) -> dict[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+        """For each diagonal among ``automorphisms(colours)``, the generators listed before it
+        that generate it (the relabelling inside the first subtree, and the swap and cycle
+        of the subtrees): a group that holds those holds it, so it adds no orbit there."""
+        return self._automorphisms(colours)[1]
+
+    def _automorphisms(self, colours):
         key = ("automorphisms", colours)
         if key not in self._cache:
             tree = self._rank_tree()
             perms: list[tuple[int, ...]] = []
+            sources: dict = {}
             if tree is not None:
                 colour = colours or (0,) * self.world
-                _generators(tree, self.world, perms, {}, colour)
-            self._cache[key] = tuple(perms)
+                _generators(tree, self.world, perms, {}, colour, sources)
+            self._cache[key] = (tuple(perms), sources)
         return self._cache[key]
 
     def _rank_tree(self) -> dict | None:
@@ -306,7 +318,8 @@ def _leaf_pairs(a, b, shapes: dict, colour) -> list[tuple[int, int]]:
             for x, y in zip(xs, ys) for pair in _leaf_pairs(x, y, shapes, colour)]
 
 
-def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colour) -> None:
+def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colour,
+                sources: dict) -> None:
     if isinstance(node, int):
         return
     for alike in _alike(node, shapes, colour):
@@ -316,10 +329,32 @@ def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colo
             moves.append([(alike[0], alike[1]), (alike[1], alike[0])])
         if k > 2:
             moves.append([(alike[i], alike[(i + 1) % k]) for i in range(k)])
+        siblings = []
         for pairs in moves:     # the rank permutation that carries each subtree a onto b
             perm = list(range(world))
             for a, b in pairs:
                 for x, y in _leaf_pairs(a, b, shapes, colour):
                     perm[x] = y
-            out.append(tuple(perm))
-        _generators(alike[0], world, out, shapes, colour)
+            siblings.append(tuple(perm))
+        out.extend(siblings)
+        inner: list[tuple[int, ...]] = []
+        _generators(alike[0], world, inner, shapes, colour, sources)
+        out.extend(inner)
+        if k > 1:
+            for perm in inner:
+                diagonal = _diagonal(perm, alike, shapes, colour)
+                sources.setdefault(diagonal, (perm, *siblings))
+                out.append(diagonal)
+
+
+def _diagonal(perm: tuple[int, ...], alike: list, shapes: dict, colour) -> tuple[int, ...]:
+    """``perm`` (which moves ranks inside ``alike[0]`` only) done in every subtree of
+    ``alike`` at once, carried over by the isomorphisms of ``_leaf_pairs``. The same
+    relabelling in every rack of every domain keeps traffic that pairs the racks (a
+    hierarchical collective's step across domains), which the move inside one does not."""
+    out = list(perm)
+    for other in alike[1:]:
+        there = dict(_leaf_pairs(alike[0], other, shapes, colour))
+        for x, y in there.items():
+            out[y] = there[perm[x]]
+    return tuple(out)

@@ -5,7 +5,9 @@ once (bytes, seconds, bytes per second, FLOP per second, hertz).
 """
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 
 from hwmodels.errors import ConfigError
 
@@ -86,9 +88,43 @@ def format_bytes(n: float) -> str:
     return f"{int(n)}B"
 
 
-def format_time(seconds: float) -> str:
-    """Seconds -> '12.3 us' style text with a sensible unit."""
-    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= factor:
-            return f"{seconds / factor:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+@dataclass(frozen=True)
+class Seconds:
+    """A time in a table cell: the table prints its column in one unit, named in the
+    header (``time (us)``), each value to three significant figures; None prints '-'."""
+    value: float | None
+
+
+# Time units for people, largest first: (name, seconds per unit).
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` with at least ``digits`` significant figures and no exponent, trailing
+    zeros kept: 2.0 -> '2.00', 82.83 -> '82.8', 0.805 -> '0.805', 3962.5 -> '3962'."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    if decimals and abs(float(text)) >= 10 ** (digits - decimals):
+        text = f"{value:.{decimals - 1}f}"      # rounding carried a digit: 9.996 -> '10.0'
+    return text
+
+
+def time_unit(seconds) -> tuple[str, float]:
+    """The one unit for a set of times: the largest in which the smallest non-zero time is
+    at least 1 (nanoseconds at the least); ``seconds`` is a number or an iterable."""
+    values = [seconds] if isinstance(seconds, (int, float)) else list(seconds)
+    values = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    smallest = min(values, default=1.0)
+    for name, factor in TIME_UNITS:
+        if smallest >= factor * (1 - 5e-4):   # 999.7 us reads 1.00 ms, not 1000 us
+            return name, factor
+    return TIME_UNITS[-1]
+
+
+def format_time(seconds: float, unit: str | None = None) -> str:
+    """Seconds -> '12.3 us', '2.00 ms': three significant figures in ``unit`` (default:
+    the largest in which the time is at least 1)."""
+    name, factor = time_unit(seconds) if unit is None else (unit, dict(TIME_UNITS)[unit])
+    return f"{significant(seconds / factor)} {name}"

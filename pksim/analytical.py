@@ -25,16 +25,23 @@ def analyse(model) -> Analysis:
     total: dict[str, float] = {}
     latency_path = 0.0
     alpha_beta = model.launch_s
-    for _step, classes, sync_s in model.step_classes():
-        load: dict[str, float] = {}
-        for fc in classes:
-            for name, weight in fc.usage:
-                load[name] = load.get(name, 0.0) + weight * fc.nbytes * lanes
+    # what a step loads depends on its pattern only: worked out once per pattern (a ring of
+    # 9,216 ranks has two for 18,430 steps), then added step by step in the same order
+    patterns: dict = {}
+    for step, classes, sync_s in model.step_classes():
+        if step.key not in patterns:
+            load: dict[str, float] = {}
+            for fc in classes:
+                for name, weight in fc.usage:
+                    load[name] = load.get(name, 0.0) + weight * fc.nbytes * lanes
+            patterns[step.key] = (load, max((fc.latency_s for fc in classes), default=0.0),
+                                  max((v / model.capacity[n] for n, v in load.items()),
+                                      default=0.0))
+        load, slowest, busiest = patterns[step.key]
         for name, value in load.items():
             total[name] = total.get(name, 0.0) + value
-        step_latency = max((fc.latency_s for fc in classes), default=0.0) + sync_s
+        step_latency = slowest + sync_s
         latency_path += step_latency
-        busiest = max((v / model.capacity[n] for n, v in load.items()), default=0.0)
         alpha_beta += step_latency + busiest
     resource, bw_time = "latency", 0.0
     for name, value in total.items():

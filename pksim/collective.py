@@ -25,7 +25,7 @@ from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import nccl
 from pksim.analytical import analyse
-from pksim.cache import BoundedCache
+from pksim.cache import BoundedCache, topology
 from pksim.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, IN_NETWORK_CHUNKS_IN_FLIGHT,
                                    IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim.flows import (capacities, ce_setup_s, check_feasible, flow_spec, move_spec,
@@ -104,7 +104,7 @@ def build(system: System | str, schedule: Schedule, reduced: bool = True,
         system = load_system(system)
     if schedule.op not in COLLECTIVES:
         raise InfeasibleError(f"unknown collective {schedule.op!r}")
-    topo = Topology.build(system, schedule.world, schedule.domains)
+    topo = topology(system, schedule.world, schedule.domains)
     nbytes = _nbytes(schedule)
     streamed = streamed_in_network(schedule)
     schedule = as_run(schedule)
@@ -137,10 +137,8 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
     kinds = program_kinds(program)
     if schedule.impl == "pk":
         check_feasible(topo, schedule, kinds, sm_reductions=program.phases is not None)
-    largest = max((s.largest() for s in program.patterns().values()), default=0.0)
-    lanes = 1
-    if schedule.chunk_bytes and largest > schedule.chunk_bytes:
-        lanes = min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
+    lanes = lanes_of(schedule, max((s.largest() for s in program.patterns().values()),
+                                   default=0.0))
     if schedule.impl == "nccl":         # NVLS's copies through its buffers, chunk by chunk
         program = nccl.with_buffer_copies(program, schedule, nbytes)
     resident = resident_in_l2(topo, nbytes) and not cold
@@ -176,6 +174,14 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
     return Model(system, schedule, topo, program, lanes, classes, class_caps, sync, launch,
                  reduced, host_issue_s(system, schedule, program), host_lead_s, floor, tail,
                  cut)
+
+
+def lanes_of(schedule: Schedule, largest: float) -> int:
+    """Pipeline lanes of a schedule whose largest transfer or move is ``largest`` bytes:
+    one per ``chunk_bytes`` of it, at most MAX_LANES."""
+    if schedule.chunk_bytes and largest > schedule.chunk_bytes:
+        return min(MAX_LANES, math.ceil(largest / schedule.chunk_bytes))
+    return 1
 
 
 def streamed_in_network(schedule: Schedule) -> bool:
@@ -324,8 +330,15 @@ def edge_barrier_s(system: System, topo: Topology) -> float:
     stored into every rank's counter over NVLink, a system-scope acquire of every peer's):
     a phase's hand-off (hwmodels.sm.handoff_s) whose drain is the arrivals' one-way path;
     the exit barrier is the last phase's own hand-off, kept (Model.step_classes)."""
-    path = max((topo.gpu_path(0, q).latency_s for q in range(1, topo.world)), default=0.0)
+    key = (id(system), topo.world, topo.domains)
+    path = FARTHEST.lookup(system, key)
+    if path is None:        # once per topology: a search asks for it for every candidate
+        path = FARTHEST.store(system, key, max((topo.gpu_path(0, q).latency_s
+                                                for q in range(1, topo.world)), default=0.0))
     return handoff_s(system.gpu, path)
+
+
+FARTHEST = BoundedCache(16)     # the one-way path latency from rank 0 to its farthest peer
 
 
 def ce_waits_s(system: System, topo: Topology, schedule: Schedule) -> float:
@@ -506,7 +519,7 @@ def _run_sequential(model: Model, record: bool):
 
 
 def assumed_inputs(model: Model) -> list[str]:
-    """The guessed figures (roadmap, estimate, assumed, override) this prediction used."""
+    """The guessed figures (roadmap, estimate, assumed) this prediction used."""
     used = {n.cls for classes in model.classes.values() for fc in classes
             for n, _ in fc.usage}
     prefixes = ["gpu.sync.", "gpu.sm."]

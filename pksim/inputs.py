@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
-from hwmodels.topology import Topology
 from hwmodels.units import format_bytes
+from pksim.cache import topology
 from pksim.schedule import DTYPES
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import operand_bytes
@@ -21,9 +21,9 @@ from pksim.workloads.fused import operand_bytes
 _SHARED = ("all-gather", "reduce-scatter", "gather", "scatter")
 # The ops whose buffer is cut into one equal share per rank (all-to-all: one per peer).
 SPLIT_EVENLY = _SHARED + ("all-to-all",)
-# The most ranks pksim simulates: a 4096-rank all-reduce search took 62 s and 2.6 GB
-# (docs/decisions.md D67); past this a request is refused instead of exhausting memory.
-MAX_RANKS = 8192
+# The most ranks pksim simulates: 9216 (16 x gb200-nvl576) took 145 s and 3.2 GB, 36864 ran
+# past 8 GB (docs/decisions.md D67); past this a request is refused instead of exhausting memory.
+MAX_RANKS = 16384
 # The MoE routing skew (a Zipf exponent): beyond this every token already goes to one expert.
 MAX_SKEW = 100.0
 
@@ -149,7 +149,7 @@ def check_comm_sms(system: System, comm_sms: int | None, world: int, domains: in
     """Communication SMs: at least 1, at most the SMs of one rank."""
     if comm_sms is None:
         return
-    sms = Topology.build(system, world, domains).sms_per_rank()
+    sms = topology(system, world, domains).sms_per_rank()
     if not 1 <= comm_sms <= sms:
         raise ConfigError(f"{what} {comm_sms}: must be between 1 and the {sms} SMs of "
                           f"one rank of {system.name}")

@@ -9,7 +9,7 @@ headers and checks them against these.
 from __future__ import annotations
 
 from hwmodels.system import ARCHITECTURES
-from hwmodels.topology import Topology
+from pksim.cache import topology
 
 # ---- generated collectives (kernels/collectives) -------------------------------------------
 # World sizes are run-time arguments of every generated kernel, up to one NVLink domain: the
@@ -355,7 +355,7 @@ def _fused_reason(system, s) -> str | None:
     if tuple(s.tile) not in FUSED_TILES:
         return (f"no GEMM config for tile {tuple(s.tile)}; available: "
                 f"{', '.join(str(t) for t in FUSED_TILES)}")
-    sms = Topology.build(system, s.world, 1).sms_per_rank()
+    sms = topology(system, s.world, 1).sms_per_rank()
     if s.overlap == "inter-sm" and s.comm_sms >= sms:
         return (f"{s.comm_sms} communication SMs per rank leave no GEMM SM ({sms} SMs per rank "
                 f"on {system.name} at world {s.world})")

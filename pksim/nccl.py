@@ -20,6 +20,7 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology, resource
 from pksim import nccl_graph
+from pksim.cache import topology
 from pksim.kernel_contract import SPLIT_OPS
 from pksim.nccl_constants import constants
 from pksim.program import Program, Step, Transfer
@@ -247,7 +248,7 @@ def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None
     as the issuing units and channels x chunk as the DES's pipeline lane."""
     if launch not in LAUNCH_MODES:
         raise InfeasibleError(f"NCCL launch mode must be one of {', '.join(LAUNCH_MODES)}")
-    topo = Topology.build(system, world, domains)
+    topo = topology(system, world, domains)
     p = choose(system, topo, op, nbytes, version, nvls, algo, proto)
     extra = {"launch": launch, "nccl_version": constants(version).version}
     if not nvls:
@@ -272,7 +273,7 @@ def nccl_schedule(system: System, op: str, nbytes: int, world: int | None = None
 def report(system: System, schedule: Schedule, top: int = 8) -> dict:
     """What --json says about NCCL's pick: the pick, the tuner's ranked table, the graph it
     derived, the launch, and which figures came from NCCL's tables."""
-    topo = Topology.build(system, schedule.world, schedule.domains)
+    topo = topology(system, schedule.world, schedule.domains)
     version = _extra(schedule, "nccl_version")
     p = choose(system, topo, schedule.op, schedule.dim("bytes"), version,
                _extra(schedule, "nvls") != "off", _extra(schedule, "nccl_algo"),

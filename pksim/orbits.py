@@ -71,10 +71,12 @@ def _kept(topo: Topology, capacity: dict[str, float],
     if traffic is None:     # it keeps the item lists: their ids stay theirs
         traffic = TRAFFIC.store(topo.system, key, _Traffic(items))
     plain = topo.automorphisms()
-    kept = traffic.kept(topo, plain, capacity)
+    kept = traffic.kept(topo, plain, capacity, topo.diagonal_sources())
     if len(kept) < len(plain):
-        roles = topo.automorphisms(traffic.roles(topo.world))
-        kept += traffic.kept(topo, [p for p in roles if p not in plain], capacity)
+        colours = traffic.roles(topo.world)
+        roles = topo.automorphisms(colours)
+        kept += traffic.kept(topo, [p for p in roles if p not in plain], capacity,
+                             topo.diagonal_sources(colours))
     return traffic, kept
 
 
@@ -104,15 +106,21 @@ class _Traffic:
             self._images[perm] = out
         return self._images[perm]
 
-    def kept(self, topo: Topology, perms, capacity: dict[str, float]
+    def kept(self, topo: Topology, perms, capacity: dict[str, float], sources: dict | None = None
              ) -> list[tuple[tuple[int, ...], dict[str, str]]]:
         """The relabellings of ``perms`` that keep every capacity and every pattern, each
-        with its resource -> image."""
-        kept = []
-        for perm in perms:
+        with its resource -> image; a diagonal whose ``sources`` (Topology.diagonal_sources)
+        are all kept is left out: it would add no orbit."""
+        kept, held, sources = [], set(), sources or {}
+        for perm in perms:      # the patterns first: relabelling every resource costs more
+            if perm in sources and held.issuperset(sources[perm]):
+                continue
+            if self.images(perm) is None:
+                continue
             relabel = _relabel_resources(topo, perm, capacity)
-            if relabel is not None and self.images(perm) is not None:
+            if relabel is not None:
                 kept.append((perm, relabel))
+                held.add(perm)
         return kept
 
     def orbits(self, perms: list[tuple[int, ...]]) -> dict[Hashable, list[int]]:
@@ -252,7 +260,7 @@ def _relabel_resources(topo: Topology, perm: tuple[int, ...], capacity: dict[str
     key = (id(topo.system), topo.world, topo.domains, perm)
     images = RELABELLED.lookup(topo.system, key)
     if images is None:
-        images = RELABELLED.store(topo.system, key, _Images(topo, perm))
+        images = RELABELLED.store(topo.system, key, _Images(topo, perm, _names(topo)))
     out: dict[str, str] = {}
     for name in capacity:
         image = images.of(name)
@@ -262,12 +270,55 @@ def _relabel_resources(topo: Topology, perm: tuple[int, ...], capacity: dict[str
     return out if len(set(out.values())) == len(out) else None
 
 
+NAMES = BoundedCache(8)         # resources' (class, index) per topology: see _Names
+
+
+def _names(topo: Topology) -> _Names:
+    key = (id(topo.system), topo.world, topo.domains)
+    hit = NAMES.lookup(topo.system, key)
+    return hit if hit is not None else NAMES.store(topo.system, key, _Names())
+
+
+class _Names:
+    """Resource names of one topology read once: each name's class and index, the name of
+    each (class, index), and which index space a class's index is in (a rank, a GPU, a
+    switch group of tier t; None: not known), so that an image is found by lookups."""
+
+    def __init__(self):
+        self.parsed: dict[str, tuple[str, int] | None] = {}
+        self.named: dict[tuple[str, int], str] = {}
+        self.spaces: dict[str, tuple[str, int] | None] = {}
+
+    def parse(self, name: str) -> tuple[str, int] | None:
+        if name not in self.parsed:
+            cls = getattr(name, "cls", None)
+            hit = None if cls is None else (cls, int(name[len(cls) + 1:-1]))
+            self.parsed[name] = hit
+            if hit is not None:
+                self.named.setdefault(hit, name)
+        return self.parsed[name]
+
+    def name(self, cls: str, index: int) -> str:
+        key = (cls, index)
+        if key not in self.named:
+            self.named[key] = resource(cls, index)
+        return self.named[key]
+
+    def space(self, cls: str) -> tuple[str, int] | None:
+        if cls not in self.spaces:
+            tier = TIER_INDEXED.fullmatch(cls)
+            self.spaces[cls] = (("rank", 0) if cls in RANK_INDEXED else
+                                ("gpu", 0) if cls in GPU_INDEXED else
+                                ("tier", int(tier[2])) if tier is not None else None)
+        return self.spaces[cls]
+
+
 class _Images:
     """Resources' images under one rank relabelling, found as they are asked for."""
 
-    def __init__(self, topo: Topology, perm: tuple[int, ...]):
+    def __init__(self, topo: Topology, perm: tuple[int, ...], names: _Names):
         locs = topo.locations
-        self.perm = perm
+        self.perm, self.names = perm, names
         self.gpus = {locs[r].gpu: locs[perm[r]].gpu for r in range(topo.world)}
         self.groups = [{loc.groups[t]: locs[perm[loc.rank]].groups[t] for loc in locs}
                        for t in range(len(topo.system.domain.switch_tiers))]
@@ -280,17 +331,20 @@ class _Images:
         return self.seen[name]
 
     def _image(self, name: str) -> str | None:
-        cls = getattr(name, "cls", None)
-        if cls is None:
+        parsed = self.names.parse(name)
+        if parsed is None:
             return None
-        index = int(name[len(cls) + 1:-1])
-        tier = TIER_INDEXED.fullmatch(cls)
-        if cls in RANK_INDEXED:
-            return resource(cls, self.perm[index])
-        if cls in GPU_INDEXED:
-            return resource(cls, self.gpus[index])
-        if tier is not None and 0 < int(tier[2]) <= len(self.groups):
-            return resource(cls, self.groups[int(tier[2]) - 1][index])
+        cls, index = parsed
+        space = self.names.space(cls)
+        if space is None:
+            return None
+        kind, tier = space
+        if kind == "rank":
+            return self.names.name(cls, self.perm[index])
+        if kind == "gpu":
+            return self.names.name(cls, self.gpus[index])
+        if 0 < tier <= len(self.groups):
+            return self.names.name(cls, self.groups[tier - 1][index])
         return None
 
 

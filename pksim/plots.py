@@ -1,13 +1,13 @@
 """Plots and the files beside them: each plot is a PNG with its data as CSV and JSON.
 
 Drawing uses matplotlib's Agg canvas directly (``Figure`` + ``FigureCanvasAgg``): no
-display, no pyplot state, safe in worker processes. ``OutputDir`` owns the folder
-and refuses to overwrite a file unless ``force``; every file is written whole or not at all
-(pksim.safe_files.whole).
+display, no pyplot state, safe in worker processes. ``OutputDir`` owns the folder, refuses
+to overwrite a file unless ``force`` and writes each whole or not at all (safe_files.whole).
 """
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 import math
@@ -16,17 +16,15 @@ import tempfile
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import NullLocator
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
 from pksim.safe_files import whole
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Legends: at most MAX_LEGEND entries, each a distinct colour of one qualitative palette
 # (Okabe-Ito, told apart also by colour-blind readers); what does not fit is summed (bars)
@@ -92,7 +90,7 @@ class OutputDir:
     def save(self, fig: Figure, stem: str, data: Sequence[dict[str, Any]]) -> Path:
         """``stem``.png, with the plotted data as ``stem``.csv and ``stem``.json."""
         png = self.target(stem + ".png")
-        FigureCanvasAgg(fig)
+        _mpl().FigureCanvasAgg(fig)
         with _writing(png), whole(png) as tmp:
             fig.savefig(tmp, dpi=110, format="png")
         self.write_csv(stem + ".csv", data)
@@ -159,10 +157,23 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+@functools.lru_cache(maxsize=1)
+def _mpl() -> SimpleNamespace:
+    """matplotlib's pieces, imported when the first plot is drawn (a command that draws
+    none never loads matplotlib: docs/design.md, Code layout)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import NullLocator
+    return SimpleNamespace(FigureCanvasAgg=FigureCanvasAgg, Figure=Figure, Line2D=Line2D,
+                           Patch=Patch, NullLocator=NullLocator)
+
+
 def _figure(panels: int, width: float = 5.2, height: float = 3.6) -> tuple[Figure, list]:
     cols = min(3, max(1, panels))
     rows = math.ceil(max(1, panels) / cols)
-    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    fig = _mpl().Figure(figsize=(width * cols, height * rows), layout="constrained")
     axes = [fig.add_subplot(rows, cols, i + 1) for i in range(max(1, panels))]
     return fig, axes
 
@@ -185,14 +196,20 @@ def legend_groups(weights: dict[str, float]) -> tuple[dict[str, str], dict[str, 
     return entry, colours
 
 
-def _system_impl_legend(fig, colours: dict[str, str], impls: Iterable[str]) -> None:
-    """One legend entry per system (its colour) and per impl (its line style), so that
-    systems x impls never crowd the legend."""
-    handles = [Line2D([], [], color=c, linewidth=2) for c in colours.values()]
+def _system_impl_legend(fig, colours: dict[str, str], impls: Iterable[str],
+                        markers: dict[str, str] | None = None) -> None:
+    """One legend entry per system (its colour, and its marker where ``markers`` gives
+    each system one) and per impl (its line style; its marker too where the marker tells
+    the impl), so that systems x impls never crowd the legend and each entry looks like
+    the marks it names."""
+    handles = [_mpl().Line2D([], [], color=c, linewidth=2, marker=(markers or {}).get(s),
+                      markersize=4.5) for s, c in colours.items()]
     labels = list(colours)
     for impl in dict.fromkeys(impls):
-        handles.append(Line2D([], [], color="black", **IMPL_STYLE.get(impl, {}),
-                              markersize=4))
+        style = dict(IMPL_STYLE.get(impl, {}))
+        if markers:
+            style.pop("marker", None)
+        handles.append(_mpl().Line2D([], [], color="black", **style, markersize=4))
         labels.append(impl)
     fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
                fontsize=8)
@@ -214,18 +231,22 @@ def _bytes_axis(ax, sizes: Sequence[float]) -> None:
 # ---- sweep: busbw / time against size ------------------------------------------------
 def against_size(points: Sequence[dict], y: str, title: str, ylabel: str,
                  logy: bool = False, scale: float = 1.0) -> Figure:
-    """Lines per (system, impl); ``points`` have system, impl, size_B and ``y`` (drawn
+    """Lines per (system, impl); ``points`` have system, impl, size_bytes and ``y`` (drawn
     times ``scale``: seconds in the data, microseconds on the axis)."""
     fig, (ax,) = _figure(1, 7.5, 4.6)
     colours = _colours(p["system"] for p in points)
     series: dict[tuple[str, str], list] = defaultdict(list)
     for p in points:
         if p.get(y) is not None:
-            series[(p["system"], p["impl"])].append((p["size_B"], p[y] * scale))
-    for (system, impl), values in series.items():
+            series[(p["system"], p["impl"])].append((p["size_bytes"], p[y] * scale))
+    for values in series.values():
         values.sort()
+    for (system, impl), same in _coinciding(series).items():
+        values = series[(system, impl)]
         ax.plot(*zip(*values), color=colours[system],
                 **IMPL_STYLE.get(impl, {}), markersize=3.5, linewidth=1.4)
+        if same:
+            _name_twins(ax, [system] + same, values, impl, colours[system])
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.set_xlabel("size (bytes, as nccl-tests counts them)")
@@ -246,28 +267,30 @@ def by_group(points: Sequence[dict], y: str, ylabel: str, title: str,
     """A panel per ``panel`` key (a workload, or a workload at one world size); in it, lines over
     the varying shape key per system (pk solid, nccl dashed), or bars per system when
     the shape is fixed. ``points`` have panel, system, impl, x, x_label, bar and ``y``.
-    Systems that coincide (same GPU and links) are drawn thick under thin. ``y`` is drawn
-    times ``scale`` (seconds in the data, microseconds on the axis)."""
+    Systems whose line coincides with another's in a panel (same GPU and links: within
+    1 %) are drawn once and named together on the line. ``y`` is drawn times ``scale`` (seconds in the
+    data, microseconds on the axis)."""
     points = [{**p, y: p[y] * scale} if p.get(y) is not None else p for p in points]
     panels = list(dict.fromkeys(p["panel"] for p in points))
     fig, axes = _figure(len(panels))
     systems = list(dict.fromkeys(p["system"] for p in points))
     colours = _colours(systems)
     markers = dict(zip(systems, itertools.cycle("os^Dvp<>")))
-    widths = {s: 1.6 if len(systems) < 3 else 3.0 - 1.8 * i / (len(systems) - 1)
-              for i, s in enumerate(systems)}
     for ax, panel in zip(axes, panels):
         mine = [p for p in points if p["panel"] == panel and p.get(y) is not None
                 and p["impl"] in impls]
         xs = sorted({p["x"] for p in mine})
         if len(xs) > 1:
-            for (system, impl) in dict.fromkeys((p["system"], p["impl"]) for p in mine):
-                line = sorted((p["x"], p[y]) for p in mine
-                              if (p["system"], p["impl"]) == (system, impl))
+            lines = {key: sorted((p["x"], p[y]) for p in mine
+                                 if (p["system"], p["impl"]) == key)
+                     for key in dict.fromkeys((p["system"], p["impl"]) for p in mine)}
+            for (system, impl), same in _coinciding(lines).items():
+                line = lines[(system, impl)]
                 ax.plot(*zip(*line), color=colours[system],
                         linestyle=IMPL_STYLE.get(impl, {}).get("linestyle", "-"),
-                        marker=markers[system], markersize=4.5, linewidth=widths[system],
-                        alpha=0.85)
+                        marker=markers[system], markersize=4.5, linewidth=1.6, alpha=0.85)
+                if same:
+                    _name_twins(ax, [system] + same, line, impl, colours[system])
             ax.set_xscale("log", base=2)
             ax.set_xticks(xs)
             ax.set_xticklabels([str(x) for x in xs])
@@ -290,9 +313,37 @@ def by_group(points: Sequence[dict], y: str, ylabel: str, title: str,
     drawn = [p for p in points if p.get(y) is not None and p["impl"] in impls]
     if drawn:
         _system_impl_legend(fig, {p["system"]: colours[p["system"]] for p in drawn},
-                            [p["impl"] for p in drawn])
+                            [p["impl"] for p in drawn], markers)
     fig.suptitle(title)
     return fig
+
+
+def _name_twins(ax, systems: list[str], line: list, impl: str, colour: str) -> None:
+    """Name the systems one drawn line stands for ('a ≈ b'): pk's at its end, the other
+    impl's at its start, so that two such names never overlap."""
+    first = impl == "pk"
+    ax.annotate(" ≈ ".join(systems), line[-1] if first else line[0], fontsize=6,
+                xytext=(-4 if first else 4, 5), textcoords="offset points",
+                ha="right" if first else "left", color=colour)
+
+
+def _coinciding(lines: dict[tuple[str, str], list]) -> dict[tuple[str, str], list[str]]:
+    """The lines to draw, each with the systems whose line of the same impl is the same
+    (within 1 %: one line at the plots' scale), which it stands for: those are not drawn,
+    so none hides under it."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for key, line in lines.items():
+        twin = next((k for k in out if k[1] == key[1] and _same(lines[k], line)), None)
+        if twin is None:
+            out[key] = []
+        else:
+            out[twin].append(key[0])
+    return out
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(xa == xb and abs(ya - yb) <= 1e-2 * max(abs(ya), abs(yb))
+                                    for (xa, ya), (xb, yb) in zip(a, b))
 
 
 def _log_ticks(axis, values: Sequence[float]) -> None:
@@ -306,7 +357,7 @@ def _log_ticks(axis, values: Sequence[float]) -> None:
     ticks = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5] or [lo, hi]
     axis.set_ticks(ticks)
     axis.set_ticklabels([f"{t:g}" for t in ticks])
-    axis.set_minor_locator(NullLocator())
+    axis.set_minor_locator(_mpl().NullLocator())
 
 
 def breakdown(items: Sequence[dict], title: str) -> Figure:
@@ -340,7 +391,7 @@ def breakdown(items: Sequence[dict], title: str) -> Figure:
         ax.set_title(group, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
     if colours:
-        fig.legend([Patch(color=c) for c in colours.values()], list(colours),
+        fig.legend([_mpl().Patch(color=c) for c in colours.values()], list(colours),
                    loc="outside right upper", fontsize=8, title="resource")
     fig.suptitle(title + "  (black tick: predicted time)")
     return fig
@@ -348,11 +399,11 @@ def breakdown(items: Sequence[dict], title: str) -> Figure:
 
 def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: str) -> Figure:
     """Achieved bus bandwidth against size, under each system's NVLink ceiling and
-    its latency slope (bytes / (launch + one hop)). ``points``: system, impl, size_B,
+    its latency slope (bytes / (launch + one hop)). ``points``: system, impl, size_bytes,
     busbw_GBps; ``roofs``: system -> {nvlink_GBps, alpha_s}."""
     fig, (ax,) = _figure(1, 8.5, 4.8)
     colours = _colours(list(roofs) + [p["system"] for p in points])
-    sizes = [p["size_B"] for p in points] or [1024, 1 << 30]
+    sizes = [p["size_bytes"] for p in points] or [1024, 1 << 30]
     lo, hi = min(sizes) / 2, max(sizes) * 2
     ceilings: dict[float, list[str]] = defaultdict(list)
     for system, roof in roofs.items():
@@ -361,20 +412,28 @@ def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: 
         ax.annotate(f"{value:g} GB/s: {', '.join(names)}", (0.01, value),
                     xycoords=("axes fraction", "data"), fontsize=6.5, va="bottom",
                     color=colours[names[0]])
+    slopes: dict[float, list[str]] = defaultdict(list)    # one line per alpha, named
     for system, roof in roofs.items():
-        c = colours[system]
-        ax.axhline(roof["nvlink_GBps"], color=c, linewidth=0.9, linestyle=":")
-        knee = roof["nvlink_GBps"] * 1e9 * roof["alpha_s"]
-        if knee > lo:                       # the latency slope, where it is in range
-            xs = [lo, min(hi, knee)]
-            ax.plot(xs, [x / roof["alpha_s"] / 1e9 for x in xs], color=c, linewidth=0.9,
-                    linestyle=":")
+        ax.axhline(roof["nvlink_GBps"], color=colours[system], linewidth=0.9, linestyle=":")
+        if roof["nvlink_GBps"] * 1e9 * roof["alpha_s"] > lo:     # the slope is in range
+            slopes[roof["alpha_s"]].append(system)
+    for alpha, names in slopes.items():
+        knee = max(roofs[n]["nvlink_GBps"] for n in names) * 1e9 * alpha
+        xs = [lo, min(hi, knee)]
+        ax.plot(xs, [x / alpha / 1e9 for x in xs], color=colours[names[0]], linewidth=0.9,
+                linestyle="--")
+        ax.annotate(f"{alpha * 1e6:.3g} us: {', '.join(names)}", (xs[1], xs[1] / alpha / 1e9),
+                    fontsize=6.5, ha="right", va="bottom", color=colours[names[0]])
+    # points of one size sit side by side, one step per system, so that none hides another
+    order = list(dict.fromkeys(p["system"] for p in points))
+    dodge = {s: 2 ** (0.09 * (i - (len(order) - 1) / 2)) for i, s in enumerate(order)}
     for p in points:
-        ax.scatter(p["size_B"], p["busbw_GBps"], color=colours[p["system"]], s=22,
+        ax.scatter(p["size_bytes"] * dodge[p["system"]], p["busbw_GBps"],
+                   color=colours[p["system"]], s=22,
                    marker="o" if p["impl"] == "pk" else "s",
                    facecolors="none" if p["impl"] != "pk" else colours[p["system"]])
     for system in roofs:
-        ax.plot([], [], color=colours[system], label=system)
+        ax.plot([], [], color=colours[system], marker="o", linestyle="", label=system)
     ax.scatter([], [], color="grey", marker="o", label="pk (searched best)")
     ax.scatter([], [], facecolors="none", edgecolors="grey", marker="s", label="nccl")
     ax.set_yscale("log")
@@ -383,36 +442,12 @@ def roofline(points: Sequence[dict], roofs: dict[str, dict[str, float]], title: 
     ax.set_ylabel("bus bandwidth (GB/s)")
     _log_ticks(ax.yaxis, [p["busbw_GBps"] for p in points]
                + [r["nvlink_GBps"] for r in roofs.values()])
-    ax.set_title(title + "\n(dotted: NVLink per-GPU ceiling and latency slope)", fontsize=10)
+    drawn = "dotted: NVLink ceiling per GPU" + (
+        "; dashed: latency slope, size / (launch + one hop)" if slopes else
+        " (no latency slope: every size is past its knee)")
+    ax.set_title(f"{title}\n{drawn}", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     fig.legend(*ax.get_legend_handles_labels(), fontsize=8, loc="outside right upper")
-    return fig
-
-
-def gantt(events: Sequence[dict], title: str, max_tracks: int = 40) -> Figure:
-    """Horizontal bars per track, in microseconds; ``events`` have track, name, start_s,
-    end_s (seconds), group."""
-    tracks = list(dict.fromkeys(e["track"] for e in events))[:max_tracks]
-    fig = Figure(figsize=(11, 0.32 * len(tracks) + 1.6), layout="constrained")
-    ax = fig.add_subplot()
-    weights: dict[str, float] = defaultdict(float)
-    for e in events:
-        weights[e["group"]] += e["end_s"] - e["start_s"]
-    entry, groups = legend_groups(weights)
-    row = {t: i for i, t in enumerate(tracks)}
-    for e in events:
-        if e["track"] in row:
-            ax.barh(row[e["track"]], (e["end_s"] - e["start_s"]) * 1e6, left=e["start_s"] * 1e6,
-                    height=0.7, color=groups[entry[e["group"]]], edgecolor="white",
-                    linewidth=0.3)
-    ax.set_yticks(range(len(tracks)))
-    ax.set_yticklabels(tracks, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (us)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, axis="x", alpha=0.3)
-    fig.legend([Patch(color=c) for c in groups.values()], list(groups), fontsize=7,
-               loc="outside right upper", title="phase")
     return fig
 
 
@@ -437,7 +472,7 @@ def sensitivity(points: Sequence[dict], title: str) -> Figure:
                     ax.text(x, hit[0]["gain"], " " + note, rotation=90, ha="center",
                             va="bottom", fontsize=6)
         _gain_axes(ax, system, variants, margin=0.25, rotation=20)
-        ax.legend([Patch(color=c) for c in colours.values()], list(colours), fontsize=6,
+        ax.legend([_mpl().Patch(color=c) for c in colours.values()], list(colours), fontsize=6,
                   loc="best")
     fig.suptitle(title + "  (on each bar: the binding resource; * the best schedule changed)")
     return fig
@@ -448,17 +483,17 @@ def roofline_shares(points: Sequence[dict], title: str) -> Figure:
     ``points``: system, program, baseline_pct, best_pct. Programs are sorted by the
     baseline's share; a line joins each program's two points (the gain)."""
     systems = list(dict.fromkeys(p["system"] for p in points))
-    fig = Figure(figsize=(13, 3.6 * len(systems)), layout="constrained")
+    fig = _mpl().Figure(figsize=(13, 3.6 * len(systems)), layout="constrained")
     for index, system in enumerate(systems, start=1):
         ax = fig.add_subplot(len(systems), 1, index)
         mine = sorted((p for p in points if p["system"] == system),
-                      key=lambda p: (p["baseline_pct"], p["best_pct"]))
+                      key=lambda p: (p["baseline_pct_of_roofline"], p["best_pct_of_roofline"]))
         xs = range(len(mine))
         for x, p in zip(xs, mine):
-            ax.plot([x, x], [p["baseline_pct"], p["best_pct"]], color=OTHER_COLOUR, lw=0.8)
-        ax.scatter(xs, [p["baseline_pct"] for p in mine], s=14, color=PALETTE[1],
+            ax.plot([x, x], [p["baseline_pct_of_roofline"], p["best_pct_of_roofline"]], color=OTHER_COLOUR, lw=0.8)
+        ax.scatter(xs, [p["baseline_pct_of_roofline"] for p in mine], s=14, color=PALETTE[1],
                    marker="s", label="baseline (PyTorch + NCCL)", zorder=3)
-        ax.scatter(xs, [p["best_pct"] for p in mine], s=14, color=PALETTE[0],
+        ax.scatter(xs, [p["best_pct_of_roofline"] for p in mine], s=14, color=PALETTE[0],
                    marker="o", label="pksim's best", zorder=3)
         ax.set_yscale("log")
         ax.set_ylabel("% of roofline")
@@ -496,7 +531,7 @@ def program_roofline(points: Sequence[dict], title: str) -> Figure:
         for j, variant in enumerate(colours):
             for p in (p for p in mine if p["variant"] == variant):
                 x = programs.index(p["program"]) + (j - (len(colours) - 1) / 2) * width
-                ys = [p["baseline_pct"], p["best_pct"]]
+                ys = [p["baseline_pct_of_roofline"], p["best_pct_of_roofline"]]
                 if None in ys:
                     continue
                 ax.plot([x, x], ys, color=colours[variant], linewidth=1.0)
@@ -504,16 +539,17 @@ def program_roofline(points: Sequence[dict], title: str) -> Figure:
                            edgecolors=colours[variant], zorder=3)
                 ax.scatter([x], ys[1:], marker="o", s=18, color=colours[variant], zorder=3)
         ax.set_yscale("log")
-        _log_ticks(ax.yaxis, [v for p in mine for v in (p["baseline_pct"], p["best_pct"])
+        _log_ticks(ax.yaxis, [v for p in mine for v in (p["baseline_pct_of_roofline"], p["best_pct_of_roofline"])
                               if v is not None])
         ax.set_xticks(range(len(programs)))
         ax.set_xticklabels(programs, fontsize=7, rotation=30, ha="right")
         ax.set_ylabel("% of roofline")
         ax.set_title(system, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    handles = [Line2D([], [], color=c, linewidth=2) for c in colours.values()]
-    handles += [Line2D([], [], color="grey", marker="s", markerfacecolor="none", linestyle=""),
-                Line2D([], [], color="grey", marker="o", linestyle="")]
+    line = _mpl().Line2D
+    handles = [line([], [], color=c, linewidth=2) for c in colours.values()]
+    handles += [line([], [], color="grey", marker="s", markerfacecolor="none", linestyle=""),
+                line([], [], color="grey", marker="o", linestyle="")]
     labels = list(colours) + ["baseline (PyTorch + NCCL)", "pksim's best"]
     fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
                fontsize=8)
@@ -543,8 +579,9 @@ def program_gain(points: Sequence[dict], title: str) -> Figure:
                         ax.text(x + k * width, p[key], f" {p[key]:.2f}x", rotation=90,
                                 ha="center", va="bottom", fontsize=6)
         _gain_axes(ax, system, programs, margin=0.2, rotation=30)
-    handles = [Patch(color=c) for c in colours.values()]
-    handles += [Patch(facecolor="grey"), Patch(facecolor="grey", hatch="//", edgecolor="white")]
+    patch = _mpl().Patch
+    handles = [patch(color=c) for c in colours.values()]
+    handles += [patch(facecolor="grey"), patch(facecolor="grey", hatch="//", edgecolor="white")]
     labels = list(colours) + ["pksim's best", "baseline (PyTorch + NCCL)"]
     fig.legend(handles[:MAX_LEGEND], labels[:MAX_LEGEND], loc="outside right upper",
                fontsize=8)

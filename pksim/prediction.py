@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pksim.schedule import Schedule
+from pksim.vocabulary import MOVED, renamed
 
 
 @dataclass(frozen=True)
@@ -57,5 +58,5 @@ class Prediction:
         if not timeline:
             out.pop("timeline")
         else:
-            out["timeline"] = [asdict(e) for e in self.timeline]
-        return out
+            out["timeline"] = [renamed(asdict(e), MOVED) for e in self.timeline]
+        return renamed(out, ("nbytes", "breakdown", "depends_on_assumed"))

@@ -7,8 +7,9 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from hwmodels.system import System
-from hwmodels.units import format_bytes
+from hwmodels.units import Seconds, format_bytes
 from pksim import plots
+from pksim.gantt import gantt as gantt_chart
 from pksim.plots import OutputDir
 from pksim.prediction import Prediction
 from pksim.runner import Row, roofline_pct
@@ -16,6 +17,7 @@ from pksim.schedule import DTYPES
 from pksim.study import Study
 from pksim.study_programs import PROGRAM_OP
 from pksim.trace import tracks
+from pksim.vocabulary import with_aliases
 from pksim.workloads.collectives import REDUCING
 
 NCCL_TYPES = {"fp32": "float", "tf32": "float", "bf16": "bfloat16", "fp16": "half",
@@ -41,9 +43,9 @@ def summary(rows: Sequence[Row], impl: str = "pk") -> list[dict[str, Any]]:
         c = r.case
         out.append({"system": r.system, "variant": r.variant, "workload": c.workload,
                     "op": c.op, "shape": c.shape_text(), "world": c.world,
-                    "status": r.status, "schedule": r.schedule, "time_s": _num(r.time_s),
+                    "status": r.status, "label": r.schedule, "time_s": _num(r.time_s),
                     "bound_resource": r.bound_resource, "busbw_GBps": _num(r.busbw_GBps),
-                    "baseline_schedule": r.baseline_schedule,
+                    "baseline_label": r.baseline_schedule,
                     "baseline_s": _num(r.baseline_s), "speedup": _num(r.speedup),
                     "gain": _num(r.gain), "binding_figure": r.binding_figure,
                     "binding_provenance": r.binding_provenance, "message": r.message,
@@ -62,7 +64,7 @@ def program_entry(row: Row, baseline: Row | None) -> dict[str, Any]:
             else None}
 
 
-def program_table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]]:
+def program_table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list]:
     """Terminal rows of the programs' tables: PROGRAM_HEADERS, or PROGRAM_WHATIF_HEADERS."""
     out = []
     width = len(PROGRAM_WHATIF_HEADERS if what_if else PROGRAM_HEADERS)
@@ -96,7 +98,7 @@ def _fmt_pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} %"
 
 
-def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]]:
+def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list]:
     """Terminal rows: TABLE_HEADERS, or WHATIF_HEADERS when ``what_if``. A workload the
     simulator does not model yet is one line per (workload, world) with its shapes."""
     out: list[list[str]] = []
@@ -122,12 +124,12 @@ def table_rows(entries: Sequence[dict], what_if: bool = False) -> list[list[str]
             out.append(head + [f"{e['status']}: {e['message'][:60]}"]
                        + [""] * (width - len(head) - 1))
         elif what_if:
-            out.append(head + [_label(e["schedule"]), _fmt_s(e["time_s"]),
+            out.append(head + [_label(e["label"]), _fmt_s(e["time_s"]),
                                e["bound_resource"], _rests_on(e), _fmt_x(e["gain"]),
                                _fmt_x(e["speedup"])])
         else:
-            out.append(head + [_label(e["schedule"]), _fmt_s(e["time_s"]),
-                               e["bound_resource"], _label(e["baseline_schedule"] or "-"),
+            out.append(head + [_label(e["label"]), _fmt_s(e["time_s"]),
+                               e["bound_resource"], _label(e["baseline_label"] or "-"),
                                _fmt_s(e["baseline_s"]), _fmt_x(e["speedup"])])
     return out
 
@@ -154,12 +156,9 @@ def _rests_on(entry: dict) -> str:
     return f"{key.rsplit('.', 1)[-1]} ({entry.get('binding_provenance') or '?'})"
 
 
-def _fmt_s(seconds: float | None) -> str:
-    """A time for people: '18.3 us', '1.85 ms'."""
-    if seconds is None:
-        return "-"
-    us = seconds * 1e6
-    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} us"
+def _fmt_s(seconds: float | None) -> Seconds:
+    """A time cell: the table prints its column in one unit (``time (us)``)."""
+    return Seconds(seconds)
 
 
 def _fmt_x(x: float | None) -> str:
@@ -194,8 +193,8 @@ def _points(rows: Sequence[Row], study: Study, variant: str = "base") -> list[di
                     "workload": r.case.workload, "world": r.case.world, "system": r.system,
                     "impl": r.impl, "x": x, "x_label": label, "shape": r.case.shape_text(),
                     "time_s": r.time_s, "speedup": _num(r.speedup),
-                    "busbw_GBps": r.busbw_GBps, "size_B": r.nbytes,
-                    "schedule": r.schedule, "bound_resource": r.bound_resource})
+                    "busbw_GBps": r.busbw_GBps, "size_bytes": r.nbytes,
+                    "label": r.schedule, "bound_resource": r.bound_resource})
     return out
 
 
@@ -213,8 +212,8 @@ def _breakdown_items(rows: Sequence[Row]) -> list[dict]:
     for r in rows:
         if r.ok and r.variant == "base" and ((r.case.workload, r.case.world), r.case) in chosen:
             items.append({"group": f"{r.case.workload} {r.case.shape_text()} x{r.case.world}",
-                          "label": f"{r.system} {r.impl}", "system": r.system, "impl": r.impl,
-                          "schedule": r.schedule, "time_s": r.time_s,
+                          "bar": f"{r.system} {r.impl}", "system": r.system, "impl": r.impl,
+                          "label": r.schedule, "time_s": r.time_s,
                           "busy_s": dict(r.breakdown)})
     return items
 
@@ -226,16 +225,20 @@ def roofs(systems: dict[str, System]) -> dict[str, dict[str, float]]:
 
 
 # The columns of results.csv and summary.csv (what an empty or partial file still has).
-# Every file pksim writes gives times in seconds, in keys ending _s (docs/guide.md).
+# Every file pksim writes follows docs/outputs.md: times in seconds (``*_s``), sizes in
+# bytes (``*_bytes``), the schedule's label under ``label``; renamed keys keep their old
+# name after the new ones for one release (pksim.vocabulary).
 RESULT_COLUMNS = ["system", "variant", "workload", "op", "shape", "dtype", "world", "domains",
-                  "impl", "status", "message", "time_s", "schedule", "bound_s",
-                  "bound_resource", "alpha_beta_s", "nbytes", "algbw_GBps", "busbw_GBps",
-                  "link_util", "baseline_s", "baseline_schedule", "speedup", "gain",
-                  "seconds", "binding_figure", "binding_provenance", "assumed"]
+                  "impl", "status", "message", "time_s", "label", "bound_s",
+                  "bound_resource", "alpha_beta_s", "size_bytes", "algbw_GBps", "busbw_GBps",
+                  "link_util", "baseline_s", "baseline_label", "speedup", "gain",
+                  "wall_s", "binding_figure", "binding_provenance", "assumed",
+                  "schedule", "nbytes", "baseline_schedule", "seconds"]
 SUMMARY_COLUMNS = ["system", "variant", "workload", "op", "shape", "world", "status",
-                   "schedule", "time_s", "bound_resource", "busbw_GBps", "baseline_schedule",
+                   "label", "time_s", "bound_resource", "busbw_GBps", "baseline_label",
                    "baseline_s", "speedup", "gain", "binding_figure", "binding_provenance",
-                   "message"]
+                   "message", "schedule", "baseline_schedule"]
+SUMMARY_RENAMED = ("schedule", "baseline_schedule")       # the aliases summary.csv keeps
 
 
 def study_files(study: Study) -> list[str]:
@@ -255,17 +258,18 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
     records = [r.to_dict() for r in rows]
     out.write_json("results.json", {"study": study.name, "title": study.title,
                                     **(meta or {}), "rows": records})
-    flat = [{**{k: v for k, v in d.items() if k not in ("breakdown", "schedule_json")},
+    flat = [{**{k: v for k, v in d.items() if k not in ("busy_s", "breakdown", "schedule_json")},
              "shape": " ".join(f"{k}={v}" for k, v in d["shape"].items()),
              "assumed": ";".join(d["assumed"]),
-             **{f"busy_{k}_s": v for k, v in d["breakdown"].items()}} for d in records]
+             **{f"busy_{k}_s": v for k, v in d["busy_s"].items()}} for d in records]
     meta = meta or {}
     comment = ""
     if meta.get("interrupted"):
         comment = (f"partial: {meta.get('finished')} of {meta.get('tasks')} rows (interrupted); "
                    f"pksim whatif --resume -o {out.path} completes it")
     out.write_csv("results.csv", flat, None if flat else RESULT_COLUMNS, comment)
-    out.write_csv("summary.csv", summary(rows), None if rows else SUMMARY_COLUMNS, comment)
+    out.write_csv("summary.csv", [with_aliases(e, SUMMARY_RENAMED) for e in summary(rows)],
+                  None if rows else SUMMARY_COLUMNS, comment)
     if not with_plots or comment:          # plots are drawn from complete studies only
         return
     title = study.title or study.name
@@ -273,32 +277,32 @@ def write_study(out: OutputDir, study: Study, rows: Sequence[Row], systems: dict
     grouped = [p for p in points]
     if "time" in study.plots and points:
         out.save(plots.by_group(grouped, "time_s", "time (us)", f"{title}: predicted time",
-                                scale=1e6), "time", grouped)
+                                scale=1e6), "time", _aliased(grouped))
     speed = [p for p in points if p["impl"] == "pk" and p["speedup"] is not None]
     if "speedup" in study.plots and speed:
         out.save(plots.by_group(speed, "speedup", f"speed-up over {study.baseline}",
                                 f"{title}: best schedule against the baseline",
-                                impls=("pk",), hline=1.0, logy=False), "speedup", speed)
+                                impls=("pk",), hline=1.0, logy=False), "speedup", _aliased(speed))
     items = _breakdown_items(rows)
     if "breakdown" in study.plots and items:
-        data = [{**{k: v for k, v in i.items() if k != "busy_s"},
-                 **{f"busy_{k}_s": v for k, v in i["busy_s"].items()}} for i in items]
+        data = _aliased([{**{k: v for k, v in i.items() if k != "busy_s"},
+                          **{f"busy_{k}_s": v for k, v in i["busy_s"].items()}} for i in items])
         out.save(plots.breakdown(items, f"{title}: busy time per resource"), "breakdown", data)
-    coll = [p for p in points if p["size_B"] and p["busbw_GBps"]]
+    coll = [p for p in points if p["size_bytes"] and p["busbw_GBps"]]
     if "roofline" in study.plots and coll:
         used = {p["system"] for p in coll}
         out.save(plots.roofline(coll, roofs({k: v for k, v in systems.items() if k in used}),
-                                f"{title}: bus bandwidth"), "roofline", coll)
+                                f"{title}: bus bandwidth"), "roofline", _aliased(coll))
     if "timeline" in study.plots and timelines:
         events = gantt_events(timelines)
         p = timelines[0][1]
         case = f"{p.schedule.op} {format_bytes(p.nbytes)} x{p.schedule.world} on {p.system}"
-        out.save(plots.gantt(events, f"{title}\ntimeline of {case}: best schedule and baseline"),
-                 "timeline", events)
+        out.save(gantt_chart(events, f"{title}\ntimeline of {case}: best schedule and baseline"),
+                 "timeline", gantt_data(events))
     gains = _gains(rows)
     if "sensitivity" in study.plots and study.vary and gains:
         out.save(plots.sensitivity(_sensitivity_cases(gains), f"{title}: what if"),
-                 "sensitivity", gains)
+                 "sensitivity", _aliased(gains))
     _program_plots(out, study, rows)
 
 
@@ -307,17 +311,19 @@ def _program_plots(out: OutputDir, study: Study, rows: Sequence[Row]) -> None:
     points = [{"system": e["system"], "variant": e["variant"], "program": e["workload"],
                "world": e["world"], "baseline_s": e["baseline_s"], "best_s": e["time_s"],
                "roofline_s": e["roofline_s"], "roofline_resource": e["bound_resource"],
-               "baseline_pct": e["baseline_pct_of_roofline"], "best_pct": e["pct_of_roofline"],
+               "baseline_pct_of_roofline": e["baseline_pct_of_roofline"],
+               "best_pct_of_roofline": e["pct_of_roofline"],
                "speedup": e["speedup"], "gain": e["gain"], "baseline_gain": e["baseline_gain"]}
               for e in summary(rows) if e["op"] == PROGRAM_OP and e["status"] == "ok"]
     title = study.title or study.name
     if "program-roofline" in study.plots and points:
         out.save(plots.program_roofline(points, f"{title}: % of roofline, baseline and "
-                                                f"pksim's best"), "program-roofline", points)
+                                                f"pksim's best"), "program-roofline",
+                 _aliased(points))
     changed = [p for p in points if p["variant"] != "base"]
     if "program-gain" in study.plots and study.vary and changed:
         out.save(plots.program_gain(changed, f"{title}: what each change buys the programs"),
-                 "program-gain", changed)
+                 "program-gain", _aliased(changed))
 
 
 def _gains(rows: Sequence[Row]) -> list[dict]:
@@ -327,9 +333,9 @@ def _gains(rows: Sequence[Row]) -> list[dict]:
             if r.ok and r.impl == "pk" and r.variant == "base" and not r.case.is_program}
     rows = [r for r in rows if not r.case.is_program]
     return [{"system": r.system, "variant": r.variant, "workload": r.case.workload,
-             "world": r.case.world, "size": _x_axis(r)[0],
+             "world": r.case.world, "x": _x_axis(r)[0],
              "case": f"{r.case.workload} {r.case.shape_text()} x{r.case.world}",
-             "gain": _num(r.gain), "time_s": r.time_s, "schedule": r.schedule,
+             "gain": _num(r.gain), "time_s": r.time_s, "label": r.schedule,
              "bound_resource": r.bound_resource,
              "changed": r.schedule != base.get((r.system_ref, r.case), r.schedule)}
             for r in rows if r.ok and r.impl == "pk"]
@@ -342,18 +348,34 @@ def _sensitivity_cases(gains: list[dict]) -> list[dict]:
     for g in gains:
         groups[(g["system"], g["workload"], g["world"])].append(g)
     for (system, _, _), members in groups.items():
-        ends = sorted(members, key=lambda g: g["size"])
+        ends = sorted(members, key=lambda g: g["x"])
         for g in (ends[0], ends[-1]):
             if g["case"] not in keep[system] and len(keep[system]) < 6:
                 keep[system].append(g["case"])
     return [g for g in gains if g["case"] in keep[g["system"]]]
 
 
+# Old names the plots' data keep for one release (pksim.vocabulary.RENAMED).
+PLOT_RENAMED = ("size_B", "schedule", "size", "baseline_pct", "best_pct")
+
+
+GANTT_RENAMED = {"schedule": "label", "bytes": "moved_bytes"}
+
+
+def _aliased(points: Sequence[dict], old_keys=PLOT_RENAMED) -> list[dict]:
+    return [with_aliases(p, old_keys) for p in points]
+
+
+def gantt_data(events: Sequence[dict]) -> list[dict]:
+    """A Gantt chart's data file: its events, with the old names for one release."""
+    return _aliased(events, GANTT_RENAMED)
+
+
 def gantt_events(timelines: Sequence[tuple[str, Prediction, System]]) -> list[dict]:
     events = []
     for label, p, system in timelines:
         for t in tracks(system, p):
-            events.append({**t, "track": f"{label}: {t['track']}", "schedule": p.schedule.label()})
+            events.append({**t, "run": label, "label": p.schedule.label()})
     return events
 
 
@@ -368,28 +390,34 @@ def sweep_rows(rows: Sequence[Row], impls: Sequence[str]) -> list[dict[str, Any]
         nbytes = c.nbytes if c.is_collective else 0
         entry = table.setdefault(key, {
             "system": r.system, "op": c.op, "world": c.world,
-            "size_B": nbytes, "count": int(nbytes / _elem(c.dtype)) if nbytes else None,
+            "size_bytes": nbytes, "count": int(nbytes / _elem(c.dtype)) if nbytes else None,
             "type": NCCL_TYPES.get(c.dtype, c.dtype),
             "redop": "sum" if c.op in REDUCING else "none",
             "root": c.root if c.op in ROOTED else -1, "shape": c.shape_text()})
         entry[f"{r.impl}_time_s"] = _num(r.time_s)
         entry[f"{r.impl}_algbw_GBps"] = _num(r.algbw_GBps)
         entry[f"{r.impl}_busbw_GBps"] = _num(r.busbw_GBps)
-        entry[f"{r.impl}_schedule"] = r.schedule if r.ok else r.status
+        entry[f"{r.impl}_label"] = r.schedule if r.ok else r.status
     order = list(dict.fromkeys(r.system for r in rows))
     out = list(table.values())
     for e in out:
         if e.get("pk_time_s") and e.get("nccl_time_s"):
             e["speedup"] = e["nccl_time_s"] / e["pk_time_s"]
-    return sorted(out, key=lambda e: (order.index(e["system"]), e["size_B"], e["shape"]))
+    return sorted(out, key=lambda e: (order.index(e["system"]), e["size_bytes"], e["shape"]))
 
 
 def sweep_columns(impls: Sequence[str]) -> list[str]:
-    cols = ["system", "op", "world", "size_B", "count", "type", "redop", "root"]
+    cols = ["system", "op", "world", "size_bytes", "count", "type", "redop", "root"]
     for impl in impls:
         cols += [f"{impl}_time_s", f"{impl}_algbw_GBps", f"{impl}_busbw_GBps",
-                 f"{impl}_schedule"]
-    return cols + (["speedup"] if {"pk", "nccl"} <= set(impls) else [])
+                 f"{impl}_label"]
+    cols += ["speedup"] if {"pk", "nccl"} <= set(impls) else []
+    return cols + [old for old in _aliases(impls)]
+
+
+def _aliases(impls: Sequence[str]) -> list[str]:
+    """The old names a sweep's rows keep for one release (pksim.vocabulary)."""
+    return ["size_B"] + [f"{impl}_schedule" for impl in impls]
 
 
 def _elem(dtype: str) -> float:
@@ -408,23 +436,24 @@ def write_sweep(out: OutputDir, rows: Sequence[Row], impls: Sequence[str], op: s
     also keeps every task's row (``results``) and what the sweep was (``resume``), which
     ``--resume`` reads."""
     table = sweep_rows(rows, impls)
-    out.write_csv("sweep.csv", table, sweep_columns(impls), partial)
+    files = [with_aliases(e, _aliases(impls)) for e in table]
+    out.write_csv("sweep.csv", files, sweep_columns(impls), partial)
     out.write_json("sweep.json", {"op": op, "partial": partial or None, "resume": resume,
                                   "results": [r.to_dict() for r in rows],
-                                  "columns": sweep_columns(impls), "rows": table,
-                                  "units": {"size_B": "bytes", "time_s": "seconds",
+                                  "columns": sweep_columns(impls), "rows": files,
+                                  "units": {"size_bytes": "bytes", "time_s": "seconds",
                                             "algbw_GBps": "1e9 bytes/s",
                                             "busbw_GBps": "1e9 bytes/s"}})
-    points = [{"system": r.system, "impl": r.impl, "size_B": r.nbytes, "schedule": r.schedule,
+    points = [{"system": r.system, "impl": r.impl, "size_bytes": r.nbytes, "label": r.schedule,
                "time_s": r.time_s, "algbw_GBps": r.algbw_GBps,
                "busbw_GBps": r.busbw_GBps} for r in rows if r.ok]
     if with_plots and points and not partial:
         out.save(plots.against_size(points, "busbw_GBps", f"{op}: bus bandwidth",
-                                    "busbw (GB/s)"), "busbw", points)
+                                    "busbw (GB/s)"), "busbw", _aliased(points))
         out.save(plots.against_size(points, "time_s", f"{op}: time", "time (us)", logy=True,
-                                    scale=1e6), "time", points)
+                                    scale=1e6), "time", _aliased(points))
         bandwidth = [p for p in points if p["busbw_GBps"]]
         if systems and bandwidth:
             out.save(plots.roofline(bandwidth, roofs(systems), f"{op}: bus bandwidth"),
-                     "roofline", bandwidth)
+                     "roofline", _aliased(bandwidth))
     return table

@@ -44,6 +44,7 @@ from pksim.search import fused_space, lower_bound, search, space
 from pksim.simulate import predict
 from pksim.study import PLANNED_OPS, Case, Variant
 from pksim.study_programs import ProgramEntry, check_fits
+from pksim.vocabulary import read, renamed
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import FUSED_OPS, check_shape
 
@@ -154,7 +155,12 @@ class Row:
         out["not_emittable"] = self.not_emittable or None
         if c.is_program:          # op rows keep their keys: studies without programs unchanged
             out.update(program_fields(self))
-        return out
+        return renamed(out, ROW_RENAMED)
+
+
+# A row's keys renamed in this release (the old names stay as aliases: docs/outputs.md);
+# ``schedule_json`` (the schedule itself) becomes ``schedule`` when the alias goes.
+ROW_RENAMED = ("schedule", "nbytes", "breakdown", "baseline_schedule", "seconds")
 
 
 @functools.lru_cache(maxsize=64)
@@ -504,20 +510,21 @@ def _row_from_record(task: Task, system_name: str, record: dict) -> Row:
     for name in ("time_s", "bound_s", "alpha_beta_s", "algbw_GBps", "busbw_GBps", "link_util"):
         value = record.get(name)
         setattr(row, name, math.nan if value is None else float(value))
-    for name in ("schedule", "bound_resource", "binding_figure", "binding_provenance",
-                 "not_emittable"):
+    for name in ("bound_resource", "binding_figure", "binding_provenance", "not_emittable"):
         setattr(row, name, record.get(name) or "")
+    # the keys' names as this release writes them, or as earlier ones did (pksim.vocabulary)
+    row.schedule = read(record, "label") or ""
     row.emittable = record.get("emittable")
-    row.nbytes = int(record.get("nbytes") or 0)
-    row.seconds = float(record.get("seconds") or 0.0)
-    row.breakdown = dict(record.get("breakdown") or {})
+    row.nbytes = int(read(record, "size_bytes") or 0)
+    row.seconds = float(read(record, "wall_s") or 0.0)
+    row.breakdown = dict(read(record, "busy_s") or {})
     row.assumed = tuple(record.get("assumed") or ())
     row.schedule_dict = record.get("schedule_json")
     if task.case.is_program:       # what program_fill gave and attach_baselines does not
         for name in ("roofline_s", "baseline_s", "speedup"):
             value = record.get(name)
             setattr(row, name, math.nan if value is None else float(value))
-        row.baseline_schedule = record.get("baseline_schedule") or ""
+        row.baseline_schedule = read(record, "baseline_label") or ""
         row.roofline_terms = dict(record.get("roofline_terms_s") or {})
     return row
 

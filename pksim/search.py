@@ -24,16 +24,17 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from hwmodels.errors import InfeasibleError
+from hwmodels.sm import handoff_s
 from hwmodels.system import System
-from hwmodels.topology import Topology
 from hwmodels.units import format_bytes
+from pksim.cache import topology
 from pksim.prediction import Prediction
 from pksim.schedule import MECHANISMS, Schedule
-from pksim.collective import Model, build, simulate
+from pksim.collective import Model, build, lanes_of, simulate, streamed_in_network
 from pksim.fused import lower_bounds
 from pksim.nccl import nccl_schedule
 from pksim.simulate import predict
-from pksim.workloads.collectives import COLLECTIVES, algorithms_for
+from pksim.workloads.collectives import COLLECTIVES, algorithms_for, build_program
 from pksim.workloads.fused import ALGORITHMS
 
 COMM_SMS = (4, 8, 16, 32, 64)
@@ -72,7 +73,7 @@ def fused_space(system: System, op: str, shape: dict[str, int], world: int | Non
     """Candidates for a compute + communication op: every overlap strategy x its
     communication algorithm x mechanism x communication SMs (inter-SM only) x chunk
     size (GEMM ops; 0: one chunk per peer, or per wave of tiles intra-SM)."""
-    topo = Topology.build(system, world, domains)
+    topo = topology(system, world, domains)
     sms = topo.sms_per_rank()
     sm_counts = comm_sms or tuple(c for c in FUSED_COMM_SMS if c < sms)
     chunk_opts = (0, 16 << 20, 4 << 20, 1 << 20) if op in ("gemm-rs", "gemm-ar", "ag-gemm") else (0,)
@@ -123,7 +124,7 @@ def space(system: System, op: str, nbytes: int, world: int | None = None,
           extra: tuple = ()) -> list[Schedule]:
     """Candidate pk schedules (feasibility is checked when they are simulated); ``extra``:
     split sizes, send-recv's pairs, a reduce op or an epilogue (Schedule.extra)."""
-    topo = Topology.build(system, world, domains)
+    topo = topology(system, world, domains)
     n = topo.world
     sms = topo.sms_per_rank()
     algs = algorithms or tuple(a for a in algorithms_for(op)
@@ -205,6 +206,8 @@ def _pending(system: System, schedule: Schedule, cold: bool = False) -> _Pending
         model: list[Model] = []
 
         def bounds() -> Iterator[float]:
+            if schedule.world > LARGE_WORLD:
+                yield step_floor(system, schedule)
             model.append(build(system, schedule, cold=cold))
             yield lower_bound(model[0])
 
@@ -255,6 +258,39 @@ def _branch_and_bound(system: System, candidates: list[Schedule], top: int,
     ranked.sort(key=_rank)
     _check_any(ranked, infeasible)
     return SearchResult(tuple(ranked), tuple(infeasible), len(candidates), pruned)
+
+
+def step_floor(system: System, schedule: Schedule) -> float:
+    """A lower bound on a pk collective's time from its program alone, before any flow is
+    prepared (``lower_bound``'s chain, each term taken at its least): every costed step but
+    the last pays at least its signal, which is at least a flag's latency (a step of
+    transfers: its paths' latency + ``sync.flag_latency_ns``) or a phase's hand-off with
+    nothing to drain (a generated kernel's phase: ``hwmodels.sm.handoff_s``); and a step of
+    transfers lasts at least its largest piece read from its source's memory at weight 1
+    (pksim.flows.flow_spec), at best at the faster of the GPU's HBM and L2. A copy-engine
+    kernel's phases wait on events, not flags, but each of its copies (and reduction
+    kernels) starts behind its stream's previous work (``sync.stream_chain_us``,
+    pksim.flows.move_spec): every phase lasts at least that. 0 for the streamed in-network
+    kernel (no signal per step). At 16 x NVL576 the tree across all 9,216 ranks (18,430 steps
+    of the whole buffer) and, at small sizes, the ring (at least 15 ms of flags) are pruned
+    before their flows are prepared; at 576 ranks, codegen's ring by copy engines."""
+    if schedule.impl != "pk" or streamed_in_network(schedule):
+        return 0.0
+    program = build_program(schedule.op, schedule.algorithm, schedule.world,
+                            schedule.dim("bytes"), schedule.root,
+                            schedule.peer_order == "sequential", schedule.domains,
+                            schedule.mechanism, schedule.dtype, schedule.extra)
+    gpu = system.gpu
+    steps = program.costed()
+    if program.phases is not None:
+        if schedule.mechanism == "copy-engine":
+            return len(steps) * gpu.sync.stream_chain_s
+        return max(0, len(steps) - 1) * handoff_s(gpu, 0.0)
+    largest = {key: step.largest() for key, step in program.patterns().items()}
+    lanes = lanes_of(schedule, max(largest.values(), default=0.0))
+    fastest = max(gpu.hbm.effective_Bps, gpu.l2.bandwidth_Bps)
+    moving = sum(largest[step.key] for step in steps) / lanes / fastest
+    return max(0, len(steps) - 1) * gpu.sync.flag_latency_s + moving
 
 
 def lower_bound(model: Model) -> float:

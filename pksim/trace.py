@@ -24,6 +24,7 @@ from typing import Any
 from hwmodels.system import System
 from pksim.prediction import Prediction
 from pksim.collective import build
+from pksim.vocabulary import MOVED, renamed, with_aliases
 from pksim.workloads.fused import FUSED_OPS
 
 _TRACK = re.compile(r"rank (\d+) / lane (\d+)")
@@ -61,7 +62,7 @@ def _merge(events: list[dict], touching: bool = True) -> list[dict]:
         if last is not None and (e["start_s"] < last["end_s"] or
                                  (touching and e["start_s"] == last["end_s"])):
             last["end_s"] = max(last["end_s"], e["end_s"])
-            last["bytes"] += e["bytes"]
+            last["moved_bytes"] += e["moved_bytes"]
             if e["name"] not in last["names"]:
                 last["names"].append(e["name"])
             if e["group"] not in last["groups"]:
@@ -76,7 +77,7 @@ def _merge(events: list[dict], touching: bool = True) -> list[dict]:
 
 
 def tracks(system: System, p: Prediction) -> list[dict]:
-    """Gantt rows: track, kind, rank, name, group (phase), start_s, end_s, bytes."""
+    """Gantt rows: track, kind, rank, name, group (phase), start_s, end_s, moved_bytes."""
     if not p.timeline:
         return []
     if p.schedule.op in FUSED_OPS:
@@ -89,7 +90,7 @@ def tracks(system: System, p: Prediction) -> list[dict]:
         track, name = _TRACK.match(e.track), _NAME.match(e.name)
         phase = name.group(1) if name else e.name
         base = {"name": e.name, "group": phase, "start_s": e.start_s,
-                "end_s": e.end_s, "bytes": e.nbytes}
+                "end_s": e.end_s, "moved_bytes": e.nbytes}
         if not track:
             raw[(e.track, "other", -1, 0)].append(base)
             continue
@@ -119,7 +120,7 @@ def _tail(p: Prediction, rows: list[dict]) -> list[dict]:
         return []
     return [{"track": "host / launch floor", "kind": "other", "rank": -1,
              "name": "launch and host floor (no transfer in flight)", "group": "launch floor",
-             "start_s": end_s, "end_s": p.time_s, "bytes": 0}]
+             "start_s": end_s, "end_s": p.time_s, "moved_bytes": 0}]
 
 
 def _fused_tracks(p: Prediction) -> list[dict]:
@@ -138,7 +139,7 @@ def _fused_tracks(p: Prediction) -> list[dict]:
                  e.name.split(" chunk")[0].split(" tail")[0])
         raw[(e.track, kind, rank)].append({"name": e.name, "group": group,
                                            "start_s": e.start_s,
-                                           "end_s": e.end_s, "bytes": e.nbytes})
+                                           "end_s": e.end_s, "moved_bytes": e.nbytes})
     order = {"compute": 0, "comm": 1, "link": 2, "other": 3}
     out = []
     for key in sorted(raw, key=lambda k: (k[2] < 0, k[2], order[k[1]], k[0])):
@@ -165,7 +166,8 @@ def chrome_trace(system: System, p: Prediction) -> dict[str, Any]:
         events.append({"name": row["name"], "cat": row["kind"], "ph": "X", "pid": pid,
                        "tid": tid, "ts": row["start_s"] * 1e6,
                        "dur": max((row["end_s"] - row["start_s"]) * 1e6, 1e-3),
-                       "args": {"phase": row["group"], "bytes": row["bytes"]}})
+                       "args": with_aliases({"phase": row["group"],
+                                             "moved_bytes": row["moved_bytes"]}, MOVED)})
     meta: list[dict[str, Any]] = []
     for name, pid in processes.items():
         meta.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
@@ -178,10 +180,10 @@ def chrome_trace(system: System, p: Prediction) -> dict[str, Any]:
                      "args": {"sort_index": tid}})
     s = p.schedule
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
-            "otherData": {"system": p.system, "op": s.op, "bytes": p.nbytes,
-                          "shape": dict(s.shape), "dtype": s.dtype,
-                          "world": s.world, "schedule": s.label(),
-                          "schedule_key": s.key(), "time_s": p.time_s,
-                          "bound_s": p.bound_s, "bound_resource": p.bound_resource,
-                          "reduced": p.reduced,
-                          "note": "one rank per symmetry class" if p.reduced else "every rank"}}
+            "otherData": renamed({"system": p.system, "op": s.op, "bytes": p.nbytes,
+                                  "shape": dict(s.shape), "dtype": s.dtype,
+                                  "world": s.world, "schedule": s.label(),
+                                  "schedule_key": s.key(), "time_s": p.time_s,
+                                  "bound_s": p.bound_s, "bound_resource": p.bound_resource,
+                                  "reduced": p.reduced, "note": "one rank per symmetry class"
+                                  if p.reduced else "every rank"}, ("bytes", "schedule"))}

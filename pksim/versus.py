@@ -13,9 +13,10 @@ Each prediction's time splits into parts that add up to it (docs/decisions.md D4
   time (busy x (1 - efficiency));
 - ``exposed_s``: the rest: latencies, signals and pipeline fill or drain not hidden behind
   the binding resource.
-The binding resource is the resource class busiest over the run; two predictions are bound by
-the same resource when their binding classes are one port pair (a GPU's NVLink egress and
-ingress carry the same all-reduce traffic; nic_out / nic_in; a tier's up and down links).
+The busiest resource (``busiest_resource``) is the resource class busiest over the run (on a
+tie, the lower bound's ``bound_resource``); two predictions are bound by the same resource when
+their busiest classes are one port pair (``busiest_group``: a GPU's NVLink egress and ingress
+carry the same all-reduce traffic; nic_out / nic_in; a tier's up and down links).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pksim.collective import LINK_CLASSES, build, simulate
 from pksim.prediction import Prediction
 from pksim.search import best
 from pksim.simulate import predict
+from pksim.vocabulary import renamed
 
 PARTS = ("launch_s", "host_s", "payload_s", "wire_s", "exposed_s")
 PORT_PAIRS = {"nvl_in": "nvlink", "nvl_out": "nvlink", "nic_in": "nic", "nic_out": "nic",
@@ -43,19 +45,30 @@ def link_efficiency(system: System, p: Prediction) -> float:
 
 
 def itemise(system: System, p: Prediction) -> dict:
-    """``p``'s binding resource and its time split into PARTS (they add up to time_s)."""
+    """``p``'s busiest resource and its time split into PARTS (they add up to time_s)."""
     model = build(system, p.schedule)
     gpu_only = simulate(dataclasses.replace(model, host_floor_s=0.0, tail_s=0.0)).time_s
-    binding = max(p.breakdown, key=p.breakdown.get) if p.breakdown else "latency"
+    binding = busiest(p)
     busy = p.breakdown.get(binding, 0.0)
     eff = link_efficiency(system, p) if binding in LINK_CLASSES else 1.0
     host = max(0.0, model.host_floor_s - gpu_only)
     parts = {"launch_s": model.launch_s, "host_s": host, "payload_s": busy * eff,
              "wire_s": busy * (1 - eff)}
     parts["exposed_s"] = p.time_s - sum(parts.values())
-    return {"label": p.schedule.label(), "time_s": p.time_s, "binding": binding,
-            "binding_group": PORT_PAIRS.get(binding, binding),
-            "bound_resource": p.bound_resource, "efficiency": eff, "parts": parts}
+    return renamed({"label": p.schedule.label(), "time_s": p.time_s, "binding": binding,
+                    "binding_group": PORT_PAIRS.get(binding, binding),
+                    "bound_resource": p.bound_resource, "efficiency": eff, "parts": parts},
+                   ("binding", "binding_group"))
+
+
+def busiest(p: Prediction) -> str:
+    """The resource class busiest over ``p``'s run; of classes equally busy (an all-reduce's
+    NVLink egress and ingress), the lower bound's binding one, else the first by name."""
+    if not p.breakdown:
+        return "latency"
+    top = max(p.breakdown.values())
+    tied = sorted(k for k, v in p.breakdown.items() if v >= top * (1 - 1e-9))
+    return p.bound_resource if p.bound_resource in tied else tied[0]
 
 
 def versus_nccl(system: System, op: str, nbytes: int, world: int | None = None,
@@ -67,6 +80,8 @@ def versus_nccl(system: System, op: str, nbytes: int, world: int | None = None,
     theirs = predict(system, nccl.nccl_schedule(system, op, nbytes, world, domains,
                                                 launch=launch))
     a, b = itemise(system, mine), itemise(system, theirs)
-    return {"pk": a, "nccl": b, "same_binding": a["binding_group"] == b["binding_group"],
-            "difference_s": a["time_s"] - b["time_s"],
-            "difference_parts": {k: a["parts"][k] - b["parts"][k] for k in PARTS}}
+    return renamed({"pk": a, "nccl": b,
+                    "same_binding": a["busiest_group"] == b["busiest_group"],
+                    "difference_s": a["time_s"] - b["time_s"],
+                    "difference_parts": {k: a["parts"][k] - b["parts"][k] for k in PARTS}},
+                   ("same_binding",))

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from pksim import plots
+from pksim.gantt import gantt
 from pksim.cli.main import cli
 from tests.golden.test_predictions import is_default_study
 
@@ -87,9 +88,66 @@ def test_breakdown_and_gantt_legends_are_capped():
               "busy_s": {f"res{i}": (i + 1) * 1e-6 for i in range(11)}} for j in range(2)]
     events = [{"track": "t", "name": f"p{i}", "group": f"p{i}", "start_s": i * 1e-6,
                "end_s": (i + 1) * 1e-6} for i in range(10)]
-    for fig in (plots.breakdown(items, "b"), plots.gantt(events, "g")):
+    for fig in (plots.breakdown(items, "b"), gantt(events, "g")):
         legend = fig.legends[0]
         labels = [t.get_text() for t in legend.get_texts()]
         assert len(labels) <= plots.MAX_LEGEND and labels[-1] == plots.OTHER
         colours = {tuple(h.get_facecolor()) for h in legend.legend_handles}
         assert len(colours) == len(labels)
+
+
+@pytest.mark.parametrize("path", run_examples.CLAIM_FILES, ids=lambda p: p.name)
+def test_every_claimed_number_is_what_its_rule_gives(path):
+    """A number written with its rule (``1.07-1.15x<!--= range speed-up | ... -->``) is what
+    the rule computes from the tables, outputs and system files it names."""
+    problems = run_examples.check_claims(path)
+    assert not problems, "\n".join(problems) + "\n(run `make docs` and commit the docs)"
+
+
+def test_claims_are_where_the_issue_found_prose_wrong():
+    """The sentences that drifted before are claims now, not typed numbers."""
+    text = {p.name: p.read_text() for p in run_examples.CLAIM_FILES}
+    for name, rule in [("guide.md", "workload = tp-allreduce | ranks = 8"),
+                       ("guide.md", "workload = allreduce-1GiB"),
+                       ("guide.md", "workload = mlp-down-gemm-rs, mlp-up-ag-gemm"),
+                       ("guide.md", "table = moe-alltoall"),
+                       ("guide.md", "table = sweep --system"),
+                       ("systems.md", "figure dgx-h100 gpu.nvlink.latency_ns"),
+                       ("programs.md", "table = docs/programs/report.md")]:
+        assert rule in text[name], (name, rule)
+
+
+def test_claim_rules_compute_what_they_say():
+    guide = run_examples.ROOT / "docs" / "guide.md"
+    table = "table = whatif -o default | title ~ dgx-h100"
+    assert run_examples.evaluate(f"count workload | {table}", guide) == "16"
+    assert run_examples.evaluate(f"range speed-up | {table} | workload = tp-allreduce",
+                                 guide) == "1.07-1.11x"
+    assert run_examples.evaluate(f"value time (us) | {table} | workload = allreduce-1GiB | "
+                                 f"in ms", guide) == "3.96"
+    assert run_examples.evaluate("figure dgx-h100 gpu.sm.count", guide) == "132"
+    with pytest.raises(ValueError, match="rows match"):
+        run_examples.evaluate(f"value speed-up | {table}", guide)
+
+
+def test_systems_overview_table_is_the_catalog():
+    """docs/systems.md's overview table against `pksim systems list --json`: GPUs per domain,
+    dies, BF16 PFLOP/s, HBM TB/s, NVLink GB/s, switch tiers, in-switch reduction, guesses."""
+    result = CliRunner().invoke(cli, ["systems", "list", "--json"])
+    systems = {r["name"]: r for r in json.loads(result.output)}
+    (table,) = [t for t in run_examples.tables((ROOT / "docs" / "systems.md").read_text())
+                if t.title == "Overview"]
+    assert {row["system"].strip("`") for row in table.rows} == set(systems)
+    first = run_examples._number
+    for row in table.rows:
+        s = systems[row["system"].strip("`")]
+        got = [int(row["GPUs per domain"]), int(row["dies per GPU"]),
+               first(row["BF16 dense PFLOP/s per GPU"]), first(row["HBM TB/s"]),
+               int(first(row["switch tiers (GPUs per group)"])), int(row["guesses"])]
+        want = [s["gpus_per_domain"], s["dies_per_gpu"], float(f"{s['bf16_dense_PFLOPs']:.3g}"),
+                float(f"{s['hbm_TBps']:.3g}"), s["switch_tiers"], s["assumed_figures"]]
+        assert got == want, (row["system"], got, want)
+        link = row["NVLink GB/s per GPU per direction"]
+        assert link.startswith("none") or first(link) == s["nvlink_GBps_per_direction"]
+        assert row["in-switch reduction"] == ("yes" if s["in_switch_reduction"] else
+                                              "n/a" if s["switch_tiers"] == 0 else "no")

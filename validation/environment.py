@@ -120,7 +120,8 @@ def probe_cache() -> dict:
     entries = [p for p in where.glob("*") if p.is_dir()] if where.is_dir() else []
     size = sum(f.stat().st_size for p in entries for f in p.glob("*") if f.is_file())
     return {"ok": True, "detail": f"{where}: {len(entries)} binaries, {size / 2**20:.1f} MiB",
-            "path": str(where), "entries": len(entries), "bytes": size}
+            "path": str(where), "entries": len(entries), "size_bytes": size,
+            "bytes": size}               # the old name, for one release (docs/outputs.md)
 
 
 def probe_all() -> dict[str, dict]:

@@ -91,9 +91,9 @@ table_offsets table_plan(int world, int M) {
   t.owner64 = place(static_cast<size_t>(partition::blocks(M)) * sizeof(int4), 16);
   if (Op::kStart) {
     t.start = place((w + 1) * sizeof(int), 16);
-    t.shard_of = place(static_cast<size_t>(shard_tiles::tile_rows(M, world, Op::cfg::BM)) * sizeof(int), 16);
+    t.owner_of = place(static_cast<size_t>(owner_tiles::tile_rows(M, world, Op::cfg::BM)) * sizeof(int), 16);
   }
-  if (Op::kMaps) t.maps = place(static_cast<size_t>(Op::kMaps) * w * sizeof(CUtensorMap), 64);
+  if (Op::maps(world)) t.maps = place(Op::maps(world) * sizeof(CUtensorMap), 64);
   if (Op::kPtr0) t.ptr0 = place(w * sizeof(void*), 16);
   if (Op::kPtr1) t.ptr1 = place(w * sizeof(void*), 16);
   if (Op::kFlags) t.flags = place(w * sizeof(void*), 16);

@@ -9,9 +9,10 @@
 //
 // Row partition (reduce-scatter rows, all-gather shards): rank r owns rows
 // [lo(r), lo(r + 1)) with lo(r) = floor(r * M / world); with M >= world every rank owns at least
-// one row; `partition` points at the boundaries in the device table and finds the owner of a
-// row by bisection. Neither tiles (BM rows) nor the 64-row sub-tiles of the epilogue need to
-// line up with it.
+// one row; `partition` points at the boundaries in the device table and looks up the owner of a
+// 64-row block. In the inter-SM ops neither tiles (BM rows) nor the 64-row sub-tiles of the
+// epilogue need to line up with it (the owners pull what they own); the intra-SM gemm-rs and
+// ag-gemm lay their tiles out per owner (owner_tiles, below).
 //
 // Sizes: every per-rank array (the ranks' GEMM parameters, tensor maps of every rank's output or
 // shard, pointers, boundaries) lives in the caller's device table (fused/abi.h, fused/entry.cuh
@@ -23,16 +24,21 @@
 // (ag-gemm: its own shard; gemm-rs / gemm-ar: the rows of rank r + 1), "sequential" starts
 // every rank at row 0.
 //
+// Tiles per owner (owner_tiles; the intra-SM gemm-rs and ag-gemm): the GEMM runs on a virtual
+// M' where the rows of each owner (gemm-rs: the rank owning those output rows; ag-gemm: the
+// rank holding that shard of A) are padded up to whole BM-row tiles, so that no tile and no
+// sub-tile ever holds rows of two owners. Every store is then one TMA store through a map
+// whose extent ends where the owner's rows end: the map drops the padding rows, and nothing
+// else is needed at an owner boundary (docs/decisions.md D65).
+//
 // Epilogues (the contract is pk::gemm's, gemm/gemm.cuh):
-//   store_add_owners  each staged 64-column sub-tile is TMA-reduce-added (bf16) into the output
-//                     of the rank owning its first row, through a tensor map of that rank's
-//                     output (rows past the owner's end are out of bounds and skipped); the rows
-//                     of any later owner of the same sub-tile go as 16-byte bulk reduce-adds;
+//   store_add_owners  gemm-rs intra-SM: each staged 64-column sub-tile is TMA-reduce-added
+//                     (bf16) into the output of the owner of its tile, through a tensor map of
+//                     that rank's rows(o) x N output (the padding rows fall outside it);
 //   store_add_all     the same into every rank's M x N output (all-reduce);
-//   store_shard_rows  ag-gemm intra-SM: a TMA store through a tensor map of the rank's output,
-//                     at the rows the tile's shard of A produces; a sub-tile that runs past its
-//                     shard's end (into the padding) stores its rows before the end as 16-byte
-//                     bulk copies, so the padding never reaches the next shard's rows;
+//   store_shard_rows  ag-gemm intra-SM: a TMA store through a tensor map of the rows of the
+//                     tile's shard in this rank's output (rows [lo(s), lo(s + 1)): the padding
+//                     rows fall outside it);
 //   store_signal      a plain TMA store into the rank's own partial buffer; once a consumer has
 //                     stored its half of a tile it completes the writes (wait + proxy fence,
 //                     pk::tma::complete_writes) and adds 1 to the tile's counter on every rank
@@ -40,10 +46,12 @@
 //                     complete on an owner when its counter reaches 2 consumers x world ranks
 //                     per call.
 // Prologues:
+//   owner_rows        gemm-rs intra-SM: a tile of owner o's padded rows loads its A rows from
+//                     row lo(o) + (its row in the owner's padded rows) of the rank's own A
+//                     (pk::gemm's a_source hook; rows past M read as zeros);
 //   load_peer_rows    ag-gemm intra-SM: no wait; the producer loads the tile's A rows straight
 //                     from the rank that owns them, through a tensor map of that rank's shard
-//                     (pk::gemm's a_source hook). Tiles are laid out per shard (shard_tiles), so
-//                     a tile never reads two shards;
+//                     (the a_source hook; the padding rows read as zeros);
 //   wait_rows         before the first load of a tile, the producer thread waits until the
 //                     tile's row band of the gathered A has arrived (counter = pieces copied),
 //                     then fences for the async proxy (TMA loads). A wait that passes its
@@ -98,34 +106,41 @@ struct partition {
   }
 };
 
-// Tiles laid out per shard (ag-gemm intra-SM): shard s's rows, padded up to whole BM-row tiles,
-// occupy the "tile rows" [start[s], start[s + 1]) / BM of a virtual M' = start[world] that the
-// GEMM runs on; virtual row v of shard s is row v - start[s] of the shard (row lo(s) + v -
-// start[s] of A and of the output). A tile never straddles two shards, so its A box comes from
-// one rank; the padding rows read as zeros (out of bounds of the shard's map) and are never
-// stored. Costs at most world - 1 extra tile rows over ceil(M / BM). Both arrays live in the
-// device table: the shard of every virtual tile row (one load finds a tile's shard) and where
-// each shard starts.
-struct shard_tiles {
-  const int* start;  // world + 1 entries: virtual row where shard s starts (a multiple of BM)
-  const int* shard_of;  // start[world] / BM entries: the shard of each virtual tile row
+// Tiles laid out per owner (the intra-SM gemm-rs and ag-gemm): owner o's rows, padded up to
+// whole BM-row tiles, occupy the tile rows [start[o], start[o + 1]) / BM of a virtual
+// M' = start[world] that the GEMM runs on; virtual row v of owner o is row v - start[o] of the
+// owner (row lo(o) + v - start[o] of A and of the full output). Costs at most world - 1 tile rows
+// over ceil(M / BM). Both arrays live in the device table: the owner of every virtual tile row
+// (one load finds a tile's owner) and where each owner starts.
+struct owner_tiles {
+  const int* start;     // world + 1 entries: virtual row where owner o starts (a multiple of BM)
+  const int* owner_of;  // start[world] / BM entries: the owner of each virtual tile row
+  const int* lo;        // world + 1 entries: the partition, lo(o) (partition::lo)
   int world, bm;
 
-  // The shard holding virtual row v (0 <= v < start[world]).
-  PK_HD int shard(int v) const { return shard_of[v / bm]; }
-  // Host: both arrays into `start_host` (world + 1) and `of_host` (virtual rows / BM; at most
-  // M / BM + world), the device view at `start_dev`, `of_dev`.
-  static shard_tiles make(int* start_host, int* of_host, const int* start_dev, const int* of_dev,
-                          int M, int world, int bm) {
-    start_host[0] = 0;
-    for (int s = 0; s < world; ++s) {
-      const int rows = row_lo(s + 1, M, world) - row_lo(s, M, world);
-      start_host[s + 1] = start_host[s] + (rows + bm - 1) / bm * bm;
-      for (int t = start_host[s] / bm; t < start_host[s + 1] / bm; ++t) of_host[t] = s;
-    }
-    return shard_tiles{start_dev, of_dev, world, bm};
+  // The owner of virtual row v (0 <= v < start[world]).
+  PK_HD int owner(int v) const { return owner_of[v / bm]; }
+  // {owner of virtual row v, v's row among that owner's rows}; the row may lie in the
+  // padding, at or past rows(owner).
+  PK_HD int2 locate(int v) const {
+    const int o = owner(v);
+    return make_int2(o, v - start[o]);
   }
-  // Tile rows of the padded layout (the size of shard_of) for M rows over world shards.
+  PK_HD int rows(int o) const { return lo[o + 1] - lo[o]; }
+  // Host: both arrays into `start_host` (world + 1) and `of_host` (at most tile_rows entries),
+  // the device view at `start_dev`, `of_dev`, with the partition's boundaries at `lo_dev`.
+  static owner_tiles make(int* start_host, int* of_host, const int* start_dev, const int* of_dev,
+                          const int* lo_dev, int M, int world, int bm) {
+    start_host[0] = 0;
+    for (int o = 0; o < world; ++o) {
+      const int rows = row_lo(o + 1, M, world) - row_lo(o, M, world);
+      start_host[o + 1] = start_host[o] + (rows + bm - 1) / bm * bm;
+      for (int t = start_host[o] / bm; t < start_host[o + 1] / bm; ++t) of_host[t] = o;
+    }
+    return owner_tiles{start_dev, of_dev, lo_dev, world, bm};
+  }
+  // A bound on the tile rows of the padded layout (the size of owner_of) for M rows over
+  // world owners.
   static int tile_rows(int M, int world, int bm) { return (M + bm - 1) / bm + world; }
 };
 
@@ -151,56 +166,22 @@ struct rotated_raster {
 
 // ---- epilogues -------------------------------------------------------------------------------
 
-// gemm-rs, intra-SM: reduce-add each sub-tile into the owners of its rows.
+// gemm-rs, intra-SM: reduce-add each sub-tile into the owner of its tile (tiles per owner).
 struct store_add_owners {
   struct params {
     const CUtensorMap* out;  // device table: rank o's output, rows(o) x N, box [BM/2][64], 128B swizzle
-    bf16* const* ptr;        // device table: the same outputs as pointers (rows past an owner boundary)
-    partition rows;
-    int n;
+    owner_tiles tiles;
   };
-  // The first owner of the sub-tile's rows takes the whole box through its tensor map (rows past
-  // its end are out of bounds there and skipped). A later owner's rows start inside the box,
-  // and a tensor store cannot start there: issued at a negative row coordinate it ended the
-  // launch with an illegal instruction on the H200 (the only failing cases were
-  // those crossing an owner boundary). Those rows go as 16-byte bulk reduce-adds, one per
-  // 8-column chunk, read from the chunk's place in the 128-byte-swizzled buffer (chunk c of
-  // buffer row r sits at 16 * (c ^ (r % 8)) in the row). Only boundary sub-tiles do this.
   PK_DEV static void store_subtile(const params& p, const pk::gemm::tile_info&,
                                    const pk::gemm::subtile_info& s, const void* smem) {
     if (s.rows <= 0 || s.cols <= 0) return;
-    const int4 first = p.rows.owner_rows(s.row0);  // owner, its first row, its end
-    pk::tma::store_add_tile_async(&p.out[first.x], s.col0, s.row0 - first.y, smem);
-    if (first.z < s.row0 + s.rows) add_later_owners(p, s, first.x, smem);
-  }
-  // Kept out of line and lean: the consumer's accumulators are live around it.
-  __device__ __noinline__ static void add_later_owners(const params& p,
-                                                       const pk::gemm::subtile_info& s, int first,
-                                                       const void* smem) {
-    const int last = s.row0 + s.rows;
-    const int chunks = s.cols / 8;
-    const uint32_t sbase = pk::tma::smem_u32(smem);
-    for (int o = first + 1; o < p.rows.world && p.rows.begin(o) < last; ++o) {
-      int r = p.rows.begin(o) - s.row0;
-      const int r1 = min(p.rows.end(o), last) - s.row0;
-      uint64_t dst = pk::tma::gmem_u64(p.ptr[o] + s.col0);
-#pragma unroll 1
-      for (; r < r1; ++r, dst += 2ull * p.n) {
-#pragma unroll 1
-        for (int c = 0; c < chunks; ++c) {
-          asm volatile(
-              "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%0], [%1], 16;"
-              :
-              : "l"(dst + 16ull * c), "r"(sbase + r * 128 + ((c ^ (r & 7)) << 4))
-              : "memory");
-        }
-      }
-    }
+    const int2 at = p.tiles.locate(s.row0);
+    if (at.y < p.tiles.rows(at.x)) pk::tma::store_add_tile_async(&p.out[at.x], s.col0, at.y, smem);
   }
   PK_DEV static void tile_done(const params&, const pk::gemm::tile_info&, int) {}
   PK_DEV static void finish(const params&, int) { pk::tma::wait_group<0>(); }
   PK_DEV static void prefetch(const params& p) {
-    for (int o = 0; o < p.rows.world; ++o) {
+    for (int o = 0; o < p.tiles.world; ++o) {
       acquire_map(&p.out[o]);
       pk::tma::prefetch_map(&p.out[o]);
     }
@@ -231,56 +212,27 @@ struct store_add_all {
   }
 };
 
-// ag-gemm, intra-SM: the rows of shard s go to rows [lo(s), lo(s + 1)) of the output, through
-// one map of the rank's whole M x N output. The tile rows are laid out per shard (shard_tiles),
-// padded to whole tiles: a sub-tile inside its shard is one TMA store; one that runs past its
-// shard's end (into the padding) stores only its rows before the end, as 16-byte bulk copies
-// read from the 128-byte-swizzled buffer (chunk c of buffer row r sits at 16 * (c ^ (r % 8))),
-// so that the padding never lands on the next shard's rows; the last shard ends at M, where the
-// map drops what lies past it. A sub-tile entirely in the padding stores nothing.
+// ag-gemm, intra-SM: the rows of shard s go to rows [lo(s), lo(s + 1)) of this rank's output,
+// through a map of just those rows (tiles per owner: a sub-tile never holds two shards' rows).
 struct store_shard_rows {
   struct params {
-    CUtensorMap out;   // this rank's output, M x N, box [BM/2][64], 128B swizzle
-    bf16* base;        // the same output as a pointer
-    partition rows;    // shard s = rows [lo(s), lo(s + 1))
-    shard_tiles tiles;
-    int n;
+    const CUtensorMap* out;  // device table: this rank's world maps, shard s: rows(s) x N of the
+                             // output from row lo(s), box [BM/2][64], 128B swizzle
+    owner_tiles tiles;
   };
   PK_DEV static void store_subtile(const params& p, const pk::gemm::tile_info&,
                                    const pk::gemm::subtile_info& s, const void* smem) {
     if (s.rows <= 0 || s.cols <= 0) return;
-    const int sh = p.tiles.shard(s.row0);
-    const int row = s.row0 - p.tiles.start[sh];
-    const int lo = p.rows.begin(sh), have = p.rows.end(sh) - lo;
-    if (row >= have) return;
-    if (row + s.rows <= have || sh == p.rows.world - 1) {
-      pk::tma::store_tile_async(&p.out, s.col0, lo + row, smem);
-      return;
-    }
-    store_rows(p, s, lo + row, have - row, smem);
-  }
-  // Kept out of line and lean: the consumer's accumulators are live around it.
-  __device__ __noinline__ static void store_rows(const params& p, const pk::gemm::subtile_info& s,
-                                                 int out_row, int nrows, const void* smem) {
-    const int chunks = s.cols / 8;
-    const uint32_t sbase = pk::tma::smem_u32(smem);
-    uint64_t dst = pk::tma::gmem_u64(p.base + static_cast<size_t>(out_row) * p.n + s.col0);
-#pragma unroll 1
-    for (int r = 0; r < nrows; ++r, dst += 2ull * p.n) {
-#pragma unroll 1
-      for (int c = 0; c < chunks; ++c) {
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 16;"
-                     :
-                     : "l"(dst + 16ull * c), "r"(sbase + r * 128 + ((c ^ (r & 7)) << 4))
-                     : "memory");
-      }
-    }
+    const int2 at = p.tiles.locate(s.row0);
+    if (at.y < p.tiles.rows(at.x)) pk::tma::store_tile_async(&p.out[at.x], s.col0, at.y, smem);
   }
   PK_DEV static void tile_done(const params&, const pk::gemm::tile_info&, int) {}
   PK_DEV static void finish(const params&, int) { pk::tma::wait_group<0>(); }
   PK_DEV static void prefetch(const params& p) {
-    acquire_map(&p.out);
-    pk::tma::prefetch_map(&p.out);
+    for (int s = 0; s < p.tiles.world; ++s) {
+      acquire_map(&p.out[s]);
+      pk::tma::prefetch_map(&p.out[s]);
+    }
   }
 };
 
@@ -320,21 +272,37 @@ struct store_local : pk::gemm::store_epilogue {
 
 // ---- prologues -------------------------------------------------------------------------------
 
+// gemm-rs, intra-SM: a tile of owner o's padded rows reads rows lo(o) + (its row there) of the
+// rank's own A (`own`: the GEMM parameters' map).
+struct owner_rows {
+  struct params {
+    owner_tiles tiles;
+  };
+  PK_DEV static void before_loads(const params&, const pk::gemm::tile_info&) {}
+  PK_DEV static const CUtensorMap* a_source(const params& p, const pk::gemm::tile_info& t,
+                                            const CUtensorMap* own, int& a_row) {
+    const int2 at = p.tiles.locate(t.row0);
+    a_row = p.tiles.lo[at.x] + at.y;
+    return own;
+  }
+  PK_DEV static void prefetch_a(const params&, const CUtensorMap* own) { pk::tma::prefetch_map(own); }
+};
+
 // ag-gemm, intra-SM: the A rows of a tile come from the shard's owner (virtual ranks: another
 // buffer on this device; real ranks: the peer's IPC-mapped shard), nothing to wait for.
 struct load_peer_rows {
   struct params {
     const CUtensorMap* a;  // device table: rank s's shard of A, rows(s) x K, box [BM][64], 128B swizzle
-    shard_tiles tiles;
+    owner_tiles tiles;
   };
   PK_DEV static void before_loads(const params&, const pk::gemm::tile_info&) {}
   PK_DEV static const CUtensorMap* a_source(const params& p, const pk::gemm::tile_info& t,
-                                            int& a_row) {
-    const int sh = p.tiles.shard(t.row0);
-    a_row = t.row0 - p.tiles.start[sh];
-    return &p.a[sh];
+                                            const CUtensorMap*, int& a_row) {
+    const int2 at = p.tiles.locate(t.row0);
+    a_row = at.y;
+    return &p.a[at.x];
   }
-  PK_DEV static void prefetch_a(const params& p) {
+  PK_DEV static void prefetch_a(const params& p, const CUtensorMap*) {
     for (int s = 0; s < p.tiles.world; ++s) {
       acquire_map(&p.a[s]);
       pk::tma::prefetch_map(&p.a[s]);

@@ -5,7 +5,7 @@
 // kCopyTma, TMA or registers) and picks one op:
 //
 //   op                 GEMM epilogue      GEMM prologue  communication blocks     spins
-//   gemm_rs_intra      store_add_owners   -              none                     no
+//   gemm_rs_intra      store_add_owners   owner_rows     none                     no
 //   gemm_rs_inter      store_signal       -              pull_reduce<0, tma|reg>  yes
 //   gemm_ar_intra      store_add_all      -              none                     no
 //   gemm_ar_inter      store_signal       -              pull_reduce<1, tma|reg>  yes
@@ -63,13 +63,13 @@ struct call_info {
 
 // Where a call's arrays lie in the device table (offsets in bytes; 0: not used). Every op
 // has the header, the seq slot and one pk::gemm::params per rank; the others as it needs:
-// maps    kMaps x world tensor maps (every rank's output, or every rank's shard of A; the TMA
+// maps    Op::maps(world) tensor maps (every rank's output, or every rank's shard of A; the TMA
 //         pull: every rank's partial, then every rank's output)
-// start   world + 1 ints and the padded tile rows' shards (shard_tiles)
-// ptr0/1  world pointers each (outputs; partials and outputs; shards and gathered copies)
+// start   world + 1 ints and the padded tile rows' owners (owner_tiles)
+// ptr0/1  world pointers each (partials and outputs; shards and gathered copies)
 // flags   world flag-counter pointers
 struct table_offsets {
-  size_t seq = 0, params = 0, lo = 0, owner64 = 0, start = 0, shard_of = 0, maps = 0, ptr0 = 0,
+  size_t seq = 0, params = 0, lo = 0, owner64 = 0, start = 0, owner_of = 0, maps = 0, ptr0 = 0,
          ptr1 = 0, flags = 0, bytes = 0;
 };
 
@@ -155,21 +155,49 @@ inline int num_tiles_n(int N) { return (N + Cfg::BN - 1) / Cfg::BN; }
 template <class Cfg>
 inline int num_tiles_m(int M) { return (M + Cfg::BM - 1) / Cfg::BM; }
 
-// ---- gemm-rs and gemm-ar, intra-SM: TMA store-add from the epilogue --------------------------
+// ---- tiles per owner (the intra-SM gemm-rs and ag-gemm) -------------------------------------
 
-template <class Config, kind K>
-struct store_add_op {
-  using cfg = typename Config::gemm;
-  using epi = std::conditional_t<K == kind::gemm_rs, store_add_owners, store_add_all>;
-  using pro = pk::gemm::no_prologue;
+// The owners' padded tile rows (owner_tiles) written into the host copy of the table, pointing
+// into the device one; rank r's GEMM parameters over them: A and B as the plain GEMM has them
+// (p.a_map: `a_rows` rows of A at `A`), the virtual M, the raster, starting at owner `first`'s
+// tile rows when staggered (gemm-rs: the rows of rank r + 1; ag-gemm: rank r's own shard).
+template <class Cfg>
+inline owner_tiles table_owner_tiles(unsigned char* host, const unsigned char* dev, const table_offsets& t,
+                                     const pkf_args* a) {
+  return owner_tiles::make(at<int>(host, t.start), at<int>(host, t.owner_of), at<int>(dev, t.start),
+                           at<int>(dev, t.owner_of), at<int>(dev, t.lo), a->M, a->world, Cfg::BM);
+}
+
+template <class Cfg, class P>
+inline int fill_owner_gemm(P& p, const void* A, int a_rows, const void* B, const pkf_args* a,
+                           const int* start, int first, const call_info& ci) {
+  const int rc = pk::gemm::fill_operands<Cfg>(p, A, B, a_rows, a->N, a->K);
+  if (rc != pk::gemm::OK) return rc;
+  p.M = start[a->world];
+  p.sched.base = pk::gemm::make_raster(p.M, a->N, Cfg::BM, Cfg::BN, ci.group_m);
+  p.sched.m_shift = ci.staggered ? start[first % a->world] / Cfg::BM : 0;
+  p.first_block = 0;
+  p.num_blocks = ci.gemm_blocks;
+  return pk::gemm::OK;
+}
+
+// The store-add ops' table maps: every rank's output (out_rows of it), boxes of a sub-tile.
+template <class Cfg>
+inline bool output_maps(CUtensorMap* maps, const pkf_args* a, kind k) {
+  for (int o = 0; o < a->world; ++o)
+    if (!swizzled_out_map(&maps[o], a->out[o], out_rows(k, o, a), a->N, Cfg::WG_ROWS)) return false;
+  return true;
+}
+
+// What the intra-SM ops share: no communication blocks, no flags, nothing to wait on.
+template <class Epi, class Pro>
+struct intra_op {
+  using epi = Epi;
+  using pro = Pro;
   using comm_t = no_comm;
-  using globals = globals_t<epi, pro, typename comm_t::params>;
-  static constexpr kind kKind = K;
-  static constexpr bool kSpins = false, kStoreAdd = true, kPartial = false, kGathered = false;
-  static constexpr bool kMulticast = false;
-  // table arrays: every rank's output map; gemm-rs also their pointers
-  static constexpr bool kMaps = true, kStart = false, kPtr0 = K == kind::gemm_rs, kPtr1 = false,
-                        kFlags = false;
+  using globals = globals_t<Epi, Pro, typename comm_t::params>;
+  static constexpr bool kSpins = false, kPartial = false, kGathered = false, kMulticast = false;
+  static constexpr bool kPtr0 = false, kPtr1 = false, kFlags = false;
   static int num_flags(const pkf_args*) { return 0; }
 
   template <bool>
@@ -179,43 +207,66 @@ struct store_add_op {
                                              const call_info&) {
     return {};
   }
+};
+
+// ---- gemm-rs, intra-SM: TMA store-add from the epilogue into the owner of each tile ------------
+
+// Rank r's GEMM runs over the owners' padded tile rows (owner_tiles): a tile of owner o reads
+// rows lo(o) + ... of the rank's own A (owner_rows) and reduce-adds each sub-tile through the
+// map of owner o's rows(o) x N output, which drops the padding rows (store_add_owners).
+template <class Config>
+struct gemm_rs_intra : intra_op<store_add_owners, owner_rows> {
+  using cfg = typename Config::gemm;
+  static constexpr kind kKind = kind::gemm_rs;
+  static constexpr bool kStoreAdd = true, kStart = true;
+  // table arrays: every rank's output map, the owners' padded tile rows
+  static size_t maps(int world) { return static_cast<size_t>(world); }
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    auto* maps = at<CUtensorMap>(host, t.maps);
-    for (int o = 0; o < w; ++o)
-      if (!swizzled_out_map(&maps[o], a->out[o], out_rows(K, o, a), a->N, cfg::WG_ROWS))
-        return pk::gemm::ERR_TENSOR_MAP;
-    const partition rows = table_partition(host, dev, t, a);
-    if constexpr (K == kind::gemm_rs) {
-      for (int o = 0; o < w; ++o) at<bf16*>(host, t.ptr0)[o] = static_cast<bf16*>(a->out[o]);
-    }
+    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
+    table_partition(host, dev, t, a);
+    const owner_tiles tiles = table_owner_tiles<cfg>(host, dev, t, a);
+    const int* start = at<int>(host, t.start);
     auto* P = at<typename globals::gemm_params>(host, t.params);
     for (int r = 0; r < w; ++r) {
-      const int shift = K == kind::gemm_rs ? start_row_tile<cfg>(a, r + 1, ci.staggered)
-                                           : start_row_tile<cfg>(a, r, ci.staggered);
-      int rc = fill_gemm<cfg>(P[r], a->a[r], a->b[r], a, shift, ci);
+      const int rc = fill_owner_gemm<cfg>(P[r], a->a[r], a->M, a->b[r], a, start, r + 1, ci);
       if (rc != pk::gemm::OK) return rc;
-      auto& e = P[r].epi;
-      e.out = at<CUtensorMap>(dev, t.maps);
-      if constexpr (K == kind::gemm_rs) {
-        e.rows = rows;
-        e.ptr = at<bf16*>(dev, t.ptr0);
-        e.n = a->N;
-      } else {
-        e.world = w;
-        e.rank = r;
-      }
+      P[r].epi.out = at<CUtensorMap>(dev, t.maps);
+      P[r].epi.tiles = tiles;
+      P[r].pro.tiles = tiles;
     }
     return pk::gemm::OK;
   }
 };
 
+// ---- gemm-ar, intra-SM: TMA store-add from the epilogue into every rank ------------------------
+
 template <class Config>
-using gemm_rs_intra = store_add_op<Config, kind::gemm_rs>;
-template <class Config>
-using gemm_ar_intra = store_add_op<Config, kind::gemm_ar>;
+struct gemm_ar_intra : intra_op<store_add_all, pk::gemm::no_prologue> {
+  using cfg = typename Config::gemm;
+  static constexpr kind kKind = kind::gemm_ar;
+  static constexpr bool kStoreAdd = true, kStart = false;
+  // table arrays: every rank's output map
+  static size_t maps(int world) { return static_cast<size_t>(world); }
+
+  static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
+                  const call_info& ci) {
+    const int w = a->world;
+    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
+    table_partition(host, dev, t, a);
+    auto* P = at<typename globals::gemm_params>(host, t.params);
+    for (int r = 0; r < w; ++r) {
+      const int rc = fill_gemm<cfg>(P[r], a->a[r], a->b[r], a, start_row_tile<cfg>(a, r, ci.staggered), ci);
+      if (rc != pk::gemm::OK) return rc;
+      P[r].epi.out = at<CUtensorMap>(dev, t.maps);
+      P[r].epi.world = w;
+      P[r].epi.rank = r;
+    }
+    return pk::gemm::OK;
+  }
+};
 
 // ---- gemm-rs and gemm-ar, inter-SM: local store + flag, owners pull and reduce ----------------
 
@@ -237,8 +288,8 @@ struct pull_op {
   static constexpr bool kMulticast = kReduce == 2;
   // table arrays: the partials' and the outputs' pointers, the flags; the TMA form also the
   // partials' and the outputs' tensor maps
-  static constexpr int kMaps = kTma ? 2 : 0;
   static constexpr bool kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
+  static size_t maps(int world) { return kTma ? 2 * static_cast<size_t>(world) : 0; }
   static int num_flags(const pkf_args* a) {
     return num_tiles_m<cfg>(a->M) * num_tiles_n<cfg>(a->N);
   }
@@ -319,7 +370,8 @@ struct ag_gemm_inter {
   static constexpr bool kSpins = true, kStoreAdd = false, kPartial = false, kGathered = true;
   static constexpr bool kMulticast = false;
   // table arrays: the shards' and the gathered copies' pointers, the flags
-  static constexpr bool kMaps = false, kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
+  static constexpr bool kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
+  static size_t maps(int) { return 0; }
   static int num_flags(const pkf_args* a) { return num_tiles_m<cfg>(a->M); }
 
   template <bool kWide>
@@ -374,65 +426,49 @@ struct ag_gemm_inter {
 // ---- ag-gemm, intra-SM: the producer loads each A tile from the rank that owns its rows --------
 
 // No gather and no communication blocks: rank r's GEMM runs over the shards' padded tile rows
-// (shard_tiles) and its producer loads each tile's A boxes through the tensor map of the
+// (owner_tiles) and its producer loads each tile's A boxes through the tensor map of the
 // owning rank's shard (the table's maps of every shard: a->a[s], a buffer on this device for
-// virtual ranks; with real ranks it would be the IPC-mapped peer pointer). Staggered order
-// starts rank r at its own shard and walks the peers r + 1, r + 2, ... (the rotated raster);
-// sequential starts every rank at shard 0.
+// virtual ranks; with real ranks it would be the IPC-mapped peer pointer); each sub-tile goes
+// out through the map of its shard's rows in rank r's output. Staggered order starts rank r at
+// its own shard and walks the peers r + 1, r + 2, ... (the rotated raster); sequential starts
+// every rank at shard 0.
 template <class Config>
-struct ag_gemm_intra {
+struct ag_gemm_intra : intra_op<store_shard_rows, load_peer_rows> {
   using cfg = typename Config::gemm;
-  using epi = store_shard_rows;
-  using pro = load_peer_rows;
-  using comm_t = no_comm;
-  using globals = globals_t<epi, pro, typename comm_t::params>;
   static constexpr kind kKind = kind::ag_gemm;
-  static constexpr bool kSpins = false, kStoreAdd = false, kPartial = false, kGathered = false;
-  static constexpr bool kMulticast = false;
-  // table arrays: every shard's map of A, the shards' padded tile rows
-  static constexpr bool kMaps = true, kStart = true, kPtr0 = false, kPtr1 = false, kFlags = false;
-  static int num_flags(const pkf_args*) { return 0; }
-
-  template <bool>
-  __device__ static void comm(const globals&, int, int, unsigned char*) {}
-
-  static typename comm_t::params comm_params(const pkf_args*, const unsigned char*, const table_offsets&,
-                                             const call_info&) {
-    return {};
-  }
+  static constexpr bool kStoreAdd = false, kStart = true;
+  // table arrays: every shard's map of A, then rank r's map of shard s's rows of its output at
+  // world + r * world + s; the shards' padded tile rows
+  static size_t maps(int world) { return static_cast<size_t>(world) * (world + 1); }
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    const shard_tiles tiles = shard_tiles::make(at<int>(host, t.start), at<int>(host, t.shard_of),
-                                                at<int>(dev, t.start), at<int>(dev, t.shard_of),
-                                                a->M, w, cfg::BM);
+    table_partition(host, dev, t, a);
+    const owner_tiles tiles = table_owner_tiles<cfg>(host, dev, t, a);
     const int* start = at<int>(host, t.start);
-    const int virtual_m = start[w];
-    const partition rows = table_partition(host, dev, t, a);
     auto* maps = at<CUtensorMap>(host, t.maps);
+    const size_t row_bytes = static_cast<size_t>(a->N) * sizeof(bf16);
     for (int s = 0; s < w; ++s)
       if (!pk::gemm::make_swizzled_map(&maps[s], a->a[s], owned_rows(s, a), a->K, cfg::BM))
         return pk::gemm::ERR_TENSOR_MAP;
+    for (int r = 0; r < w; ++r)
+      for (int s = 0; s < w; ++s) {
+        // 16-byte aligned: out[r] is, and N is a multiple of 8 (check_args)
+        unsigned char* shard_out = static_cast<unsigned char*>(a->out[r]) + row_lo(s, a->M, w) * row_bytes;
+        if (!swizzled_out_map(&maps[w + static_cast<size_t>(r) * w + s], shard_out, owned_rows(s, a), a->N,
+                              cfg::WG_ROWS))
+          return pk::gemm::ERR_TENSOR_MAP;
+      }
     auto* P = at<typename globals::gemm_params>(host, t.params);
     for (int r = 0; r < w; ++r) {
-      auto& p = P[r];
-      // A and B as the plain GEMM has them (p.a_map: the rank's own shard, unused by the
-      // producer, which takes pro.a), then the virtual M of the padded shards.
-      int rc = pk::gemm::fill_operands<cfg>(p, a->a[r], a->b[r], owned_rows(r, a), a->N, a->K);
+      // p.a_map: the rank's own shard (unused by the producer, which takes pro.a)
+      const int rc = fill_owner_gemm<cfg>(P[r], a->a[r], owned_rows(r, a), a->b[r], a, start, r, ci);
       if (rc != pk::gemm::OK) return rc;
-      p.M = virtual_m;
-      p.sched.base = pk::gemm::make_raster(virtual_m, a->N, cfg::BM, cfg::BN, ci.group_m);
-      p.sched.m_shift = ci.staggered ? start[r] / cfg::BM : 0;
-      p.first_block = 0;
-      p.num_blocks = ci.gemm_blocks;
-      if (!swizzled_out_map(&p.epi.out, a->out[r], a->M, a->N, cfg::WG_ROWS)) return pk::gemm::ERR_TENSOR_MAP;
-      p.epi.base = static_cast<bf16*>(a->out[r]);
-      p.epi.rows = rows;
-      p.epi.tiles = tiles;
-      p.epi.n = a->N;
-      p.pro.a = at<CUtensorMap>(dev, t.maps);
-      p.pro.tiles = tiles;
+      P[r].epi.out = at<CUtensorMap>(dev, t.maps) + w + static_cast<size_t>(r) * w;
+      P[r].epi.tiles = tiles;
+      P[r].pro.a = at<CUtensorMap>(dev, t.maps);
+      P[r].pro.tiles = tiles;
     }
     return pk::gemm::OK;
   }

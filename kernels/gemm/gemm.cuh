@@ -53,10 +53,12 @@
 //        before the first TMA load of a tile (e.g. wait on the flag that says a peer's A rows
 //        have arrived, then tma::acquire_for_async_reads()). A prologue may also choose where
 //        each tile's A rows come from: if it declares
-//          static const CUtensorMap* a_source(const params&, const tile_info&, int& a_row)
-//        the producer loads the tile's A boxes through the map it returns, at the row it
-//        leaves in a_row (it is called with the tile's row in p.a_map), instead of p.a_map;
-//          static void prefetch_a(const params&)
+//          static const CUtensorMap* a_source(const params&, const tile_info&,
+//                                             const CUtensorMap* own, int& a_row)
+//        the producer loads the tile's A boxes through the map it returns (`own` is &p.a_map),
+//        at the row it leaves in a_row (it is called with the tile's row there), instead of
+//        p.a_map at the tile's row;
+//          static void prefetch_a(const params&, const CUtensorMap* own)
 //        then replaces the prefetch of p.a_map (e.g. a tensor map per rank's shard of A, the
 //        tile's shard picked by its row). Without a_source the producer is the plain one
 //        (detected at compile time; the plain GEMM's code does not change).
@@ -321,7 +323,7 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
     wg::set_max_regs_dec<C::PRODUCER_REGS>();
     if (tid == 0) {
       if constexpr (detail::has_a_source<Pro>::value) {
-        Pro::prefetch_a(p.pro);
+        Pro::prefetch_a(p.pro, &p.a_map);
       } else {
         tma::prefetch_map(&p.a_map);
       }
@@ -335,7 +337,8 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
         // valid box, so that the pipeline stays in step with the peer; it is never stored.
         int a_row = ti.rows > 0 ? ti.row0 : 0;
         const CUtensorMap* a_map = &p.a_map;
-        if constexpr (detail::has_a_source<Pro>::value) a_map = Pro::a_source(p.pro, ti, a_row);
+        if constexpr (detail::has_a_source<Pro>::value)
+          a_map = Pro::a_source(p.pro, ti, &p.a_map, a_row);
         Pro::before_loads(p.pro, ti);
         for (int kb = 0; kb < p.k_blocks; ++kb) {
           detail::mbar_wait_or_trap(&empty[s], phase ^ 1u);

@@ -25,7 +25,7 @@ from hwmodels.system import System
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.codegen_program import codegen_program
 from pksim.cli.comm_options import comm_extra, comm_options
-from pksim.cli.op_checks import check_applies
+from pksim.api.op_checks import check_applies
 from pksim.cli.output import emit_json
 from pksim.inputs import check_bytes, check_comm_sms, check_operands, check_world, even_bytes
 from pksim.plots import check_writable

@@ -1,21 +1,38 @@
-"""Entry point: ``pksim``. Errors of the tool become one line and exit code 2."""
+"""Entry point: ``pksim``. Errors of the tool become one line and exit code 2.
+
+The commands are a table (``COMMANDS``: command -> the module and attribute that define it),
+loaded when the command runs, so that each command imports only what it uses
+(docs/design.md, Code layout)."""
 from __future__ import annotations
 
 import sys
+import warnings
 
 import click
 
-from hwmodels.errors import PksimError
+from hwmodels.errors import PksimError, PksimNote
 from pksim import __version__
-from pksim.cli import calibrate, codegen, env, predict, programs, run, systems, validate
+from pksim.cli.group import LazyGroup
+from pksim.lazy import LazyTable
 
-try:            # the what-if study, sweep, trace and programs report commands need matplotlib
-    from pksim.cli import programs_report, whatif
-except ImportError:
-    programs_report = whatif = None
+COMMANDS = LazyTable({
+    "systems": "pksim.cli.systems:systems",
+    "programs": "pksim.cli.programs:programs",
+    "predict": "pksim.cli.predict:predict",
+    "search": "pksim.cli.predict:search",
+    "calibrate": "pksim.cli.calibrate:calibrate",
+    "codegen": "pksim.cli.codegen:codegen",
+    "run": "pksim.cli.run:run",
+    "validate": "pksim.cli.validate:validate",
+    "env": "pksim.cli.env:env",
+    "pkb": "pksim.cli.pkb:pkb",
+    "whatif": "pksim.cli.whatif:whatif",
+    "sweep": "pksim.cli.whatif:sweep",
+    "trace": "pksim.cli.whatif:trace",
+})
 
 
-class _Group(click.Group):
+class _Group(LazyGroup):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
@@ -26,7 +43,10 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", PksimNote)
+                warnings.showwarning = _notes_shown(warnings.showwarning)
+                return super().invoke(ctx)
         except PksimError as exc:
             _fail(str(exc))
         except click.UsageError as exc:      # a bad option value or name: one line too
@@ -43,35 +63,26 @@ def usage_line(exc: click.UsageError) -> str:
     return f"{exc.format_message().rstrip('.')} ({where} -h for help)"
 
 
+def _notes_shown(show):
+    """``warnings.showwarning`` printing a PksimNote as one ``pksim: note:`` line on stderr,
+    any other warning as ``show`` does."""
+    def shown(message, category, *args, **kwargs) -> None:
+        if issubclass(category, PksimNote):
+            click.echo(f"pksim: note: {message}", err=True)
+        else:
+            show(message, category, *args, **kwargs)
+    return shown
+
+
 def _fail(message: str) -> None:
     click.echo(f"pksim: error: {' '.join(message.split())}", err=True)
     sys.exit(2)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pksim")
 def cli() -> None:
     """pksim: predict, search and generate multi-GPU kernels on modelled topologies."""
-
-
-def _register() -> None:
-    cli.add_command(systems.systems)
-    cli.add_command(programs.programs)
-    cli.add_command(predict.predict)
-    cli.add_command(predict.search)
-    cli.add_command(calibrate.calibrate)
-    cli.add_command(codegen.codegen)
-    cli.add_command(run.run)
-    cli.add_command(validate.validate)
-    cli.add_command(env.env)
-    if whatif is not None:
-        cli.add_command(whatif.whatif)
-        cli.add_command(whatif.sweep)
-        cli.add_command(whatif.trace)
-        programs.programs.add_command(programs_report.report)
-
-
-_register()
 
 
 def main() -> None:

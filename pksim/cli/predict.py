@@ -5,28 +5,20 @@ import functools
 
 import click
 
-from hwmodels.catalog import load_system
-from hwmodels.errors import ConfigError
-from hwmodels.topology import Topology
-from hwmodels.units import format_bytes, format_time, parse_bytes
-from pksim.cli.comm_options import comm_extra, comm_options
+from hwmodels.units import Seconds, format_bytes, format_time, time_unit
+from pksim.api import predict as api
+from pksim.api.options import Options
+from pksim.api.predict import candidates as _candidates   # trace (pksim.cli.whatif) uses it
+from pksim.cli.comm_options import comm_options
 from pksim.cli.output import emit_json, table
-from pksim.cli.programs import (print_prediction as print_program, print_search as
-                                print_program_search, program_prediction, search_program)
-from pksim.collective import as_run
-from pksim.kernel_contract import emittable_fields
+from pksim.cli.programs import print_prediction as print_program, print_search as \
+    print_program_search
+from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES
 from pksim.prediction import Prediction
-from pksim.cli.op_checks import check_applies, nccl_algo
-from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_elements,
-                          check_operands, check_root, check_skew, check_world, even_bytes)
-from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS, Schedule
-from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES, nccl_schedule, report as nccl_report
-from pksim.search import SearchResult, fused_space, search as run_search, space
-from pksim.workloads.fused import ALGORITHMS as FUSED_ALGORITHMS
-from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, check_shape, operand_bytes
-from pksim.simulate import predict as run_predict
-from pksim.versus import versus_nccl
+from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS
+from pksim.sensitivity import swings
 from pksim.workloads.collectives import COLLECTIVES
+from pksim.workloads.fused import FUSED_OPS
 
 
 def op_options(fn):
@@ -107,151 +99,81 @@ def op_options(fn):
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)
 
 
-def _fused_candidates(system, kw, world: int) -> list[Schedule]:
-    values = dict(kw, n=kw["n_"])
-    shape = {}
-    for key in SHAPE_KEYS[kw["op"]]:
-        if values.get(key) is None:
-            raise ConfigError(f"--op {kw['op']} needs --{key.replace('_', '-')}")
-        shape[key] = values[key]
-    check_shape(kw["op"], shape, world)
-    check_operands(system, kw["op"], shape, kw["dtype"], world, "the shape options")
-    check_skew(kw["skew"])
-    if kw["skew"] and not kw["op"].startswith("moe"):
-        raise ConfigError(f"--skew {kw['skew']:g}: only the MoE ops route tokens, not {kw['op']}")
-    if kw["overlap"] == "none":
-        fixed = [f for f, k in (("--algorithm", "algorithm"), ("--mechanism", "mechanism"),
-                                ("--comm-sms", "comm_sms"), ("--chunk-bytes", "chunk_bytes"))
-                 if kw[k] is not None]
-        if fixed:
-            raise ConfigError(f"{fixed[0]}: --overlap none is the library kernel, then NCCL: "
-                              f"it has no {fixed[0][2:]} to fix")
-    if kw["algorithm"] and kw["algorithm"] not in FUSED_ALGORITHMS[kw["op"]]:
-        raise ConfigError(f"--algorithm {kw['algorithm']}: {kw['op']} communicates by "
-                          f"{', '.join(FUSED_ALGORITHMS[kw['op']])}")
-    chunk = _chunk(kw) if kw["chunk_bytes"] is not None else 0
-    if chunk:
-        check_elements(chunk, kw["dtype"], "--chunk-bytes")
-        whole = operand_bytes(kw["op"], shape, world, DTYPES[kw["dtype"]])
-        if chunk > whole:
-            raise ConfigError(f"--chunk-bytes {kw['chunk_bytes']}: larger than all of a rank's "
-                              f"operands ({format_bytes(whole)}); 0: one chunk per peer")
-    if kw["impl"] == "nccl":
-        overlaps = ("none",)
-    else:
-        overlaps = (kw["overlap"],) if kw["overlap"] else ()
-    return fused_space(system, kw["op"], shape, kw["world"], kw["domains"], kw["dtype"],
-                       overlaps=overlaps,
-                       algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
-                       mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
-                       comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
-                       skew=kw["skew"], chunks=(_chunk(kw),) if kw["chunk_bytes"] else ())
+def _print_prediction(p: Prediction, system_ref: str, overrides: tuple[str, ...],
+                      cold: bool, explain: bool) -> None:
+    """The prediction for people: every time in the one unit of the total time; then the
+    figures the user set, and the guessed figures it rests on, summarised by how much each
+    moves it (``pksim.sensitivity``; all of them with ``explain``)."""
+    unit = time_unit(p.time_s)[0]
 
+    def t(seconds: float) -> str:
+        return format_time(seconds, unit)
 
-def _chunk(kw) -> int:
-    return 0 if kw["chunk_bytes"] in ("0", 0) else parse_bytes(kw["chunk_bytes"], "--chunk-bytes")
-
-
-def _candidates(system, kw) -> list[Schedule]:
-    cands = _space(system, kw)
-    if kw.get("label") is None:
-        return cands
-    # a label names the schedule as it runs (a streamed in-network kernel's chunk included)
-    chosen = list(dict.fromkeys(c for c in cands
-                                if kw["label"] in (c.label(), as_run(c).label())))
-    if not chosen:
-        labels = sorted({c.label() for c in cands})
-        raise ConfigError(f"--schedule {kw['label']!r} is not a candidate here "
-                          f"({len(labels)} are, e.g. {', '.join(labels[:3])}; "
-                          f"pksim search lists them)")
-    return chosen
-
-
-def _space(system, kw) -> list[Schedule]:
-    world = check_world(system, kw["world"], kw["domains"])
-    check_comm_sms(system, kw["comm_sms"], world, kw["domains"])
-    check_root(kw["root"], world)
-    check_dtype(system, kw["dtype"])
-    check_applies(kw)
-    if kw["op"] in FUSED_OPS:
-        return _fused_candidates(system, kw, world)
-    extra, implied = comm_extra(kw, kw["op"], world)
-    if kw["size"] is None and implied is None:
-        raise ConfigError(f"--op {kw['op']} needs --bytes")
-    nbytes = implied if implied is not None else parse_bytes(kw["size"])
-    check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
-    nbytes, note = even_bytes(kw["op"], nbytes, kw["dtype"], world)
-    if note:
-        click.echo(f"pksim: note: {note}", err=True)
-    if kw["impl"] == "nccl":
-        sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"],
-                              kw.get("nccl_version"), kw.get("launch") or DEFAULT_LAUNCH,
-                              nvls=kw.get("nvls") != "off", algo=nccl_algo(kw, kw["op"]))
-        return [sched.with_(root=kw["root"], dtype=kw["dtype"],
-                            extra=tuple(sorted(dict(sched.extra, **dict(extra)).items())))]
-    chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
-    if chunk:
-        check_elements(chunk, kw["dtype"], "--chunk-bytes")
-        if chunk >= nbytes:
-            raise ConfigError(f"--chunk-bytes {kw['chunk_bytes']}: a pipeline chunk must be "
-                              f"smaller than the buffer ({format_bytes(nbytes)}); 0: none")
-    cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
-                  algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
-                  mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),
-                  comm_sms=(kw["comm_sms"],) if kw["comm_sms"] else (),
-                  chunks=(chunk,) if chunk is not None else (), extra=extra)
-    if kw["peer_order"]:
-        cands = list({c.with_(peer_order=kw["peer_order"]) for c in cands})
-    if kw["algorithm"] and kw["mechanism"] is None and kw["algorithm"] == "in-network":
-        cands = [c for c in cands if c.mechanism == "multimem"]
-    return [c.with_(root=kw["root"], dtype=kw["dtype"]) for c in cands]
-
-
-def _print_prediction(p: Prediction) -> None:
     if p.schedule.op in FUSED_OPS:
         shape = " ".join(f"{k}={v}" for k, v in p.schedule.shape)
         click.echo(f"{p.schedule.op} {shape} {p.schedule.dtype} on {p.system} "
                    f"({p.schedule.world} ranks): {p.schedule.label()}")
-        click.echo(f"  time      {format_time(p.time_s)}   compute {format_time(p.compute_s)}   "
-                   f"exposed comm {format_time(p.exposed_comm_s)}")
-        click.echo(f"  baseline  {format_time(p.baseline_s)} (cuBLAS + NCCL)   "
-                   f"speed-up {p.speedup:.2f}x   bound {format_time(p.bound_s)} "
-                   f"({p.bound_resource})")
+        click.echo(f"  time      {t(p.time_s)}   compute {t(p.compute_s)}   "
+                   f"exposed comm {t(p.exposed_comm_s)}")
+        click.echo(f"  baseline  {t(p.baseline_s)} (cuBLAS + NCCL)   "
+                   f"speed-up {p.speedup:.2f}x   bound {t(p.bound_s)} ({p.bound_resource})")
         for note in p.notes:
             click.echo(f"  note      {note}")
+    else:
+        click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
+                   f"({p.schedule.world} ranks): {p.schedule.label()}")
+        click.echo(f"  time      {t(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
+                   f"busbw {p.busbw_GBps:.1f} GB/s   link_util {p.link_util:.2f}")
+        click.echo(f"  bound     {t(p.bound_s)} ({_bound_parts(p.bound_resource)})   "
+                   f"alpha-beta {t(p.alpha_beta_s)}")
+        busy = ", ".join(f"{k} {t(v)}" for k, v in
+                         sorted(p.breakdown.items(), key=lambda kv: -kv[1]))
+        click.echo(f"  busy      {busy}")
+    if overrides:
+        click.echo(f"  set       {', '.join(overrides)}")
+    if not p.depends_on_assumed:
         return
-    click.echo(f"{p.schedule.op} {format_bytes(p.nbytes)} on {p.system} "
-               f"({p.schedule.world} ranks): {p.schedule.label()}")
-    click.echo(f"  time      {format_time(p.time_s)}   algbw {p.algbw_GBps:.1f} GB/s   "
-               f"busbw {p.busbw_GBps:.1f} GB/s   link_util {p.link_util:.2f}")
-    click.echo(f"  bound     {format_time(p.bound_s)} ({p.bound_resource})   "
-               f"alpha-beta {format_time(p.alpha_beta_s)}")
-    busy = ", ".join(f"{k} {format_time(v)}" for k, v in
-                     sorted(p.breakdown.items(), key=lambda kv: -kv[1]))
-    click.echo(f"  busy      {busy}")
-    if p.depends_on_assumed:
-        click.echo(f"  assumed   {', '.join(p.depends_on_assumed)}")
+    found = swings(system_ref, overrides, p, cold)
+    if explain:
+        click.echo(f"  assumed   {_figures(len(found))}, each set 20 % lower and higher "
+                   f"(the same schedule simulated again):")
+        table("", ["figure", "value", "provenance", "-20 %", "+20 %"],
+              [[s.key, _value(s.value), s.tag, _change(s.low_s, p.time_s),
+                _change(s.high_s, p.time_s)] for s in found])
+        return
+    moving = [s for s in found if s.change(p.time_s) >= MOVES][:SHOWN]
+    most = ("; the most it moves at -20 % / +20 %: " + ", ".join(
+        f"{s.key} {_change(s.low_s, p.time_s)} / {_change(s.high_s, p.time_s)}"
+        for s in moving)) if moving else "; none moves it 0.1 % at -20 % or +20 %"
+    click.echo(f"  assumed   {_figures(len(found))}{most} (--explain lists all)")
 
 
-def _search(kw, top: int = 1):
-    """The ranked predictions (the first ``top`` are the best of every candidate; the
-    search prunes by lower bound what cannot be among them) and the search result."""
-    need_op(kw)
-    system = load_system(kw["system_name"], kw["overrides"])
-    cands = _candidates(system, kw)
-    if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
-        p = run_predict(system, cands[0], reduced=not kw["full"], cold=kw["cold"])
-        return system, [p], SearchResult((p,), (), 1)
-    if kw["full"]:
-        raise ConfigError(f"--full simulates every rank of one schedule, and these options "
-                          f"leave {len(cands)}: fix it (--schedule LABEL, or --algorithm, "
-                          f"--mechanism, --comm-sms, ...)")
-    result = run_search(system, cands, top=top, cold=kw["cold"])
-    return system, list(result.ranked), result
+SHOWN = 3           # the guessed figures predict names: the ones that move the time most
+MOVES = 1e-3        # ... by at least 0.1 % either way
+
+
+def _figures(n: int) -> str:
+    return f"{n} guessed figure" + ("" if n == 1 else "s")
+
+
+def _value(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _bound_parts(resource: str) -> str:
+    """What the lower bound adds up (pksim.analytical): the launch, then the latency chain
+    or the busiest resource's bytes at its capacity."""
+    return ("launch + the latency chain" if resource == "latency" else
+            f"launch + {resource}'s bytes at its capacity")
+
+
+def _change(t: float | None, base: float) -> str:
+    """A re-simulated time as a change of the prediction: '+1.3 %' ('n/a': not simulated)."""
+    return "n/a" if t is None else f"{100 * (t - base) / base:+.1f} %"
 
 
 def need_op(kw) -> None:
-    """Without --program, --system and --op are required."""
+    """Without --program, --system and --op are required (a usage error, before any work)."""
     for key, flag in (("system_name", "--system"), ("op", "--op")):
         if kw.get(key) is None:
             raise click.UsageError(f"Missing option '{flag}' (or give --program).")
@@ -259,7 +181,10 @@ def need_op(kw) -> None:
 
 @click.command()
 @op_options
-def predict(**kw) -> None:
+@click.option("--explain", is_flag=True,
+              help="List every guessed figure the prediction rests on, with how much the "
+                   "time moves when it is 20 % lower or higher.")
+def predict(explain: bool, **kw) -> None:
     """Predict one operation; without schedule options, the best schedule found.
 
     Collectives take --bytes; gemm-rs, gemm-ar and ag-gemm take --m --n --k
@@ -267,29 +192,16 @@ def predict(**kw) -> None:
     --seq --head-dim; moe-dispatch-gemm and moe-combine take --tokens --hidden
     --experts --topk --expert-hidden [--skew]. --program NAME|FILE predicts a whole program
     (pksim programs list): the baseline as PyTorch + NCCL run it, pksim's best, the roofline."""
-    if kw["program"]:
-        p = program_prediction(kw)
-        if kw["as_json"]:
-            emit_json(p.to_dict(timeline=True))
-        else:
-            print_program(p)
-        return
-    system, ranked, _ = _search(kw, top=1)
-    best = ranked[0]
+    if not kw["program"]:
+        need_op(kw)
+    result = api.predict_options(Options.from_cli(kw))
     if kw["as_json"]:
-        out = best.to_dict() | emittable_fields(system, best.schedule)
-        if best.schedule.impl == "nccl" and best.schedule.op in COLLECTIVES:
-            out["nccl"] = nccl_report(system, best.schedule)
-        elif best.schedule.op in COLLECTIVES and best.schedule.world > 1 \
-                and not Topology.build(system, best.schedule.world,
-                                       best.schedule.domains).virtual:
-            # pk's schedule against NCCL's own pick: both bindings, the difference itemised
-            out["vs_nccl"] = versus_nccl(system, best.schedule.op, best.nbytes,
-                                         best.schedule.world, best.schedule.domains,
-                                         kw.get("launch") or DEFAULT_LAUNCH, pk=best)
-        emit_json(out)
+        emit_json(result.to_dict())
+    elif kw["program"]:
+        print_program(result)
     else:
-        _print_prediction(best)
+        _print_prediction(result.prediction, kw["system_name"], kw["overrides"], kw["cold"],
+                          explain)
 
 
 @click.command()
@@ -300,37 +212,30 @@ def predict(**kw) -> None:
 def search(top: int, **kw) -> None:
     """Rank candidate schedules by predicted time: the --top best of every candidate,
     found by branch and bound (the table says how many were simulated and pruned)."""
-    if top < 1:
-        raise ConfigError(f"--top must be at least 1, got {top}")
-    if kw["program"]:
-        found = search_program(kw, top)
-        if kw["as_json"]:
-            emit_json(found)
-        else:
-            print_program_search(found)
-        return
-    system, ranked, result = _search(kw, top=top)
-    infeasible = result.infeasible
-    emit = {p.schedule: emittable_fields(system, p.schedule) for p in ranked[:top]}
+    if not kw["program"]:
+        need_op(kw)
+    found = api.search_options(Options.from_cli(kw), top)
     if kw["as_json"]:
-        emit_json({"ranked": [p.to_dict() | emit[p.schedule] for p in ranked[:top]],
-                   "candidates": result.candidates, "simulated": result.simulated,
-                   "pruned": [{"label": s, "bound_s": b} for s, b in result.pruned],
-                   "infeasible": [{"label": s, "reason": r} for s, r in infeasible]})
+        emit_json(found.to_dict())
         return
-    counts = (f"{result.candidates} candidates: {result.simulated} simulated, "
-              f"{len(result.pruned)} pruned by their lower bound, {len(infeasible)} infeasible")
+    if kw["program"]:
+        print_program_search(found.to_dict())
+        return
+    ranked, emit = found.ranked, found.emittable
+    counts = (f"{found.candidates} candidates: {found.simulated} simulated, "
+              f"{len(found.pruned)} pruned by their lower bound, "
+              f"{len(found.infeasible)} infeasible")
     if kw["op"] in FUSED_OPS:
         table(f"{kw['op']} on {kw['system_name']}: {counts}",
-              ["schedule", "time", "exposed comm", "speed-up", "bound", "binding"],
-              [[_marked(p, emit), format_time(p.time_s), format_time(p.exposed_comm_s),
-                f"{p.speedup:.2f}x", format_time(p.bound_s), p.bound_resource]
+              ["schedule", "time", "exposed comm", "speed-up", "bound", "bound by"],
+              [[_marked(p, emit), Seconds(p.time_s), Seconds(p.exposed_comm_s),
+                f"{p.speedup:.2f}x", Seconds(p.bound_s), p.bound_resource]
                for p in ranked[:top]])
     else:
         table(f"{kw['op']} {format_bytes(ranked[0].nbytes)} on {kw['system_name']}: {counts}",
-              ["schedule", "time", "busbw GB/s", "bound", "binding", "link util"],
-              [[_marked(p, emit), format_time(p.time_s), f"{p.busbw_GBps:.1f}",
-                format_time(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
+              ["schedule", "time", "busbw GB/s", "bound", "bound by", "link util"],
+              [[_marked(p, emit), Seconds(p.time_s), f"{p.busbw_GBps:.1f}",
+                Seconds(p.bound_s), p.bound_resource, f"{p.link_util:.2f}"]
                for p in ranked[:top]])
     _not_emittable_notes(emit)
 

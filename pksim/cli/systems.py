@@ -12,6 +12,7 @@ from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim.cli.output import emit_json, table
 from pksim.study import figure
+from pksim.vocabulary import renamed
 
 
 def summary(system: System) -> dict:
@@ -54,11 +55,25 @@ def _detail(system: System) -> dict:
     topo = Topology.build(system)
     return {"summary": summary(system), "path": system.path, "inherits": system.inherits,
             "description": system.description, "topology": topo.counts(),
-            "gpu": asdict(system.gpu), "domain": asdict(system.domain),
-            "scaleout": asdict(system.scaleout),
+            "gpu": _si_keys(asdict(system.gpu)), "domain": _si_keys(asdict(system.domain)),
+            "scaleout": _si_keys(asdict(system.scaleout)),
             "provenance": {k: {"value": _value(system, k), "source": v.source, "tag": v.tag}
                            for k, v in sorted(system.provenance.items())},
             "assumed": system.assumed_keys(), "calibrated": system.calibrated}
+
+
+def _si_keys(node):
+    """The loaded figures (SI units, the unit in the name) as docs/outputs.md names them:
+    a size ``*_bytes`` (the field's ``*_B``), a cost per byte ``*_s_per_byte``; the field's
+    own name stays after them for one release."""
+    if isinstance(node, list):
+        return [_si_keys(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    names = {k: k[:-8] + "_s_per_byte" if k.endswith("_s_per_B") else
+             k[:-2] + "_bytes" if k.endswith("_B") else k for k in node}
+    return renamed({k: _si_keys(v) for k, v in node.items()},
+                   {k: v for k, v in names.items() if k != v})
 
 
 def _value(system: System, key: str):

@@ -247,11 +247,11 @@ def _published(out: Path | None, force: bool, write_docs: bool, as_json: bool) -
                        f"model {p.model}")
     for v in vs:
         d = v["difference_parts"]
-        click.echo(f"  pk vs NCCL: {v['system']} all-reduce {v['bytes'] >> 20} MiB: "
-                   f"{v['pk']['label']} ({v['pk']['binding']}) "
+        click.echo(f"  pk vs NCCL: {v['system']} all-reduce {v['size_bytes'] >> 20} MiB: "
+                   f"{v['pk']['label']} ({v['pk']['busiest_resource']}) "
                    f"{v['pk']['time_s'] * 1e6:.1f} us, {v['nccl']['label']} "
-                   f"({v['nccl']['binding']}) {v['nccl']['time_s'] * 1e6:.1f} us; "
-                   f"{'same' if v['same_binding'] else 'DIFFERENT'} binding; pk - NCCL: "
+                   f"({v['nccl']['busiest_resource']}) {v['nccl']['time_s'] * 1e6:.1f} us; "
+                   f"{'same' if v['same_busiest_group'] else 'DIFFERENT'} busiest resource; pk - NCCL: "
                    + ", ".join(f"{k.removesuffix('_s')} {x * 1e6:+.1f}" for k, x in d.items())
                    + " us")
     click.echo(f"  wrote {files[0]} and {len(files) - 1} plots")

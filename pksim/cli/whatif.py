@@ -1,35 +1,28 @@
 """``pksim whatif``, ``pksim sweep`` and ``pksim trace``: studies, size sweeps, timelines."""
 from __future__ import annotations
 
-import itertools
-import json
 import sys
 import time
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn)
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
-from hwmodels.units import format_bytes, format_time, parse_bytes_range
+from hwmodels.units import Seconds, format_bytes, format_time
 from pksim import plots, report
+from pksim.api import study as api
+from pksim.gantt import gantt as gantt_chart
 from pksim.cli.predict import _candidates, need_op, op_options
 from pksim.cli.programs import program_prediction
-from pksim.cli.output import emit_json, json_entry, table
-from pksim.inputs import check_dtype, check_root, check_unique_systems, check_world
+from pksim.cli.output import emit_json, table
 from pksim.plots import OutputDir
-from pksim.safe_files import Journal, journal_path
-from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_of, check_case,
-                          default_workers, recorded, resume_from, run_tasks, tasks_for)
-from pksim.schedule import DTYPES, IMPLS
+from pksim.runner import best_of
+from pksim.schedule import DTYPES
 from pksim.simulate import predict as run_predict
 from pksim.programs.trace import chrome_trace as program_trace, gantt_rows as program_gantt
 from pksim.trace import chrome_trace
-from pksim.study import (KNOWN_OPS, Case, Variant, default_study, find_study, load_variants,
-                         split_note)
+from pksim.study import KNOWN_OPS, default_study, find_study
 from pksim.study_programs import PROGRAM_OP
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import SHAPE_KEYS
@@ -58,15 +51,22 @@ def run_options(fn):
 
 
 class _Progress:
-    """A progress bar on stderr (quiet when stderr is not a terminal)."""
+    """A progress bar on stderr (quiet when stderr is not a terminal): ``start(total)`` as the
+    tasks are known, ``advance`` as each finishes."""
 
-    def __init__(self, total: int, label: str, quiet: bool = False):
-        self.bar = None
-        if quiet or not sys.stderr.isatty():
+    def __init__(self, label: str, quiet: bool = False):
+        self.label, self.bar = label, None
+        self.quiet = quiet or not sys.stderr.isatty()
+
+    def start(self, total: int) -> None:
+        if self.quiet:
             return
-        self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+        self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-        self.task = self.bar.add_task(label, total=total)
+        self.task = self.bar.add_task(self.label, total=total)
         self.bar.start()
 
     def advance(self, _row=None) -> None:
@@ -78,62 +78,12 @@ class _Progress:
             self.bar.stop()
 
 
-def _run(tasks: list[Task], workers: int | None, scheduler: str | None, label: str,
-         quiet: bool, journal: Journal):
-    """Run the tasks, each row into ``journal`` the moment it is done."""
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {workers}")
-    progress = _Progress(len(tasks), label, quiet)
-
-    def done(row) -> None:
-        journal.add(row.to_dict())
-        progress.advance()
-    try:
-        return run_tasks(tasks, workers or default_workers(), scheduler, done)
-    finally:
-        progress.stop()
-
-
-def _run_resumable(results: Path, records_key: str, identity: dict, tasks: list[Task],
-                   pairs: list, resume: bool, force: bool, run_args: tuple):
-    """(rows a --resume kept from ``results`` and its journal, the run of the rest, the
-    journal of this run); ``pairs``: (variant, system); ``run_args``: _run's workers,
-    scheduler, label and quiet."""
-    kept: list = []
-    if resume:
-        name_of = {variant: system.name for variant, system in pairs}
-        kept, tasks = resume_from(results, identity, records_key, tasks,
-                                  {t: name_of[t.variant] for t in tasks})
-    journal = _journal(results, identity, kept, force or resume)
-    return kept, _run(tasks, *run_args, journal), journal
-
-
-def _journal(results: Path, identity: dict, kept: list, again: bool) -> Journal:
-    """The journal of this run's rows beside ``results``; one an interrupted run left is
-    completed by --resume or started again with --force, never overwritten otherwise."""
-    path = journal_path(results)
-    if path.exists() and not again:
-        raise ConfigError(f"{path}: the rows of an interrupted run: --resume completes it, "
-                          f"--force starts again")
-    return Journal(path, identity, [r.to_dict() for r in kept])
-
-
-def _interrupted(result, out: OutputDir, kept: int = 0) -> None:
-    """After Ctrl-C: say what was kept (``kept``: rows a --resume brought) and exit 130."""
-    if result.interrupted:
-        click.echo(f"pksim: interrupted: kept {len(result.rows) + kept} of "
-                   f"{result.total + kept} results in {out.path} (--resume completes them)",
-                   err=True)
+def _interrupted(found) -> None:
+    """After Ctrl-C: say what was kept (with the rows a --resume brought) and exit 130."""
+    if found.interrupted:
+        click.echo(f"pksim: interrupted: kept {len(found.rows)} of {found.total} results in "
+                   f"{found.output} (--resume completes them)", err=True)
         sys.exit(130)
-
-
-def _note(text: str) -> None:
-    if text:
-        click.echo(f"pksim: note: {text}", err=True)
-
-
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(v.strip() for text in values for v in text.split(",") if v.strip())
 
 
 # ---- whatif ---------------------------------------------------------------------------------
@@ -154,49 +104,21 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
     pksim's best and roofline (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
     study = find_study(study_file) if study_file else default_study()
-    if systems and not _split(systems):
-        raise ConfigError(f"--systems {' '.join(systems)!r}: names no system")
-    study = study.with_options(_split(systems), overrides, vary)
-    pairs = load_variants(study, "--systems" if systems else "")
-    tasks, skipped = tasks_for(pairs, study.workloads, study.impls, study.path or study.name,
-                               study.programs)
-    out = OutputDir(output or OUT_ROOT / study.name, force or resume)
-    out.check(report.study_files(study))
-    _note(split_note(t.case for t in tasks))
-    identity = {"command": "whatif", "study": study.name, "systems": list(study.systems),
-                "set": list(study.overrides), "vary": [[k, list(v)] for k, v in study.vary],
-                "impls": list(study.impls)}
-    kept, result, journal = _run_resumable(
-        out.path / "results.json", "rows", identity, tasks, pairs, resume, force,
-        (workers, scheduler, f"whatif {study.name}", as_json))
-    rows = attach_baselines(kept + result.rows, study.baseline)
-    order = [w.name for w in study.workloads] + [e.name for e in study.programs]
-    rows.sort(key=lambda r: (list(study.systems).index(r.system_ref), _variant_order(r, pairs),
-                             order.index(r.case.workload), r.case.world, r.case.shape, r.impl))
-    systems_by_name = {system.name: system for _, system in pairs}
-    timelines = [] if no_plots or result.interrupted else _timelines(study, rows, pairs)
-    wall = time.perf_counter() - start
-    report.write_study(out, study, rows, systems_by_name, timelines, not no_plots,
-                       {"wall_s": wall, "tasks": result.total + len(kept), "finished": len(rows),
-                        "interrupted": result.interrupted, "skipped": skipped,
-                        "resume": identity})
-    journal.finish()
-    entries = report.summary(rows)
+    progress = _Progress(f"whatif {study.name}", as_json)
+    try:
+        found = api.whatif(study, systems, overrides, vary, output or OUT_ROOT / study.name,
+                           force, resume, workers, scheduler, not no_plots,
+                           on_start=progress.start, on_done=progress.advance)
+    finally:
+        progress.stop()
     if as_json:
-        emit_json({"study": study.name, "wall_s": wall, "interrupted": result.interrupted,
-                   "skipped": skipped, "rows": [json_entry(e) for e in entries],
-                   "files": [str(p) for p in out.written]})
+        emit_json(found.to_dict())
     else:
-        _print_study(study, entries, skipped)
-        click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), "
-                   f"{len(out.written)} files in {out.path}/ "
+        _print_study(found.study, found.entries, found.skipped)
+        click.echo(f"{len(found.rows)} predictions ({found.run_s:.1f} s), "
+                   f"{len(found.files)} files in {found.output}/ "
                    f"({time.perf_counter() - start:.1f} s in all)")
-    _interrupted(result, out, len(kept))
-
-
-def _variant_order(row, pairs) -> int:
-    labels = [v.label for v, _ in pairs]
-    return labels.index(row.variant) if row.variant in labels else 0
+    _interrupted(found)
 
 
 def _print_study(study, entries, skipped) -> None:
@@ -235,25 +157,6 @@ def _print_programs(title: str, system: str, entries: list[dict]) -> None:
               report.PROGRAM_WHATIF_HEADERS, report.program_table_rows(changed, what_if=True))
 
 
-def _timelines(study, rows, pairs):
-    """The recorded timelines for the study's timeline plot: pk best and baseline."""
-    if "timeline" not in study.plots:
-        return []
-    want_system, want_workload = study.timeline or (rows[0].system if rows else "", "")
-    chosen = [r for r in rows if r.ok and r.variant == "base" and r.case.is_collective
-              and want_system in (r.system, r.system_ref)
-              and (not want_workload or r.case.workload == want_workload)]
-    if not chosen:
-        return []
-    first = min(chosen, key=lambda r: (r.case.world, r.nbytes)).case
-    out = []
-    for r in chosen:
-        if r.case == first:
-            label = f"{r.impl} {r.schedule.removeprefix('nccl/')}"
-            out.append((label, recorded(r), load_system(r.system_ref, r.overrides)))
-    return out
-
-
 # ---- sweep ----------------------------------------------------------------------------------
 @click.command()
 @click.option("--system", "systems", multiple=True, required=True, metavar="NAME[,NAME]",
@@ -276,96 +179,21 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
           force, resume, workers, scheduler, no_plots, as_json) -> None:
     """A size (or shape) sweep in the nccl-tests layout: size, time, algbw, busbw for
     pk and nccl side by side, and a plot."""
-    impl_list = _split((impls,))
-    if not impl_list:
-        raise ConfigError(f"--impl {impls!r}: give one or more of {', '.join(IMPLS)}")
-    for impl in impl_list:
-        if impl not in IMPLS:
-            raise ConfigError(f"--impl: {impl!r} is not one of {', '.join(IMPLS)}")
-    shape_axes = _shape_axes(op, size, shapes)
-    refs = _split(systems)
-    if not refs:
-        raise ConfigError(f"--system {' '.join(systems)!r}: names no system")
-    variants = [(Variant(ref, tuple(overrides)), load_system(ref, overrides)) for ref in refs]
-    check_unique_systems([(v.ref, system) for v, system in variants], "--system")
-    tasks = []
-    for variant, system in variants:
-        n = check_world(system, world, domains)
-        check_root(root, n)
-        check_dtype(system, dtype)
-        for shape in _product(shape_axes):
-            case = Case(op, op, shape, dtype, n, domains, root)
-            check_case(system, case, option=lambda key: "--bytes" if size else
-                       "--shape" if key == "bytes" else f"--shape {key}")
-            tasks.extend(Task(variant, case, impl) for impl in impl_list)
-    out = OutputDir(output or OUT_ROOT / f"sweep-{op}", force or resume)
-    out.check(report.sweep_files())
-    _note(split_note(t.case for t in tasks))
-    identity = {"command": "sweep", "op": op, "systems": list(refs), "set": list(overrides),
-                "dtype": dtype, "world": world, "domains": domains, "root": root,
-                "impls": list(impl_list)}
-    order = {(t.variant.ref, t.case, t.impl): i for i, t in enumerate(tasks)}
-    kept, result, journal = _run_resumable(
-        out.path / "sweep.json", "results", identity, tasks, variants, resume, force,
-        (workers, scheduler, f"sweep {op}", as_json))
-    rows = attach_baselines(kept + result.rows, "nccl")
-    rows.sort(key=lambda r: order[(r.system_ref, r.case, r.impl)])
-    if rows and all(r.status == report.NOT_SUPPORTED for r in rows):
-        journal.finish()
-        raise NotSupportedYet(rows[0].message)
-    total = result.total + len(kept)
-    partial = (f"partial: {len(rows)} of {total} rows (interrupted); the same command with "
-               f"--resume -o {out.path} completes it" if result.interrupted else "")
-    entries = report.write_sweep(out, rows, impl_list, op, not no_plots,
-                                 {s.name: s for _, s in variants}, partial, identity)
-    journal.finish()
+    progress = _Progress(f"sweep {op}", as_json)
+    try:
+        found = api.sweep(systems, op, size, shapes, dtype, world, domains, root, impls,
+                          overrides, output or OUT_ROOT / f"sweep-{op}", force, resume,
+                          workers, scheduler, not no_plots,
+                          on_start=progress.start, on_done=progress.advance)
+    finally:
+        progress.stop()
     if as_json:
-        emit_json({"op": op, "rows": [json_entry(e) for e in entries],
-                   "files": [str(p) for p in out.written]})
+        emit_json(found.to_dict())
     else:
-        _print_sweep(op, entries, impl_list, [s.name for _, s in variants])
-        click.echo(f"{len(rows)} predictions ({result.wall_s:.1f} s), {len(out.written)} "
-                   f"files in {out.path}/")
-    _interrupted(result, out, len(kept))
-
-
-def _shape_axes(op: str, size: str | None, shapes: tuple[str, ...]
-                ) -> list[tuple[str, list[int]]]:
-    if size and shapes:
-        raise ConfigError("give --bytes or --shape, not both")
-    if size:
-        if op in SHAPE_KEYS:
-            raise ConfigError(f"--op {op} takes --shape KEY=RANGE for each of "
-                              f"{', '.join(SHAPE_KEYS[op])}, not --bytes")
-        return [("bytes", parse_bytes_range(size))]
-    if not shapes:
-        raise ConfigError("give --bytes RANGE (e.g. 1KiB:8GiB) or --shape KEY=RANGE")
-    axes = []
-    for text in shapes:
-        key, sep, values = text.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--shape: expected KEY=RANGE, got {text!r}")
-        allowed = ("count", "m", "n") if op in COLLECTIVES else SHAPE_KEYS.get(op, (key,))
-        if key not in allowed:
-            raise ConfigError(f"--shape {key}: {op} takes {', '.join(allowed)}")
-        if key in dict(axes):
-            raise ConfigError(f"--shape {key}: given twice")
-        axes.append((key, parse_bytes_range(values, f"--shape {key}")))
-    keys = set(dict(axes))
-    if op in COLLECTIVES and keys not in ({"count"}, {"m", "n"}):
-        raise ConfigError(f"--op {op} takes --bytes, --shape count=RANGE, or --shape m=... "
-                          f"with --shape n=... (got {', '.join(sorted(keys))})")
-    missing = [k for k in SHAPE_KEYS.get(op, ()) if k not in keys]
-    if missing:
-        raise ConfigError(f"--op {op} needs --shape for {', '.join(missing)}")
-    return axes
-
-
-def _product(axes):
-    keys = [k for k, _ in axes]
-    for combo in itertools.product(*(v for _, v in axes)):
-        yield tuple(zip(keys, combo))
+        _print_sweep(op, found.entries, found.impls, found.systems)
+        click.echo(f"{len(found.rows)} predictions ({found.wall_s:.1f} s), "
+                   f"{len(found.files)} files in {found.output}/")
+    _interrupted(found)
 
 
 def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
@@ -373,19 +201,20 @@ def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
     in the title (the CSV has them all)."""
     headers = ["size", "count"]
     for impl in impls:
-        headers += [f"{impl} time(us)", f"{impl} algbw", f"{impl} busbw", f"{impl} schedule"]
+        headers += [f"{impl} time", f"{impl} algbw", f"{impl} busbw", f"{impl} schedule"]
     for system in order:
         mine = [e for e in entries if e["system"] == system]
         if not mine:
             continue
         rows = []
         for e in mine:
-            row = [format_bytes(e["size_B"]) if e["size_B"] else e["shape"], e["count"] or ""]
+            row = [format_bytes(e["size_bytes"]) if e["size_bytes"] else e["shape"],
+                   e["count"] or ""]
             for impl in impls:
                 t = e.get(f"{impl}_time_s")
-                row += [f"{t * 1e6:.2f}" if t is not None else "-",
+                row += [Seconds(t),
                         _f(e.get(f"{impl}_algbw_GBps")), _f(e.get(f"{impl}_busbw_GBps")),
-                        e.get(f"{impl}_schedule", "")]
+                        e.get(f"{impl}_label", "")]
             rows.append(row)
         e = mine[0]
         root = f", root {e['root']}" if e["root"] >= 0 else ""
@@ -436,8 +265,8 @@ def _trace_command():
         out.write_json(path.name, chrome_trace(system, p))
         if gantt:
             events = report.gantt_events([(p.schedule.impl, p, system)])
-            out.save(plots.gantt(events, f"{what} on {system.name}: {p.schedule.label()}"),
-                     stem, events)
+            out.save(gantt_chart(events, f"{what} on {system.name}: {p.schedule.label()}"),
+                     stem, report.gantt_data(events))
         if kw["as_json"]:
             emit_json({"prediction": p.to_dict(), "files": [str(f) for f in out.written]})
             return
@@ -461,7 +290,7 @@ def _trace_program(output, force, gantt, kw) -> None:
     out.check([path.name] + (plots.plot_files([stem]) if gantt else []))
     out.write_json(path.name, program_trace(p))
     if gantt:
-        out.save(plots.gantt(program_gantt(p), f"{p.program} on {p.system}: baseline "
+        out.save(gantt_chart(program_gantt(p), f"{p.program} on {p.system}: baseline "
                              f"{format_time(p.baseline_s)}, pksim {format_time(p.best_s)}"),
                  stem, program_gantt(p))
     if kw["as_json"]:

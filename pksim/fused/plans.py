@@ -11,6 +11,7 @@ import math
 from hwmodels.sm import GEMM_TILE
 from hwmodels.system import System
 from hwmodels.topology import Topology
+from pksim import cache
 from pksim.cache import BoundedCache
 from pksim.flows import message_bytes
 from pksim.schedule import Schedule
@@ -18,7 +19,6 @@ from pksim.workloads import fused as fused_workload
 from pksim.workloads.fused import Plan
 
 MAX_CHUNKS_PER_PEER = 16
-TOPOLOGIES = BoundedCache(16)
 PLANS = BoundedCache(64)
 
 
@@ -106,12 +106,7 @@ def family(system: System, topo: Topology, comm: Schedule, chunks_per_peer: int,
 
 
 def topology(system: System, schedule: Schedule) -> Topology:
-    key = (id(system), schedule.world, schedule.domains)
-    hit = TOPOLOGIES.lookup(system, key)
-    if hit is None:
-        hit = TOPOLOGIES.store(system, key, Topology.build(system, schedule.world,
-                                                             schedule.domains))
-    return hit
+    return cache.topology(system, schedule.world, schedule.domains)
 
 
 def plan_for(system: System, schedule: Schedule, topo: Topology, chunks_per_peer: int) -> Plan:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from hwmodels.system import System
 from pksim import baseline
-from pksim.cache import BoundedCache
+from pksim.cache import TOPOLOGIES, BoundedCache
 from pksim.fused.bounds import resource_bound
 from pksim.fused.des import ALONE, run_plan
 from pksim.fused.flows import FLOWS
-from pksim.fused.plans import PLANS, TOPOLOGIES
+from pksim.fused.plans import PLANS
 from pksim.fused.setup import Setup
 from pksim.fused.timeline import baseline_timeline, with_timeline
 from pksim.prediction import Prediction, TimelineEvent

@@ -11,6 +11,7 @@ from pksim import plots
 from pksim.plots import OutputDir
 from pksim.programs.load import list_programs, load_program
 from pksim.programs.predict import ProgramPrediction, predict_program
+from pksim.vocabulary import with_aliases
 
 FILES = ("report.md", "results.json", "results.csv")
 PLOT = "roofline-share"
@@ -78,7 +79,8 @@ def write(out: OutputDir, predictions: list[ProgramPrediction], command: str,
     path = out.target("report.md")
     path.write_text(markdown(predictions, command, provenance))
     if plot:
-        points = [{"system": p.system, "program": p.program, "baseline_pct": p.baseline_pct,
-                   "best_pct": p.best_pct} for p in predictions]
+        points = [{"system": p.system, "program": p.program,
+                   "baseline_pct_of_roofline": p.baseline_pct,
+                   "best_pct_of_roofline": p.best_pct} for p in predictions]
         out.save(plots.roofline_shares(points, "% of the roofline, baseline and pksim's best"),
-                 PLOT, points)
+                 PLOT, [with_aliases(p, ("baseline_pct", "best_pct")) for p in points])

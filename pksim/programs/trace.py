@@ -12,17 +12,16 @@ RUNS = (("baseline", "baseline (PyTorch + NCCL)"), ("best", "pksim's best"))
 
 
 def gantt_rows(p: ProgramPrediction) -> list[dict[str, Any]]:
-    """Rows for ``pksim.plots.gantt``: track, kind, name, group, start_us, end_us, bytes."""
+    """Rows for ``pksim.gantt.gantt``: run, track, kind, name, group, start_s, end_s."""
     rows = []
     for key, title in RUNS:
         run: Run = getattr(p, key)
         for task in run.tasks:
             lanes = ["host"] if task["kind"] == "host" else task["lanes"]
             for lane in lanes:
-                rows.append({"track": f"{title} / {lane}", "kind": task["kind"],
+                rows.append({"run": title, "track": lane, "kind": task["kind"],
                              "name": task["name"], "group": task["label"] or task["kind"],
-                             "start_us": task["start_s"] * 1e6, "end_us": task["end_s"] * 1e6,
-                             "bytes": 0})
+                             "start_s": task["start_s"], "end_s": task["end_s"]})
     return rows
 
 
@@ -43,7 +42,7 @@ def chrome_trace(p: ProgramPrediction) -> dict[str, Any]:
                                "pid": pid, "tid": tid, "ts": task["start_s"] * 1e6,
                                "dur": max((task["end_s"] - task["start_s"]) * 1e6, 1e-3),
                                "args": {"label": task["label"], "ops": task["ops"],
-                                        "issued_us": task["issued_s"] * 1e6}})
+                                        "issued_s": task["issued_s"]}})
     for (pid, lane), tid in threads.items():
         meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                      "args": {"name": lane}})
@@ -51,6 +50,8 @@ def chrome_trace(p: ProgramPrediction) -> dict[str, Any]:
                      "args": {"sort_index": tid}})
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
             "otherData": {"system": p.system, "program": p.program, "world": p.world,
+                          "baseline_s": p.baseline_s, "best_s": p.best_s,
+                          "roofline_s": p.roofline_s, "roofline_resource": p.roofline_resource,
+                          # the old keys, in microseconds, for one release
                           "baseline_us": p.baseline_s * 1e6, "best_us": p.best_s * 1e6,
-                          "roofline_us": p.roofline_s * 1e6,
-                          "roofline_resource": p.roofline_resource}}
+                          "roofline_us": p.roofline_s * 1e6}}

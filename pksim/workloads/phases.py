@@ -201,6 +201,69 @@ def _ar_ring(w, nbytes, root, ce, dtype):
         Move(r, chunk, (r,), ((r + 1) % w,), warm=1) for r in range(w)])] * (w - 1)
 
 
+# ---- recursive halving / doubling (rhd.cuh), power-of-two worlds -------------------------------
+def _halving(w, unit, unit_at, dtype, tag):
+    """rhd.cuh halving_phase k = 0 .. log2(w) - 1 on units of ``unit`` bytes (unit u at
+    ``unit_at(u)`` of a buffer): rank r sums its partial and its partner's (r ^ size, size =
+    w >> (k + 1)) over the ``size`` units it keeps, [lo, lo + size) with lo = r & ~(size - 1):
+    phase 0 reads both inputs at unit lo, later phases both scratches at lo's place relative
+    to the first unit r kept in phase 0 (r & (w / 2)), the partner's written by its previous
+    phase (warm); the last phase writes r's output at 0, the others r's scratch."""
+    L = w.bit_length() - 1
+
+    def moves(k):
+        size = w >> (k + 1)
+        out = []
+        for r in range(w):
+            lo = r & ~(size - 1)
+            rel = unit_at(lo) - unit_at(r & (w >> 1))
+            src = unit_at(lo) if k == 0 else rel
+            dst = 0 if k == L - 1 else rel
+            out.append(Move(r, size * unit, (r, r ^ size), (r,), True, warm=2 if k else 0,
+                            shifts=move_shifts((src, src), dst, size * unit)))
+        return out
+    return [_phase((tag, "rhd-halving", w, unit, k, dtype), lambda k=k: moves(k)) for k in range(L)]
+
+
+def _rs_rhd(w, nbytes, root, ce, dtype):
+    cb = _shard_bytes(w, nbytes, dtype)
+    return _halving(w, nbytes / w, lambda u: u * cb, dtype, "krs")
+
+
+def _ag_rhd(w, nbytes, root, ce, dtype):
+    # rhd.cuh all_gather_rhd: phase 0 copies the own input into slot r and the partner's
+    # (r ^ 1) into its slot, one copy after the other; phase j >= 1 pulls the partner's
+    # (r ^ 2^j) 2^j shards, which it gathered by the previous phase, into the same place
+    shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
+    L = w.bit_length() - 1
+
+    def first():
+        return [_copy(r, shard, (q,), (r,), 0, q * cb, ce, serial=2) for r in range(w)
+                for q in (r, r ^ 1)]
+
+    def pull(j):
+        size = 1 << j
+        return [_copy(r, size * shard, (r ^ size,), (r,), ((r ^ size) & ~(size - 1)) * cb,
+                      ((r ^ size) & ~(size - 1)) * cb, ce, warm=1) for r in range(w)]
+    return ([_phase(("kag", "rhd0", w, shard, dtype), first)] +
+            [_phase(("kag", "rhd", w, shard, j, dtype), lambda j=j: pull(j)) for j in range(1, L)])
+
+
+def _ar_rhd(w, nbytes, root, ce, dtype):
+    # rhd.cuh all_reduce_rhd: halving over the buffer's w chunks (16-byte aligned: chunk_of),
+    # the last phase writing the rank's reduced chunk into its output; then doubling: phase j
+    # pulls the partner's 2^j reduced chunks (the previous phase's writes) into the output
+    chunk = nbytes / w
+    L = w.bit_length() - 1
+    steps = _halving(w, chunk, lambda u: 0, dtype, "kar")
+
+    def pull(j):
+        size = 1 << j
+        return [Move(r, size * chunk, (r ^ size,), (r,), warm=1, dealt=True) for r in range(w)]
+    return steps + [_phase(("kar", "rhd-doubling", w, chunk, j), lambda j=j: pull(j))
+                    for j in range(L)]
+
+
 # ---- all-to-all and broadcast ----------------------------------------------------------------
 def _a2a_direct(w, nbytes, root, ce, dtype):
     block = nbytes / w
@@ -310,6 +373,9 @@ KERNEL_PHASES: dict[tuple[str, str], Callable] = {
     ("all-reduce", "direct"): _ar_one_shot,
     ("all-reduce", "two-shot"): _ar_two_shot,
     ("all-reduce", "ring"): _ar_ring,
+    ("all-gather", "rhd"): _ag_rhd,
+    ("reduce-scatter", "rhd"): _rs_rhd,
+    ("all-reduce", "rhd"): _ar_rhd,
     ("all-to-all", "direct"): _a2a_direct,
     ("broadcast", "direct"): _bcast_direct,
     ("reduce", "direct"): _reduce_direct,
@@ -325,8 +391,10 @@ SIZED_PHASES: dict[tuple[str, str], Callable] = {
     ("send-recv", "direct"): _send_recv_direct,
 }
 KERNEL_MECHANISMS = ("tma", "register", "copy-engine")
-# Reducing kernels with no copy-engine form (rooted.cuh, varsize.cuh).
-SM_ONLY = (("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
+# Kernels with no copy-engine form: the reducing ones of rooted.cuh and varsize.cuh, and
+# recursive halving / doubling (rhd.cuh: codegen emits it by TMA and registers only).
+SM_ONLY = (("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"),
+           ("all-gather", "rhd"), ("reduce-scatter", "rhd"), ("all-reduce", "rhd"))
 
 
 def plain(extra) -> bool:

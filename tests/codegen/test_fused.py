@@ -143,7 +143,7 @@ def test_emit_dispatches_fused_ops(tmp_path):
     assert m["plan"]["op_template"] == "gemm_rs_inter"
     assert codegen.options_for(e.plan) == fused.build_options(e.plan)
     assert "-gencode=arch=compute_90a,code=sm_90a" in m["nvcc_command"]
-    assert "predicted 2.5 ms on h200-virtual" in e.source.read_text()
+    assert "predicted 2.50 ms on h200-virtual" in e.source.read_text()
 
 
 def test_cli_emits_a_fused_source(tmp_path):

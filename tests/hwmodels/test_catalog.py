@@ -80,7 +80,9 @@ def test_override_changes_the_figure_and_marks_it():
     s = load_system("dgx-h100", ["gpu.nvlink.link_bandwidth_GBps=50"])
     assert s.gpu.nvlink.bandwidth_Bps == 18 * 50e9
     assert s.provenance["gpu.nvlink.link_bandwidth_GBps"].tag == "override"
-    assert "gpu.nvlink.link_bandwidth_GBps" in s.assumed_keys()
+    # a figure the user set is a choice, not a guess: listed as overridden, never as assumed
+    assert "gpu.nvlink.link_bandwidth_GBps" not in s.assumed_keys()
+    assert s.overridden_keys() == ["gpu.nvlink.link_bandwidth_GBps"]
 
 
 def test_override_of_a_switch_tier_by_index():

@@ -54,8 +54,8 @@ def test_check_world_fills_every_domain_and_stays_within_the_rank_limit():
     h100 = load_system("dgx-h100")
     assert check_world(h100, None, 2) == 16 and check_world(h100, 9, 2) == 9
     for world, domains, match in ((8, 2, "1 would hold none"), (2, 3, "2 would hold none"),
-                                  (None, MAX_RANKS // 8 + 1, "at most 8192"),
-                                  (MAX_RANKS + 1, 1, "at most 8192")):
+                                  (None, MAX_RANKS // 8 + 1, "at most 16384"),
+                                  (MAX_RANKS + 1, 1, "at most 16384")):
         with pytest.raises(ConfigError, match=match):
             check_world(h100, world, domains)
 

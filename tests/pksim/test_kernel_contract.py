@@ -120,9 +120,9 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
 def test_loads_in_flight_of_the_plain_and_epilogue_register_sums():
     # the model's register op term (pksim.moves.epilogue_time_per_B, D56) rests on this: the
     # plain sum keeps two vectors a source in flight up to REG_TWO_VECTOR_SOURCES sources
-    # (moves.cuh: reg_reduce_body<U = R::kRegVectors, ...>, sum_policy's 2), one beyond; the
-    # epilogue policy one (ep_policy's kRegVectors = 1)
-    moves = (KERNELS / "collectives/moves.cuh").read_text()
+    # (moves_reg.cuh: reg_reduce_body<U = R::kRegVectors, ...>; moves.cuh: sum_policy's 2), one
+    # beyond; the epilogue policy one (ep_policy's kRegVectors = 1)
+    moves = (KERNELS / "collectives/moves_reg.cuh").read_text()
     n = kc.REG_TWO_VECTOR_SOURCES
     assert "constexpr int U = R::kRegVectors;" in moves
     assert re.search(rf"if \(src\.n <= {n}\) reg_reduce_body<U, {n}, {n}, ", moves)

@@ -182,6 +182,24 @@ def test_orbits_of_pk_schedules_over_two_domains():
         _check_same(system, schedule)
 
 
+def test_the_diagonal_relabellings_keep_a_hierarchical_collective():
+    # a ring inside each of 4 domains and an exchange across them at each local index: no
+    # relabelling inside one domain keeps it (the exchange pairs the domains' ranks), the
+    # same relabelling in every domain at once does (Topology.automorphisms' diagonals), so
+    # the orbits are already the classes: one flow per step, as in one domain
+    system = load_system("dgx-h100")
+    schedule = Schedule(op="all-reduce", shape=(("bytes", 8 * MiB),), world=32, domains=4,
+                        algorithm="hierarchical", mechanism="tma", comm_sms=8)
+    _check_same(system, schedule)
+    model = collective.build(system, schedule)
+    caps = collective._instance_caps(system, model.topo, schedule)
+    items = {k: s.transfers() for k, s in model.program.patterns().items()}
+    orbits, relabel = flow_orbits(model.topo, caps, items)
+    assert len(relabel) >= 2
+    for key, orbit_of in orbits.items():
+        assert len(set(orbit_of)) == len(model.classes[key]) == 1, key
+
+
 def test_a_flow_and_its_image_under_every_kept_relabelling():
     # each kept relabelling maps every move's flow onto its image's flow, resource by
     # resource (the orbits rest on it): a direct all-gather and a two-shot all-reduce on

@@ -66,22 +66,37 @@ def test_all_to_all_copies_run_one_after_another_on_sms_only():
 
 
 def test_no_phases_where_codegen_has_no_kernel():
-    assert kernel_phases("all-reduce", "rhd", "tma", 8, MiB) is None
     assert kernel_phases("all-reduce", "in-network", "multimem", 8, MiB) is None
     assert kernel_phases("all-reduce", "ring", "multimem", 8, MiB) is None
-    assert set(KERNEL_PHASES) == {("all-gather", "direct"), ("all-gather", "ring"),
-                                  ("reduce-scatter", "direct"), ("reduce-scatter", "ring"),
-                                  ("all-reduce", "direct"), ("all-reduce", "two-shot"),
-                                  ("all-reduce", "ring"), ("all-to-all", "direct"),
-                                  ("broadcast", "direct"), ("reduce", "direct"),
-                                  ("reduce", "two-shot"), ("gather", "direct"),
-                                  ("scatter", "direct")}
+    assert kernel_phases("all-reduce", "rhd", "copy-engine", 8, MiB) is None
     # every kernel codegen runs has its phases here or, for the split-size ops, in
-    # SIZED_PHASES; in-network kernels are compile-only, and rhd is costed from its
-    # transfers (docs/decisions.md D52)
+    # SIZED_PHASES; in-network kernels are compile-only
     from codegen.plan import KERNELS
     phased = set(KERNEL_PHASES) | set(SIZED_PHASES)
-    assert phased == {k for k in KERNELS if k[1] not in ("in-network", "rhd")}
+    assert phased == {k for k in KERNELS if k[1] != "in-network"}
+
+
+@pytest.mark.parametrize("w", [2, 4, 8])
+def test_rhd_phases_move_what_the_kernels_move(w):
+    """rhd.cuh, per rank, n = a shard, c = a chunk (buffer / w): the doubling all-gather
+    copies its own and the partner's shard (phase 0, one after the other), then 2^j shards:
+    w n read and written; the halving reduce-scatter sums 2 x (w >> (k + 1)) shards into half
+    as many: 2 (w - 1) n read, (w - 1) n written; the all-reduce halves over chunks, then
+    doubles: 3 (w - 1) c read, 2 (w - 1) c written."""
+    s = 64 * MiB
+    n = s / w
+    L = w.bit_length() - 1
+    ag = phases("all-gather", "rhd", "tma", w)
+    assert len(ag) == L and bytes_moved(ag) == (w * w * n, w * w * n)
+    assert all(m.serial == 2 for m in ag[0].moves())
+    assert {m.sources for m in ag[0].moves() if m.issuer == 1} == {(1,), (0,)}
+    rs = phases("reduce-scatter", "rhd", "register", w)
+    assert len(rs) == L and bytes_moved(rs) == (w * 2 * (w - 1) * n, w * (w - 1) * n)
+    assert [m.sources for m in rs[0].moves()][:2] == [(0, w // 2), (1, 1 ^ (w // 2))]
+    assert all(m.reduce and m.warm == (2 if k else 0) for k, st in enumerate(rs) for m in st.moves())
+    ar = phases("all-reduce", "rhd", "tma", w)
+    assert len(ar) == 2 * L
+    assert bytes_moved(ar) == (w * 3 * (w - 1) * n, w * 2 * (w - 1) * n)
 
 
 def test_copy_engine_broadcast_reads_the_root_once_per_copy():

@@ -15,10 +15,10 @@ from pksim.study import Case
 from pksim.trace import chrome_trace, tracks
 
 PNG = b"\x89PNG\r\n\x1a\n"
-SWEEP_COLUMNS = ["system", "op", "world", "size_B", "count", "type", "redop", "root",
-                 "pk_time_s", "pk_algbw_GBps", "pk_busbw_GBps", "pk_schedule",
-                 "nccl_time_s", "nccl_algbw_GBps", "nccl_busbw_GBps", "nccl_schedule",
-                 "speedup"]
+SWEEP_COLUMNS = ["system", "op", "world", "size_bytes", "count", "type", "redop", "root",
+                 "pk_time_s", "pk_algbw_GBps", "pk_busbw_GBps", "pk_label",
+                 "nccl_time_s", "nccl_algbw_GBps", "nccl_busbw_GBps", "nccl_label",
+                 "speedup", "size_B", "pk_schedule", "nccl_schedule"]    # the last: old names
 
 
 def run(args):
@@ -49,20 +49,21 @@ def test_sweep_nccl_tests_layout_and_units(tmp_path):
     result = run(["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "4KiB:64KiB",
                   "--workers", "1", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "pk time(us)" in result.output and "nccl busbw" in result.output
+    assert "pk time (us)" in result.output and "nccl busbw" in result.output
     rows = read_csv(out / "sweep.csv")
     assert list(rows[0]) == SWEEP_COLUMNS
-    assert [int(r["size_B"]) for r in rows] == [4096, 8192, 16384, 32768, 65536]
+    assert [int(r["size_bytes"]) for r in rows] == [4096, 8192, 16384, 32768, 65536]
     for r in rows:
         assert r["type"] == "bfloat16" and r["redop"] == "sum" and r["root"] == "-1"
-        assert int(r["count"]) == int(r["size_B"]) // 2 and r["world"] == "8"
+        assert int(r["count"]) == int(r["size_bytes"]) // 2 and r["world"] == "8"
+        assert r["size_B"] == r["size_bytes"] and r["pk_schedule"] == r["pk_label"]
         time_s, algbw = float(r["pk_time_s"]), float(r["pk_algbw_GBps"])
-        # algbw (GB/s) = bytes / time: size_B / time_s / 1e9
-        assert algbw == pytest.approx(int(r["size_B"]) / time_s / 1e9, rel=1e-4)
+        # algbw (GB/s) = bytes / time: size_bytes / time_s / 1e9
+        assert algbw == pytest.approx(int(r["size_bytes"]) / time_s / 1e9, rel=1e-4)
         assert float(r["pk_busbw_GBps"]) == pytest.approx(algbw * 2 * 7 / 8, rel=1e-4)
         assert float(r["speedup"]) == pytest.approx(float(r["nccl_time_s"]) / time_s,
                                                     rel=1e-4)
-        assert r["nccl_schedule"].startswith("nccl/")
+        assert r["nccl_label"].startswith("nccl/")
     data = json.loads((out / "sweep.json").read_text())
     assert data["units"]["time_s"] == "seconds" and len(data["rows"]) == 5
     for stem in ("busbw", "time", "roofline"):
@@ -78,7 +79,7 @@ def test_sweep_several_systems_and_a_shape_range(tmp_path):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["rows"]
     assert {r["system"] for r in rows} == {"dgx-h100", "dgx-b200"}
-    assert sorted({r["size_B"] for r in rows}) == [m * 1024 * 2 for m in (1024, 2048, 4096)]
+    assert sorted({r["size_bytes"] for r in rows}) == [m * 1024 * 2 for m in (1024, 2048, 4096)]
     assert "nccl_time_s" not in read_csv(out / "sweep.csv")[0]
     points = json.loads((out / "busbw.json").read_text())
     assert {p["system"] for p in points} == {"dgx-h100", "dgx-b200"}

@@ -25,8 +25,8 @@ def test_large_allreduce_same_binding_and_parts_add_up(name, nbytes):
     # both run the switch's reduction (pk's streamed in-network kernel, NCCL's NVLS) and are
     # bound by the GPUs' NVLink ports, whose in-network traffic both carry at the multimem
     # efficiency: the same payload and wire time, the difference all in what is exposed
-    assert v["same_binding"], (v["pk"]["binding"], v["nccl"]["binding"])
-    assert v["pk"]["binding_group"] == v["nccl"]["binding_group"] == "nvlink"
+    assert v["same_busiest_group"], (v["pk"]["busiest_resource"], v["nccl"]["busiest_resource"])
+    assert v["pk"]["busiest_group"] == v["nccl"]["busiest_group"] == "nvlink"
     assert v["pk"]["label"].startswith("in-network/multimem")
     assert v["nccl"]["label"] == "nccl/nvls/Simple"
     for side in ("pk", "nccl"):
@@ -56,7 +56,7 @@ def test_predict_json_has_vs_nccl():
                                  "--bytes", "256MiB", "--json"])
     assert r.exit_code == 0, r.output
     v = json.loads(r.output)["vs_nccl"]
-    assert v["same_binding"] and set(v["difference_parts"]) == set(PARTS)
+    assert v["same_busiest_group"] and set(v["difference_parts"]) == set(PARTS)
     assert v["pk"]["time_s"] == pytest.approx(json.loads(r.output)["time_s"])
     # virtual ranks (one GPU): NCCL cannot run there, no comparison
     r = CliRunner().invoke(cli, ["predict", "--system", "h200-virtual-calibrated", "--op",

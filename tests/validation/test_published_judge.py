@@ -114,8 +114,8 @@ def test_bound_rows_and_stated_launch(reports):
 def test_versus_table_in_the_pages(reports, tmp_path):
     from validation.published.judge import versus
     rows = versus(("dgx-h100",), (256 << 20,))
-    assert len(rows) == 1 and rows[0]["same_binding"]
-    assert rows[0]["pk"]["binding_group"] == rows[0]["nccl"]["binding_group"] == "nvlink"
+    assert len(rows) == 1 and rows[0]["same_busiest_group"]
+    assert rows[0]["pk"]["busiest_group"] == rows[0]["nccl"]["busiest_group"] == "nvlink"
     page = markdown(reports[:1], rows)
     assert "## pk against NCCL from 64 MiB" in page and "| dgx-h100 | 256 |" in page
     assert as_dict(reports[:1], rows)["versus_nccl"][0]["system"] == "dgx-h100"

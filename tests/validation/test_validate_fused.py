@@ -213,7 +213,7 @@ def test_report_fused_files_and_cli(tmp_path):
     assert json.loads(result.stdout)["fused"]["median_abs_error"] == pytest.approx(0.20)
     md = (bundle / "report.md").read_text()
     assert "## Fused GEMM + communication kernels" in md and "## Summary\n" not in md
-    assert "| gemm-rs | 2 | 1000x1024x512 | intra-sm/tma | 125 us | 100 us | 100 us | 90 us | " \
+    assert "| gemm-rs | 2 | 1000x1024x512 | intra-sm/tma | 125 us | 100 us | 100 us | 90.0 us | " \
         "1.25x | 1.11x | yes |" in md
     assert "1 arg_check" in md and "None of the 3 kernels below" in md
     assert (bundle / "scatter.png").read_bytes()[:8] == PNG_MAGIC

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from hwmodels.errors import ConfigError, ValidationError
 from hwmodels.system import System
@@ -363,6 +362,7 @@ def _fit_stage(system: System, stage: Stage, records: Sequence[Mapping[str, Any]
     near_hi = np.minimum(hi, start + math.log(SPREAD))
     starts = [start] + [near_lo + rng.random(len(keys)) * (near_hi - near_lo)
                         for _ in range(stage.starts - 1)]
+    from scipy.optimize import least_squares   # scipy loads only for a fit
     sol = min((least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=1.0,
                              ftol=TOL, xtol=TOL, gtol=TOL) for x0 in starts),
               key=lambda s: s.cost)

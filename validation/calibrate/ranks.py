@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from codegen.build import BuildOptions, compile_source
 from hwmodels.errors import ConfigError, ValidationError
@@ -245,6 +244,7 @@ def fit(doc: dict) -> RanksFit:
     hi = np.log([2e12 if n.startswith("rate") else 1e13 if n.startswith("cap") else
                  1e6 if n == "half" else 1e-3
                  for n in names])
+    from scipy.optimize import least_squares   # scipy loads only for a fit
     sols = []
     for scale in (1.0, 0.25, 4.0):                  # min(issue, cap) has flat regions
         start = np.clip(x0 + np.log(scale) * np.array([n.startswith("rate") for n in names]),

@@ -8,8 +8,10 @@
 #     --steps LIST        comma-separated, of: microbench (the calibration's microbenchmarks),
 #                         suite (the validation suite's collectives), fused (its fused kernels),
 #                         memcheck (compute-sanitizer on the fused libraries), matrix (the
-#                         collectives' correctness matrix, memcheck and IPC run)
-#                         [default: microbench,suite,fused,memcheck,matrix]
+#                         collectives' correctness matrix, memcheck and IPC run), random (the
+#                         fast slice of the random-shape matrix: validation/device/random_matrix.sh
+#                         --fast, last, in what is left of the budget)
+#                         [default: microbench,suite,fused,memcheck,matrix,random]
 #     --suite NAME|FILE   the validation suite to prepare [default]
 #     --only NAMES        the microbenchmarks to run (validation/microbench/run.py --only)
 #     --bench-args ARGS   arguments for them (run.py --bench-args, e.g. "--payload-mib 256")
@@ -22,7 +24,7 @@
 # the matrix step, the machine's cores building the libraries), then validation/device/validate.sh
 # runs the steps within what is left of the budget.
 set -u
-steps=microbench,suite,fused,memcheck,matrix
+steps=microbench,suite,fused,memcheck,matrix,random
 suite=default
 budget=585
 while [ $# -gt 1 ]; do
@@ -51,8 +53,19 @@ else
   echo "prepare exit $? in $(( $(date +%s) - t0 )) s" | tee "$out/prep-time.txt"
   tail -n 3 "$out/prepare.log"
 fi
-PK_STEPS=$steps PK_TOTAL_S=$(( budget - ($(date +%s) - t0) )) \
+random_s=0
+case ",$steps," in *,random,*) random_s=120;; esac
+PK_STEPS=$steps PK_TOTAL_S=$(( budget - random_s - ($(date +%s) - t0) )) \
   bash validation/device/validate.sh "$bundle" "$out/v"
+if [ "$random_s" -gt 0 ]; then
+  left=$(( budget - ($(date +%s) - t0) - 10 ))
+  if [ "$left" -ge 90 ]; then
+    bash validation/device/random_matrix.sh --fast --budget "$left" "$out/random" > "$out/random.log" 2>&1
+    head -n 5 "$out/random/report.md"
+  else
+    echo "random: SKIPPED, $left s left (needs 90)" | tee "$out/random.log"
+  fi
+fi
 # one archive: validate.sh's (v.tgz) and the preparation's logs
 tar czf "$out/session.tgz" -C "$out" $(cd "$out" && ls) && \
   find "$out" -mindepth 1 ! -name session.tgz -delete

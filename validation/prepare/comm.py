@@ -40,14 +40,18 @@ def library_schedule(v: Variant, comm_sms: int = 16) -> Schedule:
                     mechanism=v.mechanism, comm_sms=comm_sms, extra=v.extra)
 
 
-def build_libs(out: Path, suite: CommSuite, system_name: str = "h200-virtual") -> dict[Variant, str]:
-    """One library per variant, as ``lib/<name>.so`` relative to ``out``."""
+def build_libs(out: Path, suite: CommSuite, system_name: str = "h200-virtual",
+               build: bool = True) -> dict[Variant, str]:
+    """One library per variant, as ``lib/<name>.so`` relative to ``out``. ``build=False`` only
+    emits the sources and returns the paths the libraries will have (``lib<stem>.so``)."""
     system = load_system(system_name)
     jobs, keys = [], []
     for v in suite.variants:
         e = codegen.emit(system, library_schedule(v), None, out / "src")
         jobs.append((e.source, codegen.options_for(e.plan)))
         keys.append(v)
+    if not build:
+        return {v: f"lib/lib{source.stem}.so" for v, (source, _) in zip(keys, jobs)}
     (out / "lib").mkdir(parents=True, exist_ok=True)
     libs = {}
     for v, res in zip(keys, compile_many(jobs)):

@@ -38,14 +38,17 @@ SYSTEM = "h200-virtual"                       # what the libraries are generated
 # suite's ([fused.timing] idle): 4 x the previous call's time before each call
 DEFAULT_IDLE = 4.0
 # (world, m, n, k): ragged shapes (m not a multiple of the tile or of world x 128, odd world,
-# ranks owning fewer rows than one 64-row sub-tile)
+# ranks owning fewer rows than one 64-row sub-tile; w7 2999 x 2056 x 1032 and the timed w8 3000
+# x 5120 x 2560, odd rows per rank, broke the intra-SM gemm-rs before D65; timed cases are
+# checked too)
 CHECK_SHAPES = [(2, 1000, 1000, 1000), (3, 1000, 1024, 264), (4, 3000, 2048, 1024),
-                (8, 1000, 1024, 512), (8, 100, 264, 72), (8, 4096, 4096, 1024)]
+                (8, 1000, 1024, 512), (8, 100, 264, 72), (8, 4096, 4096, 1024),
+                (7, 2999, 2056, 1032)]
 TIME_SHAPES = [(2, 8192, 8192, 2048), (4, 8192, 8192, 2048), (8, 8192, 8192, 2048),
-               (8, 8192, 8192, 1024), (4, 4096, 4096, 4096)]
+               (8, 8192, 8192, 1024), (4, 4096, 4096, 4096), (8, 3000, 5120, 2560)]
 QUICK_CHECK = [(2, 1000, 1000, 1000), (8, 1000, 1024, 512)]
 QUICK_TIME = [(8, 8192, 8192, 2048)]
-COMM_BLOCKS = {2: (8, 16), 3: (4,), 4: (4, 8), 8: (2, 4)}   # inter-SM, per rank
+COMM_BLOCKS = {2: (8, 16), 3: (4,), 4: (4, 8), 7: (2,), 8: (2, 4)}   # inter-SM, per rank
 
 
 

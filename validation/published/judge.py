@@ -30,6 +30,7 @@ from pksim.nccl_graph import pick
 from pksim.search import best
 from pksim.simulate import predict
 from pksim.versus import versus_nccl
+from pksim.vocabulary import renamed
 from validation.published.corpus import Entry, Row, Series, load_corpus
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -379,8 +380,8 @@ def versus(systems: tuple[str, ...] = VERSUS_SYSTEMS,
     for name in systems:
         system = load_system(name)
         for nbytes in sizes:
-            rows.append({"system": name, "bytes": nbytes,
-                         **versus_nccl(system, "all-reduce", nbytes)})
+            rows.append(renamed({"system": name, "bytes": nbytes,
+                                 **versus_nccl(system, "all-reduce", nbytes)}, ("bytes",)))
     return rows
 
 

@@ -8,7 +8,11 @@ from pathlib import Path
 
 from hwmodels.errors import ConfigError
 from pksim.versus import PARTS
+from pksim.vocabulary import renamed
 from validation.published.judge import BANDS, EntryReport, miss_reason
+
+# A point's keys renamed in this release (the old names stay as aliases: docs/outputs.md).
+POINT_RENAMED = {"bytes": "size_bytes", "schedule": "label", "bound": "bound_resource"}
 
 PAGE = "published.md"
 PLOTS = "published"
@@ -38,14 +42,17 @@ def as_dict(reports: list[EntryReport], versus: list[dict] | None = None) -> dic
                         "algorithm": c.algorithm, "launch": c.launch, "world": c.world,
                         "note": c.note, "bands": _band_dict(c.bands),
                         "targets": c.targets or None, "miss": miss_reason(c),
-                        "points": [{"bytes": p.bytes, "measured_s": p.measured_s,
-                                    "predicted_s": p.predicted_s, "error": p.error,
-                                    "schedule": p.label, "bound": p.bound,
-                                    "not_predicted": p.reason} for p in c.points]}
+                        "points": [renamed({"bytes": p.bytes, "measured_s": p.measured_s,
+                                            "predicted_s": p.predicted_s, "error": p.error,
+                                            "schedule": p.label, "bound": p.bound,
+                                            "not_predicted": p.reason}, POINT_RENAMED)
+                                   for p in c.points]}
                        for c in r.curves],
-            "picks": [{"coll": p.coll, "bytes": p.bytes, "logged": p.logged, "model": p.model,
-                       "match": p.match, "channels_logged": p.channels_logged,
-                       "channels_model": p.channels_model} for p in r.picks] or None})
+            "picks": [renamed({"coll": p.coll, "bytes": p.bytes, "logged": p.logged,
+                               "model": p.model, "match": p.match,
+                               "channels_logged": p.channels_logged,
+                               "channels_model": p.channels_model}, ("bytes",))
+                      for p in r.picks] or None})
     judged = [r for r in reports if r.targets.get("judged")]
     return {"entries": entries, "versus_nccl": versus, "summary": {
         "entries": len(reports), "judged": len(judged),
@@ -89,8 +96,8 @@ def plot_name(r: EntryReport, label: str) -> str:
 def versus_rows(versus: list[dict]) -> list[list[str]]:
     """One row per (system, size): both schedules and bindings, times, pk - NCCL per part."""
     us = lambda x: f"{x * 1e6:.1f}"                                        # noqa: E731
-    return [[v["system"], str(v["bytes"] >> 20), v["pk"]["label"], v["pk"]["binding"],
-             v["nccl"]["label"], v["nccl"]["binding"], "yes" if v["same_binding"] else "NO",
+    return [[v["system"], str(v["size_bytes"] >> 20), v["pk"]["label"], v["pk"]["busiest_resource"],
+             v["nccl"]["label"], v["nccl"]["busiest_resource"], "yes" if v["same_busiest_group"] else "NO",
              us(v["pk"]["time_s"]), us(v["nccl"]["time_s"])]
             + [us(v["difference_parts"][k]) for k in PARTS] for v in versus]
 
@@ -100,7 +107,7 @@ VERSUS_HEADER = ["system", "MiB", "pk", "pk bound", "NCCL", "NCCL bound", "same"
 
 
 def _versus_section(versus: list[dict]) -> list[str]:
-    same = sum(v["same_binding"] for v in versus)
+    same = sum(v["same_busiest_group"] for v in versus)
     return ["", "## pk against NCCL from 64 MiB", "",
             "All-reduce, pk's best schedule against NCCL's pick (its default eager launch), "
             "both with the switch's reduction (NVLS): the resource class busiest over each run, "

@@ -16,7 +16,10 @@ collectives and for the fused GEMM + communication kernels.
 * where a target is missed: the cases grouped by (op, algorithm, mechanism) (fused: op,
   overlap, mechanism), worst first, with the resource that bound the prediction;
 * fused against none: per fused case, the measured speed-up over its group's "none" (none's
-  time / the fused time) beside the predicted one.
+  time / the fused time) beside the predicted one;
+* cliffs (defects, issue #38): every case measured more than ``CLIFF_RATIO`` times its
+  prediction, and every fused group whose pick ran slower than its "none" by more than
+  ``CLIFF_VS_NONE``, each with the resource the model thought bound it.
 
 Measurement rows are matched to cases by id (a row whose fields differ from its case's is an
 error: the bundle was prepared again); rows of no case (run_fused's correctness-only, argument
@@ -35,6 +38,7 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
+from pksim.vocabulary import renamed
 from validation.layout import FUSED_DIR, FUSED_MEASURED, MEASURED, load_bundle
 from validation.measurement import Measurement
 from validation.report.numbers import fmt_pct
@@ -42,6 +46,8 @@ from validation.report.numbers import fmt_pct
 TARGET_MEDIAN = 0.10
 TARGET_MAX = 0.25
 TARGET_REGRET = 0.05
+CLIFF_RATIO = 1.5            # measured / predicted above this: a cliff
+CLIFF_VS_NONE = 0.10         # a fused pick this much slower than its "none": a cliff
 OUTPUTS = ("report.json", "report.md", "scatter.png")
 _MATCH = ("op", "algorithm", "mechanism", "world", "count", "dtype")
 _FIELDS = ("id", "op", "algorithm", "mechanism", "world", "bytes", "dtype", "blocks_per_rank",
@@ -278,6 +284,37 @@ def vs_none(rows: list[dict]) -> list[dict]:
     return out
 
 
+def cliffs(rows: list[dict], fused_rows: list[dict]) -> dict[str, list[dict]]:
+    """The defects a user meets as cliffs: cases measured more than CLIFF_RATIO times their
+    prediction (collectives and fused), and fused groups whose pick (ranking) ran more than
+    CLIFF_VS_NONE slower than the group's "none"; each names the resource that bound the
+    prediction."""
+    slow = [{"id": r["id"], "predicted_s": r["predicted_s"], "measured_s": r["measured_s"],
+             "measured_over_predicted": r["measured_s"] / r["predicted_s"],
+             "bound_resource": r.get("bound_resource")}
+            for r in rows + fused_rows if r["error"] is not None
+            and r["measured_s"] > CLIFF_RATIO * r["predicted_s"]]
+    by_id = {r["id"]: r for r in fused_rows}
+    nones = {tuple(r[f] for f in FUSED_GROUP): r for r in fused_rows
+             if r["overlap"] == "none" and r["measured_s"]}
+    behind = []
+    for g in ranking(fused_rows, FUSED_GROUP):
+        none = nones.get(tuple(g[f] for f in FUSED_GROUP))
+        if g["status"] != "ranked" or none is None or g["pick"] == none["id"]:
+            continue
+        if g["pick_measured_s"] > (1 + CLIFF_VS_NONE) * none["measured_s"]:
+            pick = by_id[g["pick"]]
+            behind.append({"group": group_name(g), "pick": g["pick"],
+                           "pick_measured_s": g["pick_measured_s"],
+                           "pick_predicted_s": g["pick_predicted_s"],
+                           "none_measured_s": none["measured_s"],
+                           "none_predicted_s": none["predicted_s"],
+                           "slower_than_none": g["pick_measured_s"] / none["measured_s"] - 1,
+                           "bound_resource": pick.get("bound_resource")})
+    return {"slow_vs_prediction": sorted(slow, key=lambda c: -c["measured_over_predicted"]),
+            "picks_slower_than_none": behind}
+
+
 def summarise(meta: dict, rows: list[dict], measured: dict[str, dict],
               fields: tuple[str, ...] = GROUP) -> dict:
     compared = [r for r in rows if r["error"] is not None]
@@ -370,9 +407,13 @@ def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | 
         rep["fused"] = {"summary": fsum, "kernels": by_kernel(frows, FUSED_KERNEL),
                         "by_overlap": _by(frows, "overlap"), "by_world": _by(frows, "world"),
                         "ranking": ranking(frows, FUSED_GROUP), "vs_none": vs, "cases": frows}
+    rep["cliffs"] = cliffs(rows, frows)
+    summary["cliffs"] = {k: len(v) for k, v in rep["cliffs"].items()}
+    for part in ("cases", "ranking", "by_size"):        # sizes as docs/outputs.md names them
+        rep[part] = [renamed(r, ("bytes",)) for r in rep[part]]
     return rep
 
 
-__all__ = ["build_report", "summarise", "ranking", "join",
+__all__ = ["build_report", "summarise", "ranking", "join", "cliffs",
            "by_kernel", "vs_none", "group_name", "load_measured", "load_fused_cases",
            "measured_paths", "OUTPUTS"]

@@ -5,6 +5,7 @@ kernels have their own section (validation/report/markdown_fused.py)."""
 from __future__ import annotations
 
 from hwmodels.units import format_bytes
+from validation.report.data import CLIFF_RATIO, CLIFF_VS_NONE
 from validation.report.format import error_by_kernel, exceptions, misses, summary, table
 from validation.report.numbers import fmt_pct, fmt_time
 from validation.report.markdown_fused import fused_section
@@ -88,6 +89,33 @@ def _cases(rep: dict) -> list[str]:
         ["kernel", "schedule", "predicted", "measured", "error", "status"], rows) + [""]
 
 
+def _cliffs(rep: dict) -> list[str]:
+    c = rep.get("cliffs")
+    if c is None:
+        return []
+    lines = ["## Cliffs (defects)", "",
+             f"Cases measured more than {CLIFF_RATIO:g}x their prediction, and fused picks measured "
+             f"more than {CLIFF_VS_NONE * 100:.0f} % slower than their group's \"none\", with the "
+             "resource the model thought bound them.", ""]
+    if c["slow_vs_prediction"]:
+        lines += table(["case", "predicted", "measured", "measured / predicted", "bound"],
+                       [[x["id"], fmt_time(x["predicted_s"]), fmt_time(x["measured_s"]),
+                         f"{x['measured_over_predicted']:.2f}", x["bound_resource"] or "?"]
+                        for x in c["slow_vs_prediction"]]) + [""]
+    else:
+        lines += [f"No case measured more than {CLIFF_RATIO:g}x its prediction.", ""]
+    if c["picks_slower_than_none"]:
+        lines += table(["group", "pick", "pick measured", "none measured", "slower than none",
+                        "bound"],
+                       [[x["group"], x["pick"], fmt_time(x["pick_measured_s"]),
+                         fmt_time(x["none_measured_s"]), fmt_pct(x["slower_than_none"]),
+                         x["bound_resource"] or "?"] for x in c["picks_slower_than_none"]]) + [""]
+    else:
+        lines += [f"No fused pick measured more than {CLIFF_VS_NONE * 100:.0f} % slower than "
+                  "its \"none\".", ""]
+    return lines
+
+
 def markdown(rep: dict) -> str:
     plot = ["![predicted vs measured](scatter.png)", ""]
     parts = _provenance(rep)
@@ -97,6 +125,7 @@ def markdown(rep: dict) -> str:
         plot = []
     if rep.get("fused"):
         parts += fused_section(rep["fused"], plot)
+    parts += _cliffs(rep)
     if rep["summary"]["cases"]:
         parts += _cases(rep)
     return "\n".join(parts)

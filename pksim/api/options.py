@@ -1,0 +1,129 @@
+"""The options of ``pksim.predict`` and ``pksim.search``: the CLI's options as keywords
+(``system=``, ``op=``, ``bytes=``, ``world=``, ``impl=``, ``set=``, ...), checked as the CLI's
+choices check them, and the CLI's own names for them (the engine's functions read those).
+
+A keyword is the option's name without the dashes (``--comm-sms`` -> ``comm_sms``,
+``--cold-l2`` -> ``cold_l2``, ``--schedule LABEL`` -> ``schedule``); sizes (``bytes``,
+``chunk_bytes``) take an int of bytes or the CLI's text (``"1MiB"``); ``set`` is a sequence
+of ``KEY=VALUE`` overrides."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from hwmodels.errors import ConfigError
+from pksim.kernel_contract import EPILOGUES, REDUCE_OPS, SPLIT_OPS
+from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES
+from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS
+from pksim.workloads import varsize
+from pksim.workloads.collectives import COLLECTIVES, REDUCING
+from pksim.workloads.fused import FUSED_OPS
+
+# keyword -> the CLI's parameter name, where they differ
+CLI_NAMES = {"system": "system_name", "set": "overrides", "bytes": "size", "n": "n_",
+             "schedule": "label", "cold_l2": "cold"}
+CHOICES = {"op": COLLECTIVES + FUSED_OPS, "dtype": tuple(DTYPES), "overlap": OVERLAPS,
+           "impl": IMPLS, "algorithm": ALGORITHMS, "mechanism": MECHANISMS,
+           "peer_order": PEER_ORDERS, "launch": LAUNCH_MODES, "nvls": ("on", "off"),
+           "reduce_op": REDUCE_OPS, "epilogue": EPILOGUES}
+
+
+@dataclass(frozen=True)
+class Options:
+    """One operation on one system, as ``pksim predict`` / ``pksim search`` take it."""
+    system: str | None = None
+    program: str | None = None
+    set: tuple[str, ...] = ()
+    op: str | None = None
+    bytes: int | str | None = None
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
+    batch: int | None = None
+    heads: int | None = None
+    seq: int | None = None
+    head_dim: int | None = None
+    tokens: int | None = None
+    hidden: int | None = None
+    experts: int | None = None
+    topk: int | None = None
+    expert_hidden: int | None = None
+    skew: float = 0.0
+    dtype: str = "bf16"
+    overlap: str | None = None
+    world: int | None = None
+    domains: int = 1
+    impl: str = "pk"
+    algorithm: str | None = None
+    mechanism: str | None = None
+    comm_sms: int | None = None
+    chunk_bytes: int | str | None = None
+    peer_order: str | None = None
+    root: int = 0
+    schedule: str | None = None
+    cold_l2: bool = False
+    full: bool = False
+    nccl_version: str | None = None
+    launch: str | None = None          # --impl nccl only; None: DEFAULT_LAUNCH
+    nvls: str | None = None            # --impl nccl only: "on" | "off" (NCCL_NVLS_ENABLE)
+    splits: str | None = None
+    peers: str | None = None
+    reduce_op: str | None = None
+    epilogue: str | None = None
+
+    def __post_init__(self):
+        for key, allowed in CHOICES.items():
+            value = getattr(self, key)
+            if value is not None and value not in allowed:
+                raise ConfigError(f"{key}={value!r}: not one of {', '.join(allowed)}")
+        if isinstance(self.set, str):
+            object.__setattr__(self, "set", (self.set,))
+        object.__setattr__(self, "set", tuple(self.set))
+
+    @classmethod
+    def of(cls, where: str, options: dict[str, Any]) -> Options:
+        """``Options(**options)``, an unknown keyword a ConfigError naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown option {unknown[0]!r} "
+                              f"(options: {', '.join(sorted(known))})")
+        return cls(**options)
+
+    @classmethod
+    def from_cli(cls, kw: dict[str, Any]) -> Options:
+        """The options of a CLI command's parameters (its own extras, e.g. --json, left out)."""
+        back = {cli: key for key, cli in CLI_NAMES.items()}
+        known = {f.name for f in fields(cls)}
+        return cls(**{back.get(name, name): value for name, value in kw.items()
+                      if back.get(name, name) in known})
+
+    def cli(self) -> dict[str, Any]:
+        """The parameters as the CLI names them (what the engine's functions read)."""
+        return {CLI_NAMES.get(key, key): value for key, value in asdict(self).items()}
+
+
+def comm_extra(kw, op: str, world: int) -> tuple[tuple, int | None]:
+    """The schedule's extra for these options, and the --bytes they imply (the -v forms' buffer
+    when --bytes is not given; else None). ConfigError naming the option that does not apply."""
+    extra: dict[str, str] = {}
+    if kw.get("splits") is not None:
+        extra["splits"] = varsize.parse_splits(op, kw["splits"], world)
+    if kw.get("peers") is not None:
+        if op != "send-recv":
+            raise ConfigError(f"--peers: only send-recv takes pairs, not {op}")
+        extra["peers"] = varsize.parse_peers(kw["peers"], world)
+    for key, value, none in (("reduce_op", kw.get("reduce_op"), "sum"),
+                             ("epilogue", kw.get("epilogue"), "none")):
+        if value is None or value == none:
+            continue
+        if op not in REDUCING:
+            raise ConfigError(f"--{key.replace('_', '-')} {value}: {op} does not reduce "
+                              f"(reducing ops: {', '.join(REDUCING)})")
+        extra[key] = value
+    implied = None
+    if "splits" in extra and kw.get("size") is None:
+        implied = varsize.schedule_bytes(op, tuple(extra.items()), world, DTYPES[kw["dtype"]])
+    if op in SPLIT_OPS and op != "send-recv" and kw.get("size") is None and "splits" not in extra:
+        raise ConfigError(f"--op {op} needs --splits (or --bytes for even splits)")
+    return tuple(sorted(extra.items())), implied

@@ -1,0 +1,299 @@
+"""``pksim pkb check``: every solution against PKB's reference, at world 8, in one launch.
+
+The ranks are ``world`` processes (torch.multiprocessing, spawn) on the GPUs at hand, one gloo
+group (one GPU: they share it, and pksim.torch runs host-synchronised). Each rank takes its
+inputs from PKB's own ``create_input_tensor(rank, world, id, (1024, 1024), bfloat16, trial,
+device)`` (the user's checkout, imported at run time), for ``trials`` trials (fresh random
+inputs each; data-dependent routing differs per rank and trial), runs the reference with its
+collectives on gloo (``harness.GlooCuda``), makes the inputs again, runs the solution with
+torch.distributed's data calls forbidden on CUDA tensors (``harness.forbid_cuda_collectives``),
+and compares by PKB's rule (``harness.match``, atol = rtol = 1e-2). With ``time``, a problem
+that passed is then timed as PKB's harness times it (``utils/performance.py``
+measure_solution_performance: warm-up, back-to-back iterations between CUDA events, input
+copies rotated against the L2), reference and solution, and the slowest rank's mean kept.
+
+Resumable: every finished problem is one line of the results file (JSON), skipped by the next
+run. Each rank writes its outcome of a problem to a folder of the temporary directory; the parent merges them once
+every rank has. A problem where some rank fails, or that outlasts ``deadline_s``, ends the
+launch (its other ranks may wait inside a collective): the parent records it and starts the
+ranks again from the next problem.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pksim.pkb.harness import GlooCuda, forbid_cuda_collectives, match
+from pksim.pkb.problems import BACKEND
+from pksim.pkb.runtime import load_reference
+from pksim.pkb.shim import replace_dist
+
+SHAPE = (1024, 1024)
+ATOL = RTOL = 1e-2
+
+
+def done_ids(results: Path) -> set[int]:
+    if not results.is_file():
+        return set()
+    return {json.loads(line)["id"] for line in results.read_text().splitlines() if line.strip()}
+
+
+def _first_tensor_runner(fn, args):
+    """(the first tensor argument, a call with it replaced), as PKB's worker times a solution."""
+    import torch
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            return a, lambda t, i=i: fn(*args[:i], t, *args[i + 1:])
+    for i, a in enumerate(args):
+        if isinstance(a, (list, tuple)):
+            for j, b in enumerate(a):
+                if isinstance(b, torch.Tensor):
+                    def run(t, i=i, j=j, a=a):
+                        inner = list(a)
+                        inner[j] = t
+                        return fn(*args[:i], type(a)(inner), *args[i + 1:])
+                    return b, run
+    return None, None
+
+
+def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> dict:
+    import torch
+    import torch.distributed as dist
+    dev = torch.device("cuda", torch.cuda.current_device())
+    ref_mod = load_reference(Path(prob["reference"]), f"pkb_reference_{prob['stem']}")
+    gloo = GlooCuda(dist)
+    replace_dist(ref_mod, gloo)
+    sol_mod = load_reference(Path(prob["solution"]), f"pkb_solution_{prob['stem']}")
+    trials = []
+    t0 = time.time()
+    for trial in range(cfg["trials"]):
+        _progress(cfg, rank, prob["id"], trial)
+        x = make_inputs(rank, world, prob["id"], SHAPE, torch.bfloat16, trial=trial, device=dev)
+        ref = ref_mod.solution(*x)
+        torch.cuda.synchronize()
+        x = make_inputs(rank, world, prob["id"], SHAPE, torch.bfloat16, trial=trial, device=dev)
+        with forbid_cuda_collectives(dist):
+            sol = sol_mod.solution(*x)
+            torch.cuda.synchronize()
+        ok, diff, why = match(ref, sol, ATOL, RTOL)
+        trials.append({"trial": trial, "ok": ok, "max_abs_diff": diff if diff != float("inf") else None,
+                       "why": why})
+    out = {"trials": trials, "seconds": round(time.time() - t0, 2),
+           "reference_adaptations": dict(gloo.used)}
+    shim = getattr(getattr(sol_mod, "_solution", None), "shim", None)
+    if shim is not None:
+        out.update(tally=dict(shim.tally), notes=shim.notes(),
+                   schedules=sorted({f"{op}: {label}" for op, label in shim.calls()}))
+    if cfg["time"] and all(t["ok"] for t in trials):
+        out["time"] = _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev)
+    if shim is not None:
+        shim.close()
+    for name in (f"pkb_reference_{prob['stem']}", f"pkb_solution_{prob['stem']}"):
+        sys.modules.pop(name, None)
+    return out
+
+
+def _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev) -> dict:
+    import torch
+    import torch.distributed as dist
+    measure = pkb_module(cfg["pkb"], "utils/performance.py").measure_solution_performance
+    got = {}
+    for name, mod in (("reference", ref_mod), ("solution", sol_mod)):
+        x = make_inputs(rank, world, prob["id"], SHAPE, torch.bfloat16, trial=0, device=dev)
+        first, run = _first_tensor_runner(mod.solution, tuple(x))
+        if first is None:
+            got[name] = None
+            continue
+        dist.barrier()
+        guard = forbid_cuda_collectives(dist) if name == "solution" else _null()
+        with guard:
+            m = measure(run, first, warmup_iters=cfg["warmup"],
+                                             measure_iters=cfg["iters"])
+        got[name] = m["wall_time_ms"]
+    return got
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def pkb_module(pkb: str, relative: str):
+    """A module of the user's PKB checkout, loaded from its file (PKB's code is not ours to
+    import by name: it is found at run time, in the checkout given)."""
+    name = "pkb_" + relative.removesuffix(".py").replace("/", "_")
+    return sys.modules.get(name) or load_reference(Path(pkb) / relative, name)
+
+
+def _progress(cfg: dict, rank: int, pid: int, trial: int) -> None:
+    (Path(cfg["work"]) / f"progress-{rank}.json").write_text(json.dumps({"id": pid, "trial": trial,
+                                                                         "t": time.time()}))
+
+
+def worker(rank: int, world: int, cfg: dict, port: int) -> None:
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=cfg["deadline_s"]))
+    sys.path.insert(0, cfg["pkb"])
+    create_input_tensor = pkb_module(cfg["pkb"], "utils/input_output_tensors.py").create_input_tensor
+    work = Path(cfg["work"])
+    for prob in cfg["problems"]:
+        try:
+            out = _one_problem(cfg, rank, world, prob, create_input_tensor)
+        except BaseException as exc:  # noqa: BLE001 - a failed rank is a finding; the parent restarts
+            out = {"error": f"{type(exc).__name__}: {exc}"[:600],
+                   "where": traceback.format_exc(limit=-3)[-1200:]}
+        tmp = work / f"r{rank}-{prob['id']}.tmp"
+        tmp.write_text(json.dumps(out))
+        os.replace(tmp, work / f"r{rank}-{prob['id']}.json")
+        if "error" in out:
+            time.sleep(3600)        # the other ranks may wait in a collective: the parent ends us
+    dist.destroy_process_group()
+
+
+def merge(prob: dict, per_rank: list[dict | None], world: int) -> dict:
+    """One results line from every rank's outcome (None: the rank never reported)."""
+    row: dict[str, Any] = {"id": prob["id"], "stem": prob["stem"]}
+    errors = sorted({f"rank {r}: {o['error']}" for r, o in enumerate(per_rank) if o and "error" in o})
+    missing = [r for r, o in enumerate(per_rank) if o is None]
+    if errors or missing:
+        row.update(ok=False, errors=errors[:3], silent_ranks=missing)
+        return row
+    trials = []
+    for t in range(len(per_rank[0]["trials"])):
+        ranks = [o["trials"][t] for o in per_rank]
+        diffs = [x["max_abs_diff"] for x in ranks]
+        trials.append({"trial": t, "ok": all(x["ok"] for x in ranks),
+                       "max_abs_diff": None if None in diffs else max(diffs),
+                       "why": next((f"rank {r}: {x['why']}" for r, x in enumerate(ranks) if x["why"]), "")})
+    first = per_rank[0]
+    row.update(ok=all(t["ok"] for t in trials), trials=trials, seconds=max(o["seconds"] for o in per_rank),
+               tally=first.get("tally", {}), schedules=first.get("schedules", []),
+               notes=first.get("notes", []), reference_adaptations=first.get("reference_adaptations", {}))
+    if all("time" in o for o in per_rank):
+        for name in ("reference", "solution"):
+            vals = [o["time"].get(name) for o in per_rank]
+            row[f"{name}_ms"] = None if None in vals else max(vals)     # the slowest rank
+    return row
+
+
+def pksim_commit() -> str:
+    """The code's commit: $PKSIM_COMMIT (a copy without git), else git's."""
+    if os.environ.get("PKSIM_COMMIT"):
+        return os.environ["PKSIM_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=30, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def device_info() -> dict:
+    out: dict[str, Any] = {"host": socket.gethostname()}
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        out["gpus"] = [x.strip() for x in q.stdout.splitlines() if x.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        out["gpus"] = []
+    return out
+
+
+def run(problems: list[dict], results: Path, pkb: str, world: int = 8, trials: int = 5,
+        deadline_s: float = 120.0, time_it: bool = False, warmup: int = 500, iters: int = 100,
+        budget_s: float | None = None, say=print) -> list[dict]:
+    """Check ``problems`` (dicts: id, stem, reference, solution), appending to ``results``;
+    returns the rows written now."""
+    import torch.multiprocessing as mp
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    work = Path(tempfile.gettempdir()) / f"pksim-pkb-{abs(hash(str(results.resolve()))):x}"
+    work.mkdir(parents=True, exist_ok=True)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    todo = [p for p in problems if p["id"] not in done_ids(results)]
+    written: list[dict] = []
+    commit = pksim_commit()
+    ctx = mp.get_context("spawn")
+    while todo:
+        cfg = {"problems": todo, "trials": trials, "pkb": pkb, "work": str(work),
+               "deadline_s": deadline_s, "time": time_it, "warmup": warmup, "iters": iters}
+        for f in work.glob("*"):
+            f.unlink()
+        port = 20000 + random.randrange(20000)
+        procs = [ctx.Process(target=worker, args=(r, world, cfg, port)) for r in range(world)]
+        for p in procs:
+            p.start()
+        restart = False
+        for prob in todo:
+            t0 = time.time()
+            while True:
+                outs = [_read(work / f"r{r}-{prob['id']}.json") for r in range(world)]
+                failed = any(o is not None and "error" in o for o in outs)
+                complete = all(o is not None for o in outs)
+                late = time.time() - t0 > deadline_s
+                dead = all(not p.is_alive() for p in procs)
+                if complete or failed or late or dead:
+                    if failed and not complete:
+                        time.sleep(min(5.0, deadline_s))     # let the other ranks report
+                        outs = [_read(work / f"r{r}-{prob['id']}.json") for r in range(world)]
+                    break
+                time.sleep(0.2)
+            row = merge(prob, outs, world)
+            if late and not complete:
+                row.setdefault("errors", []).append(f"past the {deadline_s:.0f} s deadline")
+            row.update(world=world, trials_asked=trials, device=device_info(), pksim_commit=commit,
+                       date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+            with open(results, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            written.append(row)
+            say(f"pkb {prob['id']:3d} {prob['stem']:45s} {'ok' if row['ok'] else 'FAILED'} "
+                f"({time.time() - t0:.1f} s){'' if row['ok'] else ': ' + str(row.get('errors') or row.get('trials'))[:200]}")
+            if not complete or any("error" in o for o in outs if o):
+                restart = True
+                break
+            if budget_s is not None and time.time() - t_start > budget_s:
+                say(f"pkb: stopping after {time.time() - t_start:.0f} s (budget {budget_s:.0f} s); run again to resume")
+                todo = []
+                restart = True
+                break
+        for p in procs:
+            if restart and p.is_alive():
+                p.kill()
+            p.join(10)
+        todo = [p for p in todo if p["id"] not in done_ids(results)]
+    return written
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def problem_dicts(problems, solutions_dir: Path) -> list[dict]:
+    """The problems whose solution file exists, as the workers take them."""
+    out = []
+    for p in problems:
+        sol = solutions_dir / f"{p.stem}_{BACKEND}.py"
+        if sol.is_file():
+            out.append({"id": p.id, "stem": p.stem, "reference": str(p.path), "solution": str(sol)})
+    return out

@@ -1,0 +1,176 @@
+"""The Python API (docs/api.md): the CLI's engine. A result's ``to_dict()`` is the command's
+``--json``; errors are PksimErrors with the CLI's one-line message; ``import pksim`` and the
+CLI's start load only what they use; docs/api.md's example runs."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pksim
+from hwmodels.errors import ConfigError, InfeasibleError
+from tests.pksim.helpers import run
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("scipy", "matplotlib", "rich", "numpy", "validation", "codegen")
+
+
+def cli_json(args: list[str]):
+    result = run(args + ["--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def loaded_after(code: str) -> set[str]:
+    """Top-level packages and pksim modules a fresh interpreter holds after ``code``."""
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint(' '.join(sys.modules))"],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+    return {m for m in out if "." not in m or m.startswith("pksim.")}
+
+
+def test_import_pksim_loads_no_engine():
+    mods = loaded_after("import pksim; assert pksim.__version__")
+    assert not {m for m in mods if m.startswith("pksim.") and m != "pksim.lazy"}
+    assert not mods & {*HEAVY, "simpy", "click"}
+
+
+def test_the_cli_loads_only_the_command_it_runs():
+    mods = loaded_after("from pksim.cli.main import cli\n"
+                        "try:\n    cli(['--version'])\nexcept SystemExit:\n    pass")
+    assert not {m for m in mods if m.startswith(("pksim.cli.", "pksim.api"))} - {
+        "pksim.cli.main", "pksim.cli.group"}
+    assert not mods & {*HEAVY, "simpy"}
+    mods = loaded_after("from pksim.cli.main import cli\n"
+                        "try:\n    cli(['predict', '--system', 'dgx-h100', '--op', 'all-reduce',"
+                        " '--bytes', '1MiB'])\nexcept SystemExit:\n    pass")
+    assert "pksim.cli.predict" in mods and "pksim.collective" in mods
+    assert not mods & set(HEAVY)
+    assert "pksim.cli.whatif" not in mods and "pksim.cli.calibrate" not in mods
+
+
+@pytest.mark.parametrize("args", [
+    ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"],
+    ["--system", "dgx-h100", "--op", "reduce-scatter", "--bytes", "64MiB", "--impl", "nccl"],
+    ["--system", "dgx-h100", "--op", "all-gather", "--bytes", "4MiB", "--algorithm", "ring",
+     "--mechanism", "tma", "--comm-sms", "32", "--set", "gpu.nvlink.link_bandwidth_GBps=50"],
+    ["--system", "dgx-h100", "--op", "gemm-rs", "--m", "4096", "--n", "4096", "--k", "4096"],
+])
+def test_predict_to_dict_is_the_cli_json(args):
+    options = {"system": args[1], "op": args[3]}
+    rest = args[4:]
+    for flag, value in zip(rest[::2], rest[1::2]):
+        key = {"--bytes": "bytes", "--set": "set", "--n": "n"}.get(flag, flag[2:].replace("-", "_"))
+        options[key] = [value] if key == "set" else int(value) if key in (
+            "m", "n", "k", "comm_sms") else value
+    got = pksim.predict(**options)
+    assert got.to_dict() == cli_json(["predict", *args])
+    assert got.time_s == got.prediction.time_s > 0 and got.bound_s <= got.time_s
+    assert got.bound_resource in got.breakdown or got.bound_resource == "latency"
+
+
+def test_predict_gives_the_nccl_pick():
+    nccl = pksim.predict(system="dgx-h100", op="all-reduce", bytes=1 << 26, impl="nccl")
+    assert nccl.schedule.impl == "nccl" and nccl.vs_nccl is None
+    assert nccl.nccl["pick"]["algorithm"] in ("ring", "tree", "nvls", "collnet_direct",
+                                              "collnet_chain", "pat")
+    pk = pksim.predict(system="dgx-h100", op="all-reduce", bytes=1 << 26)
+    assert pk.nccl is None and pk.vs_nccl["nccl"]["label"] == nccl.schedule.label()
+    assert pk.vs_nccl["nccl"]["time_s"] == pytest.approx(nccl.time_s, rel=1e-12)
+
+
+def test_search_to_dict_is_the_cli_json():
+    got = pksim.search(system="dgx-h100", op="all-reduce", bytes="1MiB", top=3)
+    assert got.to_dict() == cli_json(["search", "--system", "dgx-h100", "--op", "all-reduce",
+                                      "--bytes", "1MiB", "--top", "3"])
+    assert len(got.ranked) == 3 and got.ranked[0].time_s <= got.ranked[2].time_s
+    assert got.candidates == got.simulated + len(got.pruned) + len(got.infeasible)
+
+
+def test_program_predict_and_search_are_the_cli_json():
+    got = pksim.predict(program="allreduce")
+    assert got.to_dict() == cli_json(["predict", "--program", "allreduce"])
+    found = pksim.search(program="allreduce", top=2)
+    assert found.to_dict() == cli_json(["search", "--program", "allreduce", "--top", "2"])
+
+
+def test_sweep_rows_are_the_cli_rows(tmp_path):
+    got = pksim.sweep(system="dgx-h100", op="all-gather", bytes="4KiB:64KiB", workers=1)
+    assert got.files == () and len(got.entries) == 5
+    cli = cli_json(["sweep", "--system", "dgx-h100", "--op", "all-gather", "--bytes",
+                    "4KiB:64KiB", "-o", str(tmp_path), "--workers", "1"])
+    assert got.to_dict()["rows"] == cli["rows"]
+    assert [e["size_bytes"] for e in got.entries] == [4096 << i for i in range(5)]
+    with_files = pksim.sweep(system="dgx-h100", op="all-gather", bytes=4096, workers=1,
+                             output=tmp_path / "api", plots=False)
+    assert {p.name for p in with_files.files} == {"sweep.csv", "sweep.json"}
+
+
+def test_whatif_rows_are_the_cli_rows(tmp_path):
+    study = tmp_path / "s.toml"
+    study.write_text('name = "s"\nsystems = ["dgx-h100"]\n[[workload]]\nname = "ar"\n'
+                     'op = "all-reduce"\nm = 1024\nn = 1024\nworld = 8\n')
+    got = pksim.whatif(str(study), vary=["gpu.nvlink.link_bandwidth_GBps=2x"], workers=1)
+    cli = cli_json(["whatif", "--study", str(study), "--vary",
+                    "gpu.nvlink.link_bandwidth_GBps=2x", "-o", str(tmp_path / "o"),
+                    "--workers", "1", "--no-plots"])
+    drop = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
+    assert drop(got.to_dict()["rows"]) == drop(cli["rows"])
+    assert len({e["variant"] for e in got.entries}) == 2 and len(got.entries) == 2
+
+
+@pytest.mark.parametrize("call, args", [
+    (dict(system="dgx-h100", op="all-reduce", bytes="1.5B"),
+     ["predict", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1.5B"]),
+    (dict(system="no-such-system", op="all-reduce", bytes="1MiB"),
+     ["predict", "--system", "no-such-system", "--op", "all-reduce", "--bytes", "1MiB"]),
+    (dict(system="dgx-h100", op="all-reduce", bytes="1MiB", world=64),
+     ["predict", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB",
+      "--world", "64"]),
+    (dict(system="dgx-h100", op="gemm-rs", m=4096), ["predict", "--system", "dgx-h100",
+                                                     "--op", "gemm-rs", "--m", "4096"]),
+])
+def test_errors_are_pksim_errors_with_the_cli_message(call, args):
+    with pytest.raises(pksim.PksimError) as caught:
+        pksim.predict(**call)
+    result = run(args)
+    assert result.exit_code == 2
+    assert result.output.strip() == f"pksim: error: {caught.value}"
+
+
+def test_options_are_checked_as_the_cli_checks_them():
+    with pytest.raises(ConfigError, match="unknown option 'nbytes'"):
+        pksim.predict(system="dgx-h100", op="all-reduce", nbytes=4096)
+    with pytest.raises(ConfigError, match="op='all-sum': not one of"):
+        pksim.predict(system="dgx-h100", op="all-sum", bytes=4096)
+    with pytest.raises(ConfigError, match="Missing option '--op'"):
+        pksim.predict(system="dgx-h100", bytes=4096)
+    with pytest.raises(InfeasibleError):
+        pksim.predict(system="dgx-h100", op="all-reduce", bytes="1MiB", algorithm="rhd",
+                      world=6)
+
+
+def test_load_system_with_overrides():
+    plain = pksim.load_system("dgx-h100")
+    changed = pksim.load_system("dgx-h100", set=["gpu.nvlink.link_bandwidth_GBps=50"])
+    assert changed.gpu.nvlink.link_bandwidth_Bps == 2 * plain.gpu.nvlink.link_bandwidth_Bps
+    assert pksim.load_system("dgx-h100", set="gpu.nvlink.link_bandwidth_GBps=50") == changed
+
+
+def test_the_api_page_example_runs(tmp_path, monkeypatch):
+    text = (ROOT / "docs" / "api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 2
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/api.md", "exec"), scope)     # noqa: S102
+    assert len(scope["table"]) == 15 and all(pk > 0 and nccl > 0 for _, pk, nccl, _ in
+                                             scope["table"])
+    assert (tmp_path / "sweep-ratio.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert scope["faster"].time_s < scope["best"].time_s
+    assert os.path.getsize(tmp_path / "sweep-ratio.png") > 10_000

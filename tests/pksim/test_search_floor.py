@@ -1,0 +1,46 @@
+"""The search's floor from a program alone (``pksim.search.step_floor``, used past
+LARGE_WORLD ranks before any flow is prepared) is never above the simulated time, and the
+pruned search still gives the full search's best (144 ranks: two gb200-nvl72 domains)."""
+from __future__ import annotations
+
+import pytest
+
+from hwmodels.catalog import load_system
+from hwmodels.errors import InfeasibleError
+from pksim.collective import build, simulate
+from pksim.search import LARGE_WORLD, search, space, step_floor
+
+SYSTEM = load_system("gb200-nvl72")
+WORLD, DOMAINS = 144, 2
+# the generated kernels' phases (one domain of gb200-nvl576, copy engines among them) and
+# programs of transfers (two domains)
+WHERE = [("gb200-nvl576", 1), ("gb200-nvl72", 2)]
+
+
+@pytest.mark.parametrize("op", ["all-reduce", "all-gather", "broadcast", "reduce-scatter"])
+@pytest.mark.parametrize("size", [4096, 64 << 20])
+@pytest.mark.parametrize("name, domains", WHERE)
+def test_the_floor_is_never_above_the_simulated_time(name, domains, op, size):
+    system = load_system(name)
+    assert WORLD > LARGE_WORLD
+    checked = set()
+    for schedule in space(system, op, size, WORLD, domains, comm_sms=(16,),
+                          algorithms=("ring", "direct", "tree", "hierarchical")):
+        try:
+            model = build(system, schedule)
+        except InfeasibleError:     # infeasible here (the search drops it with its reason)
+            continue
+        floor = step_floor(system, schedule)
+        assert floor <= simulate(model).time_s, schedule.label()
+        if floor > 0:
+            checked.add(schedule.mechanism)
+    assert len(checked) >= 2 and (domains > 1 or op == "reduce-scatter" or "copy-engine" in checked)
+
+
+def test_the_pruned_search_is_the_full_search():
+    cands = space(SYSTEM, "all-reduce", 1 << 20, WORLD, DOMAINS)
+    pruned = search(SYSTEM, cands, top=3)
+    full = search(SYSTEM, cands)
+    assert [p.schedule for p in pruned.ranked[:3]] == [p.schedule for p in full.ranked[:3]]
+    assert [p.time_s for p in pruned.ranked[:3]] == [p.time_s for p in full.ranked[:3]]
+    assert pruned.simulated < full.simulated
