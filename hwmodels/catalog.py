@@ -35,20 +35,27 @@ def list_systems() -> list[str]:
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.toml"))
 
 
+def is_bare_name(ref: str) -> bool:
+    """A name, not a path: no ``/`` and no ``.toml``. A bare name that is shipped means the
+    shipped file even where a file or folder of that name is here (``./name`` names that)."""
+    return "/" not in ref and not ref.endswith(".toml")
+
+
 def system_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     """A shipped system's file, or a path to a user's file."""
     candidate = Path(name_or_path)
-    if candidate.suffix == ".toml" or candidate.exists() or "/" in name_or_path:
+    shipped = SYSTEMS_DIR / f"{name_or_path}.toml"
+    if is_bare_name(name_or_path) and shipped.exists():
+        return shipped
+    if not is_bare_name(name_or_path) or candidate.exists():
         if not candidate.is_absolute() and relative_to is not None and not candidate.exists():
             candidate = relative_to / candidate
         if not candidate.exists():
             raise ConfigError(f"system file {name_or_path}: no such file")
+        if candidate.is_dir():
+            raise ConfigError(f"system file {name_or_path}: is a folder, not a .toml file")
         return candidate
-    shipped = SYSTEMS_DIR / f"{name_or_path}.toml"
-    if not shipped.exists():
-        raise ConfigError(
-            f"unknown system {name_or_path!r} (shipped: {', '.join(list_systems())})")
-    return shipped
+    raise ConfigError(f"unknown system {name_or_path!r} (shipped: {', '.join(list_systems())})")
 
 
 def _schema(cls_name: str):
@@ -323,6 +330,12 @@ def _build(cls: type, raw: dict, prefix: str, where_of: Callable[[str], str]) ->
             raise ConfigError(f"{where}: {dotted} = {item!r} must be {relation} {lo:g}")
         if hi is not None and item > hi:
             raise ConfigError(f"{where}: {dotted} = {item!r} must be at most {hi:g}")
+        least, most = meta["plausible"]
+        if item != 0 and not least <= item <= most:
+            none = ", or 0: none" if lo == 0 and not meta["lo_open"] else ""
+            bounds = f"at most {most:g}" if least == 0 else f"{least:g} to {most:g}{none}"
+            raise ConfigError(f"{where}: {dotted} = {item!r} is outside the plausible range "
+                              f"({bounds})")
         kwargs[f.name] = int(item) if kind is int else float(item) * meta["factor"]
     return cls(**kwargs)
 

@@ -35,3 +35,9 @@ class CompileError(PksimError):
 
 class ValidationError(PksimError):
     """A kernel's output did not match its reference, or a measurement failed."""
+
+
+class PksimNote(UserWarning):
+    """Not an error: something a result rests on that the user did not say (a buffer cut into
+    whole elements per rank). A warning to a caller of the API; the CLI prints it as one
+    ``pksim: note:`` line on stderr."""

@@ -30,6 +30,31 @@ PROVENANCE_TAGS = (
 GUESS_TAGS = ("roadmap", "estimate", "assumed")
 
 
+# The range a figure must lie in to be believed, by the unit its key names (a nonzero value:
+# where 0 is allowed it means "none"): wide enough for every GPU and network built or announced
+# and a what-if far beyond them either way, narrow enough that a slip of the keyboard (1e-30,
+# 1e30) is refused rather than printed as a result (docs/decisions.md D67). The first suffix
+# that ends the key decides; figures without a unit give theirs in ``fig(plausible=...)``.
+PLAUSIBLE_BY_UNIT = (
+    ("_ns_per_KiB", (0.0, 1e6)), ("_ps_per_element", (0.0, 1e6)),
+    ("_GBps", (1e-2, 1e7)), ("_Gbps", (1e-1, 1e8)), ("_MHz", (1.0, 1e5)),
+    ("_GB", (1e-3, 1e6)), ("_MiB", (1e-3, 1e6)), ("_KiB", (1e-3, 1e6)),
+    ("_bytes", (1.0, 1e9)), ("_ns", (0.0, 1e7)), ("_us", (0.0, 1e4)), ("_ps", (0.0, 1e10)),
+)
+PLAUSIBLE_TFLOPS = (1e-3, 1e7)       # tflops_*: a GFLOP/s to ten EFLOP/s per GPU
+PLAUSIBLE_FRACTION = (1e-2, 1.0)     # efficiencies and shares (hi = 1)
+
+
+def plausible_range(key: str, hi: float | None) -> tuple[float, float] | None:
+    """The plausible range of a figure named ``key`` (None: it must give its own)."""
+    if key.startswith("tflops_"):
+        return PLAUSIBLE_TFLOPS
+    for suffix, bounds in PLAUSIBLE_BY_UNIT:
+        if key.endswith(suffix):
+            return bounds
+    return PLAUSIBLE_FRACTION if hi == 1.0 else None
+
+
 def split_figure(where: str, dotted: str, item: Any, source: Any, tag: Any,
                  required: bool = True) -> tuple[Any, Any, Any]:
     """(value, source, tag) of a figure as a file gives it: a bare value (its table's
@@ -53,12 +78,15 @@ def split_figure(where: str, dotted: str, item: Any, source: Any, tag: Any,
 
 
 def fig(key: str, factor: float = 1.0, *, lo: float = 0.0, lo_open: bool = True,
-        hi: float | None = None, kind: type = float, doc: str = "") -> Any:
-    """A figure: TOML key (unit in its name), SI factor and the allowed range.
+        hi: float | None = None, kind: type = float, doc: str = "",
+        plausible: tuple[float, float] | None = None) -> Any:
+    """A figure: TOML key (unit in its name), SI factor, the allowed range and the
+    plausible one (``plausible_range`` by the key's unit unless given).
 
     ``lo_open`` means the value must be strictly above ``lo``."""
     return field(metadata={"key": key, "factor": factor, "lo": lo, "lo_open": lo_open,
-                           "hi": hi, "kind": kind, "doc": doc})
+                           "hi": hi, "kind": kind, "doc": doc,
+                           "plausible": plausible or plausible_range(key, hi)})
 
 
 def text(key: str, choices: tuple[str, ...] | None = None, doc: str = "") -> Any:
@@ -75,9 +103,11 @@ def table(key: str, many: bool = False) -> Any:
 
 @dataclass(frozen=True)
 class SmSpec:
-    count: int = fig("count", kind=int, doc="streaming multiprocessors per GPU")
+    count: int = fig("count", kind=int, plausible=(1, 10_000),
+                     doc="streaming multiprocessors per GPU")
     clock_Hz: float = fig("clock_MHz", 1e6, doc="boost clock")
-    registers_per_sm: int = fig("registers_per_sm", kind=int, doc="32-bit registers")
+    registers_per_sm: int = fig("registers_per_sm", kind=int, plausible=(1024, 1 << 24),
+                                 doc="32-bit registers")
     shared_memory_B: float = fig("shared_memory_per_sm_KiB", 1024.0, doc="max shared memory per SM")
 
 
@@ -90,12 +120,13 @@ class TensorSpec:
     flops_fp8: float = fig("tflops_fp8", 1e12, lo_open=False, doc="dense; 0 = none")
     flops_fp4: float = fig("tflops_fp4", 1e12, lo_open=False, doc="dense; 0 = none")
     gemm_efficiency: float = fig("gemm_efficiency", hi=1.0, doc="library GEMM / peak, large shapes")
-    gemm_k_overhead: float = fig("gemm_k_overhead", lo_open=False,
+    gemm_k_overhead: float = fig("gemm_k_overhead", lo_open=False, plausible=(0.0, 1e6),
                                  doc="fixed work per GEMM tile (prologue, epilogue) in K-steps: "
                                      "a tile costs K + this")
     attention_efficiency: float = fig("attention_efficiency", hi=1.0,
                                       doc="fused attention / peak, long sequences")
     attention_causal_overhead: float = fig("attention_causal_overhead", lo_open=False,
+                                           plausible=(0.0, 1e7),
                                            doc="extra key positions of fixed work per tile "
                                                "when causal (diagonal tiles, uneven rows)")
     sustained_fraction: float = fig("sustained_fraction", hi=1.0,
@@ -105,6 +136,7 @@ class TensorSpec:
                                    doc="tensor-kernel duration after which the power limit "
                                        "starts to lower the clock")
     sustained_sm_exponent: float = fig("sustained_sm_exponent", lo_open=False,
+                                       plausible=(0.0, 10.0),
                                        doc="how the power-limited clock rises when fewer SMs "
                                            "compute: with n of the N SMs busy a long kernel "
                                            "keeps min(1, sustained_fraction x (N / n) ** this); "
@@ -172,7 +204,7 @@ class TransferSpec:
     thread_start_s: float = fig("thread_start_ps", 1e-12, lo_open=False,
                                 doc="what each thread of the blocks beyond one per SM adds "
                                     "to a kernel launched alone (hwmodels.sm.grid_start_s)")
-    issue_knee: float = fig("issue_knee",
+    issue_knee: float = fig("issue_knee", plausible=(0.1, 100.0),
                             doc="sharpness of the bend where the SMs' combined issue rate meets "
                                 "the memory's: soft-min exponent (large = hard min)")
 
@@ -222,7 +254,7 @@ class RemoteTransferSpec:
 
 @dataclass(frozen=True)
 class CopyEngineSpec:
-    count: int = fig("count", kind=int)
+    count: int = fig("count", kind=int, plausible=(1, 1024))
     bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="payload of one engine, local copy")
     setup_s: float = fig("setup_latency_us", 1e-6, lo_open=False, doc="per transfer")
     command_s: float = fig("command_us", 1e-6, lo_open=False,
@@ -235,8 +267,8 @@ class CopyEngineSpec:
 
 @dataclass(frozen=True)
 class NvlinkSpec:
-    generation: int = fig("generation", kind=int, lo_open=False)
-    links: int = fig("links", kind=int, lo_open=False)
+    generation: int = fig("generation", kind=int, lo_open=False, plausible=(1, 100))
+    links: int = fig("links", kind=int, lo_open=False, plausible=(1, 10_000))
     link_bandwidth_Bps: float = fig("link_bandwidth_GBps", 1e9, lo_open=False,
                                     doc="per link, per direction")
     latency_s: float = fig("latency_ns", 1e-9, lo_open=False, doc="one hop GPU -> switch -> GPU")
@@ -260,7 +292,7 @@ class NvlinkSpec:
 
 @dataclass(frozen=True)
 class PcieSpec:
-    generation: int = fig("generation", kind=int)
+    generation: int = fig("generation", kind=int, plausible=(1, 100))
     bandwidth_Bps: float = fig("bandwidth_GBps", 1e9, doc="per direction")
 
 
@@ -305,7 +337,7 @@ class GpuSpec:
     model: str = text("model")
     architecture: str = text("architecture", ARCHITECTURES)
     sm_arch: str = text("sm_arch", doc="nvcc target for generated kernels, '' if none")
-    dies_per_gpu: int = fig("dies_per_gpu", kind=int)
+    dies_per_gpu: int = fig("dies_per_gpu", kind=int, plausible=(1, 64))
     sm: SmSpec = table("sm")
     tensor: TensorSpec = table("tensor")
     l2: L2Spec = table("l2")
@@ -324,10 +356,10 @@ class GpuSpec:
 @dataclass(frozen=True)
 class SwitchTierSpec:
     name: str = text("name")
-    gpus_per_group: int = fig("gpus_per_group", kind=int,
+    gpus_per_group: int = fig("gpus_per_group", kind=int, plausible=(1, 1 << 16),
                               doc="GPUs under one group of this tier's switches")
-    chips_per_group: int = fig("chips_per_group", kind=int)
-    ports_per_chip: int = fig("ports_per_chip", kind=int)
+    chips_per_group: int = fig("chips_per_group", kind=int, plausible=(1, 1 << 16))
+    ports_per_chip: int = fig("ports_per_chip", kind=int, plausible=(1, 1 << 16))
     port_bandwidth_Bps: float = fig("port_bandwidth_GBps", 1e9, doc="per direction")
     latency_s: float = fig("latency_ns", 1e-9, lo_open=False, doc="added per traversal")
     uplink_bandwidth_Bps: float = fig("uplink_bandwidth_GBps", 1e9, lo_open=False,
@@ -340,7 +372,8 @@ class SwitchTierSpec:
 
 @dataclass(frozen=True)
 class DomainSpec:
-    gpus_per_domain: int = fig("gpus_per_domain", kind=int, doc="CUDA devices (ranks)")
+    gpus_per_domain: int = fig("gpus_per_domain", kind=int, plausible=(1, 1 << 16),
+                               doc="CUDA devices (ranks)")
     fabric: str = text("fabric", FABRICS)
     switch_tiers: tuple[SwitchTierSpec, ...] = table("switch_tier", many=True)
 

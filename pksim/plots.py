@@ -1,8 +1,8 @@
 """Plots and the files beside them: each plot is a PNG with its data as CSV and JSON.
 
 Drawing uses matplotlib's Agg canvas directly (``Figure`` + ``FigureCanvasAgg``): no
-display, no pyplot state, safe in worker processes. ``OutputDir`` owns the folder
-and refuses to overwrite a file unless ``force``.
+display, no pyplot state, safe in worker processes. ``OutputDir`` owns the folder, refuses
+to overwrite a file unless ``force`` and writes each whole or not at all (safe_files.whole).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
+from pksim.safe_files import whole
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -67,8 +68,8 @@ class OutputDir:
 
     def write_json(self, name: str, obj: Any) -> Path:
         path = self.target(name)
-        with _writing(path):
-            path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
+        with _writing(path), whole(path) as tmp:
+            tmp.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
         return path
 
     def write_csv(self, name: str, rows: Sequence[dict[str, Any]],
@@ -77,7 +78,7 @@ class OutputDir:
         as ``# ...`` lines."""
         path = self.target(name)
         columns = list(columns or _columns(rows))
-        with _writing(path), path.open("w", newline="") as handle:
+        with _writing(path), whole(path) as tmp, tmp.open("w", newline="") as handle:
             for line in comment.splitlines():
                 handle.write(f"# {line}\n")
             writer = csv.DictWriter(handle, columns, extrasaction="ignore")
@@ -90,8 +91,8 @@ class OutputDir:
         """``stem``.png, with the plotted data as ``stem``.csv and ``stem``.json."""
         png = self.target(stem + ".png")
         _mpl().FigureCanvasAgg(fig)
-        with _writing(png):
-            fig.savefig(png, dpi=110)
+        with _writing(png), whole(png) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
         self.write_csv(stem + ".csv", data)
         self.write_json(stem + ".json", list(data))
         return png

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterator
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
-from pksim.inputs import check_bytes
+from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_operands, check_world,
+                          even_bytes)
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
 from pksim.programs.costs import TENSOR_RATE
@@ -36,6 +37,7 @@ from pksim.programs.model import Program
 from pksim.programs.predict import Run, predict_baseline, predict_program
 from pksim.programs.roofline import roofline
 from pksim.provenance import binding_figure, provenance_of
+from pksim.safe_files import journal_path, read_journal
 from pksim.schedule import Schedule
 from pksim.nccl import nccl_schedule
 from pksim.search import fused_space, lower_bound, search, space
@@ -387,14 +389,20 @@ def check_case(system: System, case: Case, where: str = "",
     elements and within the GPU's memory, a fused op's shape (one the world cannot split
     stays a row that says so)."""
     try:
+        check_world(system, case.world, case.domains, "world")
+        check_dtype(system, case.dtype, "dtype")
+        for sms in dict(case.search).get("comm_sms", ()):
+            check_comm_sms(system, sms, case.world, case.domains, "search.comm_sms")
         if case.op in COLLECTIVES:
-            check_bytes(system, case.op, case.nbytes, case.dtype, case.world,
+            check_bytes(system, case.op, case.given_bytes, case.dtype, case.world,
                         option("bytes"))
+            even_bytes(case.op, case.given_bytes, case.dtype, case.world, option("bytes"))
         elif case.op in FUSED_OPS:
             try:
                 check_shape(case.op, dict(case.shape), case.world, option)
             except InfeasibleError:
                 pass
+            check_operands(system, case.op, dict(case.shape), case.dtype, case.world)
     except ConfigError as exc:
         raise ConfigError(f"{where}{exc}") from None
 
@@ -411,7 +419,7 @@ def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
         for entry in programs:
             check_fits(entry, system, where, variant.label)
         for workload in workloads:
-            cases, notes = workload.expand(system)
+            cases, notes = workload.expand(system, f"{where}: ")
             if variant.label == "base":
                 skipped.extend(notes)
                 for case in cases:
@@ -433,14 +441,29 @@ def resume_from(path: Path, identity: dict[str, Any], records_key: str, tasks: l
                 names: dict[Task, str]) -> tuple[list[Row], list[Task]]:
     """``--resume`` of whatif and sweep: the rows an earlier run of the same command left
     in ``path`` (its results.json or sweep.json, ``records_key``: the list of its per-task
-    records) and the tasks still to run. ``identity`` (command, study or op, systems,
-    --set, ...) must equal the file's ``resume`` entry; a file written before files had
-    one is matched on its study (or op) name alone. ``names``: each task's system name."""
+    records) and in its journal beside it (pksim.safe_files: the rows as they finished,
+    which an interrupt before the results file was written leaves), and the tasks still to
+    run. ``identity`` (command, study or op, systems, --set, ...) must equal the file's
+    ``resume`` entry; a file written before files had one is matched on its study (or op)
+    name alone. ``names``: each task's system name."""
+    journal = read_journal(journal_path(path), identity)
+    records = _results_records(path, identity, records_key, journal is not None)
+    if records is None and journal is None:
+        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)")
+    return resume_rows(tasks, names, (records or []) + (journal or []))
+
+
+def _results_records(path: Path, identity: dict[str, Any], records_key: str,
+                     journal: bool) -> list[dict] | None:
+    """The per-task records of a results file (None if there is none; [] if it cannot be
+    read but a ``journal`` holds the rows: an interrupt cut it, written by an older pksim)."""
     try:
         previous = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"--resume: {path} does not exist (nothing to resume)") from None
+        return None
     except (OSError, ValueError) as exc:
+        if journal:
+            return []
         raise ConfigError(f"--resume: cannot read {path} ({exc})") from None
     if not isinstance(previous, dict):
         raise ConfigError(f"--resume: {path} is not a file pksim wrote")
@@ -459,7 +482,7 @@ def resume_from(path: Path, identity: dict[str, Any], records_key: str, tasks: l
     if not isinstance(records, list):
         raise ConfigError(f"--resume: {path} has no per-task results (written by an older "
                           f"pksim?): run it again without --resume")
-    return resume_rows(tasks, names, records)
+    return records
 
 
 def resume_rows(tasks: list[Task], names: dict[Task, str], records: list[dict]

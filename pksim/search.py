@@ -26,6 +26,7 @@ from typing import Callable, Iterator
 from hwmodels.errors import InfeasibleError
 from hwmodels.sm import handoff_s
 from hwmodels.system import System
+from hwmodels.units import format_bytes
 from pksim.cache import topology
 from pksim.prediction import Prediction
 from pksim.schedule import MECHANISMS, Schedule
@@ -80,7 +81,7 @@ def fused_space(system: System, op: str, shape: dict[str, int], world: int | Non
     extra = (("skew", skew),) if skew else ()
     base = dict(op=op, shape=tuple(sorted(shape.items())), world=topo.world, domains=domains,
                 dtype=dtype, extra=extra)
-    out = []
+    out, left_out = [], set()
     for overlap in overlaps or ("none", "inter-sm", "intra-sm"):
         if overlap == "none":
             out.append(Schedule(**base, overlap="none", algorithm=ALGORITHMS[op][0],
@@ -89,15 +90,32 @@ def fused_space(system: System, op: str, shape: dict[str, int], world: int | Non
         for alg in algorithms or ALGORITHMS[op]:
             for mech in mechanisms or ("tma", "register", "multimem"):
                 if (alg == "in-network") != (mech == "multimem"):
+                    left_out.add(_pairing(alg, mech))
                     continue
                 if overlap == "intra-sm" and mech == "register":
+                    left_out.add("intra-SM overlap sends by TMA or multimem, not register")
                     continue
                 counts = sm_counts if overlap == "inter-sm" else (1,)
                 for c in counts:
                     for chunk in chunk_opts:
                         out.append(Schedule(**base, overlap=overlap, algorithm=alg,
                                             mechanism=mech, comm_sms=c, chunk_bytes=chunk))
-    return out
+    return _some(out, left_out)
+
+
+def _pairing(alg: str, mech: str) -> str:
+    """Why (alg, mech) is not a schedule: in-network runs by multimem and only it."""
+    if alg == "in-network":
+        return f"in-network runs by multimem, not {mech}"
+    return f"multimem runs in-network only, not {alg}"
+
+
+def _some(candidates: list[Schedule], left_out: set[str]) -> list[Schedule]:
+    """The candidates, or an InfeasibleError saying why the options left none."""
+    if not candidates:
+        why = "; ".join(sorted(left_out)) or "the options leave none"
+        raise InfeasibleError(f"no candidate schedules: {why}")
+    return candidates
 
 
 def space(system: System, op: str, nbytes: int, world: int | None = None,
@@ -113,18 +131,21 @@ def space(system: System, op: str, nbytes: int, world: int | None = None,
                                if a != "hierarchical" or domains > 1)
     mechs = mechanisms or MECHANISMS
     sm_counts = comm_sms or tuple(sorted({c for c in COMM_SMS if c <= sms} | {sms}))
-    out = []
+    out, left_out = [], set()
     for alg in algs:
         if not algorithms and n > LARGE_WORLD and alg in ("direct", "two-shot"):
             continue
         for mech in mechs:
             if (alg == "in-network") != (mech == "multimem"):
+                left_out.add(_pairing(alg, mech))
                 continue
             for c in (sm_counts if mech != "copy-engine" else (1,)):
                 chunk_opts = chunks or (CHUNKS if alg in PIPELINED and n <= LARGE_WORLD
                                         else (0,))
                 for chunk in chunk_opts:
                     if chunk and chunk >= nbytes:
+                        left_out.add(f"a chunk of {format_bytes(chunk)} is not smaller than "
+                                     f"the {format_bytes(nbytes)} buffer")
                         continue
                     orders = ("ring", "sequential") if alg in ("direct", "two-shot") else ("ring",)
                     for order in orders:
@@ -133,7 +154,7 @@ def space(system: System, op: str, nbytes: int, world: int | None = None,
                                             comm_sms=c, chunk_bytes=chunk,
                                             pipeline_depth=2 if chunk else 1, peer_order=order,
                                             extra=extra))
-    return out
+    return _some(out, left_out)
 
 
 def _run(args: tuple[System, Schedule, bool]) -> Prediction | tuple[str, str]:

@@ -34,24 +34,25 @@ PyTorch + NCCL run it, and ``pk``, pksim's best, each with the program's rooflin
 """
 from __future__ import annotations
 
-import ast
 import itertools
 import math
-import operator
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from hwmodels import profile as kernel_profile
-from hwmodels.catalog import load_system
+from hwmodels.catalog import is_bare_name, load_system
 from hwmodels.errors import ConfigError
 from hwmodels.resources import studies_dir
 from hwmodels.system import System
-from hwmodels.units import UNIT_SUFFIXES, format_bytes, parse_bytes
-from pksim.schedule import DTYPES, IMPLS
+from hwmodels.units import UNIT_SUFFIXES, format_bytes
+from pksim.inputs import check_skew, check_unique_systems, even_bytes
+from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS
+from pksim.study_expr import evaluate
 from pksim.study_programs import PROGRAM_OP, ProgramEntry, load_entries
-from pksim.workloads.collectives import COLLECTIVES
+from pksim.workloads.collectives import COLLECTIVES, algorithms_for
+from pksim.workloads.fused import ALGORITHMS as FUSED_ALGORITHMS
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 
 STUDIES_DIR = studies_dir()
@@ -102,13 +103,19 @@ class Case:
         return self.op in COLLECTIVES
 
     @property
-    def nbytes(self) -> int:
-        """Bytes as nccl-tests counts them (collectives only)."""
+    def given_bytes(self) -> int:
+        """Bytes as nccl-tests counts them (collectives only), as the shape gives them."""
         shape = dict(self.shape)
         if "bytes" in shape:
             return shape["bytes"]
         elements = shape["count"] if "count" in shape else shape["m"] * shape["n"]
         return int(elements * DTYPES[self.dtype])
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the case runs: ``given_bytes``, cut into whole elements per rank where
+        the op splits its buffer (pksim.inputs.even_bytes: as nccl-tests runs it)."""
+        return even_bytes(self.op, self.given_bytes, self.dtype, self.world)[0]
 
     def shape_text(self) -> str:
         if set(dict(self.shape)) == {"bytes"}:
@@ -135,7 +142,7 @@ class Workload:
     search: tuple[tuple[str, tuple], ...] = ()
     skew: float = 0.0
 
-    def expand(self, system: System, where: str = "study") -> tuple[list[Case], list[str]]:
+    def expand(self, system: System, where: str = "") -> tuple[list[Case], list[str]]:
         """The cases on ``system``, and a note per world size the system cannot hold."""
         capacity = system.domain.gpus_per_domain * self.domains
         cases, skipped = [], []
@@ -147,7 +154,7 @@ class Workload:
             keys = [k for k, _ in self.shape]
             for combo in itertools.product(*(values for _, values in self.shape)):
                 raw = dict(zip(keys, combo))
-                shape = _evaluate(raw, n, f"{where}: workload {self.name!r}")
+                shape = evaluate(raw, n, f"{where}workload {self.name!r}")
                 cases.append(Case(self.name, self.op, tuple(shape.items()), self.dtype, n,
                                   self.domains, self.root, self.search, self.skew))
         return cases, skipped
@@ -191,93 +198,6 @@ class Variant:
         return load_system(self.ref, self.overrides)
 
 
-# ---- expressions in shape values ---------------------------------------------------
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow}
-_FUNCS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max}
-
-
-def _eval_node(node: ast.AST, names: dict[str, float], text: str) -> float:
-    if isinstance(node, ast.Expression):
-        return _eval_node(node.body, names, text)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
-            and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id not in names:
-            raise ConfigError(f"unknown name {node.id!r} in {text!r} "
-                              f"(known: {', '.join(sorted(names))})")
-        return names[node.id]
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _BINOPS[type(node.op)](_eval_node(node.left, names, text),
-                                      _eval_node(node.right, names, text))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_eval_node(node.operand, names, text)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id in _FUNCS and not node.keywords:
-        return _FUNCS[node.func.id](*(_eval_node(a, names, text) for a in node.args))
-    raise ConfigError(f"cannot read {text!r}: use numbers, + - * / // %, ceil/floor/min/max "
-                      f"and the names tp, world and the shape keys")
-
-
-def _evaluate(raw: dict[str, Any], world: int, where: str) -> dict[str, int]:
-    """Shape keys -> whole numbers; strings are sizes (bytes) or expressions."""
-    out: dict[str, int] = {}
-    names: dict[str, float] = {"tp": world, "world": world}
-    pending = dict(raw)
-    for key, value in list(pending.items()):
-        if not isinstance(value, str):
-            names[key] = value
-    for _ in range(len(pending) + 1):
-        for key, value in list(pending.items()):
-            if not isinstance(value, str):
-                out[key] = _whole(value, f"{where}: {key}")
-                del pending[key]
-                continue
-            if key == "bytes":
-                try:
-                    out[key] = names[key] = parse_bytes(value, f"{where}: bytes")
-                    del pending[key]
-                    continue
-                except ConfigError:
-                    pass
-            try:
-                tree = ast.parse(value, mode="eval")
-            except SyntaxError:
-                raise ConfigError(f"{where}: {key} = {value!r} is not a size or an "
-                                  f"expression") from None
-            try:
-                result = _eval_node(tree, names, value)
-            except ConfigError as exc:
-                if any(k in pending and k != key for k in _names_in(tree)):
-                    continue          # depends on a key not evaluated yet
-                raise ConfigError(f"{where}: {key}: {exc}") from None
-            except (ZeroDivisionError, OverflowError, TypeError) as exc:
-                raise ConfigError(f"{where}: {key} = {value!r}: {exc}") from None
-            out[key] = names[key] = _whole(result, f"{where}: {key} = {value!r} (tp={world})")
-            del pending[key]
-        if not pending:
-            break
-    if pending:
-        raise ConfigError(f"{where}: cannot evaluate {sorted(pending)} (circular?)")
-    return {k: out[k] for k in raw}
-
-
-def _names_in(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-
-
-def _whole(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{what}: expected a number, got {value!r}")
-    if value != int(value):
-        raise ConfigError(f"{what} = {value:g} is not a whole number (use ceil(...) or //)")
-    if value <= 0:
-        raise ConfigError(f"{what} must be positive, got {value:g}")
-    return int(value)
-
-
 # ---- loading -------------------------------------------------------------------------
 def _as_tuple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, list) else (value,)
@@ -311,9 +231,9 @@ def _workload(raw: Any, index: int, where: str) -> Workload:
         raise ConfigError(f"{at}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     world = _as_tuple(raw.get("world", "domain"))
     for w in world:
-        if w != "domain" and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise ConfigError(f"{at}: world must be a positive whole number or \"domain\", "
-                              f"got {w!r}")
+        if w != "domain" and (isinstance(w, bool) or not isinstance(w, int) or w < 2):
+            raise ConfigError(f"{at}: world must be \"domain\" or a whole number of ranks, at "
+                              f"least 2 (a multi-GPU operation), got {w!r}")
     domains, root = raw.get("domains", 1), raw.get("root", 0)
     for key, value in (("domains", domains), ("root", root)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (key == "domains"):
@@ -338,14 +258,18 @@ def _workload(raw: Any, index: int, where: str) -> Workload:
     if op in PLANNED_OPS and not keys:
         raise ConfigError(f"{at}: {op} needs shape keys (e.g. m, n, k)")
     skew = raw.get("skew", 0.0)
-    if isinstance(skew, bool) or not isinstance(skew, (int, float)) or skew < 0:
-        raise ConfigError(f"{at}: skew must be a number >= 0, got {skew!r}")
+    if isinstance(skew, bool) or not isinstance(skew, (int, float)):
+        raise ConfigError(f"{at}: skew must be a number, got {skew!r}")
+    check_skew(skew, f"{at}: skew")
+    if skew and not op.startswith("moe"):
+        raise ConfigError(f"{at}: skew {skew:g}: only the MoE ops route tokens, not {op}")
     return Workload(name, op, tuple(shape), dtype, world, domains, root,
-                    _text(raw, "note", at), _search(raw.get("search", {}), at), float(skew))
+                    _text(raw, "note", at), _search(raw.get("search", {}), at, op), float(skew))
 
 
-def _search(raw: Any, at: str) -> tuple[tuple[str, tuple], ...]:
-    """``search = { comm_sms = [16, 32], overlaps = ["inter-sm"] }`` -> sorted pairs."""
+def _search(raw: Any, at: str, op: str) -> tuple[tuple[str, tuple], ...]:
+    """``search = { comm_sms = [16, 32], overlaps = ["inter-sm"] }`` -> sorted pairs, each
+    value one the op can take (the SM counts' upper end is the system's: checked per case)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{at}: search must be a table, e.g. {{ comm_sms = [16, 32] }}")
     out = []
@@ -359,8 +283,25 @@ def _search(raw: Any, at: str) -> tuple[tuple[str, tuple], ...]:
                                  for v in values):
             raise ConfigError(f"{at}: search.{key} must be a list of "
                               f"{'whole numbers' if kind is int else 'names'}, got {values!r}")
+        allowed = _search_choices(key, op)
+        bad = [v for v in values if (v < 1 if kind is int else v not in allowed)]
+        if bad:
+            takes = "at least 1" if kind is int else f"one of {', '.join(allowed)}"
+            raise ConfigError(f"{at}: search.{key} = {bad[0]!r}: {op} takes {takes}")
         out.append((key, values))
     return tuple(out)
+
+
+def _search_choices(key: str, op: str) -> tuple:
+    """The names a workload's ``search.<key>`` may give for ``op`` (() for comm_sms)."""
+    if key == "algorithms":
+        return FUSED_ALGORITHMS[op] if op in FUSED_OPS else \
+            algorithms_for(op) if op in COLLECTIVES else ALGORITHMS
+    if key == "mechanisms":
+        return MECHANISMS
+    if key == "overlaps":
+        return OVERLAPS if op in FUSED_OPS else ()
+    return ()
 
 
 def parse_vary(text: str, what: str = "--vary") -> tuple[str, tuple[str, ...]]:
@@ -458,14 +399,34 @@ def list_studies() -> list[str]:
 
 
 def find_study(name_or_path: str) -> Study:
-    """A path to a study file, or the name of a shipped study."""
+    """The name of a shipped study, or a path to a study file. A bare name (no ``/``, no
+    ``.toml``) is the shipped study of that name even where a file or folder of that name is
+    here (``-o default`` makes one): ``./default`` names that instead."""
     path = Path(name_or_path)
-    if not path.exists() and (STUDIES_DIR / f"{name_or_path}.toml").exists():
-        path = STUDIES_DIR / f"{name_or_path}.toml"
+    shipped = STUDIES_DIR / f"{name_or_path}.toml"
+    if is_bare_name(name_or_path) and shipped.exists():
+        path = shipped
+    if path.is_dir():
+        raise ConfigError(f"--study {name_or_path}: is a folder, not a study file (shipped "
+                          f"studies: {', '.join(list_studies())})")
     if not path.exists():
         raise ConfigError(f"study file {name_or_path}: no such file "
                           f"(shipped studies: {', '.join(list_studies())})")
     return load_study(path)
+
+
+def split_note(cases) -> str:
+    """What a run says of its collectives whose buffer does not divide over their ranks (cut
+    into whole elements per rank, as nccl-tests runs them: pksim.inputs.even_bytes); "" if
+    none."""
+    cut = sorted({c for c in cases if c.is_collective and c.nbytes != c.given_bytes},
+                 key=lambda c: (c.workload, c.world, c.shape))
+    if not cut:
+        return ""
+    c = cut[0]
+    return (f"{len(cut)} case(s) cut a buffer that does not divide over their ranks into "
+            f"whole elements per rank, as nccl-tests does, e.g. {c.label()}: "
+            f"{c.given_bytes} -> {c.nbytes} bytes")
 
 
 # ---- what to vary --------------------------------------------------------------------
@@ -537,7 +498,7 @@ def variants(study: Study, systems: dict[str, System]) -> list[tuple[str, Varian
                         raise ConfigError(f"--vary {key}={choice}: a factor must be a finite "
                                           f"number at least 0")
                     value = base * factor
-                    value = int(round(value)) if isinstance(base, int) else round(value, 9)
+                    value = int(round(value)) if isinstance(base, int) else float(f"{value:.12g}")
                     label = f"{_short(key)} x{factor:g}"
                 else:
                     figure(system, key)
@@ -546,12 +507,15 @@ def variants(study: Study, systems: dict[str, System]) -> list[tuple[str, Varian
     return out
 
 
-def load_variants(study: Study) -> list[tuple[Variant, System]]:
-    """Load every system of the study as each variant (so bad keys fail before running)."""
+def load_variants(study: Study, what: str = "") -> list[tuple[Variant, System]]:
+    """Load every system of the study as each variant (so bad keys fail before running);
+    ``what`` names where the systems were given (default: the study file's ``systems``)."""
     if not study.systems:
-        raise ConfigError(f"{study.path or 'study'}: no systems (give systems = [...] "
+        raise ConfigError(f"{study.path or study.name}: no systems (give systems = [...] "
                           f"or --systems)")
     bases = {ref: load_system(ref, study.overrides) for ref in study.systems}
+    check_unique_systems([(ref, bases[ref]) for ref in study.systems],
+                         what or f"{study.path or study.name}: systems")
     return [(v, _load_variant(v) if v.overrides != study.overrides else bases[ref])
             for ref, v in variants(study, bases)]
 
@@ -568,5 +532,6 @@ def _load_variant(variant: Variant) -> System:
 
 
 __all__ = ["Case", "Workload", "Study", "Variant", "load_study", "default_study",
-           "find_study", "parse_vary", "figure", "variants", "load_variants", "KNOWN_OPS",
+           "find_study", "parse_vary", "figure", "variants", "load_variants", "split_note",
+           "KNOWN_OPS",
            "PLANNED_OPS", "PLOT_KINDS"]

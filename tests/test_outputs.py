@@ -163,7 +163,7 @@ def outputs(tmp_path_factory) -> dict[str, list]:
                           "--json"])
     run("programs-list", ["programs", "list", "--json"])
     run("programs-show", ["programs", "show", "gemm-reducescatter", "--json"])
-    for extra in (["--impl", "pk"], ["--impl", "nccl"], ["--world", "4", "--domains", "2"]):
+    for extra in (["--impl", "pk"], ["--impl", "nccl"], ["--world", "12", "--domains", "2"]):
         run("predict", ["predict", *h100, "--op", "all-reduce", "--bytes", "1MiB", "--json",
                         *extra])
     run("predict", ["predict", *h100, "--op", "gemm-rs", "--m", "1024", "--n", "1024", "--k",

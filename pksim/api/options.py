@@ -24,8 +24,8 @@ CLI_NAMES = {"system": "system_name", "set": "overrides", "bytes": "size", "n": 
              "schedule": "label", "cold_l2": "cold"}
 CHOICES = {"op": COLLECTIVES + FUSED_OPS, "dtype": tuple(DTYPES), "overlap": OVERLAPS,
            "impl": IMPLS, "algorithm": ALGORITHMS, "mechanism": MECHANISMS,
-           "peer_order": PEER_ORDERS, "launch": LAUNCH_MODES, "reduce_op": REDUCE_OPS,
-           "epilogue": EPILOGUES}
+           "peer_order": PEER_ORDERS, "launch": LAUNCH_MODES, "nvls": ("on", "off"),
+           "reduce_op": REDUCE_OPS, "epilogue": EPILOGUES}
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ class Options:
     cold_l2: bool = False
     full: bool = False
     nccl_version: str | None = None
-    launch: str = DEFAULT_LAUNCH
+    launch: str | None = None          # --impl nccl only; None: DEFAULT_LAUNCH
+    nvls: str | None = None            # --impl nccl only: "on" | "off" (NCCL_NVLS_ENABLE)
     splits: str | None = None
     peers: str | None = None
     reduce_op: str | None = None

@@ -4,19 +4,22 @@ the CLI's options (``pksim.api.options.Options``); a result's ``to_dict()`` is t
 ``--json``; every error is a ``PksimError`` with the CLI's one-line message."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from hwmodels.catalog import load_system as _load_system
-from hwmodels.errors import ConfigError
+from hwmodels.errors import ConfigError, PksimNote
 from hwmodels.system import System
-from hwmodels.units import parse_bytes
+from hwmodels.units import format_bytes, parse_bytes
+from pksim.api.op_checks import check_applies, nccl_algo
 from pksim.api.options import Options, comm_extra
 from pksim.api.programs import program_prediction, search_program
 from pksim.cache import topology
 from pksim.collective import as_run
-from pksim.inputs import check_bytes, check_comm_sms, check_elements, check_root, check_world
+from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_elements,
+                          check_operands, check_root, check_skew, check_world, even_bytes)
 from pksim.kernel_contract import emittable_fields
 from pksim.nccl import DEFAULT_LAUNCH, nccl_schedule, report as nccl_report
 from pksim.prediction import Prediction
@@ -26,7 +29,9 @@ from pksim.search import SearchResult, fused_space, search as run_search, space
 from pksim.simulate import predict as run_predict
 from pksim.versus import versus_nccl
 from pksim.workloads.collectives import COLLECTIVES
-from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
+from pksim.schedule import DTYPES
+from pksim.workloads.fused import ALGORITHMS as FUSED_ALGORITHMS
+from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, check_shape, operand_bytes
 
 
 def load_system(system: str, set: tuple[str, ...] | list[str] | str = ()) -> System:
@@ -163,7 +168,7 @@ def predict_options(opts: Options) -> Predicted | ProgramPrediction:
     if kw["program"]:
         return program_prediction(kw)
     system, ranked, _ = candidates_searched(kw, top=1)
-    return Predicted(ranked[0], system, kw["launch"])
+    return Predicted(ranked[0], system, kw["launch"] or DEFAULT_LAUNCH)
 
 
 def search_options(opts: Options, top: int = 10) -> Ranking | ProgramRanking:
@@ -193,17 +198,43 @@ def candidates_searched(kw, top: int = 1):
     if len(cands) == 1:                    # a fixed schedule: --full simulates every rank
         p = run_predict(system, cands[0], reduced=not kw["full"], cold=kw["cold"])
         return system, [p], SearchResult((p,), (), 1)
+    if kw["full"]:
+        raise ConfigError(f"--full simulates every rank of one schedule, and these options "
+                          f"leave {len(cands)}: fix it (--schedule LABEL, or --algorithm, "
+                          f"--mechanism, --comm-sms, ...)")
     result = run_search(system, cands, top=top, cold=kw["cold"])
     return system, list(result.ranked), result
 
 
-def _fused_candidates(system, kw) -> list[Schedule]:
+def _fused_candidates(system, kw, world: int) -> list[Schedule]:
     values = dict(kw, n=kw["n_"])
     shape = {}
     for key in SHAPE_KEYS[kw["op"]]:
         if values.get(key) is None:
             raise ConfigError(f"--op {kw['op']} needs --{key.replace('_', '-')}")
         shape[key] = values[key]
+    check_shape(kw["op"], shape, world)
+    check_operands(system, kw["op"], shape, kw["dtype"], world, "the shape options")
+    check_skew(kw["skew"])
+    if kw["skew"] and not kw["op"].startswith("moe"):
+        raise ConfigError(f"--skew {kw['skew']:g}: only the MoE ops route tokens, not {kw['op']}")
+    if kw["overlap"] == "none":
+        fixed = [f for f, k in (("--algorithm", "algorithm"), ("--mechanism", "mechanism"),
+                                ("--comm-sms", "comm_sms"), ("--chunk-bytes", "chunk_bytes"))
+                 if kw[k] is not None]
+        if fixed:
+            raise ConfigError(f"{fixed[0]}: --overlap none is the library kernel, then NCCL: "
+                              f"it has no {fixed[0][2:]} to fix")
+    if kw["algorithm"] and kw["algorithm"] not in FUSED_ALGORITHMS[kw["op"]]:
+        raise ConfigError(f"--algorithm {kw['algorithm']}: {kw['op']} communicates by "
+                          f"{', '.join(FUSED_ALGORITHMS[kw['op']])}")
+    chunk = _chunk(kw) if kw["chunk_bytes"] is not None else 0
+    if chunk:
+        check_elements(chunk, kw["dtype"], "--chunk-bytes")
+        whole = operand_bytes(kw["op"], shape, world, DTYPES[kw["dtype"]])
+        if chunk > whole:
+            raise ConfigError(f"--chunk-bytes {kw['chunk_bytes']}: larger than all of a rank's "
+                              f"operands ({format_bytes(whole)}); 0: one chunk per peer")
     if kw["impl"] == "nccl":
         overlaps = ("none",)
     else:
@@ -239,21 +270,30 @@ def _space(system, kw) -> list[Schedule]:
     world = check_world(system, kw["world"], kw["domains"])
     check_comm_sms(system, kw["comm_sms"], world, kw["domains"])
     check_root(kw["root"], world)
+    check_dtype(system, kw["dtype"])
+    check_applies(kw)
     if kw["op"] in FUSED_OPS:
-        return _fused_candidates(system, kw)
+        return _fused_candidates(system, kw, world)
     extra, implied = comm_extra(kw, kw["op"], world)
     if kw["size"] is None and implied is None:
         raise ConfigError(f"--op {kw['op']} needs --bytes")
     nbytes = implied if implied is not None else parse_bytes(kw["size"])
     check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
+    nbytes, note = even_bytes(kw["op"], nbytes, kw["dtype"], world)
+    if note:
+        warnings.warn(note, PksimNote, stacklevel=2)
     if kw["impl"] == "nccl":
         sched = nccl_schedule(system, kw["op"], nbytes, kw["world"], kw["domains"],
-                              kw.get("nccl_version"), kw.get("launch", DEFAULT_LAUNCH))
+                              kw.get("nccl_version"), kw.get("launch") or DEFAULT_LAUNCH,
+                              nvls=kw.get("nvls") != "off", algo=nccl_algo(kw, kw["op"]))
         return [sched.with_(root=kw["root"], dtype=kw["dtype"],
                             extra=tuple(sorted(dict(sched.extra, **dict(extra)).items())))]
     chunk = None if kw["chunk_bytes"] is None else _chunk(kw)
     if chunk:
         check_elements(chunk, kw["dtype"], "--chunk-bytes")
+        if chunk >= nbytes:
+            raise ConfigError(f"--chunk-bytes {kw['chunk_bytes']}: a pipeline chunk must be "
+                              f"smaller than the buffer ({format_bytes(nbytes)}); 0: none")
     cands = space(system, kw["op"], nbytes, kw["world"], kw["domains"],
                   algorithms=(kw["algorithm"],) if kw["algorithm"] else (),
                   mechanisms=(kw["mechanism"],) if kw["mechanism"] else (),

@@ -14,15 +14,21 @@ DEFAULT_SYSTEM = "dgx-h100"
 # predict / search / trace options that a program states itself
 _PROGRAM_STATES = ("op", "size", "m", "n_", "k", "batch", "heads", "seq", "head_dim", "tokens",
                    "hidden", "experts", "topk", "expert_hidden", "world", "algorithm",
-                   "mechanism", "comm_sms", "chunk_bytes", "peer_order", "label", "overlap")
+                   "mechanism", "comm_sms", "chunk_bytes", "peer_order", "label", "overlap",
+                   "splits", "peers", "reduce_op", "epilogue", "launch", "nvls", "nccl_version")
+# The options with a default that a program states too: given otherwise, an error.
+_PROGRAM_DEFAULTS = {"dtype": "bf16", "skew": 0.0, "root": 0, "domains": 1, "cold": False,
+                     "full": False}
 
 
 def check_program_options(kw: dict) -> None:
     """A program says what runs: options that say it too are errors."""
     given = [k for k in _PROGRAM_STATES if kw.get(k) is not None]
+    given += [k for k, v in _PROGRAM_DEFAULTS.items() if kw.get(k, v) != v]
     if given:
         flag = "--" + given[0].rstrip("_").replace("_", "-")
-        flag = {"--size": "--bytes", "--label": "--schedule"}.get(flag, flag)
+        flag = {"--size": "--bytes", "--label": "--schedule", "--cold": "--cold-l2"}.get(flag,
+                                                                                      flag)
         raise ConfigError(f"--program states what runs: leave out {flag}")
     if kw.get("impl", "pk") != "pk":
         raise ConfigError("--program predicts both NCCL's baseline and pksim's best: leave out "

@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import itertools
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hwmodels.errors import ConfigError
+from hwmodels.errors import ConfigError, PksimNote
 from hwmodels.units import parse_bytes_range
 from pksim import report
 from pksim.api.predict import load_system
 from pksim.api.rows import json_entry
-from pksim.inputs import check_root, check_world
+from pksim.inputs import check_dtype, check_root, check_unique_systems, check_world
 from pksim.plots import OutputDir
+from pksim.safe_files import Journal, journal_path
 from pksim.runner import (NotSupportedYet, Row, RunResult, Task, attach_baselines, check_case,
                           default_workers, recorded, resume_from, run_tasks, tasks_for)
 from pksim.schedule import IMPLS
-from pksim.study import Case, Study, Variant, default_study, find_study, load_variants
+from pksim.study import (Case, Study, Variant, default_study, find_study, load_variants,
+                         split_note)
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import SHAPE_KEYS
 
@@ -32,13 +35,40 @@ def _names(values: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def _run(tasks: list[Task], workers: int | None, scheduler: str | None,
-         on_start: Callable[[int], None] | None, on_done: Callable[[Row], None] | None
-         ) -> RunResult:
+         on_start: Callable[[int], None] | None, on_done: Callable[[Row], None] | None,
+         journal: Journal | None = None) -> RunResult:
+    """Run the tasks, each row into ``journal`` (if any) the moment it is done."""
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if on_start is not None:
         on_start(len(tasks))
-    return run_tasks(tasks, workers or default_workers(), scheduler, on_done)
+
+    def done(row: Row) -> None:
+        if journal is not None:
+            journal.add(row.to_dict())
+        if on_done is not None:
+            on_done(row)
+    return run_tasks(tasks, workers or default_workers(), scheduler, done)
+
+
+def _journal(out: OutputDir | None, name: str, identity: dict, kept: list[Row],
+             again: bool) -> Journal | None:
+    """The journal of this run's rows beside ``out``'s results file ``name`` (None: no
+    files); one an interrupted run left is completed by --resume or started again with
+    --force, never overwritten otherwise (docs/decisions.md D69)."""
+    if out is None:
+        return None
+    path = journal_path(out.path / name)
+    if path.exists() and not again:
+        raise ConfigError(f"{path}: the rows of an interrupted run: --resume completes it, "
+                          f"--force starts again")
+    return Journal(path, identity, [r.to_dict() for r in kept])
+
+
+def _note(text: str) -> None:
+    """Something the results rest on that the user did not say (hwmodels.errors.PksimNote)."""
+    if text:
+        warnings.warn(text, PksimNote, stacklevel=3)
 
 
 def _output(output: str | Path | None, force: bool, names: list[str]) -> OutputDir | None:
@@ -101,6 +131,8 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
     for sweep.csv/json and the plots (None: no files); ``on_start``: called with the number
     of tasks before they run, ``on_done`` with each finished row."""
     impls = _names(impl)
+    if not impls:
+        raise ConfigError(f"--impl {impl!r}: give one or more of {', '.join(IMPLS)}")
     for name in impls:
         if name not in IMPLS:
             raise ConfigError(f"--impl: {name!r} is not one of {', '.join(IMPLS)}")
@@ -108,26 +140,34 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
     overrides = (set,) if isinstance(set, str) else tuple(set)
     axes = shape_axes(op, size, (shape,) if isinstance(shape, str) else tuple(shape))
     refs = _names(system)
+    if not refs:
+        raise ConfigError(f"--system {system!r}: names no system")
     variants = [(Variant(ref, overrides), load_system(ref, overrides)) for ref in refs]
+    check_unique_systems([(v.ref, loaded) for v, loaded in variants], "--system")
     tasks = []
     for variant, loaded in variants:
         n = check_world(loaded, world, domains)
         check_root(root, n)
+        check_dtype(loaded, dtype)
         for point in _product(axes):
             case = Case(op, op, point, dtype, n, domains, root)
             check_case(loaded, case, option=lambda key: "--bytes" if size else
                        "--shape" if key == "bytes" else f"--shape {key}")
             tasks.extend(Task(variant, case, name) for name in impls)
     out = _output(output, force or resume, report.sweep_files())
+    _note(split_note(t.case for t in tasks))
     identity = {"command": "sweep", "op": op, "systems": list(refs), "set": list(overrides),
                 "dtype": dtype, "world": world, "domains": domains, "root": root,
                 "impls": list(impls)}
     order = {(t.variant.ref, t.case, t.impl): i for i, t in enumerate(tasks)}
     kept, tasks = _resumed(resume, out, "sweep.json", identity, "results", tasks, variants)
-    result = _run(tasks, workers, scheduler, on_start, on_done)
+    journal = _journal(out, "sweep.json", identity, kept, force or resume)
+    result = _run(tasks, workers, scheduler, on_start, on_done, journal)
     rows = attach_baselines(kept + result.rows, "nccl")
     rows.sort(key=lambda r: order[(r.system_ref, r.case, r.impl)])
     if rows and all(r.status == report.NOT_SUPPORTED for r in rows):
+        if journal is not None:
+            journal.finish()
         raise NotSupportedYet(rows[0].message)
     total = result.total + len(kept)
     systems = {loaded.name: loaded for _, loaded in variants}
@@ -137,6 +177,7 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
         partial = (f"partial: {len(rows)} of {total} rows (interrupted); the same command "
                    f"with --resume -o {out.path} completes it" if result.interrupted else "")
         entries = report.write_sweep(out, rows, impls, op, plots, systems, partial, identity)
+        journal.finish()
     return SweepResult(op, impls, tuple(systems), tuple(rows), tuple(entries),
                        tuple(out.written) if out else (), result.interrupted, total, len(kept),
                        result.wall_s, out.path if out else None)
@@ -222,17 +263,21 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
     chosen = study if isinstance(study, Study) else find_study(study) if study else \
         default_study()
     overrides = (set,) if isinstance(set, str) else tuple(set)
+    if systems and not _names(systems):
+        raise ConfigError(f"--systems {systems!r}: names no system")
     chosen = chosen.with_options(_names(systems), overrides,
                                  (vary,) if isinstance(vary, str) else tuple(vary))
-    pairs = load_variants(chosen)
+    pairs = load_variants(chosen, "--systems" if systems else "")
     tasks, skipped = tasks_for(pairs, chosen.workloads, chosen.impls,
                                chosen.path or chosen.name, chosen.programs)
     out = _output(output, force or resume, report.study_files(chosen))
+    _note(split_note(t.case for t in tasks))
     identity = {"command": "whatif", "study": chosen.name, "systems": list(chosen.systems),
                 "set": list(chosen.overrides),
                 "vary": [[k, list(v)] for k, v in chosen.vary], "impls": list(chosen.impls)}
     kept, tasks = _resumed(resume, out, "results.json", identity, "rows", tasks, pairs)
-    result = _run(tasks, workers, scheduler, on_start, on_done)
+    journal = _journal(out, "results.json", identity, kept, force or resume)
+    result = _run(tasks, workers, scheduler, on_start, on_done, journal)
     rows = attach_baselines(kept + result.rows, chosen.baseline)
     order = [w.name for w in chosen.workloads] + [e.name for e in chosen.programs]
     labels = [v.label for v, _ in pairs]
@@ -248,6 +293,7 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
                             "tasks": result.total + len(kept), "finished": len(rows),
                             "interrupted": result.interrupted, "skipped": skipped,
                             "resume": identity})
+        journal.finish()
     return StudyResult(chosen, tuple(rows), tuple(report.summary(rows)), tuple(skipped),
                        tuple(out.written) if out else (), result.interrupted,
                        result.total + len(kept), len(kept), result.wall_s, wall,

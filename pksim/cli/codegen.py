@@ -25,14 +25,16 @@ from hwmodels.system import System
 from hwmodels.units import format_bytes, format_time, parse_bytes
 from pksim.cli.codegen_program import codegen_program
 from pksim.cli.comm_options import comm_extra, comm_options
+from pksim.api.op_checks import check_applies
 from pksim.cli.output import emit_json
-from pksim.inputs import check_bytes, check_comm_sms, check_world
+from pksim.inputs import check_bytes, check_comm_sms, check_operands, check_world, even_bytes
 from pksim.plots import check_writable
 from pksim.kernel_contract import (FUSED_KERNELS, HIERARCHICAL_PARTS, RUNNABLE_MECHANISMS,
                                    emit_reason)
 from pksim.prediction import Prediction
 from pksim.schedule import ALGORITHMS, DTYPES, MECHANISMS, PEER_ORDERS, Schedule
 from pksim.search import fused_space, search, space
+from pksim.workloads.fused import check_shape
 from validation.environment import require
 
 
@@ -127,9 +129,14 @@ def choose_fused(system: System, op: str, shape: dict[str, int], world: int | No
     overlaps = (overlap,) if overlap else ("inter-sm", "intra-sm")
 
     def cands_of(**narrow) -> list[Schedule]:
-        out = fused_space(system, op, shape, world, 1, "bf16", overlaps=narrow.get("overlaps", overlaps),
-                          algorithms=narrow.get("algorithms", ()), mechanisms=narrow.get("mechanisms", ()),
-                          comm_sms=narrow.get("comm_sms", ()))
+        try:
+            out = fused_space(system, op, shape, world, 1, "bf16",
+                              overlaps=narrow.get("overlaps", overlaps),
+                              algorithms=narrow.get("algorithms", ()),
+                              mechanisms=narrow.get("mechanisms", ()),
+                              comm_sms=narrow.get("comm_sms", ()))
+        except InfeasibleError:          # the options leave none: said below, with the kernels
+            return []
         out = [c for c in out if c.chunk_bytes == 0]
         if peer_order:
             out = [c.with_(peer_order=peer_order) for c in out]
@@ -220,6 +227,7 @@ def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Pre
     if kw["op"] is None:
         raise ConfigError("--op is required" + ("" if runnable_only else " (or --program NAME)"))
     system = load_system(kw["system_name"], kw["overrides"])
+    check_applies(kw)
     if kw["op"] in FUSED_CODEGEN_OPS:
         return (system, *_choose_fused(system, kw))
     domains = kw.get("domains", 1)
@@ -235,6 +243,9 @@ def _choose_from(kw, runnable_only: bool = False) -> tuple[System, Schedule, Pre
         raise ConfigError(f"--root {kw['root']} is not a rank of world {world}")
     check_comm_sms(system, kw["comm_sms"], world, domains)
     check_bytes(system, kw["op"], nbytes, kw["dtype"], world)
+    nbytes, note = even_bytes(kw["op"], nbytes, kw["dtype"], world)
+    if note:
+        click.echo(f"pksim: note: {note}", err=True)
     if kw["dtype"] not in ("bf16", "fp32"):
         raise InfeasibleError(f"generated kernels handle bf16 and fp32, not {kw['dtype']}")
     sched, pred = choose(system, kw["op"], nbytes, kw["world"], kw["dtype"], kw["algorithm"],
@@ -256,6 +267,8 @@ def _choose_fused(system: System, kw) -> tuple[Schedule, Prediction | None]:
         raise InfeasibleError("fused kernels run inside one NVLink domain (--domains 1)")
     world = check_world(system, kw["world"])
     check_comm_sms(system, kw["comm_sms"], world)
+    check_shape(kw["op"], shape, world)
+    check_operands(system, kw["op"], shape, kw["dtype"], world, "--m --n --k")
     if kw["dtype"] != "bf16":
         raise InfeasibleError(f"the fused kernels are bf16 (the Hopper GEMM), not {kw['dtype']}")
     return choose_fused(system, kw["op"], shape, kw["world"], kw["overlap"], kw["algorithm"],

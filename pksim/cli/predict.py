@@ -86,10 +86,14 @@ def op_options(fn):
         click.option("--nccl-version", default=None, metavar="X.Y.Z",
                      help="--impl nccl: the NCCL release whose tuner constants pick "
                           "(default: the newest in pksim.nccl_constants)."),
-        click.option("--launch", type=click.Choice(LAUNCH_MODES), default=DEFAULT_LAUNCH,
-                     show_default=True,
-                     help="--impl nccl: CUDA graph, one process per GPU (eager), or one "
-                          "thread driving the domain's GPUs (nccl-tests -g N)."),
+        click.option("--launch", type=click.Choice(LAUNCH_MODES), default=None,
+                     help=f"--impl nccl: CUDA graph, one process per GPU (eager), or one "
+                          f"thread driving the domain's GPUs (nccl-tests -g N) [default: "
+                          f"{DEFAULT_LAUNCH}]."),
+        click.option("--nvls", type=click.Choice(("on", "off")), default=None,
+                     help="--impl nccl: NVLink SHARP as NCCL_NVLS_ENABLE leaves it; off (=0, "
+                          "how most clusters run NCCL) takes NVLS and NVLSTree out of its "
+                          "tuner's choices [default: on, where the switches reduce]."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]
     return functools.reduce(lambda f, opt: opt(f), reversed(options), fn)

@@ -32,6 +32,10 @@ def report(output, systems, names, date, force, no_plots, as_json) -> None:
     for name in names:
         if name not in list_programs():
             raise ConfigError(f"--program {name!r}: not a shipped program (pksim programs list)")
+    for flag, given in (("--system", systems), ("--program", names)):
+        twice = sorted({g for g in given if given.count(g) > 1})
+        if twice:
+            raise ConfigError(f"{flag} {twice[0]}: given twice")
     if date is not None:
         try:
             datetime.date.fromisoformat(date)

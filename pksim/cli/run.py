@@ -42,6 +42,11 @@ def run(virtual: bool, iters: int, warmup: int, blocks_per_rank: int, seed: int,
                           "--ipc --cases CASES.json --out RESULTS.jsonl")
     if iters < 1:
         raise ConfigError(f"--iters must be at least 1, got {iters}")
+    if warmup < 0:
+        raise ConfigError(f"--warmup must be at least 0, got {warmup}")
+    if blocks_per_rank < 0:
+        raise ConfigError(f"--blocks-per-rank must be at least 0 (0: the schedule's), got "
+                          f"{blocks_per_rank}")
     require("run --virtual")  # before anything is built
     out_dir = out_dir or out_alias
     if out_dir:

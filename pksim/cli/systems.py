@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import click
 
-from hwmodels.catalog import list_systems, load_system
+from hwmodels.catalog import SYSTEMS_DIR, list_systems, load_system
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
 from hwmodels.topology import Topology
@@ -116,8 +117,15 @@ def _text(value) -> str:
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def check(path: str, as_json: bool) -> None:
-    """Validate a user's system file; exit 2 with the problem named if it is bad."""
+    """Validate a user's system file; exit 2 with the problem named if it is bad (a file
+    named like a shipped system other than that one is: their results could not be told
+    apart)."""
     system = load_system(path)
+    shipped = SYSTEMS_DIR / f"{system.name}.toml"
+    if shipped.exists() and Path(system.path).resolve() != shipped.resolve():
+        raise ConfigError(f"{system.path}: name = {system.name!r} is the name of a shipped "
+                          f"system ({shipped}); give this file its own name, so that its "
+                          f"results can be told apart")
     topo = Topology.build(system)
     result = {"ok": True, "name": system.name, "path": system.path,
               "topology": topo.counts(), "assumed": system.assumed_keys()}

@@ -57,6 +57,11 @@ def _say_prepared(p, as_json: bool) -> None:
             f"not predicted: {f['not_predicted']}; in {p.out}/fused")
     if m.get("matrix_cases"):
         say(f"  correctness matrix: {m['matrix_cases']} cases in {p.out}/matrix")
+    for key, what in (("left_out", "cases"), ("matrix_left_out", "matrix cases")):
+        if m.get(key):
+            first = m[key][0]
+            say(f"  left out {len(m[key])} {what} that cannot fit the GPU (listed in "
+                f"prepare.json), e.g. {first['id']}: {first['reason']}")
     say(f"  estimated GPU time: {m['estimated_gpu_s']:.0f} s (from the predicted times; "
         f"measured ones may be several times longer)")
 
@@ -82,6 +87,9 @@ def _say_prepared(p, as_json: bool) -> None:
 @click.option("--matrix", "with_matrix", is_flag=True,
               help="With --prepare: also write the collectives' correctness matrix to DIR/matrix "
                    "(for validation/device/validate.sh).")
+@click.option("--gpu-memory", "gpu_memory", type=float, default=None, metavar="GB",
+              help="Memory of the GPU the cases will run on: cases that cannot fit it are left "
+                   "out, each with the reason [default: one GPU of --system].")
 @click.option("--deadline-s", type=float, default=1800.0, show_default=True,
               help="Wall-clock limit of the GPU run (cases left are reported not measured).")
 @click.option("--force", is_flag=True,
@@ -123,7 +131,7 @@ def _say_prepared(p, as_json: bool) -> None:
                    "datasheet, or after calibrate --hardware-only).")
 def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_prepare: bool,
              report_dir: Path | None, measured: tuple[Path, ...], no_build: bool,
-             with_matrix: bool, deadline_s: float,
+             with_matrix: bool, gpu_memory: float | None, deadline_s: float,
              force: bool, as_json: bool, published: bool = False, add_log: Path | None = None,
              tuning_log: Path | None = None, entry_name: str | None = None,
              nccl_version: str | None = None, launch: str | None = None,
@@ -181,6 +189,12 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
         return
     if out_dir is not None and out_dir.is_file():
         raise ConfigError(f"-o {out_dir}: is a file; give a directory")
+    if not 0 < deadline_s < float("inf"):        # nan too
+        raise ConfigError(f"--deadline-s {deadline_s:g}: must be a number of seconds above 0")
+    if gpu_memory is not None and not 0.1 <= gpu_memory <= 1e6:
+        raise ConfigError(f"--gpu-memory {gpu_memory:g}: GB of one GPU, from 0.1 to 1e6")
+    if gpu_memory is not None and report_dir is not None:
+        raise ConfigError("--gpu-memory applies to a run or --prepare, not --report")
     if do_prepare and report_dir is not None:
         raise ConfigError("--prepare and --report are two halves of a split run: give one")
     if no_build and not do_prepare:
@@ -205,7 +219,7 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
     if with_matrix and not do_prepare:
         raise ConfigError("--matrix only applies with --prepare")
     p = prepare(suite, out, system_ref, build=not no_build, force=force, command=_command(),
-                   matrix=with_matrix)
+                matrix=with_matrix, gpu_memory_GB=gpu_memory)
     _say_prepared(p, as_json)
     if do_prepare:
         if as_json:

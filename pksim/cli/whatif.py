@@ -243,6 +243,8 @@ def _trace_command():
             _trace_program(output, force, gantt, kw)
             return
         need_op(kw)
+        if output == "":
+            raise ConfigError("-o '': give the trace's FILE.json (or leave -o out)")
         system = load_system(kw["system_name"], kw["overrides"])
         collective = kw["op"] in COLLECTIVES
         size = kw["size"] if collective else "-".join(

@@ -71,6 +71,26 @@ class Plan:
     tail: tuple[tuple[Transfer, ...], ...] = ()   # steps after all chunks (second shot, out)
 
 
+# The largest shape dimension: cuBLAS and the generated kernels index with 32-bit ints.
+MAX_DIM = 2 ** 31 - 1
+
+
+def operand_bytes(op: str, shape: dict[str, int], world: int, elem: float) -> float:
+    """The bytes one rank's operands and results occupy (what must fit in its GPU's memory):
+    a GEMM op's A (m x k), B (k x n) and C (m x n); an attention op's q, k, v and output of
+    its seq / world positions (Ulysses holds as many after its all-to-all); an MoE op's tokens,
+    the routed copies it sends, what they become (tokens x topk x expert_hidden, uniform
+    routing) and its experts' weights (hidden x expert_hidden each)."""
+    if op in ("gemm-rs", "gemm-ar", "ag-gemm"):
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        return elem * (m * k + k * n + m * n)
+    if op in ("ring-attention", "ulysses-attention"):
+        return elem * 4 * shape["batch"] * shape["heads"] * shape["seq"] * shape["head_dim"] / world
+    t, h, e, k, f = (shape["tokens"], shape["hidden"], shape["experts"], shape["topk"],
+                     shape["expert_hidden"])
+    return elem * (t * h + t * k * (h + f) + e / world * h * f)
+
+
 def check_shape(op: str, shape: dict[str, int], world: int,
                 option: Callable[[str], str] | None = None) -> None:
     """ConfigError for a shape no run can have (names the key as ``option(key)`` gives
@@ -81,8 +101,14 @@ def check_shape(op: str, shape: dict[str, int], world: int,
             raise ConfigError(f"{op} needs {name(key)}")
         if shape[key] <= 0:
             raise ConfigError(f"{name(key)} must be positive, got {shape[key]}")
+        if shape[key] > MAX_DIM:
+            raise ConfigError(f"{name(key)} {shape[key]} is more than a kernel indexes "
+                              f"(at most {MAX_DIM}, 2^31 - 1)")
     if op in ("gemm-rs", "gemm-ar", "ag-gemm") and shape["m"] < world:
         raise ConfigError(f"{name('m')} {shape['m']} is smaller than the world ({world})")
+    if op in ("ring-attention", "ulysses-attention") and shape["seq"] < world:
+        raise ConfigError(f"{name('seq')} {shape['seq']} is smaller than the world ({world}): "
+                          f"each rank holds seq / world positions")
     if op == "ulysses-attention" and shape["heads"] % world:
         raise InfeasibleError(f"ulysses needs heads ({shape['heads']}) divisible by the world "
                               f"({world})")

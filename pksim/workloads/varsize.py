@@ -84,6 +84,9 @@ def parse_peers(text: str, world: int, what: str = "--peers") -> str:
             for r in (src, dst):
                 if not 0 <= r < world:
                     raise ConfigError(f"{what}: rank {r} in {x!r} is not a rank of world {world}")
+            if src == dst:
+                raise ConfigError(f"{what}: {x!r} sends rank {src} to itself; a send-recv "
+                                  f"moves data between two ranks")
             pairs.append(f"{src}>{dst}")
         return ",".join(pairs)
     offsets = []
@@ -93,6 +96,10 @@ def parse_peers(text: str, world: int, what: str = "--peers") -> str:
         except ValueError:
             raise ConfigError(f"{what}: {x!r} is neither an offset (+1, -1) nor a pair "
                               f"(SRC>DST); do not mix them") from None
+    for x, o in zip(items, offsets):
+        if o % world == 0:
+            raise ConfigError(f"{what}: offset {x} sends every rank to itself (world {world}); "
+                              f"a send-recv moves data between two ranks")
     return ",".join(f"{o:+d}" for o in offsets)
 
 

@@ -273,3 +273,31 @@ def test_codegen_build_every_collective_on_the_domains(system, op, tmp_path):
         assert r.exit_code == 0, f"{system} {op} world {world}: {r.output[-3000:]}"
         data = json.loads(r.output)
         assert Path(data["files"]["library"]).is_file() and data["plan"]["world"] == world
+
+
+def test_the_memory_a_case_needs_is_the_librarys_own(builds):
+    """validation.runtime.memory writes out the kernels' scratch sizes for the cases --prepare
+    leaves out: every built collective library gives the same inputs, outputs and scratch
+    (its host requirements, no GPU), at worlds and counts that divide and do not."""
+    from hwmodels.errors import ValidationError
+    from validation.runtime import memory, reference
+    from validation.runtime.collectives import ABI_VERSION, Library, PkcArgs
+    checked = 0
+    for (op, alg, mech, _system, _world), res in builds.items():
+        if isinstance(res, Exception) or mech.startswith("multimem") or op not in (
+                "all-gather", "reduce-scatter", "all-reduce", "all-to-all", "broadcast"):
+            continue
+        lib = Library(res)
+        for world in (2, 3, 4, 8):
+            for count in (1001, 4096):
+                try:
+                    r = lib.requirements(PkcArgs(abi_version=ABI_VERSION, world=world, rank=-1,
+                                                 dtype=1, count=count, phase_end=-1,
+                                                 device_sync=1))
+                except ValidationError:
+                    continue                     # a world this kernel refuses
+                assert (r.in_count, r.out_count) == reference.counts(op, world, count)
+                assert r.scratch_bytes == memory.scratch_bytes(op, alg, mech, count, world, 2), \
+                    (op, alg, mech, world, count)
+                checked += 1
+    assert checked >= 20

@@ -180,3 +180,47 @@ def test_cross_field_checks(shipped_copy):
     path.write_text(path.read_text().replace("ports_per_chip = 64", "ports_per_chip = 16"))
     with pytest.raises(ConfigError, match="8 GPUs x 18 NVLink links = 144 ports, but 4 chips x 16 = 64"):
         load_system(str(path))
+
+
+def _figures(spec, prefix: str):
+    """(dotted key, field metadata, value in the file's units) of every number of ``spec``."""
+    for f in dataclasses.fields(spec):
+        meta, value = f.metadata, getattr(spec, f.name)
+        if meta.get("table"):
+            for i, sub in enumerate(value if meta.get("many") else (value,)):
+                yield from _figures(sub, f"{prefix}{meta['key']}." + (f"{i}." if meta.get("many")
+                                                                     else ""))
+        elif meta["kind"] in (int, float):
+            yield prefix + meta["key"], meta, value / meta["factor"]
+
+
+@pytest.mark.parametrize("name", list_systems())
+def test_every_shipped_figure_is_well_inside_its_plausible_range(name):
+    """docs/decisions.md D67: the ranges catch slips, never a real figure (10x below the top
+    but for fractions, which may reach 1; 10x above a nonzero bottom but for counts, which
+    start at 1; or 0 where 0 means none)."""
+    system = load_system(name)
+    checked = 0
+    for part in ("gpu", "domain", "scaleout"):
+        for key, meta, value in _figures(getattr(system, part), part + "."):
+            least, most = meta["plausible"]
+            floor = least if meta["kind"] is int else least * 10
+            top = most if meta["hi"] is not None else most / 10
+            assert value == 0 or floor <= value <= top, (key, value, meta["plausible"])
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("setting, shown", [
+    ("gpu.sm.count=1000000", "gpu.sm.count = 1000000 is outside the plausible range (1 to 10000)"),
+    ("gpu.nvlink.link_bandwidth_GBps=1e-30", "(0.01 to 1e+07, or 0: none)"),
+    ("gpu.nvlink.link_bandwidth_GBps=1e30", "= 1e+30 is outside"),
+    ("gpu.nvlink.latency_ns=1e30", "(at most 1e+07)"),
+    ("gpu.tensor.tflops_bf16=1e-9", "(0.001 to 1e+07"),
+    ("gpu.hbm.efficiency=1e-9", "(0.01 to 1)"),
+    ("domain.switch_tier.0.port_bandwidth_GBps=1e9", "(0.01 to 1e+07)"),
+])
+def test_implausible_overrides_name_key_value_and_range(setting, shown):
+    with pytest.raises(ConfigError) as info:
+        load_system("dgx-h100", [setting])
+    assert str(info.value).startswith(f"--set {setting}: ") and shown in str(info.value)

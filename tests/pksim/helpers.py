@@ -31,3 +31,12 @@ def interrupt_after(monkeypatch, k: int) -> list:
         return _REAL_RUN_TASK(t)
     monkeypatch.setattr(pksim.runner, "run_task", task)
     return calls
+
+
+def small_study(sizes: str = '["1MiB", "4MiB", "16MiB"]', world: str = "[4, 8]",
+                system: str = "dgx-h100") -> str:
+    """A study of one all-reduce workload, pk and nccl, the time plot: sizes x worlds rows x 2."""
+    return (f'name = "small"\nsystems = ["{system}"]\nimpls = ["pk", "nccl"]\n'
+            f'[[workload]]\nname = "ar"\nop = "all-reduce"\nbytes = {sizes}\nworld = {world}\n'
+            f'[plots]\nkinds = ["time"]\n')
+

@@ -6,7 +6,7 @@ import pytest
 
 from pksim.plots import OutputDir
 
-from tests.pksim.helpers import interrupt_after, run
+from tests.pksim.helpers import interrupt_after, run, small_study
 
 SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
 NVLINK = "gpu.nvlink.link_bandwidth_GBps"
@@ -83,13 +83,18 @@ def test_moe_topk_above_experts():
                         "--topk", "16", "--expert-hidden", "1024"]), "--topk 16")
 
 
-def test_predict_takes_every_dtype_and_uses_it():
+def test_predict_takes_every_dtype_the_gpu_has_and_uses_it():
     from pksim.schedule import DTYPES
     import json
-    for dtype in DTYPES:
-        result = run(["predict", *SMALL, "--dtype", dtype, "--json"])
+    for dtype in DTYPES:             # Blackwell has every type, fp4 included
+        result = run(["predict", "--system", "dgx-b200", "--op", "all-reduce", "--bytes",
+                      "1MiB", "--dtype", dtype, "--json"])
         assert result.exit_code == 0, (dtype, result.output)
         assert json.loads(result.output)["schedule"]["dtype"] == dtype
+    # Hopper has no fp4, Ampere no fp8 (their files' tensor rates are 0)
+    one_line_error(run(["predict", *SMALL, "--dtype", "fp4"]), "--dtype fp4", "tflops_fp4 = 0")
+    one_line_error(run(["predict", "--system", "dgx-a100", "--op", "all-gather", "--bytes",
+                        "1MiB", "--dtype", "fp8"]), "--dtype fp8", "ampere")
 
 
 def test_sweep_unknown_shape_key_is_an_error_not_a_traceback(tmp_path):
@@ -165,18 +170,7 @@ def test_codegen_never_overwrites_without_force(tmp_path):
 
 
 # ---- interrupted studies and --resume --------------------------------------------------------
-STUDY = """
-name = "small"
-systems = ["dgx-h100"]
-impls = ["pk", "nccl"]
-[[workload]]
-name = "ar"
-op = "all-reduce"
-bytes = ["1MiB", "4MiB", "16MiB"]
-world = [4, 8]
-[plots]
-kinds = ["time"]
-"""
+STUDY = small_study()
 
 
 def _stable(path):

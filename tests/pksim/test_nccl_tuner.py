@@ -196,3 +196,49 @@ def test_ring_ll_cuts_through_and_nvls_copies_only_unregistered():
     assert "copy" in eager.breakdown and "copy" not in graph.breakdown
     assert eager.bound_resource == graph.bound_resource == "nvl_in"
     assert graph.time_s < eager.time_s < 1.1 * graph.time_s
+
+
+def _nccl_json(*args):
+    import json
+    from click.testing import CliRunner
+    from pksim.cli.main import cli
+    res = CliRunner().invoke(cli, ["predict", "--system", "dgx-h100", "--impl", "nccl",
+                                   "--json", *args])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_nvls_off_on_the_command_line_takes_nvls_out_of_the_tuners_choices():
+    # NCCL_NVLS_ENABLE=0: ncclNvlsInit leaves nvlsSupport 0, so NVLS and NVLSTree are skipped
+    # in the cost table (src/transport/nvls.cc, enqueue.cc); 1 GiB on dgx-h100 picks NVLS
+    # with it on and ring/Simple, NCCL's next entry, with it off
+    system = load_system("dgx-h100")
+    on = _nccl_json("--op", "all-reduce", "--bytes", "1GiB")
+    off = _nccl_json("--op", "all-reduce", "--bytes", "1GiB", "--nvls", "off")
+    assert on["schedule"]["algorithm"] == "nvls" and on["nccl"]["pick"]["algorithm"] == "nvls"
+    assert (off["schedule"]["algorithm"], off["schedule"]["protocol"]) == ("ring", "Simple")
+    assert not {r["algorithm"] for r in off["nccl"]["tuner_ranked"]} & {"nvls", "nvls_tree"}
+    want = predict(system, nccl_schedule(system, "all-reduce", GiB, nvls=False)).time_s
+    assert off["time_s"] == pytest.approx(want) and off["time_s"] > on["time_s"]
+    assert _nccl_json("--op", "all-reduce", "--bytes", "1GiB", "--nvls", "on") == on
+    # across two domains NVLSTree goes too
+    two = ["--op", "all-reduce", "--bytes", "1GiB", "--domains", "2"]
+    assert _nccl_json(*two)["nccl"]["pick"]["algorithm"] == "nvls_tree"
+    assert _nccl_json(*two, "--nvls", "off")["nccl"]["pick"]["algorithm"] != "nvls_tree"
+
+
+def test_algorithm_with_impl_nccl_forces_ncclalgo():
+    # before, --algorithm ring was ignored: the 8-rank 1 GiB all-reduce came back NVLS
+    ring = _nccl_json("--op", "all-reduce", "--bytes", "1GiB", "--algorithm", "ring")
+    assert ring["schedule"]["algorithm"] == "ring"
+    assert ring["nccl"]["pick"]["forced"]["algo"] == "ring"
+    tree = _nccl_json("--op", "all-reduce", "--bytes", "1GiB", "--algorithm", "tree")
+    assert tree["schedule"]["algorithm"] == "tree"
+    nvls_tree = _nccl_json("--op", "all-reduce", "--bytes", "1GiB", "--domains", "2",
+                           "--algorithm", "hierarchical")
+    assert nvls_tree["nccl"]["pick"]["algorithm"] == "nvls_tree"
+    from click.testing import CliRunner
+    from pksim.cli.main import cli
+    res = CliRunner().invoke(cli, ["predict", "--system", "dgx-h100", "--impl", "nccl", "--op",
+                                   "all-gather", "--bytes", "1GiB", "--algorithm", "tree"])
+    assert res.exit_code == 2 and "NCCL has no usable tree" in res.stderr

@@ -39,6 +39,7 @@ from validation.prepare.estimate import WORKER_START_S, estimate_case_s
 from validation.prepare.fused import prepare_fused
 from validation.prepare.predict import predict_candidate
 from validation.runtime import reference
+from validation.runtime.memory import fitting
 from validation.suites.suite import Suite
 
 COPY_CASE = {"id": "copy-1GiB", "kind": "copy_bw", "bytes": 1 << 30, "iters": 10}
@@ -93,10 +94,22 @@ class Prepared:
     cases: list[dict]
 
 
+def gpu_capacity(system: System, gpu_memory_GB: float | None) -> tuple[float, str]:
+    """The memory of the GPU the bundle will run on (bytes) and how to name it: the
+    ``--gpu-memory`` given, else the capacity of one GPU of ``system``."""
+    if gpu_memory_GB is not None:
+        return gpu_memory_GB * 1e9, f"the {gpu_memory_GB:g} GB of --gpu-memory"
+    capacity = system.gpu.hbm.capacity_B
+    return capacity, f"the {capacity / 1e9:g} GB of one {system.gpu.model} ({system.name})"
+
+
 def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool = True,
-            force: bool = False, command: str = "", matrix: bool = False) -> Prepared:
+            force: bool = False, command: str = "", matrix: bool = False,
+            gpu_memory_GB: float | None = None) -> Prepared:
     """Emit (and build) the suite's kernels, predict every case, write the bundle (and, with
-    ``matrix``, the collectives' correctness matrix in ``out/matrix``)."""
+    ``matrix``, the collectives' correctness matrix in ``out/matrix``). Cases that cannot fit
+    the GPU's memory (``gpu_capacity``) are left out, each with the reason, in prepare.json's
+    ``left_out`` (validation.runtime.memory)."""
     out = Path(out)
     if (out / CASES).exists() and not force:
         raise ConfigError(f"{out / CASES}: already exists (use --force to prepare again)")
@@ -112,9 +125,12 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
                           "where CUDA is installed, or pass --no-build to write the cases only")
     out.mkdir(parents=True, exist_ok=True)
     libs = build_libs(out, system_ref, suite.kernels(), build=build) if suite.ops else {}
-    cases = make_cases(suite, system, libs) if suite.ops else []
+    capacity, memory = gpu_capacity(system, gpu_memory_GB)
+    cases, left_out = fitting(make_cases(suite, system, libs) if suite.ops else [], capacity,
+                              memory)
     fused = prepare_fused(suite, system, out / FUSED_DIR, build) if suite.fused else None
-    matrix_cases = write_matrix(out, cases, system_ref, build) if matrix else 0
+    matrix_cases, matrix_left_out = (write_matrix(out, cases, system_ref, build, capacity, memory)
+                                     if matrix else (0, []))
     runs = [c for c in cases if c.get("op")]
     est = (WORKER_START_S if runs else 0) + sum(estimate_case_s(c) for c in runs)
     by_size = Counter(format_bytes(c["bytes"]) for c in runs)
@@ -134,6 +150,7 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
         "not_predicted": sum(1 for c in runs if c["predicted_s"] is None),
         "estimated_gpu_s": round(est + (fused["estimated_gpu_s"] if fused else 0), 1),
         "fused": fused, "matrix_cases": matrix_cases,
+        "gpu_memory_B": capacity, "left_out": left_out, "matrix_left_out": matrix_left_out,
     }
     (out / CASES).write_text(json.dumps(cases, indent=1) + "\n")
     (out / PREPARE).write_text(json.dumps(meta, indent=2) + "\n")
@@ -142,10 +159,12 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
     return Prepared(out, meta, cases)
 
 
-def write_matrix(out: Path, cases: list[dict], system_ref: str, build: bool) -> int:
+def write_matrix(out: Path, cases: list[dict], system_ref: str, build: bool,
+                 capacity_B: float, memory: str) -> tuple[int, list[dict]]:
     """The correctness matrix of validation/prepare/collectives.py in ``out/matrix`` (cases.json,
     ipc_cases.json, the memcheck driver) on the bundle's own collective libraries, for
-    validation/device/validate.sh (which links matrix/lib to ../lib). Returns its case count."""
+    validation/device/validate.sh (which links matrix/lib to ../lib), without the cases that
+    cannot fit ``capacity_B`` bytes of GPU memory. Returns its case count and those left out."""
     libs = {(c["op"], c["algorithm"], c["mechanism"]): c["lib"] for c in cases if c.get("op")}
     # every runnable collective but recursive halving / doubling (not in the default suite:
     # the matrix runs what the bundle built)
@@ -156,8 +175,9 @@ def write_matrix(out: Path, cases: list[dict], system_ref: str, build: bool) -> 
     matrix = out / "matrix"
     matrix.mkdir(parents=True, exist_ok=True)
     mcases, ipc = matrix_cases.make_cases(libs, system_ref, "full")
+    mcases, left_out = fitting(mcases, capacity_B, memory)
     (matrix / CASES).write_text(json.dumps(mcases, indent=1) + "\n")
     (matrix / "ipc_cases.json").write_text(json.dumps(ipc, indent=1) + "\n")
     if build:
         matrix_cases.build_sanitizer(matrix)
-    return len(mcases)
+    return len(mcases), left_out
