@@ -137,6 +137,8 @@ def calibrate(device: int, system_name: str | None, output: Path | None,
     if launcher is not None:
         raise ConfigError("--launcher only applies with --ranks N")
     results = None
+    if system_name is not None:
+        load_system(system_name)                  # a --system that does not load: said first
     if from_json:
         results = cal.merge_results([cal.load_results(p) for p in from_json])
         facts = from_record(results.device, results.path)

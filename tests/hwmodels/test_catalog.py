@@ -186,6 +186,8 @@ def _figures(spec, prefix: str):
     """(dotted key, field metadata, value in the file's units) of every number of ``spec``."""
     for f in dataclasses.fields(spec):
         meta, value = f.metadata, getattr(spec, f.name)
+        if meta.get("derived"):        # gpu.kernel: the profile's figures, checked there
+            continue
         if meta.get("table"):
             for i, sub in enumerate(value if meta.get("many") else (value,)):
                 yield from _figures(sub, f"{prefix}{meta['key']}." + (f"{i}." if meta.get("many")
@@ -208,7 +210,7 @@ def test_every_shipped_figure_is_well_inside_its_plausible_range(name):
             top = most if meta["hi"] is not None else most / 10
             assert value == 0 or floor <= value <= top, (key, value, meta["plausible"])
             checked += 1
-    assert checked > 100
+    assert checked > 60          # the kernel figures are the profile's (hwmodels.profile ranges)
 
 
 @pytest.mark.parametrize("setting, shown", [
