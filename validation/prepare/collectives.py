@@ -32,14 +32,14 @@ from pathlib import Path
 
 import codegen
 from codegen.build import compile_many, find_nvcc
-from codegen.plan import KERNELS, RUNNABLE_MECHANISMS, mechanisms
+from codegen.plan import RUNNABLE_MECHANISMS, mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.resources import device_dir, kernels_dir
+from pksim import algorithms
 from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS, world_reason
 from pksim.schedule import Schedule
 from validation.prepare.predict import predict_case
 from validation.runtime.reference import ELEM, count_for_bytes
-from validation.runtime.reference_comm import OPS as COMM_OPS
 
 SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
          "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
@@ -49,10 +49,11 @@ SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
 
 
 def runnable() -> list[tuple[str, str, str]]:
-    """The correctness matrix's kernels; the rooted, -v and send/recv ones have their own
-    suite, which knows their split sizes (validation.prepare.comm)."""
-    return [(op, alg, mech) for (op, alg) in KERNELS if alg != "in-network" and op not in COMM_OPS
-            for mech in mechanisms(alg, op)]
+    """The correctness matrix's kernels (pksim.algorithms: suite "matrix"), on the mechanisms
+    that run (the in-network ones: emulated_in_network); the rooted, -v and send/recv ones have
+    their own suite, which knows their split sizes (validation.prepare.comm)."""
+    return [(r.op, r.algorithm, mech) for r in algorithms.kernels() if r.suite == "matrix"
+            for mech in mechanisms(r.algorithm, r.op) if mech in RUNNABLE_MECHANISMS]
 
 
 SCALE_WORLDS = (16, 32, 72, 128)
