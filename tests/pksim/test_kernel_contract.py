@@ -116,7 +116,7 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
     assert "return 3 * num_splits(world);" in _struct("collectives/varsize.cuh", "split_matrix")
     assert "return 2 * num_splits(world);" in _struct("collectives/varsize.cuh", "split_vector")
     assert set(kc.SPLIT_OPS) == {"all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv"}
-    assert "struct all_to_all_v_direct : split_matrix" in varsize
+    assert "struct all_to_all_v_direct : algorithm_defaults, split_matrix" in varsize
     assert algorithms.find("send-recv", "direct").cpp_struct == "all_to_all_v_direct"
 
 
