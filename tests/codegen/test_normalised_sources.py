@@ -2,8 +2,8 @@
 every (op, algorithm, mechanism), plain, with a reduce op and an epilogue, emulated, hierarchical,
 on sm_90a and sm_100a, renders to the same text but for its #include lines and the algorithm's
 type name (normalised_sources.json: the SHA-256 of each normalised source). A change that
-means to alter the generated code regenerates the file (``python -m tests.codegen.
-test_normalised_sources``) and says why in its commit."""
+means to alter the generated code, or a new kernel, regenerates the file (``python -m
+tests.codegen.test_normalised_sources``) and says why in its commit."""
 from __future__ import annotations
 
 import hashlib
@@ -54,7 +54,13 @@ def test_normalised_keeps_everything_else():
     assert normalised(a) != normalised(a.replace("int x;", "int y;"))
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":     # rehash every case; a kernel row's new mechanism gets one case
+    for r in algorithms.kernels():
+        for mech in mechanisms(r.algorithm, r.op):
+            name = f"{r.op}/{r.algorithm}/{mech}/dgx-h100-w8"
+            s = Schedule(op=r.op, shape=(("bytes", 1 << 20),), world=8, algorithm=r.algorithm,
+                         mechanism=mech, comm_sms=16)
+            CASES.setdefault(name, {"system": "dgx-h100", "schedule": s.to_dict()})
     for case in CASES.values():
         case["sha256"] = digest(case)
     HASHES.write_text(json.dumps(CASES, indent=1, sort_keys=True))

@@ -80,7 +80,7 @@ class Variant:
 
     @property
     def tag(self) -> str:
-        return f"{self.family}-{SHORT[self.algorithm]}-{SHORT[self.mechanism]}"
+        return f"{self.family}-{SHORT.get(self.algorithm, self.algorithm)}-{SHORT[self.mechanism]}"
 
 
 @dataclass(frozen=True)
