@@ -51,6 +51,12 @@ class Algorithm:
     power_of_two: bool = False          # needs a power-of-two world
     streamed: bool = False              # in-network, streamed in chunks (chunk_bytes)
     scale_out: str = ""                 # hierarchical: NCCL's op across domains
+    # the search's choices: peer orders (ring and sequential: the direct algorithms, which
+    # move to or from every peer and are left out past search.LARGE_WORLD ranks) and
+    # pipelined chunks (the transfers of ring, tree and hierarchical, cut into lanes)
+    peer_order: bool = False
+    pipelined: bool = False
+    waits: bool = False                 # its blocks wait on other ranks' (kSync ring, pairs)
     suite: str = ""                     # SUITES: the validation suite that runs it ("": none)
 
     def __post_init__(self) -> None:
@@ -71,70 +77,71 @@ class Algorithm:
         return self.struct or f"{self.op.replace('-', '_')}_{self.kernel}"
 
 
-_ROOTED = dict(extended=True, suite="comm")
+_EXTENDED = dict(extended=True, suite="comm")   # the extended kernels of the comm suite
 _SUMS = dict(reduces=True, world_sum=True)
 _SIZED = "_sized_direct"     # the split-size ops' transfers (pksim.workloads.varsize)
 
 # In codegen's order (its listings and validation's case lists follow it).
 ROWS: tuple[Algorithm, ...] = (
     Algorithm("all-gather", "direct", "_ag_direct", "_ag_direct", SM_CE, "all_gather.cuh", "direct",
-              suite="matrix"),
+              suite="matrix", peer_order=True),
     Algorithm("all-gather", "ring", "_ag_ring", "_ag_ring", SM_CE, "all_gather.cuh", "ring",
-              suite="matrix"),
+              suite="matrix", pipelined=True, waits=True),
     Algorithm("all-gather", "in-network", "_ag_in_network", "", MULTIMEM, "in_network.cuh",
               "in_network", streamed=True, suite="matrix"),
     Algorithm("all-gather", "rhd", "_ag_rhd", "_ag_rhd", SM, "rhd.cuh", "rhd", power_of_two=True,
-              suite="matrix"),
-    Algorithm("all-gather", "hierarchical", "_hier_ag", scale_out="all-gather"),
+              suite="matrix", waits=True),
+    Algorithm("all-gather", "hierarchical", "_hier_ag", scale_out="all-gather", pipelined=True),
     Algorithm("reduce-scatter", "direct", "_rs_direct", "_rs_direct", SM_CE, "reduce_scatter.cuh",
-              "direct", epilogue_kernel="direct_ep", suite="matrix", **_SUMS),
+              "direct", epilogue_kernel="direct_ep", suite="matrix", **_SUMS, peer_order=True),
     Algorithm("reduce-scatter", "ring", "_rs_ring", "_rs_ring", SM_CE, "reduce_scatter.cuh", "ring",
-              suite="matrix"),
+              suite="matrix", pipelined=True, waits=True),
     Algorithm("reduce-scatter", "in-network", "_rs_in_network", "", MULTIMEM, "in_network.cuh",
               "in_network", streamed=True, suite="matrix"),
     Algorithm("reduce-scatter", "rhd", "_rs_rhd", "_rs_rhd", SM, "rhd.cuh", "rhd",
-              power_of_two=True, suite="matrix"),
-    Algorithm("reduce-scatter", "hierarchical", "_hier_rs", scale_out="reduce-scatter"),
+              power_of_two=True, suite="matrix", waits=True),
+    Algorithm("reduce-scatter", "hierarchical", "_hier_rs", scale_out="reduce-scatter",
+              pipelined=True),
     Algorithm("all-reduce", "direct", "_ar_direct", "_ar_one_shot", SM_CE, "all_reduce.cuh",
-              "one_shot", epilogue_kernel="one_shot_ep", suite="matrix", **_SUMS),
+              "one_shot", epilogue_kernel="one_shot_ep", suite="matrix", **_SUMS, peer_order=True),
     Algorithm("all-reduce", "two-shot", "_ar_two_shot", "_ar_two_shot", SM_CE, "all_reduce.cuh",
-              "two_shot", epilogue_kernel="two_shot_ep", suite="matrix", **_SUMS),
+              "two_shot", epilogue_kernel="two_shot_ep", suite="matrix", **_SUMS, peer_order=True),
     Algorithm("all-reduce", "ring", "_ar_ring", "_ar_ring", SM_CE, "all_reduce.cuh", "ring",
-              suite="matrix"),
+              suite="matrix", pipelined=True, waits=True),
     Algorithm("all-reduce", "in-network", "_ar_in_network", "", MULTIMEM, "in_network.cuh",
               "in_network", streamed=True, suite="matrix"),
     Algorithm("all-reduce", "rhd", "_ar_rhd", "_ar_rhd", SM, "rhd.cuh", "rhd", power_of_two=True,
-              suite="matrix"),
-    Algorithm("all-reduce", "tree", "_ar_tree"),
-    Algorithm("all-reduce", "hierarchical", "_hier_ar", scale_out="all-reduce"),
+              suite="matrix", waits=True),
+    Algorithm("all-reduce", "tree", "_ar_tree", pipelined=True),
+    Algorithm("all-reduce", "hierarchical", "_hier_ar", scale_out="all-reduce", pipelined=True),
     Algorithm("all-to-all", "direct", "_a2a_direct", "_a2a_direct", SM_CE, "all_to_all.cuh",
-              "direct", suite="matrix"),
+              "direct", suite="matrix", peer_order=True),
     Algorithm("all-to-all", "pairwise", "_a2a_pairwise"),
     Algorithm("broadcast", "direct", "_bcast_direct", "_bcast_direct", SM_CE, "broadcast.cuh",
-              "direct", suite="matrix"),
+              "direct", suite="matrix", peer_order=True),
     # compile-only (NVLink multicast is never run here, and it has no emulated build)
     Algorithm("broadcast", "in-network", "_bcast_in_network", "", MULTIMEM, "in_network.cuh",
               "in_network"),
-    Algorithm("broadcast", "ring", "_bcast_ring"),
+    Algorithm("broadcast", "ring", "_bcast_ring", pipelined=True),
     Algorithm("reduce", "direct", "_reduce_direct", "_reduce_direct", SM, "rooted.cuh", "direct",
-              **_ROOTED, **_SUMS),
+              **_EXTENDED, **_SUMS, peer_order=True),
     Algorithm("reduce", "two-shot", "_reduce_two_shot", "_reduce_two_shot", SM, "rooted.cuh",
-              "two_shot", **_ROOTED, **_SUMS),
-    Algorithm("reduce", "ring", "_reduce_ring"),
+              "two_shot", **_EXTENDED, **_SUMS, peer_order=True),
+    Algorithm("reduce", "ring", "_reduce_ring", pipelined=True),
     Algorithm("reduce", "in-network", "_reduce_in_network"),
     Algorithm("gather", "direct", "_gather_direct", "_gather_direct", SM_CE, "rooted.cuh",
-              "direct", **_ROOTED),
+              "direct", **_EXTENDED, peer_order=True),
     Algorithm("scatter", "direct", "_scatter_direct", "_scatter_direct", SM_CE, "rooted.cuh",
-              "direct", **_ROOTED),
+              "direct", **_EXTENDED, peer_order=True),
     Algorithm("all-to-all-v", "direct", _SIZED, "_a2av_direct", SM_CE, "varsize.cuh", "direct",
-              **_ROOTED),
+              **_EXTENDED, peer_order=True),
     Algorithm("all-gather-v", "direct", _SIZED, "_agv_direct", SM_CE, "varsize.cuh", "direct",
-              **_ROOTED),
+              **_EXTENDED, peer_order=True),
     Algorithm("reduce-scatter-v", "direct", _SIZED, "_rsv_direct", SM, "varsize.cuh", "direct",
-              **_ROOTED, **_SUMS),
+              **_EXTENDED, **_SUMS, peer_order=True),
     # the same kernel as all-to-all-v's (a matrix of messages), under its own entry point
     Algorithm("send-recv", "direct", _SIZED, "_send_recv_direct", SM_CE, "varsize.cuh", "direct",
-              struct="all_to_all_v_direct", **_ROOTED),
+              struct="all_to_all_v_direct", **_EXTENDED, peer_order=True),
 )
 _BY_KEY = {r.key: r for r in ROWS}
 if len(_BY_KEY) != len(ROWS):
@@ -142,6 +149,8 @@ if len(_BY_KEY) != len(ROWS):
 
 # The schedule's algorithm names: the rows', then NCCL's own.
 NAMES = tuple(dict.fromkeys([r.algorithm for r in ROWS] + list(NCCL_ALGORITHMS)))
+# The names of the algorithms that order their peers (--peer-order).
+PEER_ORDERED = tuple(dict.fromkeys(r.algorithm for r in ROWS if r.peer_order))
 
 
 def find(op: str, algorithm: str) -> Algorithm | None:

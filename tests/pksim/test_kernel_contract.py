@@ -58,6 +58,9 @@ def test_world_sums_and_power_of_two_algorithms_match_the_kernels():
         assert sums_world == r.world_sum, r.key
         # recursive halving / doubling: power-of-two worlds (rhd_base world_ok)
         assert r.power_of_two == (f"struct {r.cpp_struct} : rhd_base" in body), r.key
+        # blocks that wait on other ranks' between phases: the rings and rhd_base's pairs
+        waits = "kSync = sync_kind::ring;" in body or f"struct {r.cpp_struct} : rhd_base" in body
+        assert r.waits == waits, r.key
     assert "power_of_two(world)" in _struct("collectives/rhd.cuh", "rhd_base")
     assert algorithms.keys(power_of_two=True) == (
         ("all-gather", "rhd"), ("reduce-scatter", "rhd"), ("all-reduce", "rhd"))

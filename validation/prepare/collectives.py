@@ -78,7 +78,7 @@ def scale_cases(libs: dict, system_name: str, worlds=SCALE_WORLDS) -> list[dict]
                 seed += 1
                 count = odd_count(op, w, nbytes, dt, bump) if bump else count_for_bytes(op, w, nbytes, dt)
                 cases.append(dict(id=f"{tag}-{dt}-{name}", dtype=dt, count=count, seed=seed, **base))
-            if w == worlds[0] and alg in ("ring", "rhd") and mech != "copy-engine":
+            if w == worlds[0] and algorithms.find(op, alg).waits and mech != "copy-engine":
                 # blocks that wait on each other: a grid of 4 x the SMs cannot be resident
                 seed += 1
                 cases.append(dict(id=f"{tag}-bf16-notresident", dtype="bf16", seed=seed,
@@ -250,7 +250,7 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
             if mech == "copy-engine" or op in ("all-to-all", "broadcast") or \
                     (op, alg) == ("all-reduce", "direct"):
                 continue
-            waits = alg in ("ring", "rhd")
+            waits = algorithms.find(op, alg).waits
             factors = (1, 2) if waits else (1, 2, 4)
             for w in worlds:
                 for f in factors:
