@@ -10,8 +10,9 @@ pksim.algorithms (header, kernel, struct, mechanisms, epilogue_kernel, extended)
 
 The rooted, -v and send/recv kernels (rooted.cuh, varsize.cuh) and the reducing kernels given
 a reduce op or an epilogue (Schedule.extra "reduce_op", "epilogue": those with an
-``epilogue_kernel`` then come from epilogue.cuh) are *extended*: their config names the reduce op and the epilogue, their globals add the split table
-and the epilogue's terms (pkc_args::splits, alpha, bias).
+``epilogue_kernel`` then come from epilogue.cuh) are *extended*: their config names the reduce
+op and the epilogue, their globals add the split table and the epilogue's terms
+(pkc_args::splits, alpha, bias).
 
 What can be emitted is pksim.kernel_contract's (``emit_reason``: the search marks the same
 schedules); make_plan raises InfeasibleError with that reason. Worlds run to one NVLink domain
@@ -33,7 +34,7 @@ from hwmodels.system import System
 from hwmodels.topology import Topology
 from pksim import algorithms as kernel_rows
 from pksim.kernel_contract import (BLOCK_THREADS, HIERARCHICAL_PARTS,
-                                   IN_NETWORK_STREAMED_OPS as STREAMED_OPS, MAX_RANKS,
+                                   MAX_RANKS,
                                    RUNNABLE_MECHANISMS, TARGETS, TMA_STAGE_BYTES, TMA_STAGES,
                                    emit_reason, epilogue_of, in_network_chunk_bytes, plain_extra,
                                    reduce_op_of, target_for)
@@ -186,9 +187,9 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     else:
         part = s
     arch, arch_note = check_target(system)
-    streamed = part.algorithm == "in-network" and part.op in STREAMED_OPS
-    emulated = dict(part.extra).get("multimem") == "emulated"
     row = kernel_rows.find(part.op, part.algorithm)
+    streamed = row.streamed
+    emulated = dict(part.extra).get("multimem") == "emulated"
     header, kalg, struct, extended = row.header, row.kernel, row.cpp_struct, row.extended
     if not plain_extra(part.extra) and row.epilogue_kernel:
         kalg = row.epilogue_kernel
@@ -208,7 +209,8 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
         defines = (("PKC_EMULATE_MULTIMEM", "1"),)
     chunk = in_network_chunk_bytes(blocks, part.chunk_bytes) if streamed else 0
     return Plan(op=part.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=mech,
-                header=f"collectives/{header}", struct=f"pkc::{struct}", kernel=kernel, entry=f"pk_{kernel}",
+                header=f"collectives/{header}", struct=f"pkc::{struct}", kernel=kernel,
+                entry=f"pk_{kernel}",
                 threads=BLOCK_THREADS["register" if mech == "register" else "tma"],
                 blocks_per_rank=blocks, stage_bytes=stage,
                 stages=TMA_STAGES if stage else 1, staggered=part.peer_order != "sequential",

@@ -197,7 +197,7 @@ def _semantic_program(op: str, algorithm: str, n: int, nbytes: float, root: int,
         return Program([], 1)
     row = algorithms.find(op, algorithm)
     if row is None:
-        _no_such_algorithm(op, algorithm)
+        raise _no_such_algorithm(op, algorithm)
     build = algorithms.resolve(globals(), row.transfers, row, "transfer")
     if op in SPLIT_OPS:
         return Program(build(op, algorithm, n, nbytes, dtype, extra), n)
@@ -212,13 +212,13 @@ def _semantic_program(op: str, algorithm: str, n: int, nbytes: float, root: int,
     return Program(build(n, nbytes, shard, root, sequential), n)
 
 
-def _no_such_algorithm(op: str, algorithm: str) -> None:
-    rows = algorithms.of_op(op)
+def _no_such_algorithm(op: str, algorithm: str) -> InfeasibleError:
     if op in SPLIT_OPS or algorithm != "hierarchical":
-        have = sorted(r.algorithm for r in rows if not r.scale_out)
-        raise InfeasibleError(f"{op} has no {algorithm!r} algorithm (available: {', '.join(have)})")
+        have = sorted(r.algorithm for r in algorithms.of_op(op) if not r.scale_out)
+        return InfeasibleError(f"{op} has no {algorithm!r} algorithm "
+                               f"(available: {', '.join(have)})")
     have = [r.op for r in algorithms.ROWS if r.scale_out]
-    raise InfeasibleError(f"{op} has no hierarchical algorithm (available for {', '.join(have)})")
+    return InfeasibleError(f"{op} has no hierarchical algorithm (available for {', '.join(have)})")
 
 
 def _sized_direct(op, algorithm, n, nbytes, dtype, extra):
