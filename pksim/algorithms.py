@@ -1,13 +1,14 @@
 """The algorithms of the collectives: one frozen row per (op, algorithm), read by every part
 that needs to know one.
 
-A row says what the schedule space allows (its world requirements), which function models its
-data movement (``transfers``, in pksim.workloads.collectives: which data ends where) and which
-models its generated kernel (``phases``, in pksim.workloads.phases: the moves of each phase),
-what codegen emits for it (header, C++ name and struct, the mechanisms it runs on, the
-epilogue form of a reducing kernel), what the kernel contract says of it (sums of every rank's
-buffer, power-of-two worlds, the streamed in-network kernels) and which validation suite runs
-it. Rows without mechanisms are modelled only (NCCL's tree, a pairwise all-to-all, ...).
+A row says what the schedule space holds of it (world requirements, the search's peer orders
+and pipelined chunks), which function models its data movement (``transfers``, in
+pksim.workloads.collectives: which data ends where) and which its generated kernel
+(``phases``, in pksim.workloads.phases: the moves of each phase), what codegen emits for it
+(header, C++ name and struct, the mechanisms it runs on, the epilogue form of a reducing
+kernel), what the kernel contract says of it (sums of every rank's buffer, power-of-two worlds,
+the streamed in-network kernels, blocks that wait on other ranks') and which validation suite
+runs it. Rows without mechanisms are modelled only (NCCL's tree, a pairwise all-to-all, ...).
 
 The model's functions are named, not referenced: the modules that hold them import this one
 (the schedule, the kernel contract and codegen read it too), so each resolves its own names
