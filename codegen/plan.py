@@ -5,30 +5,14 @@ A Plan is everything the renderer needs and nothing it has to decide: which kern
 (threads, blocks per rank, TMA stage size and count, peer order), the nvcc target and the
 preprocessor switches. It is frozen and JSON-able (``to_dict``), so every stage can be dumped.
 
-Mapping from the Schedule IR (the names the simulator uses) to the skeletons:
+Which skeleton, struct and mechanisms each (op, schedule algorithm) has is its row in
+pksim.algorithms (header, kernel, struct, mechanisms, epilogue_kernel, extended).
 
-==============  ==================================  =====================================
-op              schedule algorithm -> kernel        mechanisms
-==============  ==================================  =====================================
-all-gather      direct, ring, rhd, in-network       tma, register, copy-engine (rhd: tma,
-reduce-scatter  direct, ring, rhd, in-network       register); multimem for in-network
-all-reduce      direct (= one-shot), two-shot,
-                ring, rhd, in-network
-all-to-all      direct                              tma, register, copy-engine
-broadcast       direct, in-network                  tma, register, copy-engine; multimem
-reduce          direct, two-shot                    tma, register
-gather          direct                              tma, register, copy-engine
-scatter         direct                              tma, register, copy-engine
-==============  ==================================  =====================================
-
-and, with split sizes (run-time, pkc_args::splits): all-to-all-v, all-gather-v and send-recv
-direct on tma, register, copy-engine; reduce-scatter-v direct on tma, register.
-
-The rooted, -v and send/recv kernels (rooted.cuh, varsize.cuh, p2p.cuh) and the reducing
-kernels given a reduce op or an epilogue (Schedule.extra "reduce_op", "epilogue": the one-shot
-and two-shot all-reduce and the direct reduce-scatter then come from epilogue.cuh) are
-*extended*: their config names the reduce op and the epilogue, their globals add the split table
-and the epilogue's terms (pkc_args::splits, alpha, bias).
+The rooted, -v and send/recv kernels (rooted.cuh, varsize.cuh) and the reducing kernels given
+a reduce op or an epilogue (Schedule.extra "reduce_op", "epilogue": those with an
+``epilogue_kernel`` then come from epilogue.cuh) are *extended*: their config names the reduce
+op and the epilogue, their globals add the split table and the epilogue's terms
+(pkc_args::splits, alpha, bias).
 
 What can be emitted is pksim.kernel_contract's (``emit_reason``: the search marks the same
 schedules); make_plan raises InfeasibleError with that reason. Worlds run to one NVLink domain
@@ -48,46 +32,17 @@ from codegen.build import newest_target
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
-from pksim.kernel_contract import (BLOCK_THREADS, COLLECTIVE_KERNELS, HIERARCHICAL_PARTS,
-                                   IN_NETWORK_STREAMED_OPS as STREAMED_OPS, MAX_RANKS,
+from pksim import algorithms as kernel_rows
+from pksim.kernel_contract import (BLOCK_THREADS, HIERARCHICAL_PARTS,
+                                   MAX_RANKS,
                                    RUNNABLE_MECHANISMS, TARGETS, TMA_STAGE_BYTES, TMA_STAGES,
                                    emit_reason, epilogue_of, in_network_chunk_bytes, plain_extra,
                                    reduce_op_of, target_for)
 from pksim.schedule import Schedule
 
-# (op, schedule algorithm) -> (header, kernel algorithm name used in C++ identifiers); the
-# keys are kernel_contract.COLLECTIVE_KERNELS' (tests/codegen/test_plan_render.py).
-KERNELS: dict[tuple[str, str], tuple[str, str]] = {
-    ("all-gather", "direct"): ("all_gather.cuh", "direct"),
-    ("all-gather", "ring"): ("all_gather.cuh", "ring"),
-    ("all-gather", "in-network"): ("in_network.cuh", "in_network"),
-    ("all-gather", "rhd"): ("rhd.cuh", "rhd"),
-    ("reduce-scatter", "direct"): ("reduce_scatter.cuh", "direct"),
-    ("reduce-scatter", "ring"): ("reduce_scatter.cuh", "ring"),
-    ("reduce-scatter", "in-network"): ("in_network.cuh", "in_network"),
-    ("reduce-scatter", "rhd"): ("rhd.cuh", "rhd"),
-    ("all-reduce", "direct"): ("all_reduce.cuh", "one_shot"),
-    ("all-reduce", "two-shot"): ("all_reduce.cuh", "two_shot"),
-    ("all-reduce", "ring"): ("all_reduce.cuh", "ring"),
-    ("all-reduce", "in-network"): ("in_network.cuh", "in_network"),
-    ("all-reduce", "rhd"): ("rhd.cuh", "rhd"),
-    ("all-to-all", "direct"): ("all_to_all.cuh", "direct"),
-    ("broadcast", "direct"): ("broadcast.cuh", "direct"),
-    ("broadcast", "in-network"): ("in_network.cuh", "in_network"),
-    ("reduce", "direct"): ("rooted.cuh", "direct"),
-    ("reduce", "two-shot"): ("rooted.cuh", "two_shot"),
-    ("gather", "direct"): ("rooted.cuh", "direct"),
-    ("scatter", "direct"): ("rooted.cuh", "direct"),
-    ("all-to-all-v", "direct"): ("varsize.cuh", "direct"),
-    ("all-gather-v", "direct"): ("varsize.cuh", "direct"),
-    ("reduce-scatter-v", "direct"): ("varsize.cuh", "direct"),
-    ("send-recv", "direct"): ("p2p.cuh", "direct"),
-}
-EXTENDED_HEADERS = ("rooted.cuh", "varsize.cuh", "p2p.cuh", "epilogue.cuh")
-# An all-reduce or reduce-scatter with a reduce op or an epilogue: its kernel in epilogue.cuh.
-EPILOGUE_STRUCTS = {("all-reduce", "direct"): "one_shot_ep", ("all-reduce", "two-shot"): "two_shot_ep",
-                    ("reduce-scatter", "direct"): "direct_ep"}
-OPS = tuple(dict.fromkeys(op for op, _ in KERNELS))
+# The kernels: pksim.algorithms' rows with mechanisms (header, C++ name and struct, the
+# epilogue form of a reducing kernel).
+OPS = tuple(dict.fromkeys(r.op for r in kernel_rows.kernels()))
 MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", "multimem": "multimem"}
 ARCHS = TARGETS
 
@@ -95,21 +50,16 @@ ARCHS = TARGETS
 def algorithms(op: str) -> tuple[str, ...]:
     """Schedule algorithms codegen implements for ``op`` inside one domain (and, over several
     domains, hierarchical: its NVLink part)."""
-    return tuple(alg for (o, alg) in KERNELS if o == op)
+    return tuple(r.algorithm for r in kernel_rows.of_op(op) if r.mechanisms)
 
 
 def mechanisms(algorithm: str, op: str | None = None, extra=()) -> tuple[str, ...]:
-    """Mechanisms of ``algorithm`` (of ``op``; with a schedule's ``extra``, a reduce op or an
-    epilogue, on SMs only: a copy engine cannot apply them)."""
-    if op is not None and not plain_extra(extra):
-        return tuple(m for m in COLLECTIVE_KERNELS.get((op, algorithm), ()) if m != "copy-engine")
-    if op is not None and (op, algorithm) in COLLECTIVE_KERNELS:
-        return COLLECTIVE_KERNELS[(op, algorithm)]
-    if algorithm == "in-network":
-        return ("multimem",)
-    if algorithm == "rhd":       # no copy-engine form (kernels/collectives/rhd.cuh)
-        return ("tma", "register")
-    return RUNNABLE_MECHANISMS
+    """Mechanisms of ``op``'s ``algorithm`` kernel (of every op's, without ``op``; none where
+    codegen has no such kernel); with a schedule's ``extra``, a reduce op or an epilogue, on SMs
+    only: a copy engine cannot apply them."""
+    rows = [r for r in kernel_rows.kernels() if r.algorithm == algorithm and op in (None, r.op)]
+    mechs = tuple(dict.fromkeys(m for r in rows for m in r.mechanisms))
+    return mechs if plain_extra(extra) else tuple(m for m in mechs if m != "copy-engine")
 
 
 @dataclass(frozen=True)
@@ -237,11 +187,13 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     else:
         part = s
     arch, arch_note = check_target(system)
-    streamed = part.algorithm == "in-network" and part.op in STREAMED_OPS
+    row = kernel_rows.find(part.op, part.algorithm)
+    streamed = row.streamed
     emulated = dict(part.extra).get("multimem") == "emulated"
-    header, kalg = KERNELS[(part.op, part.algorithm)]
-    if not plain_extra(part.extra) and (part.op, part.algorithm) in EPILOGUE_STRUCTS:
-        header, kalg = "epilogue.cuh", EPILOGUE_STRUCTS[(part.op, part.algorithm)]
+    header, kalg, struct, extended = row.header, row.kernel, row.cpp_struct, row.extended
+    if not plain_extra(part.extra) and row.epilogue_kernel:
+        kalg = row.epilogue_kernel
+        header, struct, extended = "epilogue.cuh", f"{_c_name(part.op)}_{kalg}", True
     topo = Topology.build(system, world, 1)
     if part.mechanism == "copy-engine":
         # Copy engines take no SMs; the blocks are those of the local reduction kernels:
@@ -250,7 +202,6 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     else:
         blocks = max(1, part.comm_sms)
     stage = TMA_STAGE_BYTES if part.mechanism == "tma" else 0
-    struct = f"pkc::{_c_name(part.op)}_{kalg}"
     mech = part.mechanism
     kernel = f"{_c_name(part.op)}_{kalg}_{_c_name(mech) if mech != 'register' else 'reg'}"
     defines = (("PK_ENABLE_MULTIMEM", "1"),) if mech == "multimem" else ()
@@ -258,12 +209,13 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
         defines = (("PKC_EMULATE_MULTIMEM", "1"),)
     chunk = in_network_chunk_bytes(blocks, part.chunk_bytes) if streamed else 0
     return Plan(op=part.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=mech,
-                header=f"collectives/{header}", struct=struct, kernel=kernel, entry=f"pk_{kernel}",
+                header=f"collectives/{header}", struct=f"pkc::{struct}", kernel=kernel,
+                entry=f"pk_{kernel}",
                 threads=BLOCK_THREADS["register" if mech == "register" else "tma"],
                 blocks_per_rank=blocks, stage_bytes=stage,
                 stages=TMA_STAGES if stage else 1, staggered=part.peer_order != "sequential",
                 arch=arch, defines=defines, dtype=s.dtype, world=world, root=s.root,
                 schedule_key=s.key(), system=system.name, chunk_bytes=chunk, emulated=emulated,
                 arch_note=arch_note, domains=s.domains, scale_out=scale_out, calls=calls,
-                extended=header in EXTENDED_HEADERS, reduce_op=reduce_op_of(part.extra),
+                extended=extended, reduce_op=reduce_op_of(part.extra),
                 epilogue=epilogue_of(part.extra))

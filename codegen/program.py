@@ -14,7 +14,7 @@ gather, scatter
 all-gather-v,          the -v kernel (collectives/varsize.cuh); its split sizes are run-time
 all-to-all-v           arguments, so the library serves every rank's splits
 all-gather-object      the all-gather (its two calls: the lengths, then the padded objects)
-sendrecv               send-recv (collectives/p2p.cuh), its sizes a run-time matrix too
+sendrecv               send-recv (collectives/varsize.cuh), its sizes a run-time matrix too
 =====================  ======================================================================
 
 The schedule of each is the fastest the model predicts among those codegen emits

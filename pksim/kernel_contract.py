@@ -9,6 +9,7 @@ headers and checks them against these.
 from __future__ import annotations
 
 from hwmodels.system import ARCHITECTURES
+from pksim import algorithms
 from pksim.cache import topology
 
 # ---- generated collectives (kernels/collectives) -------------------------------------------
@@ -29,12 +30,9 @@ TMA_MAX_SOURCES = 8                # PKC_TMA_MAX_SOURCES
 # then the point-to-point counters (ring: one per block; rhd: one per phase).
 BARRIER_FLAGS = 32                 # PKC_BARRIER_FLAGS
 TABLE_HEADER_BYTES = 16            # PKC_TABLE_HEADER_BYTES
-# (op, algorithm) whose one move sums every rank's buffer (sources = world): the direct
-# reduce-scatter, the one-shot and two-shot all-reduce; every other sum takes 2 (ring, rhd).
-WORLD_SUMS = (("reduce-scatter", "direct"), ("all-reduce", "direct"), ("all-reduce", "two-shot"),
-              ("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
-# Algorithms that need a power-of-two world (recursive halving / doubling).
-POWER_OF_TWO_ALGORITHMS = ("rhd",)
+# Which kernel sums every rank's buffer in one move (sources = world; every other sum takes 2:
+# ring, rhd) and which needs a power-of-two world: its row (pksim.algorithms world_sum,
+# power_of_two).
 # Threads per block of the generated collectives, by mechanism (codegen/plan.py emits them):
 # TMA: one issuing thread, the rest add (reductions); registers: 512 x 4 x 16 B = 32 KiB of
 # loads in flight per block.
@@ -57,7 +55,7 @@ CE_REDUCE_BLOCK_BYTES = CE_REDUCE_THREADS * 4 * 16
 # schedule's chunk_bytes is the whole rank's chunk (0: blocks x this; pksim.collective and
 # codegen.plan fill it in, so that the schedule names the chunk the kernel runs).
 IN_NETWORK_BLOCK_CHUNK_BYTES = 256 * 4 * 16
-IN_NETWORK_STREAMED_OPS = ("all-reduce", "reduce-scatter", "all-gather")
+IN_NETWORK_STREAMED_OPS = tuple(op for op, _ in algorithms.keys(streamed=True))
 # Chunks a thread of the streamed kernel has in flight: chunk i + 1's loads (ld_reduce, or the
 # source reads of a multicast store) are issued before chunk i's stores, so two chunks of a
 # phase overlap (the model's pipeline_depth); a flow's latency is then paid once per pair,
@@ -71,7 +69,7 @@ def in_network_chunk_bytes(comm_sms: int, chunk_bytes: int = 0) -> int:
     return chunk_bytes or max(1, comm_sms) * IN_NETWORK_BLOCK_CHUNK_BYTES
 
 # ---- rooted, -v, send/recv and epilogue kernels (kernels/collectives/rooted.cuh, varsize.cuh,
-# p2p.cuh, epilogue.cuh) -------------------------------------------------------------------------
+# epilogue.cuh) ------------------------------------------------------------------------------------
 # Schedule.extra keys they read: "reduce_op" and "epilogue" (a reducing kernel's op and fused
 # element-wise epilogue: config::reduce_op = pkc::op_<op>, config::epilogue = pkc::ep_<epilogue>;
 # absent: sum, none), "splits" (the -v forms' split sizes, elements: pksim.workloads.varsize),
@@ -83,8 +81,7 @@ EPILOGUES = ("none", "scale", "bias", "scale-bias")
 # (epilogue.cuh reg_reduce_ep): what a reduce op costs a register sum (pksim.moves).
 REG_TWO_VECTOR_SOURCES = 4
 # (op, algorithm) of the kernels that reduce and so take a reduce op and an epilogue.
-EPILOGUE_KERNELS = (("all-reduce", "direct"), ("all-reduce", "two-shot"), ("reduce-scatter", "direct"),
-                    ("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"))
+EPILOGUE_KERNELS = algorithms.keys(reduces=True)
 # Ops whose sizes come from split sizes (pkc_args::splits) rather than one count.
 SPLIT_OPS = ("all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv")
 
@@ -175,33 +172,12 @@ VIRTUAL_BASELINE = {op: virtual_baseline(op) for op in FUSED_CODEGEN_OPS}
 
 
 # ---- what codegen can emit -------------------------------------------------------------------
-# The generated collectives: (op, schedule algorithm) -> the mechanisms its kernel has
-# (codegen/plan.py KERNELS holds the C++ names of the same keys; a test keeps them equal).
-_SM_CE = ("tma", "register", "copy-engine")
-COLLECTIVE_KERNELS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("all-gather", "direct"): _SM_CE, ("all-gather", "ring"): _SM_CE,
-    ("all-gather", "rhd"): ("tma", "register"), ("all-gather", "in-network"): ("multimem",),
-    ("reduce-scatter", "direct"): _SM_CE, ("reduce-scatter", "ring"): _SM_CE,
-    ("reduce-scatter", "rhd"): ("tma", "register"),
-    ("reduce-scatter", "in-network"): ("multimem",),
-    ("all-reduce", "direct"): _SM_CE, ("all-reduce", "two-shot"): _SM_CE,
-    ("all-reduce", "ring"): _SM_CE, ("all-reduce", "rhd"): ("tma", "register"),
-    ("all-reduce", "in-network"): ("multimem",),
-    ("all-to-all", "direct"): _SM_CE,
-    ("broadcast", "direct"): _SM_CE, ("broadcast", "in-network"): ("multimem",),
-    # rooted, split-size and send/recv kernels (the reducing ones on SMs only)
-    ("reduce", "direct"): ("tma", "register"), ("reduce", "two-shot"): ("tma", "register"),
-    ("gather", "direct"): _SM_CE, ("scatter", "direct"): _SM_CE,
-    ("all-to-all-v", "direct"): _SM_CE, ("all-gather-v", "direct"): _SM_CE,
-    ("reduce-scatter-v", "direct"): ("tma", "register"), ("send-recv", "direct"): _SM_CE,
-}
+# The generated collectives and their mechanisms: pksim.algorithms (a row's mechanisms).
 # Hierarchical schedules over several NVLink domains: the NVLink part is a generated ring over
 # each domain's ranks, the scale-out part NCCL's collective among the ranks of one local index
 # across domains (named in the manifest, never emitted: codegen/manifest.py scale_out):
-# op -> (NVLink kernel op, scale-out op).
-HIERARCHICAL_PARTS = {"all-reduce": ("all-reduce", "all-reduce"),
-                      "reduce-scatter": ("reduce-scatter", "reduce-scatter"),
-                      "all-gather": ("all-gather", "all-gather")}
+# op -> (NVLink kernel op, scale-out op): the hierarchical rows' (pksim.algorithms scale_out).
+HIERARCHICAL_PARTS = {r.op: (r.op, r.scale_out) for r in algorithms.ROWS if r.scale_out}
 # nvcc targets on which every pk primitive exists (TMA bulk copies, mbarriers, multimem), oldest
 # first. A system later than Blackwell with no public target gets the newest of them that nvcc
 # offers (codegen.build.newest_target; the manifest names it). The fused kernels' GEMM uses
@@ -267,9 +243,10 @@ def _collective_reason(system, s) -> str | None:
                        chunk_bytes=0, pipeline_depth=1)
         why = _collective_reason(system, part)
         return None if why is None else f"its NVLink part ({part.label()}): {why}"
-    mechs = COLLECTIVE_KERNELS.get((s.op, s.algorithm))
-    if mechs is None:
-        have = ", ".join(a for (o, a) in COLLECTIVE_KERNELS if o == s.op) or "none"
+    row = algorithms.find(s.op, s.algorithm)
+    mechs = row.mechanisms if row else ()
+    if not mechs:
+        have = ", ".join(r.algorithm for r in algorithms.of_op(s.op) if r.mechanisms) or "none"
         return f"codegen has no {s.algorithm} {s.op} kernel (implemented for {s.op}: {have})"
     if s.mechanism not in mechs:
         return f"{s.algorithm} {s.op} runs on {', '.join(mechs)}, not {s.mechanism}"
@@ -284,7 +261,7 @@ def _collective_reason(system, s) -> str | None:
     why = world_reason(s.op, s.algorithm, s.mechanism, world)
     if why:
         return why
-    streamed = s.algorithm == "in-network" and s.op in IN_NETWORK_STREAMED_OPS
+    streamed = row.streamed
     if s.chunk_bytes and not streamed:
         return ("pipelined chunks (chunk_bytes > 0) are implemented by the streamed in-network "
                 "kernels only")
@@ -316,11 +293,12 @@ def epilogue_reason(s) -> str | None:
 def world_reason(op: str, algorithm: str, mechanism: str, world: int) -> str | None:
     """Why a generated collective kernel cannot run at ``world`` ranks of one domain (None:
     it can); the same checks as the kernels' hosts (collectives/entry.cuh check_world)."""
+    row = algorithms.find(op, algorithm)
     if not 2 <= world <= MAX_RANKS:
         return f"generated kernels address 2..{MAX_RANKS} ranks, not {world}"
-    if algorithm in POWER_OF_TWO_ALGORITHMS and world & (world - 1):
+    if row and row.power_of_two and world & (world - 1):
         return f"recursive halving / doubling needs a power-of-two world, not {world}"
-    if ((op, algorithm) in WORLD_SUMS and mechanism in ("tma", "copy-engine")
+    if (row and row.world_sum and mechanism in ("tma", "copy-engine")
             and world > TMA_MAX_SOURCES):
         what = "a TMA sum" if mechanism == "tma" else "a copy-engine reduction kernel"
         return (f"{what} takes at most {TMA_MAX_SOURCES} sources; the {algorithm} {op} "

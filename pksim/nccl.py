@@ -20,6 +20,7 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology, resource
 from pksim import nccl_graph
+from pksim.algorithms import NCCL_ALGORITHMS
 from pksim.cache import topology
 from pksim.kernel_contract import SPLIT_OPS
 from pksim.nccl_constants import constants
@@ -33,9 +34,6 @@ LAUNCH_MODES = ("graph", "eager", "one-thread")
 # (how frameworks call NCCL), the launch pk's own kernels are predicted with (stream_launch_us):
 # NCCL and pk compare like for like. nccl-tests curves A/B are "graph", C-E "one-thread".
 DEFAULT_LAUNCH = "eager"
-# "hierarchical" is NCCL's NVLSTree (NVLS inside each domain, a tree across): pksim's
-# hierarchical program runs it.
-NCCL_ALGORITHMS = ("ring", "tree", "nvls", "hierarchical", "collnet")
 # Ops NCCL (as torch.distributed calls it) runs as grouped point-to-point sends, outside its
 # tuner: the -v forms and send/recv among them (their direct program: every message at once).
 P2P_OPS = ("all-to-all", "gather", "scatter") + SPLIT_OPS

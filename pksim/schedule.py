@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from hwmodels.errors import ConfigError
+from pksim.algorithms import NAMES
 
 IMPLS = ("pk", "nccl")
-ALGORITHMS = ("ring", "direct", "two-shot", "rhd", "hierarchical", "in-network",
-              "tree", "nvls", "collnet", "pairwise")
+ALGORITHMS = NAMES                 # the rows' algorithms and NCCL's (pksim.algorithms)
 MECHANISMS = ("copy-engine", "tma", "register", "multimem")
 OVERLAPS = ("none", "inter-sm", "intra-sm")
 PEER_ORDERS = ("ring", "staggered", "sequential")

@@ -27,6 +27,7 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.sm import handoff_s
 from hwmodels.system import System
 from hwmodels.units import format_bytes
+from pksim.algorithms import find as algorithm_row
 from pksim.cache import topology
 from pksim.prediction import Prediction
 from pksim.schedule import MECHANISMS, Schedule
@@ -40,7 +41,6 @@ from pksim.workloads.fused import ALGORITHMS
 COMM_SMS = (4, 8, 16, 32, 64)
 FUSED_COMM_SMS = (2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64)
 CHUNKS = (0, 1 << 20, 4 << 20)
-PIPELINED = ("ring", "tree", "hierarchical")
 # Past this world size the search leaves out what is slow to simulate and never wins
 # there (predict still runs it on request): patterns with one flow per ordered pair
 # of ranks (n^2 flows to prepare), and pipelined chunks (a ring of hundreds of ranks
@@ -133,21 +133,23 @@ def space(system: System, op: str, nbytes: int, world: int | None = None,
     sm_counts = comm_sms or tuple(sorted({c for c in COMM_SMS if c <= sms} | {sms}))
     out, left_out = [], set()
     for alg in algs:
-        if not algorithms and n > LARGE_WORLD and alg in ("direct", "two-shot"):
+        row = algorithm_row(op, alg)       # None: no such algorithm (its candidates fail)
+        peer_order, pipelined = (row.peer_order, row.pipelined) if row else (False, False)
+        if not algorithms and n > LARGE_WORLD and peer_order:
             continue
         for mech in mechs:
             if (alg == "in-network") != (mech == "multimem"):
                 left_out.add(_pairing(alg, mech))
                 continue
             for c in (sm_counts if mech != "copy-engine" else (1,)):
-                chunk_opts = chunks or (CHUNKS if alg in PIPELINED and n <= LARGE_WORLD
+                chunk_opts = chunks or (CHUNKS if pipelined and n <= LARGE_WORLD
                                         else (0,))
                 for chunk in chunk_opts:
                     if chunk and chunk >= nbytes:
                         left_out.add(f"a chunk of {format_bytes(chunk)} is not smaller than "
                                      f"the {format_bytes(nbytes)} buffer")
                         continue
-                    orders = ("ring", "sequential") if alg in ("direct", "two-shot") else ("ring",)
+                    orders = ("ring", "sequential") if peer_order else ("ring",)
                     for order in orders:
                         out.append(Schedule(op=op, shape=(("bytes", nbytes),), world=n,
                                             domains=domains, algorithm=alg, mechanism=mech,

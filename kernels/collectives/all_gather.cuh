@@ -18,15 +18,8 @@
 
 namespace pkc {
 
-struct all_gather_direct {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::all;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
+struct all_gather_direct : algorithm_defaults {
   PK_HD static size_t out_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
 
 #ifdef __CUDACC__
   template <class C, class G>
@@ -44,13 +37,10 @@ struct all_gather_direct {
   }
 };
 
-struct all_gather_ring {
+struct all_gather_ring : algorithm_defaults {
   static constexpr sync_kind kSync = sync_kind::ring;
   static constexpr sync_kind kCeSync = sync_kind::ring;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
   PK_HD static size_t out_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
   PK_HD static int phases(int world) { return world - 1; }
   PK_HD static int ce_phases(int world) { return world - 1; }
   // Every phase but the last tells the next rank its data has landed; the last one's would

@@ -35,17 +35,11 @@ PK_HD size_t chunk_slot_bytes(size_t n, int world, size_t elem) {
   return round_up(ceil_div(n, static_cast<size_t>(world)) * elem, 16);
 }
 
-struct all_reduce_one_shot {
-  static constexpr sync_kind kSync = sync_kind::none;
+struct all_reduce_one_shot : algorithm_defaults {
   PK_HD static int sources(int world) { return world; }
-  static constexpr sync_kind kCeSync = sync_kind::all;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
   PK_HD static size_t ce_scratch_bytes(size_t n, int world, size_t elem) {
     return world * slot_elems_bytes(n, elem);
   }
-  PK_HD static int phases(int) { return 1; }
   PK_HD static int ce_phases(int) { return 2; }
 
 #ifdef __CUDACC__
@@ -78,17 +72,11 @@ struct all_reduce_one_shot {
   }
 };
 
-struct all_reduce_two_shot {
-  static constexpr sync_kind kSync = sync_kind::none;
+struct all_reduce_two_shot : algorithm_defaults {
   PK_HD static int sources(int world) { return world; }
-  static constexpr sync_kind kCeSync = sync_kind::all;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
   PK_HD static size_t ce_scratch_bytes(size_t n, int world, size_t elem) {
     return world * chunk_slot_bytes(n, world, elem);
   }
-  PK_HD static int phases(int) { return 1; }
   PK_HD static int ce_phases(int) { return 2; }
 
 #ifdef __CUDACC__
@@ -134,11 +122,9 @@ struct all_reduce_two_shot {
   }
 };
 
-struct all_reduce_ring {
+struct all_reduce_ring : algorithm_defaults {
   static constexpr sync_kind kSync = sync_kind::ring;
   static constexpr sync_kind kCeSync = sync_kind::ring;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
   PK_HD static size_t scratch_bytes(size_t n, int world, size_t elem) {
     return (world - 1) * chunk_slot_bytes(n, world, elem);
   }

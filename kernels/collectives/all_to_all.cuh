@@ -12,15 +12,9 @@
 
 namespace pkc {
 
-struct all_to_all_direct {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::all;
+struct all_to_all_direct : algorithm_defaults {
   PK_HD static size_t in_count(size_t n, int world) { return n * world; }
   PK_HD static size_t out_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
 
 #ifdef __CUDACC__
   template <class C, class G>

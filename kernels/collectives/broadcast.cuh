@@ -11,15 +11,7 @@
 
 namespace pkc {
 
-struct broadcast_direct {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::all;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
+struct broadcast_direct : algorithm_defaults {
 
 #ifdef __CUDACC__
   template <class C, class G>

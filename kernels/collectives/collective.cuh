@@ -29,10 +29,11 @@
 //   kSync (none, barrier, ring, pairs), in_count / out_count (elements per rank), scratch_bytes,
 //   phases(world), sends(p, world) and signals_before(p, world) (ring), partner(rank, p, world)
 //   (pairs: the rank whose data phase p reads), phase<C>(g, ctx, p, sm) (device), and the
-//   copy-engine form: ce_phases, ce_scratch_bytes, kCeSync, ce_phase<C>(). Optional:
-//   p2p_flags(world) (point-to-point counters per block, default 1), sources(world) (the most
-//   buffers one of its sums reads, default 2: the host refuses TMA beyond
-//   PKC_TMA_MAX_SOURCES), world_ok(world) (e.g. a power of two; default any).
+//   copy-engine form: ce_phases, ce_scratch_bytes, kCeSync, ce_phase<C>(); p2p_flags(world)
+//   (point-to-point counters per block), sources(world) (the most buffers one of its sums
+//   reads: the host refuses TMA beyond PKC_TMA_MAX_SOURCES), world_ok(world) (e.g. a power of
+//   two). It inherits their defaults (traits.cuh algorithm_defaults: one phase, no scratch, ...;
+//   sm_only: no copy-engine form) and states what differs.
 //
 // Ordering (see pk/sync.cuh and pk/tma.cuh): every helper that writes through TMA ends with
 // complete_writes() in the issuing thread (thread 0) and a __syncthreads_and, so the release in
@@ -565,3 +566,5 @@ inline void ce_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, const c
 }
 
 }  // namespace pkc
+
+#include "traits.cuh"

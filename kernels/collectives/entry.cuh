@@ -97,7 +97,7 @@ struct traits {
   // block; pairs: one per phase (every block of the partner counts on it); others need none.
   static int num_flags(int bpr, int world) {
     if (A::kSync == sync_kind::pairs) return PKC_P2P_FLAG_BASE + A::phases(world);
-    return PKC_P2P_FLAG_BASE + bpr * p2p_flags<A>(world);
+    return PKC_P2P_FLAG_BASE + bpr * A::p2p_flags(world);
   }
   static size_t table_bytes(int world) {
     if (world <= PKC_INLINE_RANKS && !has_splits<A>::value) return 0;
@@ -123,13 +123,13 @@ template <class C, class A>
 bool check_world(const pkc_args* a, reporter& rep) {
   if (a->world < 2 || a->world > PKC_MAX_RANKS)
     return rep.fail(PKC_BAD_ARGUMENT, "world %d is outside 2..%d", a->world, PKC_MAX_RANKS), false;
-  if (!world_ok<A>(a->world))
+  if (!A::world_ok(a->world))
     return rep.fail(PKC_BAD_ARGUMENT, "world %d: recursive halving / doubling needs a power of two", a->world),
            false;
-  if ((C::kMech == mech::tma || C::kMech == mech::copy_engine) && sources<A>(a->world) > PKC_TMA_MAX_SOURCES)
+  if ((C::kMech == mech::tma || C::kMech == mech::copy_engine) && A::sources(a->world) > PKC_TMA_MAX_SOURCES)
     return rep.fail(PKC_BAD_ARGUMENT, "world %d: a %s sum takes at most %d sources, this algorithm sums %d "
                     "(use registers)", a->world, C::kMech == mech::tma ? "TMA" : "copy-engine reduction kernel",
-                    PKC_TMA_MAX_SOURCES, sources<A>(a->world)), false;
+                    PKC_TMA_MAX_SOURCES, A::sources(a->world)), false;
   return true;
 }
 

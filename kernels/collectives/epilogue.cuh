@@ -77,20 +77,6 @@ struct ep_args {
   size_t bias_count;
 };
 
-// Algorithm A without its copy-engine form (what every algorithm of these ops declares for the
-// host, entry.cuh traits: a copy engine cannot apply the op); sm_only: for those that have only
-// that form.
-template <class A>
-struct sm_only_of : A {
-  static constexpr sync_kind kCeSync = sync_kind::none;
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int ce_phases(int) { return 1; }
-  template <class C, class G>
-  static void ce_phase(const G&, int, int, const ce_ctx&) {}
-};
-struct no_algorithm {};
-using sm_only = sm_only_of<no_algorithm>;
-
 #ifdef __CUDACC__
 
 template <class C, class G>

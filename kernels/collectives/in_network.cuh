@@ -53,17 +53,6 @@ struct mm_vec<__nv_bfloat16> {
   using type = pk::multimem::bf16x8;
 };
 
-struct in_network_base {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::none;
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
-  template <class C, class G>
-  static void ce_phase(const G&, int, int, const ce_ctx&) {}
-};
-
 #if defined(__CUDACC__) && PK_ENABLE_MULTIMEM
 
 template <typename T>
@@ -215,9 +204,7 @@ PK_DEV void store_all(const L& buf, size_t at, const typename mm_vec<T>::type& v
 
 #endif
 
-struct all_reduce_in_network : in_network_base {
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
+struct all_reduce_in_network : sm_only {
 #if defined(__CUDACC__) && PKC_IN_NETWORK_DEVICE
   // Rank r's piece of the buffer, chunk by chunk: ld_reduce from every rank, st to every rank.
   template <class C, class G>
@@ -232,8 +219,7 @@ struct all_reduce_in_network : in_network_base {
 #endif
 };
 
-struct all_gather_in_network : in_network_base {
-  PK_HD static size_t in_count(size_t n, int) { return n; }
+struct all_gather_in_network : sm_only {
   PK_HD static size_t out_count(size_t n, int world) { return n * world; }
 #if defined(__CUDACC__) && PKC_IN_NETWORK_DEVICE
   // The rank's shard, chunk by chunk: a load of its input, st to every rank's slot r.
@@ -250,9 +236,8 @@ struct all_gather_in_network : in_network_base {
 #endif
 };
 
-struct reduce_scatter_in_network : in_network_base {
+struct reduce_scatter_in_network : sm_only {
   PK_HD static size_t in_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
 #if defined(__CUDACC__) && PKC_IN_NETWORK_DEVICE
   // Shard r of every rank's input, chunk by chunk: ld_reduce, a store into the rank's output.
   template <class C, class G>
@@ -268,9 +253,7 @@ struct reduce_scatter_in_network : in_network_base {
 #endif
 };
 
-struct broadcast_in_network : in_network_base {
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
+struct broadcast_in_network : sm_only {
 #if defined(__CUDACC__) && PK_ENABLE_MULTIMEM
   template <class C, class G>
   PK_DEV static bool phase(const G& g, const ctx& c, int, block_smem&) {

@@ -76,36 +76,6 @@ PK_HD unsigned barriers_per_launch(int world, bool edges) {
   return (edges ? 2u : 0u) + (A::kSync == sync_kind::barrier ? static_cast<unsigned>(A::phases(world) - 1) : 0u);
 }
 
-// Optional members of an algorithm (see the top of this file), with their defaults.
-template <class A, class = void>
-struct has_p2p_flags : std::false_type {};
-template <class A>
-struct has_p2p_flags<A, std::void_t<decltype(A::p2p_flags(2))>> : std::true_type {};
-template <class A, class = void>
-struct has_sources : std::false_type {};
-template <class A>
-struct has_sources<A, std::void_t<decltype(A::sources(2))>> : std::true_type {};
-template <class A, class = void>
-struct has_world_ok : std::false_type {};
-template <class A>
-struct has_world_ok<A, std::void_t<decltype(A::world_ok(2))>> : std::true_type {};
-
-template <class A>
-PK_HD int p2p_flags(int world) {
-  if constexpr (has_p2p_flags<A>::value) return A::p2p_flags(world);
-  else return 1;
-}
-template <class A>
-PK_HD int sources(int world) {
-  if constexpr (has_sources<A>::value) return A::sources(world);
-  else return 2;
-}
-template <class A>
-PK_HD bool world_ok(int world) {
-  if constexpr (has_world_ok<A>::value) return A::world_ok(world);
-  else return true;
-}
-
 // Whether the peer table (world > PKC_INLINE_RANKS) was written for this call: block-uniform.
 template <class G>
 PK_DEV bool table_current(const G& g, const ctx& c) {

@@ -28,17 +28,12 @@ PK_HD size_t slot_elems(size_t n) {
 }
 PK_HD size_t slot_elems_bytes(size_t n, size_t elem) { return round_up(n * elem, 16); }
 
-struct reduce_scatter_direct {
-  static constexpr sync_kind kSync = sync_kind::none;
+struct reduce_scatter_direct : algorithm_defaults {
   PK_HD static int sources(int world) { return world; }
-  static constexpr sync_kind kCeSync = sync_kind::all;
   PK_HD static size_t in_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
   PK_HD static size_t ce_scratch_bytes(size_t n, int world, size_t elem) {
     return world * slot_elems_bytes(n, elem);
   }
-  PK_HD static int phases(int) { return 1; }
   PK_HD static int ce_phases(int) { return 2; }
 
 #ifdef __CUDACC__
@@ -72,11 +67,10 @@ struct reduce_scatter_direct {
   }
 };
 
-struct reduce_scatter_ring {
+struct reduce_scatter_ring : algorithm_defaults {
   static constexpr sync_kind kSync = sync_kind::ring;
   static constexpr sync_kind kCeSync = sync_kind::ring;
   PK_HD static size_t in_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
   PK_HD static size_t scratch_bytes(size_t n, int world, size_t elem) {
     return (world - 1) * slot_elems_bytes(n, elem);
   }

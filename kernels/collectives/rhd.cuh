@@ -42,13 +42,9 @@ PK_HD int doubling_partner(int rank, int j) { return rank ^ (1 << j); }
 
 // What every recursive algorithm shares: power-of-two worlds, pairs, no copy-engine form
 // (codegen emits these for tma and register only).
-struct rhd_base {
+struct rhd_base : sm_only {
   static constexpr sync_kind kSync = sync_kind::pairs;
-  static constexpr sync_kind kCeSync = sync_kind::none;
   PK_HD static bool world_ok(int world) { return power_of_two(world); }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  template <class C, class G>
-  static void ce_phase(const G&, int, int, const ce_ctx&) {}
 };
 
 // One halving phase on units of `unit(u)` = [lo, hi) elements: sum the rank's partial and the
@@ -85,7 +81,6 @@ struct reduce_scatter_rhd : rhd_base {
     return world > 2 ? static_cast<size_t>(world / 2) * n * elem : 0;
   }
   PK_HD static int phases(int world) { return log2_of(world); }
-  PK_HD static int ce_phases(int world) { return log2_of(world); }
   PK_HD static int partner(int rank, int p, int world) { return halving_partner(rank, p, world); }
 
 #ifdef __CUDACC__
@@ -102,9 +97,7 @@ struct reduce_scatter_rhd : rhd_base {
 struct all_gather_rhd : rhd_base {
   PK_HD static size_t in_count(size_t n, int) { return n; }
   PK_HD static size_t out_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
   PK_HD static int phases(int world) { return log2_of(world); }
-  PK_HD static int ce_phases(int world) { return log2_of(world); }
   PK_HD static int partner(int rank, int p, int) { return doubling_partner(rank, p); }
 
 #ifdef __CUDACC__

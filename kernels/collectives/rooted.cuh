@@ -27,12 +27,7 @@
 namespace pkc {
 
 struct reduce_direct : sm_only {
-  static constexpr sync_kind kSync = sync_kind::none;
   PK_HD static int sources(int world) { return world; }
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
 
 #ifdef __CUDACC__
   template <class C, class G>
@@ -46,12 +41,7 @@ struct reduce_direct : sm_only {
 };
 
 struct reduce_two_shot : sm_only {
-  static constexpr sync_kind kSync = sync_kind::none;
   PK_HD static int sources(int world) { return world; }
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
 
 #ifdef __CUDACC__
   template <class C, class G>
@@ -65,15 +55,8 @@ struct reduce_two_shot : sm_only {
 #endif
 };
 
-struct gather_direct {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::all;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
+struct gather_direct : algorithm_defaults {
   PK_HD static size_t out_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
 
 #ifdef __CUDACC__
   template <class C, class G>
@@ -89,15 +72,8 @@ struct gather_direct {
   }
 };
 
-struct scatter_direct {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::all;
+struct scatter_direct : algorithm_defaults {
   PK_HD static size_t in_count(size_t n, int world) { return n * world; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
 
 #ifdef __CUDACC__
   template <class C, class G>

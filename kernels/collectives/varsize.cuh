@@ -1,5 +1,5 @@
 // collectives/varsize.cuh: the -v forms, with split sizes per rank (pkc_args::splits, elements):
-// all-to-all-v, all-gather-v, reduce-scatter-v; and the split table send/recv shares (p2p.cuh).
+// all-to-all-v, all-gather-v, reduce-scatter-v; and send/recv, whose kernel is all-to-all-v's.
 //
 // Buffers are packed, as torch.distributed lays them out: a rank's blocks follow each other in
 // rank order, each at the sum of the sizes before it (its displacement). count = every rank's
@@ -19,7 +19,15 @@
 //                  rank r receives the reduction of share r over ranks (config::reduce_op and
 //                  config::epilogue, epilogue.cuh; the bias indexed from the share's place).
 //   direct         one phase: rank r pulls share r of every input and writes the result.
-// Copy engines (all-to-all-v, all-gather-v): the same copies, cudaMemcpyAsync per block.
+// send-recv        between given ranks, as one call (torch's batch_isend_irecv: a ring shift, a
+//                  neighbour / halo exchange, a pipeline stage's hand-off): all-to-all-v's
+//                  kernel. splits: S[r][p] = elements rank r sends to rank p (0: no message;
+//                  pksim's send-recv names the pairs, e.g. offsets +1,-1 for a halo exchange,
+//                  and builds the matrix). Ranks that neither send nor receive take part in
+//                  nothing but the launch; no flags: a call is complete when the launch is
+//                  (virtual ranks), or at the exit barrier (ranks in separate processes).
+// Copy engines (all-to-all-v, send-recv, all-gather-v): the same copies, cudaMemcpyAsync per
+// block, on the sender's stream.
 //
 // The split table. The library writes, after the peer table's pointers (abi.h; pkc_table), the
 // sizes and their displacements, 64-bit words, so that no kernel sums them: a matrix (all-to-all-v,
@@ -175,15 +183,8 @@ void ce_push_matrix(const G& g, int r, const ce_ctx& x) {
   }
 }
 
-struct all_to_all_v_direct : split_matrix {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::all;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
+// all-to-all-v and send/recv (codegen names it for both: pksim.algorithms struct).
+struct all_to_all_v_direct : algorithm_defaults, split_matrix {
 
 #ifdef __CUDACC__
   template <class C, class G>
@@ -198,15 +199,7 @@ struct all_to_all_v_direct : split_matrix {
   }
 };
 
-struct all_gather_v_direct : split_vector {
-  static constexpr sync_kind kSync = sync_kind::none;
-  static constexpr sync_kind kCeSync = sync_kind::all;
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static size_t ce_scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
-  PK_HD static int ce_phases(int) { return 1; }
+struct all_gather_v_direct : algorithm_defaults, split_vector {
 
 #ifdef __CUDACC__
   template <class C, class G>
@@ -230,13 +223,8 @@ struct all_gather_v_direct : split_vector {
   }
 };
 
-struct reduce_scatter_v_direct : split_vector, sm_only {
-  static constexpr sync_kind kSync = sync_kind::none;
+struct reduce_scatter_v_direct : sm_only, split_vector {
   PK_HD static int sources(int world) { return world; }
-  PK_HD static size_t in_count(size_t n, int) { return n; }
-  PK_HD static size_t out_count(size_t n, int) { return n; }
-  PK_HD static size_t scratch_bytes(size_t, int, size_t) { return 0; }
-  PK_HD static int phases(int) { return 1; }
 
 #ifdef __CUDACC__
   template <class C, class G>

@@ -5,6 +5,7 @@ NCCL's own choice). With --impl nccl, --algorithm forces NCCL's algorithm as NCC
 from __future__ import annotations
 
 from hwmodels.errors import ConfigError
+from pksim.algorithms import PEER_ORDERED
 from pksim.nccl import P2P_OPS
 from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
 
@@ -54,9 +55,9 @@ def check_applies(kw: dict) -> None:
     if kw.get("root") and op not in ROOTED:
         raise ConfigError(f"--root {kw['root']}: {op} has no root (rooted ops: "
                           f"{', '.join(ROOTED)})")
-    if kw.get("peer_order") and kw.get("algorithm") not in (None, "direct", "two-shot"):
-        raise ConfigError(f"--peer-order {kw['peer_order']}: only the direct algorithms (direct, "
-                          f"two-shot) order their peers, not {kw['algorithm']}")
+    if kw.get("peer_order") and kw.get("algorithm") not in (None, *PEER_ORDERED):
+        raise ConfigError(f"--peer-order {kw['peer_order']}: only the direct algorithms "
+                          f"({', '.join(PEER_ORDERED)}) order their peers, not {kw['algorithm']}")
     if impl == "pk":
         for key in _NCCL_ONLY:
             if kw.get(key) is not None:

@@ -14,7 +14,7 @@ NCCL's own collective (the baseline) and pksim's best schedule for each communic
 - ``-v`` forms: NCCL runs the even collective whose every rank moves what rank 0's busiest
   direction moves off the rank (docs/decisions.md D47); send/recv batches as their exact
   transfers between the ranks (``pksim.programs.p2p``). pk runs both as the kernel codegen
-  emits for them (``kernel_call``: the -v kernel, p2p.cuh's send-recv) at their split sizes,
+  emits for them (``kernel_call``: the -v kernel, varsize.cuh's send-recv) at their split sizes,
   costed by that kernel's phases (pksim.workloads.phases), as every other generated
   collective.
 Durations here exclude the host: the issue of launches and host reads is the scheduler's

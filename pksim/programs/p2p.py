@@ -5,7 +5,7 @@ the fluid model (``pksim.collective.assemble``).
 
 NCCL runs the batch as point-to-point sends on its p2p channels with the Simple protocol
 (``pksim.nccl.nccl_schedule``'s point-to-point schedule), costed here. pk runs it as the
-send-recv kernel codegen emits (p2p.cuh), costed by its phases like every generated collective
+send-recv kernel codegen emits (varsize.cuh), costed by its phases like every generated collective
 (``pksim.programs.costs.kernel_call``).
 """
 from __future__ import annotations

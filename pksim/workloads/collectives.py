@@ -14,6 +14,7 @@ import functools
 from typing import Callable, Hashable
 
 from hwmodels.errors import InfeasibleError
+from pksim import algorithms
 from pksim.kernel_contract import SPLIT_OPS
 from pksim.program import Program, Step, Transfer
 from pksim.schedule import DTYPES
@@ -194,28 +195,35 @@ def _semantic_program(op: str, algorithm: str, n: int, nbytes: float, root: int,
         raise InfeasibleError(f"unknown collective {op!r} (known: {', '.join(COLLECTIVES)})")
     if n == 1:
         return Program([], 1)
+    row = algorithms.find(op, algorithm)
+    if row is None:
+        raise _no_such_algorithm(op, algorithm)
+    build = algorithms.resolve(globals(), row.transfers, row, "transfer")
     if op in SPLIT_OPS:
-        if algorithm != "direct":
-            raise InfeasibleError(f"{op} has no {algorithm!r} algorithm (available: direct)")
-        elem = DTYPES[dtype]
-        return Program(varsize.semantic_steps(op, algorithm, n, extra, int(nbytes // elem), elem), n)
+        return Program(build(op, algorithm, n, nbytes, dtype, extra), n)
     shard = nbytes / n
-    if algorithm == "hierarchical":
-        if op not in _HIERARCHICAL:
-            raise InfeasibleError(f"{op} has no hierarchical algorithm "
-                                  f"(available for {', '.join(_HIERARCHICAL)})")
+    if row.scale_out:
         if domains < 2 or n % domains:
             raise InfeasibleError(f"hierarchical {op} needs ranks spread evenly over 2 or more "
                                   f"domains (world {n}, domains {domains})")
-        return Program(_HIERARCHICAL[op](n, domains, shard), n)
-    table = _ALGORITHMS.get(op, {})
-    if algorithm not in table:
-        raise InfeasibleError(f"{op} has no {algorithm!r} algorithm "
-                              f"(available: {', '.join(sorted(table))})")
-    if algorithm == "rhd" and n & (n - 1):
+        return Program(build(n, domains, shard), n)
+    if row.power_of_two and n & (n - 1):
         raise InfeasibleError(f"recursive halving/doubling needs a power-of-two world, got {n}")
-    steps = table[algorithm](n, nbytes, shard, root, sequential)
-    return Program(steps, n)
+    return Program(build(n, nbytes, shard, root, sequential), n)
+
+
+def _no_such_algorithm(op: str, algorithm: str) -> InfeasibleError:
+    if op in SPLIT_OPS or algorithm != "hierarchical":
+        have = sorted(r.algorithm for r in algorithms.of_op(op) if not r.scale_out)
+        return InfeasibleError(f"{op} has no {algorithm!r} algorithm "
+                               f"(available: {', '.join(have)})")
+    have = [r.op for r in algorithms.ROWS if r.scale_out]
+    return InfeasibleError(f"{op} has no hierarchical algorithm (available for {', '.join(have)})")
+
+
+def _sized_direct(op, algorithm, n, nbytes, dtype, extra):
+    elem = DTYPES[dtype]
+    return varsize.semantic_steps(op, algorithm, n, extra, int(nbytes // elem), elem)
 
 
 def _ar_ring(n, nbytes, shard, root, seq):
@@ -399,30 +407,22 @@ def _hier_rs(n: int, D: int, shard: float) -> list[Step]:
     return steps
 
 
-_HIERARCHICAL = {"all-reduce": _hier_ar, "all-gather": _hier_ag, "reduce-scatter": _hier_rs}
+def _ag_rhd(n, nbytes, shard, root, seq):
+    return _doubling(n, shard, "ag")
 
 
-_ALGORITHMS: dict[str, dict[str, Callable]] = {
-    "all-reduce": {"ring": _ar_ring, "direct": _ar_direct, "two-shot": _ar_two_shot,
-                   "rhd": _ar_rhd, "in-network": _ar_in_network, "tree": _ar_tree},
-    "all-gather": {"ring": _ag_ring, "direct": _ag_direct, "rhd": lambda n, b, s, r, q:
-                   _doubling(n, s, "ag"), "in-network": lambda n, b, s, r, q:
-                   _switch(n, s, "multicast", "ag")},
-    "reduce-scatter": {"ring": _rs_ring, "direct": _rs_direct, "rhd": lambda n, b, s, r, q:
-                       _halving(n, s, "rs"), "in-network": lambda n, b, s, r, q:
-                       _switch(n, s, "switch-reduce", "rs")},
-    "all-to-all": {"direct": _a2a_direct, "pairwise": _a2a_pairwise},
-    "broadcast": {"direct": _bcast_direct, "ring": _bcast_ring, "in-network": _bcast_in_network},
-    "reduce": {"direct": _reduce_direct, "two-shot": _reduce_two_shot, "ring": _reduce_ring,
-               "in-network": _reduce_in_network},
-    "gather": {"direct": _gather_direct},
-    "scatter": {"direct": _scatter_direct},
-}
+def _ag_in_network(n, nbytes, shard, root, seq):
+    return _switch(n, shard, "multicast", "ag")
+
+
+def _rs_rhd(n, nbytes, shard, root, seq):
+    return _halving(n, shard, "rs")
+
+
+def _rs_in_network(n, nbytes, shard, root, seq):
+    return _switch(n, shard, "switch-reduce", "rs")
 
 
 def algorithms_for(op: str) -> list[str]:
-    if op in SPLIT_OPS:
-        return ["direct"]
-    extra = ["hierarchical"] if op in _HIERARCHICAL else []
-    return sorted(list(_ALGORITHMS.get(op, {})) + extra)
-
+    """The algorithms the model has for ``op`` (pksim.algorithms), sorted."""
+    return sorted(r.algorithm for r in algorithms.of_op(op))

@@ -4,8 +4,9 @@
 module says how the kernels that ``pksim codegen`` emits (kernels/collectives/*.cuh) move
 it, phase by phase, so that a prediction costs the kernel that will run: who issues each
 move (the pusher or the puller), how many buffers it reads and writes, and the local
-copies an out-of-place collective makes. One function per (op, algorithm); each mirrors
-the ``phase`` / ``ce_phase`` of its kernel (the comments name them).
+copies an out-of-place collective makes. One function per (op, algorithm), named by its row
+(pksim.algorithms ``phases``); each mirrors the ``phase`` / ``ce_phase`` of its kernel (the
+comments name them).
 
 Sizes: ``shard`` is a rank's block (nbytes / world), ``n`` the whole buffer where the op
 works on it. Every phase is a Step without transfers and with moves.
@@ -29,7 +30,8 @@ from dataclasses import replace
 from itertools import accumulate
 from typing import Callable
 
-from pksim.kernel_contract import epilogue_cost, epilogue_of, reduce_op_of
+from pksim import algorithms
+from pksim.kernel_contract import SPLIT_OPS, epilogue_cost, epilogue_of, reduce_op_of
 from pksim.program import Move, Step, digest
 from pksim.schedule import DTYPES
 from pksim.shifts import VECTOR_BYTES, aligned16, move_shifts
@@ -311,7 +313,7 @@ def _scatter_direct(w, nbytes, root, ce, dtype):
         _copy(r, shard, (root,), (r,), r * cb, 0, ce) for r in range(w)])]
 
 
-# ---- split sizes (varsize.cuh, p2p.cuh) -------------------------------------------------------------
+# ---- split sizes (varsize.cuh) -------------------------------------------------------------------------
 def _matrix_push(op, w, nbytes, ce, dtype, extra):
     # push_matrix: rank r copies its block for every rank p with S[r][p] > 0, one after another
     # (copy_range: all of its blocks on one block of data, then the next), itself included
@@ -364,39 +366,6 @@ def _rsv_direct(w, nbytes, root, ce, dtype, extra):
         for r in range(w) if c[r]])]
 
 
-# (op, algorithm) -> its phases from (world, bytes, root, copy engines?, dtype)
-KERNEL_PHASES: dict[tuple[str, str], Callable] = {
-    ("all-gather", "direct"): _ag_direct,
-    ("all-gather", "ring"): _ag_ring,
-    ("reduce-scatter", "direct"): _rs_direct,
-    ("reduce-scatter", "ring"): _rs_ring,
-    ("all-reduce", "direct"): _ar_one_shot,
-    ("all-reduce", "two-shot"): _ar_two_shot,
-    ("all-reduce", "ring"): _ar_ring,
-    ("all-gather", "rhd"): _ag_rhd,
-    ("reduce-scatter", "rhd"): _rs_rhd,
-    ("all-reduce", "rhd"): _ar_rhd,
-    ("all-to-all", "direct"): _a2a_direct,
-    ("broadcast", "direct"): _bcast_direct,
-    ("reduce", "direct"): _reduce_direct,
-    ("reduce", "two-shot"): _reduce_two_shot,
-    ("gather", "direct"): _gather_direct,
-    ("scatter", "direct"): _scatter_direct,
-}
-# ... and from (world, bytes, root, copy engines?, dtype, the schedule's extra): split sizes
-SIZED_PHASES: dict[tuple[str, str], Callable] = {
-    ("all-to-all-v", "direct"): _a2av_direct,
-    ("all-gather-v", "direct"): _agv_direct,
-    ("reduce-scatter-v", "direct"): _rsv_direct,
-    ("send-recv", "direct"): _send_recv_direct,
-}
-KERNEL_MECHANISMS = ("tma", "register", "copy-engine")
-# Kernels with no copy-engine form: the reducing ones of rooted.cuh and varsize.cuh, and
-# recursive halving / doubling (rhd.cuh: codegen emits it by TMA and registers only).
-SM_ONLY = (("reduce", "direct"), ("reduce", "two-shot"), ("reduce-scatter-v", "direct"),
-           ("all-gather", "rhd"), ("reduce-scatter", "rhd"), ("all-reduce", "rhd"))
-
-
 def plain(extra) -> bool:
     """Whether a schedule's extra asks for the plain sum (no reduce op, no epilogue)."""
     return reduce_op_of(extra) == "sum" and epilogue_of(extra) == "none"
@@ -408,7 +377,7 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
     algorithm's transfers are costed as they are). A reduce op or a fused epilogue
     (``extra``) moves what the plain sum moves (collectives/epilogue.cuh; docs/decisions.md
     D53), its sums through the epilogue routines (Move.epilogue: their extra SM time, D56)."""
-    if mechanism not in KERNEL_MECHANISMS or world < 2:
+    if mechanism == "multimem" or world < 2:
         return None
     return _phases(op, algorithm, mechanism == "copy-engine", world, nbytes, root, dtype, extra)
 
@@ -420,15 +389,15 @@ def _phases(op: str, algorithm: str, ce: bool, world: int, nbytes: float, root: 
     candidate (SM counts, peer orders, TMA or registers), and its phases build their moves
     once (576 ranks, every rank to every rank: 331 k of them). A phase repeated in a kernel
     is one Step."""
-    if ce and ((op, algorithm) in SM_ONLY or not plain(extra)):
-        return None     # no such kernel: a copy engine cannot apply the op (epilogue.cuh)
-    sized = SIZED_PHASES.get((op, algorithm))
-    if sized is not None:
-        steps = sized(world, nbytes, root, ce, dtype, extra)
+    row = algorithms.find(op, algorithm)
+    if row is None or not row.phases:
+        return None     # no such kernel: the algorithm's transfers are costed
+    if ce and ("copy-engine" not in row.mechanisms or not plain(extra)):
+        return None     # no copy-engine form, or a reduce op no copy engine applies
+    build = algorithms.resolve(globals(), row.phases, row, "phase")
+    if op in SPLIT_OPS:
+        steps = build(world, nbytes, root, ce, dtype, extra)
     else:
-        build = KERNEL_PHASES.get((op, algorithm))
-        if build is None:
-            return None
         steps = build(world, nbytes, root, ce, dtype)
     cost = epilogue_cost(extra)
     if not cost:

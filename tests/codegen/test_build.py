@@ -24,9 +24,10 @@ from click.testing import CliRunner
 
 import codegen
 from pksim.cli.main import cli
+from pksim import algorithms
 from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS, emit_reason
 from codegen.build import BuildOptions, cache_key, compile_many, compile_source, find_nvcc, ptxas_report
-from codegen.plan import ARCHS, KERNELS, OPS, mechanisms
+from codegen.plan import ARCHS, OPS, mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.errors import CompileError
 from hwmodels.resources import device_dir, kernels_dir
@@ -92,7 +93,7 @@ def matrix() -> list[tuple[str, str, str, str, int]]:
     out = []
     for arch in supported_archs():
         system = SYSTEM_FOR_ARCH[arch]
-        for (op, alg) in KERNELS:
+        for op, alg in (r.key for r in algorithms.kernels()):
             for mech in mechanisms(alg, op):
                 out.append((op, alg, mech, system, _world(op, alg, mech, system)))
         out += [(op, alg, mech, system, 8) for op, alg, mech, _, _ in EMULATED]

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from codegen.plan import EXTENDED_HEADERS, KERNELS, make_plan, mechanisms
+from codegen.plan import make_plan, mechanisms
 from codegen.render import render
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
+from pksim import algorithms
 from pksim.kernel_contract import SPLIT_OPS
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
@@ -52,10 +53,11 @@ def test_golden_sources(name):
 
 
 def test_every_new_kernel_is_extended_and_names_its_op_and_epilogue():
-    for (op, alg), (header, _) in KERNELS.items():
+    for r in algorithms.kernels():
+        op, alg = r.key
         if op not in NEW_OPS:
             continue
-        assert header in EXTENDED_HEADERS
+        assert r.extended
         for mech in mechanisms(alg, op):
             plan = make_plan(H200V, sched(op, alg, mech))
             text = render(plan)
@@ -63,7 +65,7 @@ def test_every_new_kernel_is_extended_and_names_its_op_and_epilogue():
             assert "using epilogue = pkc::ep_none;" in text
             assert "const unsigned long long* splits;" in text and "float alpha;" in text
             assert f'extern "C" int {plan.entry}(const pkc_args* a' in text
-            assert f"#include \"collectives/{header}\"" in text
+            assert f"#include \"collectives/{r.header}\"" in text
     # the plain collectives stay as they were: no extended config
     plain = render(make_plan(H200V, sched("all-reduce", "two-shot", "tma")))
     assert "reduce_op" not in plain and "splits" not in plain

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 import codegen
-from codegen.plan import KERNELS, RUNNABLE_MECHANISMS, make_plan, mechanisms
+from codegen.plan import RUNNABLE_MECHANISMS, make_plan, mechanisms
 from codegen.render import render
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
+from pksim import algorithms
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
 
@@ -73,7 +74,7 @@ def test_golden_sources(name):
 
 
 def test_every_kernel_maps_and_renders_the_four_parts():
-    for (op, alg) in KERNELS:
+    for op, alg in (r.key for r in algorithms.kernels()):
         for mech in mechanisms(alg, op):
             system = H100 if mech == "multimem" else H200V
             plan = make_plan(system, sched(op, alg, mech))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import re
 
-from codegen.plan import KERNELS as KERNELS_BY_ALG
 from hwmodels.resources import kernels_dir
+from pksim import algorithms
 from pksim import kernel_contract as kc
 
 KERNELS = kernels_dir()
@@ -52,13 +52,18 @@ def _struct(header: str, name: str) -> str:
 def test_world_sums_and_power_of_two_algorithms_match_the_kernels():
     # every (op, algorithm) whose kernel sums every rank's buffer says so (sources = world,
     # which the host refuses for TMA past TMA_MAX_SOURCES), and no other does
-    for (op, alg), (header, kalg) in KERNELS_BY_ALG.items():
-        body = _struct(f"collectives/{header}", f"{op.replace('-', '_')}_{kalg}")
+    for r in algorithms.kernels():
+        body = _struct(f"collectives/{r.header}", r.cpp_struct)
         sums_world = re.search(r"sources\(int world\) \{ return world; \}", body) is not None
-        assert sums_world == ((op, alg) in kc.WORLD_SUMS), (op, alg)
-    # recursive halving / doubling: power-of-two worlds (rhd_base world_ok)
+        assert sums_world == r.world_sum, r.key
+        # recursive halving / doubling: power-of-two worlds (rhd_base world_ok)
+        assert r.power_of_two == (f"struct {r.cpp_struct} : rhd_base" in body), r.key
+        # blocks that wait on other ranks' between phases: the rings and rhd_base's pairs
+        waits = "kSync = sync_kind::ring;" in body or f"struct {r.cpp_struct} : rhd_base" in body
+        assert r.waits == waits, r.key
     assert "power_of_two(world)" in _struct("collectives/rhd.cuh", "rhd_base")
-    assert kc.POWER_OF_TWO_ALGORITHMS == ("rhd",)
+    assert algorithms.keys(power_of_two=True) == (
+        ("all-gather", "rhd"), ("reduce-scatter", "rhd"), ("all-reduce", "rhd"))
 
 
 def test_fused_threads_and_copy_stages_match_the_kernels():
@@ -90,18 +95,19 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
     # without copy engines (epilogue.cuh: `using X_ep = sm_only_of<X>`), whose struct sums
     # every rank's buffer in one move through the config's policy (moves.cuh,
     # reduce_from_ranks / reduce_ranks_to_ranks<C>), in the header codegen names
-    from codegen.plan import EPILOGUE_STRUCTS
-    assert set(kc.EPILOGUE_KERNELS) <= set(kc.WORLD_SUMS)
+    assert set(kc.EPILOGUE_KERNELS) == set(algorithms.keys(world_sum=True))
     ep_text = (KERNELS / "collectives/epilogue.cuh").read_text()
-    for (op, alg), kalg in EPILOGUE_STRUCTS.items():
-        name, plain = f"{op.replace('-', '_')}_{kalg}", f"{op.replace('-', '_')}_{kalg[:-3]}"
-        assert f"using {name} = sm_only_of<{plain}>;" in ep_text, name
-        body = _struct(f"collectives/{KERNELS_BY_ALG[(op, alg)][0]}", plain)
-        assert re.search(r"reduce_(from_ranks|ranks_to_ranks)<C", body)
+    for r in algorithms.ROWS:
+        if not r.reduces:
+            continue
+        body = _struct(f"collectives/{r.header}", r.cpp_struct)
+        assert re.search(r"reduce_(from_ranks|ranks_to_ranks)<C", body), r.key
         assert "sources(int world) { return world; }" in body
-    for op in ("reduce", "reduce-scatter-v"):
-        assert "reduce_from_ranks<C" in _struct(f"collectives/{KERNELS_BY_ALG[(op, 'direct')][0]}",
-                                                f"{op.replace('-', '_')}_direct")
+        # an extended kernel takes the reduce op itself; the others have an epilogue form
+        assert r.extended != bool(r.epilogue_kernel), r.key
+        if r.epilogue_kernel:
+            name = f"{r.op.replace('-', '_')}_{r.epilogue_kernel}"
+            assert f"using {name} = sm_only_of<{r.cpp_struct}>;" in ep_text, name
     # the reduce ops and epilogues are the config's pkc::op_<name> / pkc::ep_<name>
     text = (KERNELS / "collectives/epilogue.cuh").read_text()
     for name in kc.REDUCE_OPS:
@@ -113,8 +119,8 @@ def test_epilogue_kernels_and_split_ops_match_the_kernels():
     assert "return 3 * num_splits(world);" in _struct("collectives/varsize.cuh", "split_matrix")
     assert "return 2 * num_splits(world);" in _struct("collectives/varsize.cuh", "split_vector")
     assert set(kc.SPLIT_OPS) == {"all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv"}
-    assert "send_recv_direct : split_matrix" in (KERNELS / "collectives/p2p.cuh").read_text()
-    assert "all_to_all_v_direct : split_matrix" in varsize
+    assert "struct all_to_all_v_direct : algorithm_defaults, split_matrix" in varsize
+    assert algorithms.find("send-recv", "direct").cpp_struct == "all_to_all_v_direct"
 
 
 def test_loads_in_flight_of_the_plain_and_epilogue_register_sums():
@@ -175,8 +181,7 @@ def test_emit_reason_of_fused_schedules_by_target():
     assert kc.emittable_fields(load_system("dgx-b200"), fused(8))["emittable"] is False
 
 
-def test_codegen_and_the_contract_list_the_same_kernels():
-    assert set(kc.COLLECTIVE_KERNELS) == set(KERNELS_BY_ALG)
+def test_world_reason_of_wide_sums():
     assert kc.world_reason("all-reduce", "two-shot", "register", 576) is None
     assert kc.world_reason("all-reduce", "direct", "copy-engine", 9) is not None
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pksim.workloads.phases import (KERNEL_PHASES, SIZED_PHASES, SM, _copy, bytes_moved,
-                                    kernel_phases)
+from pksim import algorithms
+from pksim.workloads.phases import SM, _copy, bytes_moved, kernel_phases
 
 MiB = 1 << 20
 
@@ -69,11 +69,10 @@ def test_no_phases_where_codegen_has_no_kernel():
     assert kernel_phases("all-reduce", "in-network", "multimem", 8, MiB) is None
     assert kernel_phases("all-reduce", "ring", "multimem", 8, MiB) is None
     assert kernel_phases("all-reduce", "rhd", "copy-engine", 8, MiB) is None
-    # every kernel codegen runs has its phases here or, for the split-size ops, in
-    # SIZED_PHASES; in-network kernels are compile-only
-    from codegen.plan import KERNELS
-    phased = set(KERNEL_PHASES) | set(SIZED_PHASES)
-    assert phased == {k for k in KERNELS if k[1] != "in-network"}
+    # every kernel codegen runs has its phases (pksim.algorithms names them); the in-network
+    # kernels' are the streamed model's (pksim.collective)
+    phased = {r.key for r in algorithms.ROWS if r.phases}
+    assert phased == {r.key for r in algorithms.kernels() if r.algorithm != "in-network"}
 
 
 @pytest.mark.parametrize("w", [2, 4, 8])

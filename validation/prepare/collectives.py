@@ -32,14 +32,14 @@ from pathlib import Path
 
 import codegen
 from codegen.build import compile_many, find_nvcc
-from codegen.plan import KERNELS, RUNNABLE_MECHANISMS, mechanisms
+from codegen.plan import RUNNABLE_MECHANISMS, mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.resources import device_dir, kernels_dir
+from pksim import algorithms
 from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS, world_reason
 from pksim.schedule import Schedule
 from validation.prepare.predict import predict_case
 from validation.runtime.reference import ELEM, count_for_bytes
-from validation.runtime.reference_comm import OPS as COMM_OPS
 
 SHORT = {"all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "all-to-all": "a2a",
          "broadcast": "bc", "direct": "direct", "two-shot": "2shot", "ring": "ring",
@@ -49,10 +49,11 @@ SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
 
 
 def runnable() -> list[tuple[str, str, str]]:
-    """The correctness matrix's kernels; the rooted, -v and send/recv ones have their own
-    suite, which knows their split sizes (validation.prepare.comm)."""
-    return [(op, alg, mech) for (op, alg) in KERNELS if alg != "in-network" and op not in COMM_OPS
-            for mech in mechanisms(alg, op)]
+    """The correctness matrix's kernels (pksim.algorithms: suite "matrix"), on the mechanisms
+    that run (the in-network ones: emulated_in_network); the rooted, -v and send/recv ones have
+    their own suite, which knows their split sizes (validation.prepare.comm)."""
+    return [(r.op, r.algorithm, mech) for r in algorithms.kernels() if r.suite == "matrix"
+            for mech in mechanisms(r.algorithm, r.op) if mech in RUNNABLE_MECHANISMS]
 
 
 SCALE_WORLDS = (16, 32, 72, 128)
@@ -67,7 +68,7 @@ def scale_cases(libs: dict, system_name: str, worlds=SCALE_WORLDS) -> list[dict]
         for w in (worlds if mech != "copy-engine" else tuple(x for x in worlds if x in SCALE_CE_WORLDS)):
             if world_reason(op, alg, mech, w):
                 continue
-            tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}"
+            tag = f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w{w}"
             bpr = max(1, sms // w)
             base = dict(op=op, algorithm=alg, mechanism=mech, world=w, lib=libs[(op, alg, mech)],
                         blocks_per_rank=bpr, deadline_s=60)
@@ -77,7 +78,7 @@ def scale_cases(libs: dict, system_name: str, worlds=SCALE_WORLDS) -> list[dict]
                 seed += 1
                 count = odd_count(op, w, nbytes, dt, bump) if bump else count_for_bytes(op, w, nbytes, dt)
                 cases.append(dict(id=f"{tag}-{dt}-{name}", dtype=dt, count=count, seed=seed, **base))
-            if w == worlds[0] and alg in ("ring", "rhd") and mech != "copy-engine":
+            if w == worlds[0] and algorithms.find(op, alg).waits and mech != "copy-engine":
                 # blocks that wait on each other: a grid of 4 x the SMs cannot be resident
                 seed += 1
                 cases.append(dict(id=f"{tag}-bf16-notresident", dtype="bf16", seed=seed,
@@ -121,7 +122,7 @@ def emulated_cases(libs: dict, worlds=(2, 4, 8)) -> list[dict]:
     for op, alg, mech in emulated_in_network():
         for w in worlds:
             for dt in ("bf16", "fp32"):
-                tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-{dt}"
+                tag = f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w{w}-{dt}"
                 base = dict(op=op, algorithm=alg, mechanism=mech, world=w, dtype=dt,
                             lib=libs[(op, alg, mech)])
                 for name, nbytes, extra in (("4KiB", 4096, {}), ("1MiB", 1 << 20, {}),
@@ -135,7 +136,7 @@ def emulated_cases(libs: dict, worlds=(2, 4, 8)) -> list[dict]:
                     count -= count % per
                     cases.append(dict(id=f"{tag}-{name}", count=count, seed=seed, **base, **extra))
             seed += 1
-            cases.append(dict(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16-1GiB", op=op,
+            cases.append(dict(id=f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w{w}-bf16-1GiB", op=op,
                               algorithm=alg, mechanism=mech, world=w, dtype="bf16",
                               lib=libs[(op, alg, mech)], seed=seed,
                               count=count_for_bytes(op, w, 1 << 30, "bf16"), time=True, iters=5,
@@ -198,7 +199,7 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
     for op, alg, mech in combos:
         for w in worlds:
             for dt in dtypes:
-                tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-{dt}"
+                tag = f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w{w}-{dt}"
                 base = dict(op=op, algorithm=alg, mechanism=mech, world=w, dtype=dt,
                             lib=libs[(op, alg, mech)])
                 add(id=f"{tag}-4KiB", count=count_for_bytes(op, w, 4096, dt), **base)
@@ -209,7 +210,7 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
     for op, alg, mech in combos:
         for w in worlds:
             for dt in dtypes:
-                tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-{dt}-1GiB"
+                tag = f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w{w}-{dt}-1GiB"
                 sms_c, pred = (predict_case(system, op, alg, mech, w, 1 << 30, dt)
                                if dt == "bf16" else (None, None))
                 bpr = sms // w if mech == "copy-engine" else (sms_c or min(16, sms // w))
@@ -220,18 +221,18 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
     # 3. 64 MiB with odd counts, and 1 MiB timing (world 8)
     for op, alg, mech in combos:
         for w in worlds:
-            tag = f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16"
+            tag = f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w{w}-bf16"
             add(id=f"{tag}-odd64MiB", op=op, algorithm=alg, mechanism=mech, world=w, dtype="bf16",
                 lib=libs[(op, alg, mech)], count=odd_count(op, w, 64 << 20, "bf16", 13))
         sms_c, pred = predict_case(system, op, alg, mech, 8, 1 << 20, "bf16")
-        add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w8-bf16-1MiB-timed", op=op, algorithm=alg,
+        add(id=f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w8-bf16-1MiB-timed", op=op, algorithm=alg,
             mechanism=mech, world=8, dtype="bf16", lib=libs[(op, alg, mech)],
             count=count_for_bytes(op, 8, 1 << 20, "bf16"),
             blocks_per_rank=(sms // 8 if mech == "copy-engine" else (sms_c or 16)),
             time=True, iters=20, warmup=3, predicted_s=pred)
     # 4. phase by phase with the host synchronising (what two processes on one GPU use)
     for op, alg, mech in combos:
-        add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w4-bf16-odd-hostsync", op=op,
+        add(id=f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w4-bf16-odd-hostsync", op=op,
             algorithm=alg, mechanism=mech, world=4, dtype="bf16", lib=libs[(op, alg, mech)],
             count=odd_count(op, 4, 96 << 10, "bf16", 3), device_sync=False)
     # 5. the deadline path: waits that can never be satisfied must come back as an error
@@ -249,14 +250,14 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
             if mech == "copy-engine" or op in ("all-to-all", "broadcast") or \
                     (op, alg) == ("all-reduce", "direct"):
                 continue
-            waits = alg in ("ring", "rhd")
+            waits = algorithms.find(op, alg).waits
             factors = (1, 2) if waits else (1, 2, 4)
             for w in worlds:
                 for f in factors:
                     refused = waits and f > 1
                     extra = (dict(refused_unless_resident=True) if refused else
                              dict(time=True, iters=5, warmup=1, deadline_s=120, sweep=True))
-                    add(id=f"{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w{w}-bf16-1GiB-bpr{f * sms // w}",
+                    add(id=f"{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w{w}-bf16-1GiB-bpr{f * sms // w}",
                         op=op, algorithm=alg, mechanism=mech, world=w, dtype="bf16",
                         lib=libs[(op, alg, mech)], count=count_for_bytes(op, w, 1 << 30, "bf16"),
                         blocks_per_rank=f * sms // w, **extra)
@@ -264,7 +265,7 @@ def make_cases(libs: dict, system_name: str, matrix: str) -> tuple[list[dict], l
     for op, alg, mech in [("all-gather", "direct", "register"), ("all-reduce", "two-shot", "tma"),
                           ("reduce-scatter", "ring", "copy-engine"), ("all-to-all", "direct", "tma"),
                           ("broadcast", "direct", "copy-engine"), ("all-reduce", "ring", "register")]:
-        ipc.append(dict(id=f"ipc-{SHORT[op]}-{SHORT[alg]}-{SHORT[mech]}-w2-bf16", op=op,
+        ipc.append(dict(id=f"ipc-{SHORT[op]}-{SHORT.get(alg, alg)}-{SHORT[mech]}-w2-bf16", op=op,
                         algorithm=alg, mechanism=mech, dtype="bf16", lib=libs[(op, alg, mech)],
                         count=odd_count(op, 2, 1 << 20, "bf16", 5), device_sync=False, seed=7))
     return cases, ipc

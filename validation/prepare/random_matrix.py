@@ -36,7 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 from hwmodels.catalog import load_system
-from pksim.kernel_contract import POWER_OF_TWO_ALGORITHMS
+from pksim import algorithms
 from validation.prepare import collectives as coll_prep
 from validation.prepare import comm as comm_prep
 from validation.prepare import fused as fused_prep
@@ -59,7 +59,7 @@ REQUIREMENTS = {
              "(its reduce-scatter's equal shares)",
     "in-network emulated": "whole 16-byte vectors per rank (multimem moves 16-byte vectors)",
     "rhd": "a power-of-two world (recursive halving / doubling pairs ranks by bit; "
-           "pksim.kernel_contract.POWER_OF_TWO_ALGORITHMS): worlds 2, 4 and 8",
+           "pksim.algorithms power_of_two): worlds 2, 4 and 8",
 }
 
 
@@ -76,10 +76,11 @@ def _log_uniform(rng: random.Random, lo: int, hi: int) -> int:
     return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
 
-def _worlds(rng: random.Random, n: int, algorithm: str = "") -> list[int]:
+def _worlds(rng: random.Random, n: int, op: str = "", algorithm: str = "") -> list[int]:
     """``n`` worlds, each of WORLDS (the powers of two among them for an algorithm that needs
     one) about equally often, in a random order."""
-    worlds = [w for w in WORLDS if algorithm not in POWER_OF_TWO_ALGORITHMS or w & (w - 1) == 0]
+    row = algorithms.find(op, algorithm)
+    worlds = [w for w in WORLDS if not (row and row.power_of_two) or w & (w - 1) == 0]
     out = [worlds[i % len(worlds)] for i in range(n)]
     rng.shuffle(out)
     return out
@@ -170,7 +171,7 @@ def draw(seed: int, cases: int = DEFAULT_CASES, sms: int = 132) -> tuple[list[di
     colls, fuseds = [], []
     n = 0
     for v in cvars:
-        for i, w in enumerate(_worlds(rng, per_c, v.algorithm)):
+        for i, w in enumerate(_worlds(rng, per_c, v.op, v.algorithm)):
             n += 1
             dtype = ("bf16", "fp32")[i % 2]
             c = collective_case(rng, v, w, dtype, sms)

@@ -1,6 +1,6 @@
 """torch references for the rooted collectives (reduce, gather, scatter), the ones with split sizes
 (all-to-all-v, all-gather-v, reduce-scatter-v, send-recv) and the reducing kernels with a reduce
-op and an epilogue (kernels/collectives/rooted.cuh, varsize.cuh, p2p.cuh, epilogue.cuh).
+op and an epilogue (kernels/collectives/rooted.cuh, varsize.cuh, epilogue.cuh).
 
 Sizes: ``count`` as the kernels take it: the whole buffer (reduce), a rank's shard (gather,
 scatter), every rank's buffer (the split-size ops, whose sizes are ``splits``, elements, as

@@ -18,8 +18,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from codegen.plan import algorithms as codegen_algorithms
 from codegen.plan import mechanisms as codegen_mechanisms
-from codegen.plan import KERNELS
 from hwmodels.errors import ConfigError
 from hwmodels.resources import suites_dir
 from hwmodels.units import format_bytes, parse_bytes
@@ -80,7 +80,7 @@ class Variant:
 
     @property
     def tag(self) -> str:
-        return f"{self.family}-{SHORT[self.algorithm]}-{SHORT[self.mechanism]}"
+        return f"{self.family}-{SHORT.get(self.algorithm, self.algorithm)}-{SHORT[self.mechanism]}"
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def parse_comm_suite(data: dict, where: str = "comm suite") -> CommSuite:
                               f"{', '.join(REDUCE_OPS)} / {', '.join(EPILOGUES)}")
         extra = Variant(op, "", "", reduce_op, epilogue).extra
         for alg in _list(at, k, "algorithms", str):
-            if (op, alg) not in KERNELS:
+            if alg not in codegen_algorithms(op):
                 raise ConfigError(f"{at}: codegen has no {alg} {op} kernel")
             for mech in _list(at, k, "mechanisms", str):
                 if mech not in codegen_mechanisms(alg, op, extra):

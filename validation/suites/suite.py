@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codegen.plan import KERNELS, MAX_RANKS, OPS, RUNNABLE_MECHANISMS, algorithms
+from codegen.plan import MAX_RANKS, OPS, RUNNABLE_MECHANISMS, algorithms
 from hwmodels.errors import ConfigError
 from pksim.kernel_contract import world_reason
 from hwmodels.resources import suites_dir
@@ -212,7 +212,7 @@ def parse_suite(data: dict, where: str = "suite") -> Suite:
 
 
 def _parse_common(data: dict, where: str, fused: FusedPart | None, collectives: bool) -> Suite:
-    runnable_algs = tuple(dict.fromkeys(a for (_, a) in KERNELS if a != "in-network"))
+    runnable_algs = tuple(dict.fromkeys(a for op in OPS for a in algorithms(op) if a != "in-network"))
     ops = algs = mechs = worlds = sizes = ()
     if collectives:
         ops = _list(where, data, "ops", str, OPS)
@@ -225,8 +225,8 @@ def _parse_common(data: dict, where: str, fused: FusedPart | None, collectives: 
         if not 2 <= w <= MAX_RANKS:
             raise ConfigError(f"{where}: worlds entry {w} must be from 2 to {MAX_RANKS}")
     for op in ops:
-        if not any((op, a) in KERNELS for a in algs):
-            have = ", ".join(a for (o, a) in KERNELS if o == op and a != "in-network")
+        if not any(a in algorithms(op) for a in algs):
+            have = ", ".join(a for a in algorithms(op) if a != "in-network")
             raise ConfigError(f"{where}: op {op!r} has none of the suite's algorithms "
                               f"(codegen implements {have})")
     dtype = data.get("dtype", "bf16")

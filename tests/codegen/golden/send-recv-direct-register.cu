@@ -3,7 +3,7 @@
 // World size and element count are run-time arguments (pkc_args, collectives/abi.h); fp32 and
 // bf16 are both instantiated. The nvcc command is in the manifest next to this file.
 
-#include "collectives/p2p.cuh"
+#include "collectives/varsize.cuh"
 #include "collectives/entry.cuh"
 
 // ---- config: launch constants --------------------------------------------------------------
@@ -18,7 +18,7 @@ struct config {
   using reduce_op = pkc::op_sum;  // schedule.extra reduce_op (sum, avg, min, max)
   using epilogue = pkc::ep_none;  // schedule.extra epilogue: x alpha, + bias[i % bias_count] (pkc_args)
 };
-using algorithm = pkc::send_recv_direct;
+using algorithm = pkc::all_to_all_v_direct;
 
 // ---- globals: layouts, problem size, grid ---------------------------------------------------
 // kWide: worlds above PKC_INLINE_RANKS, every pointer from the device peer table (abi.h).
