@@ -220,7 +220,8 @@ def merge(prob: dict, per_rank: list[dict | None], world: int) -> dict:
     errors = sorted({f"rank {r}: {o['error']}" for r, o in enumerate(per_rank) if o and "error" in o})
     missing = [r for r, o in enumerate(per_rank) if o is None]
     if errors or missing:
-        row.update(ok=False, errors=errors[:3], silent_ranks=missing)
+        where = next((o["where"] for o in per_rank if o and o.get("where")), "")
+        row.update(ok=False, errors=errors[:3], silent_ranks=missing, where=where[-600:])
         return row
     trials = []
     for t in range(len(per_rank[0]["trials"])):

@@ -55,6 +55,10 @@ class EmulatedCommunicator(Communicator):
     def _not_capturing(self, op: str) -> None:
         return None
 
+    def _fused(self, op: str, a, b, m: int, n: int, k: int, coll: str, compose):
+        self.calls.append((op, f"emulated: torch.matmul + {coll}"))
+        return compose()
+
     def synchronize(self) -> None:
         return None
 

@@ -1,0 +1,95 @@
+"""What a solution of ``pksim pkb solve`` is predicted to take by PKB's metric (one call's share
+of calls run back to back, ``programs.predict.steady_time``), beside the reference's.
+
+The solution runs the reference's compute as written, in order, on one stream, and each of its
+collectives as the generated kernel pksim.torch picks: so its plan is the program's baseline
+plan (the same compute tasks and order) with every collective priced as that kernel (the
+model's fastest schedule among those that run, no NVLink multicast: ``choice.choose``), plus
+pksim.torch's copies of the input into the symmetric buffer and of the result out of it (two
+more launches and their bytes through HBM). A collective no generated kernel serves keeps
+NCCL's price and is named (``unserved``); object collectives (host metadata on gloo) keep
+theirs. A problem whose solution is one fused kernel is priced as the program's best plan when
+that plan is the fused task alone. No fold, coalescing or overlap of the best plan counts here:
+only what the solution runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hwmodels.errors import InfeasibleError
+from hwmodels.system import System
+from pksim.programs.costs import Call, calls, kernel_call, memory_s
+from pksim.programs.model import Program
+from pksim.programs.plan import baseline_plan
+from pksim.programs.predict import steady_time
+from pksim.programs.timeline import Task, run_tasks
+from pksim.search import search
+from pksim.torch.choice import choose
+from pksim.torch.errors import CommError
+
+# bytes pksim.torch copies in and out per byte of a call's size (nccl-tests' count), by op, as
+# (in, out) shares of the call's size at world n
+_COPIES = {
+    "all-gather": (lambda n: 1 / n, lambda n: 1.0), "gather": (lambda n: 1 / n, lambda n: 1.0),
+    "reduce-scatter": (lambda n: 1.0, lambda n: 1 / n), "scatter": (lambda n: 1.0, lambda n: 1 / n),
+}
+_WHOLE = (lambda n: 1.0, lambda n: 1.0)
+
+
+@dataclass(frozen=True)
+class SolutionPrediction:
+    steady_s: float
+    one_s: float
+    unserved: tuple[str, ...]           # collectives priced as NCCL (no generated kernel runs them)
+
+
+def generated_s(system: System, call: Call) -> tuple[float, str] | None:
+    """(time, label) of the kernel pksim.torch runs for ``call`` (``choice.choose``: the
+    model's fastest runnable schedule of its size bucket), priced at the call's own size and
+    splits, copies included; None when no generated kernel serves it."""
+    try:
+        chosen = choose(system.name, call.op, call.nbytes, call.world, call.dtype).schedule
+    except CommError:
+        return None
+    sched = chosen.with_(shape=(("bytes", call.nbytes),), root=call.root,
+                         extra=tuple(call.extra) or chosen.extra)
+    try:
+        time_s = search(system, [sched], top=1).ranked[0].time_s
+    except InfeasibleError:
+        return None
+    fin, fout = _COPIES.get(call.op, _WHOLE)
+    moved = 2 * call.nbytes * (fin(call.world) + fout(call.world))     # read and write each
+    return time_s + memory_s(system, moved), sched.label()
+
+
+def predict_solution(system: System, program: Program) -> SolutionPrediction:
+    """The solution's plan (see the module), run once and back to back."""
+    plan = baseline_plan(system, program)
+    launch = system.gpu.sync.stream_launch_s
+    priced: dict[str, list[tuple[float, str] | None]] = {}
+    tasks: list[Task] = []
+    unserved = []
+    seen: dict[str, int] = {}
+    for t in plan.tasks:
+        op = program.op(t.ops[0])
+        if t.kind != "comm" or op.kind == "all-gather-object":
+            tasks.append(t)
+            continue
+        if op.name not in priced:
+            kernel = kernel_call(program, op)
+            todo = [kernel] if kernel is not None else [] if op.kind == "sendrecv" \
+                else calls(program, op)
+            priced[op.name] = [generated_s(system, c) if c.world > 1 else None for c in todo]
+        i = seen.get(op.name, 0)
+        seen[op.name] = i + 1
+        got = priced[op.name][min(i, len(priced[op.name]) - 1)] if priced[op.name] else None
+        if got is None:
+            if program.groups[op.group].size > 1:
+                unserved.append(f"{op.name} ({op.kind})")
+            tasks.append(t)
+            continue
+        time_s, label = got
+        tasks.append(replace(t, duration_s=time_s + 2 * launch, label=f"pksim.torch {label}",
+                             launches=t.launches + 2))
+    one = max((s.end_s for s in run_tasks(system, tasks)), default=0.0)
+    return SolutionPrediction(steady_time(system, tasks, one), one, tuple(unserved))
