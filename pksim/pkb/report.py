@@ -96,6 +96,12 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
     used = sorted({a for r in rows for a in r.get("reference_adaptations", {})})
     lines += ["", "## Adaptations of the reference on one GPU (gloo)", ""]
     lines += [f"- {ADAPTATIONS[a]}" for a in used] or ["- none used"]
+    host = [str(r["id"]) for r in rows if r.get("inputs_on_host")]
+    if host:
+        lines.append(f"- the inputs of problem{'s' * (len(host) > 1)} {', '.join(host)}: made by "
+                     f"PKB's create_input_tensor on the host, then moved to the GPU (its Python "
+                     f"loops of single-element GPU operations take most of a minute on one GPU "
+                     f"time-sliced by eight ranks; the same code and seeds, the host's generator)")
     lines += ["", "## The plan's rewrites that solutions do not generate", "",
               "pksim's best plan folds copies and element-wise work into collectives and picks "
               "in-network (multimem) kernels; those are predicted, not emitted (NVLink multicast "

@@ -21,7 +21,8 @@ from codegen.manifest import read_manifest
 from hwmodels.errors import PksimError
 from hwmodels.system import System
 from pksim.schedule import Schedule
-from pksim.torch.choice import KERNEL_OPS, likely_kernels, system_for_device, system_named
+from pksim.torch.choice import (KERNEL_OPS, choose_fused, likely_kernels, system_for_device,
+                                system_named)
 from pksim.torch.errors import CommError
 from validation.runtime.collectives import Library
 from validation.runtime.fused import FusedLib
@@ -102,6 +103,11 @@ def prebuild_for(device_name: str, worlds: list[int], workers: int | None = None
     jobs = [(system_for_device(device_name, w), op, w) for w in worlds for op in KERNEL_OPS]
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
         found = list(pool.map(_likely, jobs))
+    for w in worlds:            # the fused ops at square shapes (one binary serves every shape)
+        name = system_for_device(device_name, w)
+        found.append([choose_fused(name, op, s, s, s, w).kernel for op in FUSED_OPS
+                      for s in (512, 1024, 4096)])
+        jobs.append((name, "fused", w))
     by_system: dict[str, dict[str, Schedule]] = {}
     for (name, _, _), kernels in zip(jobs, found):
         for k in kernels:
