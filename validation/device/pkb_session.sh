@@ -6,7 +6,7 @@
 # (530): the device's facts; `pksim pkb check` of every problem at world 8, five trials (every
 # kernel built first), 68 and 77 (the largest) after the others; the check goes on resumably
 # in a second launch if the first stopped at its share; then pksim.torch's selftest at worlds
-# PK_TORCH_WORLDS (2,4,8), the fused ops launched per rank too, in what is left (at least 60 s).
+# PK_TORCH_WORLDS (2,4,8), the fused ops launched per rank too, in what is left (at least 45 s).
 # Writes OUTDIR/device.txt, pkb.jsonl, pkb.log, torch_check.jsonl (+ .notes.json), torch_check.log.
 set -u
 pkb="$1"; out="$2"; budget="${3:-530}"
@@ -34,10 +34,10 @@ check() {  # PROBLEMS SECONDS [OPTION]: one launch of the check, stopping resuma
     --budget-s $(( s - deadline - 20 )) ${3:-} >> "$out/pkb.log" 2>&1
   echo "pkb check $1: exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/pkb.log"
 }
-check 1-67,69-76,78-87 $(( $(left) - 140 ))
-check 1-87 $(( $(left) - 75 )) --no-prebuild
+check 1-67,69-76,78-87 $(( $(left) - 150 ))
+check 1-87 $(( $(left) - 60 )) --no-prebuild
 s=$(( $(left) - 5 ))
-if [ "$s" -ge 60 ]; then
+if [ "$s" -ge 45 ]; then
   timeout --signal=KILL "$s" python3 -m pksim.torch.selftest --worlds "${PK_TORCH_WORLDS:-2,4,8}" \
     --cases 1 --fused-per-rank --out "$out/torch_check.jsonl" > "$out/torch_check.log" 2>&1
   echo "selftest exit $? at $(( $(date +%s) - t0 )) s" >> "$out/torch_check.log"
