@@ -5,8 +5,9 @@ The solution runs the reference's compute as written, in order, on one stream, a
 collectives as the generated kernel pksim.torch picks: so its plan is the program's baseline
 plan (the same compute tasks and order) with every collective priced as that kernel (the
 model's fastest schedule among those that run, no NVLink multicast: ``choice.choose``), plus
-pksim.torch's copies of the input into the symmetric buffer and of the result out of it (two
-more launches and their bytes through HBM). A collective no generated kernel serves keeps
+the copies around it: the input into the symmetric buffer, the result out of it into a new
+tensor (pksim.torch), and that tensor into the caller's (the shim keeps torch.distributed's
+in-place calls): three more launches and their bytes through HBM. A collective no generated kernel serves keeps
 NCCL's price and is named (``unserved``); object collectives (host metadata on gloo) keep
 theirs. A problem whose solution is one fused kernel is priced as the program's best plan when
 that plan is the fused task alone. No fold, coalescing or overlap of the best plan counts here:
@@ -27,13 +28,13 @@ from pksim.search import search
 from pksim.torch.choice import choose
 from pksim.torch.errors import CommError
 
-# bytes pksim.torch copies in and out per byte of a call's size (nccl-tests' count), by op, as
-# (in, out) shares of the call's size at world n
+# a call's input and output bytes as shares of its size (nccl-tests' count) at world n
 _COPIES = {
     "all-gather": (lambda n: 1 / n, lambda n: 1.0), "gather": (lambda n: 1 / n, lambda n: 1.0),
     "reduce-scatter": (lambda n: 1.0, lambda n: 1 / n), "scatter": (lambda n: 1.0, lambda n: 1 / n),
 }
 _WHOLE = (lambda n: 1.0, lambda n: 1.0)
+COPIES_OUT = 2             # out of the symmetric buffer, then into the caller's tensor
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def generated_s(system: System, call: Call) -> tuple[float, str] | None:
     except InfeasibleError:
         return None
     fin, fout = _COPIES.get(call.op, _WHOLE)
-    moved = 2 * call.nbytes * (fin(call.world) + fout(call.world))     # read and write each
+    # read and written once each: the input copied in, the output out twice (see the module)
+    moved = 2 * call.nbytes * (fin(call.world) + COPIES_OUT * fout(call.world))
     return time_s + memory_s(system, moved), sched.label()
 
 
@@ -89,7 +91,8 @@ def predict_solution(system: System, program: Program) -> SolutionPrediction:
             tasks.append(t)
             continue
         time_s, label = got
-        tasks.append(replace(t, duration_s=time_s + 2 * launch, label=f"pksim.torch {label}",
-                             launches=t.launches + 2))
+        extra = 1 + COPIES_OUT
+        tasks.append(replace(t, duration_s=time_s + extra * launch, label=f"pksim.torch {label}",
+                             launches=t.launches + extra))
     one = max((s.end_s for s in run_tasks(system, tasks)), default=0.0)
     return SolutionPrediction(steady_time(system, tasks, one), one, tuple(unserved))
