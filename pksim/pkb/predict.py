@@ -42,12 +42,14 @@ class SolutionPrediction:
     steady_s: float
     one_s: float
     unserved: tuple[str, ...]           # collectives priced as NCCL (no generated kernel runs them)
+    calls: int = 0                      # the collective calls priced as generated kernels
+    kernel_faster: int = 0              # of them, those whose kernel alone beats NCCL's call
 
 
-def generated_s(system: System, call: Call) -> tuple[float, str] | None:
-    """(time, label) of the kernel pksim.torch runs for ``call`` (``choice.choose``: the
-    model's fastest runnable schedule of its size bucket), priced at the call's own size and
-    splits, copies included; None when no generated kernel serves it."""
+def generated_s(system: System, call: Call) -> tuple[float, str, float] | None:
+    """(time, label, the kernel's time alone) of the kernel pksim.torch runs for ``call``
+    (``choice.choose``: the model's fastest runnable schedule of its size bucket), priced at the
+    call's own size and splits, copies included; None when no generated kernel serves it."""
     try:
         chosen = choose(system.name, call.op, call.nbytes, call.world, call.dtype).schedule
     except CommError:
@@ -61,14 +63,15 @@ def generated_s(system: System, call: Call) -> tuple[float, str] | None:
     fin, fout = _COPIES.get(call.op, _WHOLE)
     # read and written once each: the input copied in, the output out twice (see the module)
     moved = 2 * call.nbytes * (fin(call.world) + COPIES_OUT * fout(call.world))
-    return time_s + memory_s(system, moved), sched.label()
+    return time_s + memory_s(system, moved), sched.label(), time_s
 
 
 def predict_solution(system: System, program: Program) -> SolutionPrediction:
     """The solution's plan (see the module), run once and back to back."""
     plan = baseline_plan(system, program)
     launch = system.gpu.sync.stream_launch_s
-    priced: dict[str, list[tuple[float, str] | None]] = {}
+    priced: dict[str, list[tuple[float, str, float] | None]] = {}
+    faster = 0
     tasks: list[Task] = []
     unserved = []
     seen: dict[str, int] = {}
@@ -90,9 +93,11 @@ def predict_solution(system: System, program: Program) -> SolutionPrediction:
                 unserved.append(f"{op.name} ({op.kind})")
             tasks.append(t)
             continue
-        time_s, label = got
+        time_s, label, alone_s = got
+        faster += alone_s < t.duration_s
         extra = 1 + COPIES_OUT
         tasks.append(replace(t, duration_s=time_s + extra * launch, label=f"pksim.torch {label}",
                              launches=t.launches + extra))
     one = max((s.end_s for s in run_tasks(system, tasks)), default=0.0)
-    return SolutionPrediction(steady_time(system, tasks, one), one, tuple(unserved))
+    n = sum(1 for t in tasks if t.label.startswith("pksim.torch "))
+    return SolutionPrediction(steady_time(system, tasks, one), one, tuple(unserved), n, faster)

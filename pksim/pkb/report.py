@@ -86,6 +86,18 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
                      f"{_runs(e, row)} | {_us(pred.get('baseline_steady_s'))} | "
                      f"{_us(pred.get('solution_steady_s'))} | {speed} | "
                      f"{_us(pred.get('best_steady_s'))} |")
+    preds = [e["prediction"] for e in entries if e.get("prediction")]
+    n_calls = sum(p.get("generated_calls", 0) for p in preds)
+    n_fast = sum(p.get("kernel_faster_than_nccl", 0) for p in preds)
+    lines += ["", "## Why the solutions are predicted slower", "",
+              f"A solution runs the reference as written with each NCCL call replaced by a generated "
+              f"kernel and three copies around it (into the symmetric buffer, out of it, into the "
+              f"caller's tensor). Of the {n_calls} collective calls of the programs priced so, the "
+              f"generated kernel alone (no copies) is faster than NCCL's call for {n_fast}: without "
+              f"NVLink multicast, which pksim.torch never runs, the kernels are seldom faster than NCCL "
+              f"at these sizes, and the copies and their launches then make the solution slower. "
+              f"pksim's best plan gains by what no solution generates: multimem kernels, copies and "
+              f"element-wise work folded into the collectives, compute launches fused (last section)."]
     lines += ["", "## Failures", ""]
     for row in rows:
         if not row["ok"]:

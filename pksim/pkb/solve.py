@@ -67,7 +67,8 @@ def plan_for(problem: Problem, system_name: str) -> Planned:
         keep.update(solution_steady_s=pred.best.steady_s, solution_unserved=[])
     else:
         sol = predict_solution(system, load_program(name))
-        keep.update(solution_steady_s=sol.steady_s, solution_unserved=list(sol.unserved))
+        keep.update(solution_steady_s=sol.steady_s, solution_unserved=list(sol.unserved),
+                    generated_calls=sol.calls, kernel_faster_than_nccl=sol.kernel_faster)
     keep["solution_speedup"] = keep["baseline_steady_s"] / keep["solution_steady_s"]
     keep["best_tasks"] = [{"name": t["name"], "kind": t["kind"], "label": t["label"]}
                           for t in pred.best.tasks if t["kind"] != "compute"]

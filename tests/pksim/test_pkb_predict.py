@@ -25,14 +25,14 @@ def test_a_lone_all_reduce_costs_the_generated_kernel_its_copies_and_their_launc
     program = load_program("allreduce")
     (op,) = [o for o in program.ops if o.is_comm]
     (call,) = calls(program, op)
-    kernel_s, label = generated_s(h100, call)
+    kernel_s, label, kernel_alone_s = generated_s(h100, call)
     chosen = choose(h100.name, call.op, call.nbytes, call.world, call.dtype).schedule
     assert label == chosen.label()
     # the chosen kernel at the call's own size, and its 2 MiB copied in and out twice (into a
     # new tensor, then the caller's), each byte read and written once through HBM
     alone_s = search(h100, [chosen.with_(shape=(("bytes", call.nbytes),))], top=1).ranked[0].time_s
     copies_s = 2 * 3 * call.nbytes / h100.gpu.hbm.effective_Bps
-    assert kernel_s == pytest.approx(alone_s + copies_s, rel=1e-12)
+    assert kernel_s == pytest.approx(alone_s + copies_s, rel=1e-12) and kernel_alone_s == alone_s
     _, base = predict_baseline(h100, program)
     sol = predict_solution(h100, program)
     launch, api = h100.gpu.sync.stream_launch_s, h100.gpu.sync.launch_api_s
@@ -40,7 +40,8 @@ def test_a_lone_all_reduce_costs_the_generated_kernel_its_copies_and_their_launc
     # NCCL's) and by the host's three more launches before it
     want = base.time_s - nccl_call(h100, call).time_s + kernel_s + 3 * launch + 3 * api
     assert sol.one_s == pytest.approx(want, rel=1e-9)
-    assert sol.steady_s > 0 and sol.unserved == ()
+    assert sol.steady_s > 0 and sol.unserved == () and sol.calls == 1
+    assert sol.kernel_faster == int(alone_s < nccl_call(h100, call).time_s)
 
 
 def test_every_kernel_a_world_may_ask_for_runs_without_multicast():
