@@ -27,10 +27,11 @@ NO_PROGRAM = {
         "camera's frustum (bincount of the projection's camera ids), different for every rank "
         "and trial, and the projection, packing and tile work are gathers and boolean masks of "
         "data-dependent length; a program's splits and tensor sizes are constants",
-    62: "spherical DISCO convolution: its contraction is a Python loop of nlon_out batched "
-        "matmuls, each followed by torch.roll of the whole expanded input, between an "
-        "all-to-all transpose and an all-reduce; every step has a program kind (gemm, copy, "
-        "collectives), but no program is written for it yet",
+    62: "spherical DISCO convolution: its contraction multiplies a sparse COO psi (PKB's inputs "
+        "at world 8: 1,536 non-zeros of 3 x 128 x 8,192) by the input 256 times in a Python "
+        "loop, each product followed by torch.roll of the whole expanded input; programs have "
+        "no sparse-matmul kind, and a dense gemm would price each product about 2,000 times "
+        "too high (3,145,728 entries for 1,536 non-zeros)",
     64: "GNN neighbour sampling: each hop walks the seed nodes in a Python loop of .item() reads "
         "and deduplicates them with numpy on the host, and its seven all-to-alls move the "
         "sampled neighbourhoods, whose sizes come from the random graph of every trial; a "
