@@ -80,6 +80,15 @@ def _first_tensor_runner(fn, args):
 
 
 def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> dict:
+    try:
+        return _checked(cfg, rank, world, prob, make_inputs)
+    finally:       # a failed problem's modules too: what they hold (buffers, inputs) is freed
+        for name in (f"pkb_reference_{prob['stem']}", f"pkb_solution_{prob['stem']}",
+                     f"pksim_pkb_reference_{prob['stem']}"):
+            sys.modules.pop(name, None)
+
+
+def _checked(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> dict:
     import torch
     import torch.distributed as dist
     dev = torch.device("cuda", torch.cuda.current_device()) if cfg.get("device") != "cpu" \
@@ -122,8 +131,6 @@ def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> d
         out["time"] = _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev)
     if shim is not None:
         shim.close()
-    for name in (f"pkb_reference_{prob['stem']}", f"pkb_solution_{prob['stem']}"):
-        sys.modules.pop(name, None)
     return out
 
 
