@@ -9,7 +9,8 @@
 // has finished.
 //
 // Grid: world x (gemm_blocks + comm_blocks) blocks of Cfg::THREADS threads with Cfg::SMEM_BYTES
-// of dynamic shared memory (one block per SM). gemm_blocks defaults to SMs / world -
+// of dynamic shared memory (one block per SM); a one-rank launch (pkf_args::one_rank) has that
+// rank's gemm_blocks + comm_blocks. gemm_blocks defaults to SMs / (ranks sharing the GPU) -
 // comm_blocks, so that the whole grid is one wave. Ops whose blocks wait on each other (every
 // inter-SM op: communication blocks wait for GEMM tiles, ag-gemm's GEMM waits for gathered rows)
 // launch cooperatively (pk::launch_cooperative: co-residency guaranteed, or an error naming the
