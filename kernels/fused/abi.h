@@ -38,18 +38,27 @@
  * before the kernel starts. zero_output = 1 makes the entry point clear them on the stream
  * first (part of the call); zero_output = 0 leaves that to the caller.
  *
- * Virtual ranks only: every rank's buffers live in this process on the current device and one
- * launch runs all ranks (grid = world x (gemm_blocks + comm_blocks), block b serving rank
- * b / (gemm_blocks + comm_blocks)). Variants whose blocks wait on each other (inter-SM) launch
- * cooperatively, which guarantees co-residency or fails with the limit in the message. Flag
- * counters only grow: seq counts the earlier calls made with the same flags (zeroed once).
+ * Launches. one_rank = 0: every rank's buffers are addressable from this process on the
+ * current device (virtual ranks, or one process over the peers' buffers mapped by CUDA IPC) and
+ * one launch runs all ranks (grid = world x (gemm_blocks + comm_blocks), block b serving rank
+ * b / (gemm_blocks + comm_blocks)); gemm_blocks defaults to SMs / world - comm_blocks.
+ * one_rank = 1: one process per rank, each on its own GPU: this launch runs rank `rank`'s blocks
+ * only (grid = gemm_blocks + comm_blocks; gemm_blocks defaults to SMs - comm_blocks) and every
+ * rank makes the same call with its own rank. The arrays still hold every rank's pointers (the
+ * peers' as this process maps them), the device table is this process's. Inter-SM variants
+ * meet on their flags; intra-SM variants have no device-side meeting, so the caller meets the
+ * other ranks before the launch (operands in place; store-add outputs zeroed) and after it has
+ * finished (every rank's adds or loads done) before it reads or reuses the buffers.
+ * Variants whose blocks wait on each other (inter-SM) launch cooperatively, which guarantees
+ * co-residency or fails with the limit in the message. Flag counters only grow: seq counts the
+ * earlier calls made with the same flags (zeroed once).
  */
 #ifndef PKF_ABI_H
 #define PKF_ABI_H
 
 #include <stddef.h>
 
-#define PKF_ABI_VERSION 2
+#define PKF_ABI_VERSION 3
 #define PKF_MAX_RANKS 576          /* one NVLink domain (pksim.kernel_contract FUSED_MAX_RANKS) */
 
 typedef struct pkf_args {
@@ -77,6 +86,8 @@ typedef struct pkf_args {
   void* table;               /* the device table (pkf_reqs.table_bytes, 64-byte aligned) */
   unsigned long long table_bytes;  /* as allocated */
   long long timeout_cycles;  /* deadline of every device wait (clock64 cycles); 0: default */
+  int one_rank;              /* 0: one launch runs every rank; 1: rank `rank`'s blocks only */
+  int rank;                  /* one_rank = 1: this process's rank, 0..world-1 */
 } pkf_args;
 
 typedef struct pkf_reqs {

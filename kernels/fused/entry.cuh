@@ -9,7 +9,8 @@
 // has finished.
 //
 // Grid: world x (gemm_blocks + comm_blocks) blocks of Cfg::THREADS threads with Cfg::SMEM_BYTES
-// of dynamic shared memory (one block per SM). gemm_blocks defaults to SMs / world -
+// of dynamic shared memory (one block per SM); a one-rank launch (pkf_args::one_rank) has that
+// rank's gemm_blocks + comm_blocks. gemm_blocks defaults to SMs / (ranks sharing the GPU) -
 // comm_blocks, so that the whole grid is one wave. Ops whose blocks wait on each other (every
 // inter-SM op: communication blocks wait for GEMM tiles, ag-gemm's GEMM waits for gathered rows)
 // launch cooperatively (pk::launch_cooperative: co-residency guaranteed, or an error naming the
@@ -61,10 +62,11 @@ bool make_split(const pkf_args* a, split& s, reporter& rep) {
     if (const int e = device_sms(sms))
       return rep.fail(PKC_CUDA_ERROR, "cudaDeviceGetAttribute: %s",
                       cudaGetErrorString(static_cast<cudaError_t>(e))), false;
-    s.gemm = sms / a->world - s.comm;
+    const int sharing = a->one_rank ? 1 : a->world;    // ranks whose blocks share this GPU
+    s.gemm = sms / sharing - s.comm;
     if (s.gemm < 1)
-      return rep.fail(PKC_BAD_ARGUMENT, "%d SMs / world %d leave no GEMM block beside %d communication blocks",
-                      sms, a->world, s.comm), false;
+      return rep.fail(PKC_BAD_ARGUMENT, "%d SMs / %d ranks leave no GEMM block beside %d communication blocks",
+                      sms, sharing, s.comm), false;
   }
   return true;
 }
@@ -149,6 +151,11 @@ bool check_args(const pkf_args* a, reporter& rep) {
   if (a->M < a->world)
     return rep.fail(PKC_BAD_ARGUMENT, "M = %d is below the world (%d): some rank would own no rows",
                     a->M, a->world), false;
+  if (a->one_rank != 0 && a->one_rank != 1)
+    return rep.fail(PKC_BAD_ARGUMENT, "one_rank %d is not 0 (every rank) or 1 (rank `rank` only)",
+                    a->one_rank), false;
+  if (a->one_rank && (a->rank < 0 || a->rank >= a->world))
+    return rep.fail(PKC_BAD_ARGUMENT, "rank %d is outside 0..%d", a->rank, a->world - 1), false;
 
   if (a->K % 8 != 0)
     return rep.fail(PKC_BAD_ARGUMENT, "K = %d is not a multiple of 8 (TMA needs 16-byte row pitches)",
@@ -214,6 +221,7 @@ int launch(void (*narrow)(const typename Op::globals), void (*wide)(const typena
   g->gemm = at<typename Op::globals::gemm_params>(dev, t.params);
   g->comm = Op::comm_params(a, dev, t, ci);
   g->world = a->world;
+  g->first_rank = a->one_rank ? a->rank : 0;
   g->gemm_blocks = s.gemm;
   g->comm_blocks = s.comm;
   g->table = reinterpret_cast<const pkc::table_header*>(dev);
@@ -233,10 +241,11 @@ int launch(void (*narrow)(const typename Op::globals), void (*wide)(const typena
   g->seq_slot = reinterpret_cast<unsigned int*>(static_cast<unsigned char*>(a->table) + t.seq);
   g->seq = a->seq;
   cudaStream_t stream = static_cast<cudaStream_t>(a->stream);
-  const dim3 grid(static_cast<unsigned>(a->world * (s.gemm + s.comm)));
+  const int ranks = a->one_rank ? 1 : a->world;        // ranks this launch runs
+  const dim3 grid(static_cast<unsigned>(ranks * (s.gemm + s.comm)));
   try {
     if (Op::kStoreAdd && a->zero_output) {
-      for (int r = 0; r < a->world; ++r)
+      for (int r = g->first_rank; r < g->first_rank + ranks; ++r)
         PK_CUDA_CHECK(cudaMemsetAsync(a->out[r], 0,
                                       static_cast<size_t>(out_rows(Op::kKind, r, a)) * a->N * sizeof(bf16),
                                       stream));

@@ -332,8 +332,9 @@ struct wait_rows {
 
 // ---- the kernel body -------------------------------------------------------------------------
 
-// Block b serves rank b / (gemm_blocks + comm_blocks); the first gemm_blocks of a rank's blocks
-// compute, the rest communicate (Op::comm).
+// Block b serves rank first_rank + b / (gemm_blocks + comm_blocks) (first_rank: 0, or the one
+// rank of a one-rank launch); the first gemm_blocks of a rank's blocks compute, the rest
+// communicate (Op::comm).
 // Every block first checks that the device table was written for this call (a stale one would
 // hand the GEMM tensor maps of other buffers); the threads that issue TMA on the rank's A and B
 // maps (the producer, thread 0, and the consumers' leaders, who store through the epilogue's
@@ -342,7 +343,7 @@ struct wait_rows {
 template <class Op, bool kWide>
 __device__ __forceinline__ void run(const typename Op::globals& g, unsigned char* smem) {
   const int per_rank = g.gemm_blocks + g.comm_blocks;
-  const int rank = static_cast<int>(blockIdx.x) / per_rank;
+  const int rank = g.first_rank + static_cast<int>(blockIdx.x) / per_rank;
   const int local = static_cast<int>(blockIdx.x) % per_rank;
   int ok = 1;
   if (threadIdx.x == 0) {

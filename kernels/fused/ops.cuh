@@ -43,6 +43,7 @@ struct globals_t {
   gemm_params inl[kNarrowRanks];       // the same, world <= kNarrowRanks (the narrow instance)
   Comm comm;
   int world, gemm_blocks, comm_blocks;
+  int first_rank;                      // the rank of block 0 (pkf_args::one_rank: its rank)
   const pkc::table_header* table;      // the device table's header
   unsigned long long table_hash;       // what it must say it was written for
   pk::error_record* err;

@@ -17,6 +17,7 @@ import click
 from hwmodels.errors import ConfigError
 from pksim.cli.output import emit_json
 from pksim.pkb import check as pkb_check
+from pksim.pkb import dryrun as pkb_dryrun
 from pksim.pkb import report as pkb_report
 from pksim.pkb.problems import parse_ids
 from pksim.pkb.problems import problems as find_problems
@@ -70,9 +71,13 @@ def solve(pkb: str, out_dir: str | None, system_name: str, problems: str | None,
 @click.option("--time", "time_it", is_flag=True, help="Also time reference and solution as PKB does.")
 @click.option("--warmup", type=int, default=500, show_default=True, help="--time: warm-up iterations.")
 @click.option("--iters", type=int, default=100, show_default=True, help="--time: timed iterations.")
+@click.option("--prebuild/--no-prebuild", default=True, show_default=True,
+              help="Build every kernel the ranks may ask for first (nvcc on every core).")
+@click.option("--dry-run", is_flag=True,
+              help="On the CPU: the kernels emulated by gloo exchanges (pksim.pkb.dryrun); no GPU.")
 def check(pkb: str, solutions: str | None, results: str, problems: str | None, world: int,
           trials: int, deadline_s: float, budget_s: float | None, time_it: bool, warmup: int,
-          iters: int) -> None:
+          iters: int, prebuild: bool, dry_run: bool) -> None:
     """Run every solution and PKB's reference (world ranks, trials), compare as PKB does."""
     for name, value, low in (("--world", world, 2), ("--trials", trials, 1), ("--iters", iters, 1),
                              ("--warmup", warmup, 0)):
@@ -82,8 +87,13 @@ def check(pkb: str, solutions: str | None, results: str, problems: str | None, w
     todo = pkb_check.problem_dicts(found, _solutions(pkb, solutions))
     if not todo:
         raise ConfigError(f"no solution files in {_solutions(pkb, solutions)} (run pksim pkb solve first)")
-    rows = pkb_check.run(todo, Path(results), str(Path(pkb).resolve()), world, trials, deadline_s,
-                         time_it, warmup, iters, budget_s, say=click.echo)
+    if dry_run:
+        rows = pkb_dryrun.run(todo, Path(results), str(Path(pkb).resolve()), world, trials,
+                              deadline_s, budget_s, say=click.echo)
+    else:
+        rows = pkb_check.run(todo, Path(results), str(Path(pkb).resolve()), world, trials,
+                             deadline_s, time_it, warmup, iters, budget_s, say=click.echo,
+                             prebuild=prebuild)
     click.echo(f"{sum(r['ok'] for r in rows)}/{len(rows)} correct now; results in {results}")
 
 

@@ -13,10 +13,15 @@ measure_solution_performance: warm-up, back-to-back iterations between CUDA even
 copies rotated against the L2), reference and solution, and the slowest rank's mean kept.
 
 Resumable: every finished problem is one line of the results file (JSON), skipped by the next
-run. Each rank writes its outcome of a problem to a folder of the temporary directory; the parent merges them once
-every rank has. A problem where some rank fails, or that outlasts ``deadline_s``, ends the
-launch (its other ranks may wait inside a collective): the parent records it and starts the
-ranks again from the next problem.
+run. Each rank writes its outcome of a problem to a folder of the temporary directory; the
+parent merges them once every rank has. A problem that fails on every rank (pksim.torch tells
+every rank of a failure on one) lets the ranks go on to the next; one where only some ranks
+fail, or that outlasts ``deadline_s``, ends the launch (its other ranks may wait inside a
+collective): the parent records it and starts the ranks again from the next problem.
+
+Before the ranks start, the parent builds every generated kernel the ranks may ask for
+(``pksim.torch.choice.likely_kernels`` at the world and its halvings, nvcc on every core, the
+content-hash cache), so that no problem waits for a build.
 """
 from __future__ import annotations
 
@@ -37,9 +42,17 @@ from pksim.pkb.harness import GlooCuda, forbid_cuda_collectives, match
 from pksim.pkb.problems import BACKEND
 from pksim.pkb.runtime import load_reference
 from pksim.pkb.shim import replace_dist
+from pksim.torch.kernels import prebuild_for
 
 SHAPE = (1024, 1024)
 ATOL = RTOL = 1e-2
+COPY_LIMIT = 1 << 30       # a rank's inputs up to this many bytes are copied, larger made again
+# Problems whose inputs PKB makes in Python loops of single-element GPU operations (torch
+# operations per rank and trial, counted by a TorchDispatchMode around create_input_tensor at
+# world 8: 28 15,373, 29 46,093, 62 18,441; every other problem under 50): on one GPU time-sliced
+# by the eight ranks those take most of a minute, so they are made by the same code on the host
+# and moved to the GPU (the report lists it among the adaptations)
+HOST_INPUTS = {28: 15373, 29: 46093, 62: 18441}
 
 
 def done_ids(results: Path) -> set[int]:
@@ -67,9 +80,20 @@ def _first_tensor_runner(fn, args):
 
 
 def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> dict:
+    try:
+        return _checked(cfg, rank, world, prob, make_inputs)
+    finally:       # a failed problem's modules too: what they hold (buffers, inputs) is freed
+        for name in (f"pkb_reference_{prob['stem']}", f"pkb_solution_{prob['stem']}",
+                     f"pksim_pkb_reference_{prob['stem']}"):
+            sys.modules.pop(name, None)
+
+
+def _checked(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> dict:
     import torch
     import torch.distributed as dist
-    dev = torch.device("cuda", torch.cuda.current_device())
+    dev = torch.device("cuda", torch.cuda.current_device()) if cfg.get("device") != "cpu" \
+        else torch.device("cpu")
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     ref_mod = load_reference(Path(prob["reference"]), f"pkb_reference_{prob['stem']}")
     gloo = GlooCuda(dist)
     replace_dist(ref_mod, gloo)
@@ -78,18 +102,27 @@ def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> d
     t0 = time.time()
     for trial in range(cfg["trials"]):
         _progress(cfg, rank, prob["id"], trial)
-        x = make_inputs(rank, world, prob["id"], SHAPE, torch.bfloat16, trial=trial, device=dev)
-        ref = ref_mod.solution(*x)
-        torch.cuda.synchronize()
-        x = make_inputs(rank, world, prob["id"], SHAPE, torch.bfloat16, trial=trial, device=dev)
+        x = make(make_inputs, rank, world, prob["id"], trial, dev)
+        # made once a trial (PKB's input loops are most of a problem's time on a shared GPU):
+        # the reference runs on a copy, and the solution starts from the same random state;
+        # inputs too large to hold twice (every rank's on one GPU) are made again instead
+        twice = tensor_bytes(x) <= COPY_LIMIT
+        state = _rng_state(torch, dev)
+        ref = ref_mod.solution(*(copied(x) if twice else x))
+        sync()
+        if twice:
+            _rng_state(torch, dev, state)
+        else:
+            del x
+            x = make(make_inputs, rank, world, prob["id"], trial, dev)
         with forbid_cuda_collectives(dist):
             sol = sol_mod.solution(*x)
-            torch.cuda.synchronize()
+            sync()
         ok, diff, why = match(ref, sol, ATOL, RTOL)
         trials.append({"trial": trial, "ok": ok, "max_abs_diff": diff if diff != float("inf") else None,
                        "why": why})
     out = {"trials": trials, "seconds": round(time.time() - t0, 2),
-           "reference_adaptations": dict(gloo.used)}
+           "reference_adaptations": dict(gloo.used), "inputs_on_host": prob["id"] in HOST_INPUTS}
     shim = getattr(getattr(sol_mod, "_solution", None), "shim", None)
     if shim is not None:
         out.update(tally=dict(shim.tally), notes=shim.notes(),
@@ -98,9 +131,60 @@ def _one_problem(cfg: dict, rank: int, world: int, prob: dict, make_inputs) -> d
         out["time"] = _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev)
     if shim is not None:
         shim.close()
-    for name in (f"pkb_reference_{prob['stem']}", f"pkb_solution_{prob['stem']}"):
-        sys.modules.pop(name, None)
     return out
+
+
+def _rng_state(torch, dev, state=None):
+    """The random state of the host and of ``dev`` (set to ``state`` when given)."""
+    if state is None:
+        return torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], dev)
+    return state
+
+
+def tensor_bytes(x: Any) -> int:
+    """Bytes of every tensor in ``x`` (tuples, lists and dicts looked into)."""
+    if hasattr(x, "element_size") and hasattr(x, "numel"):
+        return int(x.numel()) * int(x.element_size())
+    if isinstance(x, (list, tuple)):
+        return sum(tensor_bytes(v) for v in x)
+    if isinstance(x, dict):
+        return sum(tensor_bytes(v) for v in x.values())
+    return 0
+
+
+def mapped(x: Any, fn) -> Any:
+    """``x`` with ``fn`` applied to every tensor in it (tuples, lists and dicts made anew
+    around them; anything else kept)."""
+    import torch
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, torch.Size):
+        return x
+    if isinstance(x, tuple) and hasattr(x, "_fields"):          # a named tuple
+        return type(x)(*(mapped(v, fn) for v in x))
+    if isinstance(x, (list, tuple)):
+        return type(x)(mapped(v, fn) for v in x)
+    if isinstance(x, dict):
+        return {k: mapped(v, fn) for k, v in x.items()}
+    return x
+
+
+def copied(x: Any) -> Any:
+    """``x`` with every tensor in it cloned, so a reference that writes into its inputs leaves
+    the solution's untouched."""
+    return mapped(x, lambda t: t.clone())
+
+
+def make(make_inputs, rank: int, world: int, pid: int, trial: int, dev):
+    """PKB's inputs of a rank and trial on ``dev``; those of ``HOST_INPUTS`` made on the host
+    and moved."""
+    import torch
+    where = torch.device("cpu") if pid in HOST_INPUTS else dev
+    x = make_inputs(rank, world, pid, SHAPE, torch.bfloat16, trial=trial, device=where)
+    return mapped(x, lambda t: t.to(dev)) if where != dev else x
 
 
 def _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev) -> dict:
@@ -109,7 +193,7 @@ def _time(cfg, rank, world, prob, ref_mod, sol_mod, make_inputs, dev) -> dict:
     measure = pkb_module(cfg["pkb"], "utils/performance.py").measure_solution_performance
     got = {}
     for name, mod in (("reference", ref_mod), ("solution", sol_mod)):
-        x = make_inputs(rank, world, prob["id"], SHAPE, torch.bfloat16, trial=0, device=dev)
+        x = make(make_inputs, rank, world, prob["id"], 0, dev)
         first, run = _first_tensor_runner(mod.solution, tuple(x))
         if first is None:
             got[name] = None
@@ -147,7 +231,8 @@ def worker(rank: int, world: int, cfg: dict, port: int) -> None:
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     import torch
     import torch.distributed as dist
-    torch.cuda.set_device(rank % torch.cuda.device_count())
+    if cfg.get("device") != "cpu":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=cfg["deadline_s"]))
     sys.path.insert(0, cfg["pkb"])
@@ -163,8 +248,16 @@ def worker(rank: int, world: int, cfg: dict, port: int) -> None:
         tmp.write_text(json.dumps(out))
         os.replace(tmp, work / f"r{rank}-{prob['id']}.json")
         if "error" in out:
-            time.sleep(3600)        # the other ranks may wait in a collective: the parent ends us
+            _wait_for_go(work, prob["id"])
     dist.destroy_process_group()
+
+
+def _wait_for_go(work: Path, pid: int) -> None:
+    """After a failure: the other ranks may wait in a collective. The parent, once every rank
+    has reported the problem, writes ``go-<id>`` (all failed together: go on); otherwise it
+    ends the ranks and starts them again."""
+    while not (work / f"go-{pid}").exists():
+        time.sleep(0.1)
 
 
 def merge(prob: dict, per_rank: list[dict | None], world: int) -> dict:
@@ -173,7 +266,8 @@ def merge(prob: dict, per_rank: list[dict | None], world: int) -> dict:
     errors = sorted({f"rank {r}: {o['error']}" for r, o in enumerate(per_rank) if o and "error" in o})
     missing = [r for r, o in enumerate(per_rank) if o is None]
     if errors or missing:
-        row.update(ok=False, errors=errors[:3], silent_ranks=missing)
+        where = next((o["where"] for o in per_rank if o and o.get("where")), "")
+        row.update(ok=False, errors=errors[:3], silent_ranks=missing, where=where[-600:])
         return row
     trials = []
     for t in range(len(per_rank[0]["trials"])):
@@ -185,7 +279,8 @@ def merge(prob: dict, per_rank: list[dict | None], world: int) -> dict:
     first = per_rank[0]
     row.update(ok=all(t["ok"] for t in trials), trials=trials, seconds=max(o["seconds"] for o in per_rank),
                tally=first.get("tally", {}), schedules=first.get("schedules", []),
-               notes=first.get("notes", []), reference_adaptations=first.get("reference_adaptations", {}))
+               notes=first.get("notes", []), reference_adaptations=first.get("reference_adaptations", {}),
+               inputs_on_host=first.get("inputs_on_host", False))
     if all("time" in o for o in per_rank):
         for name in ("reference", "solution"):
             vals = [o["time"].get(name) for o in per_rank]
@@ -218,9 +313,10 @@ def device_info() -> dict:
 
 def run(problems: list[dict], results: Path, pkb: str, world: int = 8, trials: int = 5,
         deadline_s: float = 120.0, time_it: bool = False, warmup: int = 500, iters: int = 100,
-        budget_s: float | None = None, say=print) -> list[dict]:
+        budget_s: float | None = None, say=print, prebuild: bool = True, device: str = "cuda",
+        worker_fn=None) -> list[dict]:
     """Check ``problems`` (dicts: id, stem, reference, solution), appending to ``results``;
-    returns the rows written now."""
+    returns the rows written now. ``device`` "cpu" and ``worker_fn``: pksim.pkb.dryrun's."""
     import torch.multiprocessing as mp
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -231,14 +327,17 @@ def run(problems: list[dict], results: Path, pkb: str, world: int = 8, trials: i
     todo = [p for p in problems if p["id"] not in done_ids(results)]
     written: list[dict] = []
     commit = pksim_commit()
+    if todo and prebuild:
+        _prebuild(world, say)
     ctx = mp.get_context("spawn")
     while todo:
         cfg = {"problems": todo, "trials": trials, "pkb": pkb, "work": str(work),
-               "deadline_s": deadline_s, "time": time_it, "warmup": warmup, "iters": iters}
+               "deadline_s": deadline_s, "time": time_it, "warmup": warmup, "iters": iters,
+               "device": device}
         for f in work.glob("*"):
             f.unlink()
         port = 20000 + random.randrange(20000)
-        procs = [ctx.Process(target=worker, args=(r, world, cfg, port)) for r in range(world)]
+        procs = [ctx.Process(target=worker_fn or worker, args=(r, world, cfg, port)) for r in range(world)]
         for p in procs:
             p.start()
         restart = False
@@ -266,9 +365,12 @@ def run(problems: list[dict], results: Path, pkb: str, world: int = 8, trials: i
             written.append(row)
             say(f"pkb {prob['id']:3d} {prob['stem']:45s} {'ok' if row['ok'] else 'FAILED'} "
                 f"({time.time() - t0:.1f} s){'' if row['ok'] else ': ' + str(row.get('errors') or row.get('trials'))[:200]}")
-            if not complete or any("error" in o for o in outs if o):
+            errors = [o for o in outs if o and "error" in o]
+            if not complete or 0 < len(errors) < world:
                 restart = True
                 break
+            if errors:             # every rank failed, at the same point (pksim.torch tells all)
+                (work / f"go-{prob['id']}").write_text("")
             if budget_s is not None and time.time() - t_start > budget_s:
                 say(f"pkb: stopping after {time.time() - t_start:.0f} s (budget {budget_s:.0f} s); run again to resume")
                 todo = []
@@ -280,6 +382,18 @@ def run(problems: list[dict], results: Path, pkb: str, world: int = 8, trials: i
             p.join(10)
         todo = [p for p in todo if p["id"] not in done_ids(results)]
     return written
+
+
+def _prebuild(world: int, say) -> None:
+    gpus = device_info()["gpus"]
+    if not gpus:
+        say("pkb: no GPU (nvidia-smi): the kernels are not built beforehand")
+        return
+    t0 = time.time()
+    worlds = [w for w in range(2, world + 1) if world % w == 0]
+    n, failures = prebuild_for(gpus[0].split(",")[0].strip(), worlds)
+    say(f"pkb: {n} kernels built beforehand for worlds {worlds} in {time.time() - t0:.0f} s"
+        + "".join(f"\n  failed: {f}" for f in failures))
 
 
 def _read(path: Path) -> dict | None:

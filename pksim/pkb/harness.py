@@ -90,9 +90,10 @@ def _tensors(obj: Any) -> Iterator[Any]:
 
 
 def _to_cpu(obj: Any, moved: list, wide: bool = False) -> Any:
-    """A CPU copy of every CUDA tensor in ``obj`` (``wide``: bf16 and fp16 as fp32)."""
+    """A CPU copy of every CUDA tensor in ``obj`` (``wide``, a reduction: bf16 and fp16 as fp32,
+    and CPU tensors taken too, so that the NCCL-like adaptations cover them)."""
     import torch
-    if isinstance(obj, torch.Tensor) and obj.is_cuda:
+    if isinstance(obj, torch.Tensor) and (obj.is_cuda or wide):
         c = obj.detach().cpu()
         if wide and c.dtype in (torch.bfloat16, torch.float16):
             c = c.float()

@@ -18,13 +18,28 @@ from pksim.programs.load import list_programs, load_program
 
 BACKEND = "cuda"          # the PKB backend whose harness runs these solutions (NCCL + CUDA)
 NO_PROGRAM = {
-    56: "ring attention with pipeline stages: its P2P pattern differs per stage and rank; the "
-        "programs model one rank's sequence and no shipped program writes this one yet",
-    61: "Gaussian splatting: data-dependent tile binning whose sizes come from the inputs",
-    62: "spherical harmonic convolution: the transforms' FLOPs are not counted by PKB's "
-        "FlopCounterMode (FFT), so no program prices its compute",
-    64: "neighbour sampling: every call's sizes depend on the sampled graph",
-    78: "tiled VAE decode: per-rank tile counts and uneven all-to-all sizes from the inputs",
+    56: "ring attention in a two-stage pipeline (PKB's inputs: 2 stages x 4 context-parallel ranks): "
+        "the second stage's ranks wait for the first stage's whole attention block before their "
+        "ring starts, and back to back the stages overlap calls; a program is one rank's ops on "
+        "its own streams and its sendrecv costs the transfer only, so it can state neither the "
+        "wait on another rank's compute nor the overlap of stages",
+    61: "Gaussian splatting: the all-to-all splits are the number of Gaussians inside each "
+        "camera's frustum (bincount of the projection's camera ids), different for every rank "
+        "and trial, and the projection, packing and tile work are gathers and boolean masks of "
+        "data-dependent length; a program's splits and tensor sizes are constants",
+    62: "spherical DISCO convolution: its contraction multiplies a sparse COO psi (PKB's inputs "
+        "at world 8: 1,536 non-zeros of 3 x 128 x 8,192) by the input 256 times in a Python "
+        "loop, each product followed by torch.roll of the whole expanded input; programs have "
+        "no sparse-matmul kind, and a dense gemm would price each product about 2,000 times "
+        "too high (3,145,728 entries for 1,536 non-zeros)",
+    64: "GNN neighbour sampling: each hop walks the seed nodes in a Python loop of .item() reads "
+        "and deduplicates them with numpy on the host, and its seven all-to-alls move the "
+        "sampled neighbourhoods, whose sizes come from the random graph of every trial; a "
+        "program's splits are constants and its host-sync op counts reads, not a loop's kernels",
+    78: "tiled VAE decode: tiles are dealt round-robin after sorting, their shapes gathered as "
+        "objects, the all-to-all sizes taken from those shapes, and the blends are Python loops "
+        "of one-row kernels over the overlap; the tile counts per rank and the loops' lengths "
+        "depend on the inputs' shape and rank, which a program's constants cannot follow",
 }
 
 

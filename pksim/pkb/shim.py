@@ -76,8 +76,13 @@ class PksimDist:
     # ---- groups -------------------------------------------------------------------------------
     def new_group(self, ranks=None, *args, **kwargs):
         group = self._dist.new_group(ranks, *args, **kwargs)
-        if self._dist.get_backend(group) != "gloo":        # a gloo twin for the host traffic
-            self._twins[id(group)] = self._dist.new_group(ranks, backend="gloo")
+        # a gloo twin for the host traffic, made by every rank (new_group is a call of the whole
+        # world; a rank outside ``ranks`` gets a non-member and must not ask for its backend)
+        backend = kwargs.get("backend") or (args[1] if len(args) > 1 else None) or self._dist.get_backend()
+        if str(backend).lower() != "gloo":
+            twin = self._dist.new_group(ranks, backend="gloo")
+            if ranks is None or self._dist.get_rank() in ranks:
+                self._twins[id(group)] = twin
         return group
 
     def comm(self, group=None) -> Communicator:
@@ -187,19 +192,32 @@ class PksimDist:
         return self._done("scatter", async_op)
 
     def batch_isend_irecv(self, p2p_op_list):
+        """One send_recv of every op of the batch (every member of the group calls it). Several
+        ops with one peer travel as one message: the sends concatenated in the batch's order,
+        the bytes received split over the receives in theirs (both sides list them alike)."""
         if not p2p_op_list:
             return []
         group = p2p_op_list[0].group
         c = self.comm(group)
-        sends, recvs = {}, {}
+        sends: dict[int, list] = {}
+        recvs: dict[int, list] = {}
         for op in p2p_op_list:
             peer = op.group_peer if op.group_peer is not None else self._grank(group, op.peer)
             name = getattr(op.op, "__name__", str(op.op))
-            target = sends if name in ("isend", "send") else recvs
-            if peer in target:
-                raise CommError(f"batch_isend_irecv: two {name} ops with rank {op.peer} in one batch")
-            target[peer] = op.tensor if target is recvs else op.tensor.contiguous()
-        c.send_recv(sends, recvs)
+            (sends if name in ("isend", "send") else recvs).setdefault(peer, []).append(op.tensor)
+        u8 = c.torch.uint8
+        packed = {p: c.torch.cat([t.contiguous().reshape(-1).view(u8) for t in ts])
+                  for p, ts in sends.items()}
+        got = c.send_recv(packed)
+        for q, ts in recvs.items():
+            at = 0
+            for t in ts:
+                n = t.numel() * t.element_size()
+                if q not in got or got[q].numel() < at + n:
+                    raise CommError(f"batch_isend_irecv: rank {q} sends fewer bytes than the "
+                                    f"receives from it hold")
+                t.copy_(got[q][at:at + n].clone().view(t.dtype).view(t.shape))
+                at += n
         self.tally["batch_isend_irecv"] += 1
         return [Done() for _ in p2p_op_list]
 

@@ -148,3 +148,25 @@ def choose_fused(system_name: str, op: str, m: int, n: int, k: int, world: int) 
 @lru_cache(maxsize=None)
 def system_named(name: str) -> System:
     return load_system(name)
+
+
+KERNEL_OPS = ("all-reduce", "reduce-scatter", "reduce", "all-gather", "all-gather-v", "all-to-all",
+              "all-to-all-v", "send-recv", "broadcast", "gather", "scatter")
+REDUCING_OPS = ("all-reduce", "reduce-scatter", "reduce")
+KERNEL_REDUCE_OPS = ("sum", "avg", "min", "max")     # product is gathered and reduced by torch
+
+
+def likely_kernels(system_name: str, op: str, world: int, max_bytes: int = 1 << 32) -> list[Schedule]:
+    """The kernels ``choose`` picks for ``op`` at ``world`` over every size bucket from 16 bytes
+    to ``max_bytes``, both element types and (reductions) every reduce op the kernels run: what
+    a communicator of that world may build, so that a caller can build it all beforehand."""
+    found: dict[str, Schedule] = {}
+    for rop in KERNEL_REDUCE_OPS if op in REDUCING_OPS else ("sum",):
+        for dtype in ("bf16", "fp32"):
+            for bits in range(4, max(5, max_bytes.bit_length())):
+                try:
+                    k = choose(system_name, op, 1 << bits, world, dtype, rop).kernel
+                except CommError:
+                    break
+                found.setdefault(k.key(), k)
+    return list(found.values())

@@ -133,7 +133,7 @@ class Communicator(FusedOps):
     """Generated collectives and fused GEMM kernels over the ranks of a process group."""
 
     def __init__(self, group=None, *, system: str | None = None, host_group=None,
-                 host_sync: bool | None = None):
+                 host_sync: bool | None = None, fused_per_rank: bool | None = None):
         ensure_eager_loading()
         self.torch, dist = need_torch()
         torch = self.torch
@@ -146,6 +146,8 @@ class Communicator(FusedOps):
         here = (socket.gethostname(), str(getattr(props, "uuid", "")) or str(self.device))
         self.placement = placement(self.host.all_gather_object(here))
         self.host_sync = self.placement == "shared" if host_sync is None else bool(host_sync)
+        # fused kernels: a launch per rank on separate GPUs, one launch of every rank on a shared one
+        self.fused_per_rank = self.placement != "shared" if fused_per_rank is None else bool(fused_per_rank)
         self.system = system_named(system or system_for_device(props.name, self.world))
         self.ipc = runtime()
         self.kernels = Kernels(self.system)

@@ -7,14 +7,16 @@ Shapes (every matrix bf16, row-major, as kernels/fused/abi.h states them):
   ag_gemm(a [M_r x K], B [K x N]) every rank gets A @ B_r, A = the ranks' a stacked [M x K]
 with lo(r) = floor(r M / world); K and N multiples of 8, M at least the world.
 
-A generated fused kernel runs every rank in ONE launch (its grid holds every rank's blocks;
-``pkf_args`` has no rank: kernels/fused/abi.h), so it cannot be split into one launch per
-process. Where the ranks share one GPU that launch is made by the communicator's rank 0 over
-every rank's buffers (the peers' mapped through CUDA IPC, all on that GPU): the ranks copy
-their operands into their symmetric buffers and meet on the host, rank 0 launches and waits,
-they meet again and copy their results out. On separate GPUs one process cannot launch the
-others' blocks, so the op runs as torch.matmul and a generated collective (reduce-scatter,
-all-gather, all-reduce) and the communicator says so once; ``fused_notes`` records which ran.
+A generated fused kernel launches either every rank's blocks at once or one rank's
+(``pkf_args::one_rank``, kernels/fused/abi.h). The ranks copy their operands into their
+symmetric buffers (every rank's mapped by the others through CUDA IPC) and meet on the host;
+then, where they share one GPU, the communicator's rank 0 launches every rank's blocks in one
+launch (their blocks must be co-resident: processes time-slicing a GPU could not wait on each
+other's flags) and each communication rank gets at most a quarter of its share of SMs; on
+separate GPUs (or ``fused_per_rank=True``) every rank launches its own rank's blocks on its own
+stream over every rank's pointers, the store-add outputs zeroed by their owner before the
+meeting. Every rank waits for the launch and they meet again (the intra-SM variants have no
+device-side meeting: kernels/fused/abi.h) before the results are copied out.
 """
 from __future__ import annotations
 
@@ -28,11 +30,8 @@ from pksim.torch.ipc import exchange
 from validation.runtime.fused import PkfArgs, row_lo
 from validation.runtime.library import as_pointer, host_array, wait_for_stream
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 DEADLINE_S = float(os.environ.get("PKSIM_TORCH_DEADLINE_S", "60"))   # wall clock of one wait
-FALLBACK_NOTE = ("pksim.torch: {op} on separate GPUs runs as torch.matmul and a generated {coll}: "
-                 "a fused kernel launches every rank's blocks at once (kernels/fused/abi.h has no "
-                 "rank), which one process per GPU cannot do")
 
 
 def shared_comm_blocks(blocks: int, sms: int, world: int) -> int:
@@ -43,9 +42,11 @@ def shared_comm_blocks(blocks: int, sms: int, world: int) -> int:
 
 class _FusedBinding:
     """One fused library, shape and block split with every rank's operands in symmetric
-    buffers; rank 0 holds the launch arguments over all of them."""
+    buffers; the launch arguments over all of them are rank 0's (one launch of every rank) or
+    every rank's own (``per_rank``: a launch of its rank's blocks)."""
 
-    def __init__(self, comm, lib, op: str, m: int, n: int, k: int, comm_blocks: int):
+    def __init__(self, comm, lib, op: str, m: int, n: int, k: int, comm_blocks: int,
+                 per_rank: bool):
         torch, world, rank = comm.torch, comm.world, comm.rank
         self.comm, self.lib, self.op = comm, lib, op
         lo = [row_lo(r, m, world) for r in range(world + 1)]
@@ -59,13 +60,15 @@ class _FusedBinding:
             return t, exchange(comm.host, comm.ipc, int(t.data_ptr()))
 
         (self.a, pa), (self.b, pb), (self.out, po) = sym(self.a_rows, k), sym(k, n), sym(self.out_rows, n)
-        self.args = None
-        if rank != 0:
+        self.args, self.per_rank = None, per_rank
+        if rank != 0 and not per_rank:
             return
         a = PkfArgs()
         a.abi_version, a.world, a.M, a.N, a.K = ABI_VERSION, world, m, n, k
+        a.one_rank, a.rank = (1, rank) if per_rank else (0, 0)
         a.comm_blocks = comm_blocks if lib.overlap == "inter-sm" else 0
-        a.gemm_blocks, a.tile_order, a.group_m, a.zero_output = 0, -1, 0, 1
+        a.gemm_blocks, a.tile_order, a.group_m = 0, -1, 0
+        a.zero_output = 0 if per_rank else 1       # per rank: each owner zeroes before the meeting
         a.timeout_cycles = 1 << 33
         self._arrays = {"a": host_array(pa), "b": host_array(pb), "out": host_array(po)}
         for name, arr in self._arrays.items():
@@ -73,14 +76,16 @@ class _FusedBinding:
         q = lib.requirements(a)
         u8, dev = torch.uint8, comm.device
         self._keep = {}
-        for name, nbytes in (("partial", q.partial_bytes), ("gathered", q.gathered_bytes)):
-            if nbytes:
-                self._keep[name] = [torch.empty(nbytes, dtype=u8, device=dev) for _ in range(world)]
-        if q.num_flags:
-            self._keep["flags"] = [torch.zeros(q.num_flags, dtype=torch.int32, device=dev)
-                                   for _ in range(world)]
-        for name, bufs in self._keep.items():
-            self._arrays[name] = host_array([t.data_ptr() for t in bufs])
+        for name, nbytes in (("partial", q.partial_bytes), ("gathered", q.gathered_bytes),
+                             ("flags", 4 * q.num_flags)):
+            if not nbytes:
+                continue
+            # one process over every rank: all of them here; per rank: its own, then exchanged
+            bufs = [torch.zeros(nbytes, dtype=u8, device=dev) for _ in range(1 if per_rank else world)]
+            self._keep[name] = bufs
+            ptrs = exchange(comm.host, comm.ipc, int(bufs[0].data_ptr())) if per_rank \
+                else [t.data_ptr() for t in bufs]
+            self._arrays[name] = host_array(ptrs)
             setattr(a, name, as_pointer(self._arrays[name]))
         a.num_flags = q.num_flags
         self.err = torch.zeros(64, dtype=u8, device=dev)
@@ -94,6 +99,8 @@ class _FusedBinding:
 
     def run(self, deadline_s: float) -> None:
         comm, torch = self.comm, self.comm.torch
+        if self.per_rank:
+            self.out.zero_()
         torch.cuda.current_stream().synchronize()
         comm.host.barrier()
 
@@ -136,23 +143,24 @@ class FusedOps:
                                     f"of M = {m} is {want} (rank r: rows floor(r M / world) on)")
         if m < self.world:
             raise CommError(f"{op}: M = {m} is below the world ({self.world}): some rank would own no rows")
-        if self.world == 1 or self.placement != "shared":
-            if self.world > 1:
-                self._say(FALLBACK_NOTE.format(op=op, coll=coll))
+        if self.world == 1:
             self.calls.append((op, f"torch.matmul + {coll}"))
             return compose()
         choice = choose_fused(self.system.name, op, m, n, k, self.world)
         self._say(choice.note)
-        self.calls.append((op, choice.schedule.label()))
-        blocks = shared_comm_blocks(choice.blocks, self.torch.cuda.get_device_properties(
-            self.device).multi_processor_count, self.world)
+        per_rank = self.fused_per_rank
+        self.calls.append((op, choice.schedule.label() + (" (a launch per rank)" if per_rank else "")))
+        blocks = choice.blocks if per_rank else shared_comm_blocks(
+            choice.blocks, self.torch.cuda.get_device_properties(self.device).multi_processor_count,
+            self.world)
         if blocks != choice.blocks and choice.schedule.overlap == "inter-sm":
             self._say(f"pksim.torch: {op} on one GPU: the ranks share its SMs, so each runs "
                       f"{blocks} communication blocks where the schedule has {choice.blocks}")
         key = (choice.kernel.key(), m, n, k, blocks)
         fb = self._fused_bindings.get(key)
         if fb is None:
-            fb = _FusedBinding(self, self.kernels.library(choice.kernel), op, m, n, k, blocks)
+            fb = _FusedBinding(self, self.kernels.library(choice.kernel), op, m, n, k, blocks,
+                               per_rank)
             self._fused_bindings[key] = fb
         fb.a.view(-1)[: a.numel()].copy_(a.reshape(-1))
         fb.b.view(-1)[: b.numel()].copy_(b.reshape(-1))

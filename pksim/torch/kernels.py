@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,6 +21,8 @@ from codegen.manifest import read_manifest
 from hwmodels.errors import PksimError
 from hwmodels.system import System
 from pksim.schedule import Schedule
+from pksim.torch.choice import (KERNEL_OPS, choose_fused, likely_kernels, system_for_device,
+                                system_named)
 from pksim.torch.errors import CommError
 from validation.runtime.collectives import Library
 from validation.runtime.fused import FusedLib
@@ -87,3 +90,29 @@ def prebuild(system: System, kernels: list[Schedule], workers: int | None = None
     jobs = [(s, BuildOptions.from_dict(read_manifest(s)["build_options"])) for s in sources]
     results = compile_many(jobs, workers=workers or os.cpu_count())
     return [f"{s.name}: {r}" for s, r in zip(sources, results) if isinstance(r, Exception)]
+
+
+def _likely(job: tuple[str, str, int]) -> list[Schedule]:
+    return likely_kernels(*job)
+
+
+def prebuild_for(device_name: str, worlds: list[int], workers: int | None = None) -> tuple[int, list[str]]:
+    """Build every kernel a communicator of these worlds on this GPU may ask for
+    (``choice.likely_kernels`` of every op, on the system ``system_for_device`` picks per
+    world), the choices and nvcc on ``workers`` processes; (kernels, failures)."""
+    jobs = [(system_for_device(device_name, w), op, w) for w in worlds for op in KERNEL_OPS]
+    with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
+        found = list(pool.map(_likely, jobs))
+    for w in worlds:            # the fused ops at square shapes (one binary serves every shape)
+        name = system_for_device(device_name, w)
+        found.append([choose_fused(name, op, s, s, s, w).kernel for op in FUSED_OPS
+                      for s in (512, 1024, 4096)])
+        jobs.append((name, "fused", w))
+    by_system: dict[str, dict[str, Schedule]] = {}
+    for (name, _, _), kernels in zip(jobs, found):
+        for k in kernels:
+            by_system.setdefault(name, {}).setdefault(k.key(), k)
+    failures = []
+    for name, kernels in by_system.items():
+        failures += prebuild(system_named(name), list(kernels.values()), workers)
+    return sum(len(k) for k in by_system.values()), failures

@@ -212,10 +212,15 @@ def worker(rank: int, world: int, args: dict, port: int) -> None:
     torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     comm = Communicator(system=args["system"])
+    # the fused kernels launched per rank too (each process its rank's blocks), as on separate GPUs
+    per_rank = Communicator(system=args["system"], fused_per_rank=True) \
+        if args.get("fused_per_rank") and not comm.fused_per_rank else None
     rows = []
     for case in cases_for(args["seed"], world, args["cases"]):
         rows += run_collectives(torch, comm, case, world)
         rows += run_fused(torch, comm, case, world)
+        if per_rank is not None:
+            rows += [{**r, "op": r["op"] + "_per_rank"} for r in run_fused(torch, per_rank, case, world)]
     everyone: list[Any] = [None] * world
     dist.all_gather_object(everyone, rows)
     if rank == 0:
@@ -234,6 +239,8 @@ def worker(rank: int, world: int, args: dict, port: int) -> None:
         with open(args["out"] + ".notes.json", "a") as fh:
             fh.write(json.dumps(notes) + "\n")
     comm.close()
+    if per_rank is not None:
+        per_rank.close()
     dist.destroy_process_group()
 
 
@@ -244,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--system", default=None, help="system name (default: from the GPU)")
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--fused-per-rank", action="store_true",
+                    help="also launch the fused kernels one rank per process (pkf_args::one_rank)")
     ns = ap.parse_args(argv)
     ensure_eager_loading()
     import torch
@@ -265,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         port = 29500 + random.randrange(2000)
         mp.spawn(worker, args=(w, {"seed": ns.seed, "cases": ns.cases, "system": system,
-                                   "out": str(ns.out)}, port), nprocs=w, join=True)
+                                   "out": str(ns.out), "fused_per_rank": ns.fused_per_rank}, port),
+                 nprocs=w, join=True)
         print(f"world {w}: {time.time() - t0:.0f} s", flush=True)
     rows = [json.loads(line) for line in ns.out.read_text().splitlines()]
     bad = [r for r in rows if not r["ok"]]

@@ -24,11 +24,12 @@ def test_row_partition_covers_every_row_once():
 def test_abi_struct_layout():
     # kernels/fused/abi.h: 5 ints (+4 padding), 5 host-array pointers (a, b, out, partial,
     # gathered), 2 multicast pointers, flags, 7 ints (+4), err, stream, table and its size,
-    # timeout: 24 + 40 + 16 + 8 + 32 + 16 + 16 + 8 = 160, whatever the world (checked against
+    # timeout, one_rank and rank: 24 + 40 + 16 + 8 + 32 + 16 + 16 + 8 + 8 = 168, whatever the world (checked against
     # the compiled library in tests/kernels)
-    assert ctypes.sizeof(PkfArgs) == 160 and ctypes.sizeof(PkfReqs) == 56
+    assert ctypes.sizeof(PkfArgs) == 168 and ctypes.sizeof(PkfReqs) == 56
     assert PkfArgs.a.offset == 24 and PkfArgs.table.offset == 136
     assert PkfArgs.timeout_cycles.offset == 152
+    assert PkfArgs.one_rank.offset == 160 and PkfArgs.rank.offset == 164
 
 
 def test_cases_cover_every_variant_and_shape():

@@ -164,7 +164,9 @@ def bad_argument_statuses(lib, PkfArgs, abi: int) -> list[dict]:
              ("K % 8", args(K=60), "K = 60"), ("N % 8", args(N=1001), "N = 1001"),
              ("M < world", args(M=3), "below the world"),
              ("ABI version", args(abi_version=99), "ABI version 99"),
-             ("tile order", args(tile_order=5), "tile_order 5")]
+             ("tile order", args(tile_order=5), "tile_order 5"),
+             ("one_rank 2", args(one_rank=2), "one_rank 2"),
+             ("rank past the world", args(one_rank=1, rank=4), "rank 4 is outside 0..3")]
     cases.append(("null B on rank 2", args({"b": [fake, fake, None, fake]}), "rank 2: b is NULL"))
     cases.append(("misaligned out", args({"out": [fake, fake + 2, fake, fake]}),
                   "rank 1: out is not 16-byte aligned"))

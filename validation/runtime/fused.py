@@ -35,7 +35,7 @@ from typing import Any
 from validation.runtime.library import (GeneratedLibrary, as_pointer, host_array, torch_module,
                                         wait_for_stream)
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 GUARD = 1024              # bf16 elements of NaN after every output
 RUN_Z = 8                 # standard deviations of the running sum's roundings (D62)
 
@@ -53,7 +53,8 @@ class PkfArgs(ctypes.Structure):
                 ("group_m", ctypes.c_int), ("zero_output", ctypes.c_int), ("seq", ctypes.c_uint),
                 ("err", ctypes.c_void_p), ("stream", ctypes.c_void_p),
                 ("table", ctypes.c_void_p), ("table_bytes", ctypes.c_ulonglong),
-                ("timeout_cycles", ctypes.c_longlong)]
+                ("timeout_cycles", ctypes.c_longlong),
+                ("one_rank", ctypes.c_int), ("rank", ctypes.c_int)]
 
 
 class PkfReqs(ctypes.Structure):
