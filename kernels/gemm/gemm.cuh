@@ -216,12 +216,19 @@ PK_DEV void mbar_arrive(uint64_t* bar) {
 }
 
 // Arrive on the mbarrier at the same shared-memory offset in block `cta` of the cluster.
+// The consumers arrive here to say "this stage's operands are read": the reads are the
+// wgmmas', complete before the arrival (wgmma.wait_group), so the arrival needs no
+// cluster-scope release. It is a CTA-scope release (PTX: mbarrier.arrive{.sem}{.scope}
+// .shared::cluster, .sem release | relaxed, .scope cta | cluster): with .release.cluster,
+// ptxas (sm_90a, CUDA 13.0) puts MEMBAR.ALL.GPU + ERRBAR before every arrival, two per
+// consumer warp and k-block, which held the clustered variant at 55-68 % of torch.matmul
+// (docs/PERFORMANCE.md).
 PK_DEV void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
   asm volatile(
       "{\n\t"
       ".reg .b32 remote;\n\t"
       "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t"
+      "mbarrier.arrive.release.cta.shared::cluster.b64 _, [remote];\n\t"
       "}"
       :
       : "r"(tma::smem_u32(bar)), "r"(cta)

@@ -13,9 +13,8 @@
 //
 // Variants (index: name = BM x BN x BK, s = pipeline stages, c2 = clusters of two blocks with
 // B multicast): 0 128x256x64s4 (the default), 1 128x256x64s3, 2 128x128x64s6,
-// 3 256x128x64s4, 4 128x256x64s4c2 (needs an even first_block; the grid is capped at the
-// number of co-resident clusters). Variant 4 is experimental: correct on the H200 but only
-// 55-68% of torch.matmul there (docs/PERFORMANCE.md); the cause is not known.
+// 3 256x128x64s4, 4 128x256x64s4c2, 5 128x256x64s3c2, 6 256x128x64s4c2 (the clustered ones
+// need an even first_block; the grid is capped at the number of co-resident clusters).
 //
 // Return value: 0 on success; a negative pk::gemm::status for a bad argument (checked before
 // any CUDA call, so a bad call never touches the GPU); a positive cudaError_t otherwise. The
@@ -34,6 +33,8 @@ using v128x256x64s3 = config<128, 256, 64, 3, 2>;
 using v128x128x64s6 = config<128, 128, 64, 6, 2>;
 using v256x128x64s4 = config<256, 128, 64, 4, 1>;
 using v128x256x64s4c2 = config<128, 256, 64, 4, 2, 2>;  // clusters of 2, B multicast
+using v128x256x64s3c2 = config<128, 256, 64, 3, 2, 2>;
+using v256x128x64s4c2 = config<256, 128, 64, 4, 1, 2>;
 
 using launcher = int (*)(const void*, const void*, void*, int, int, int, int, int, int, bool,
                          cudaStream_t);
@@ -49,6 +50,8 @@ const variant kVariants[] = {
     {"128x128x64s6", &gemm_bf16<v128x128x64s6>},
     {"256x128x64s4", &gemm_bf16<v256x128x64s4>},
     {"128x256x64s4c2", &gemm_bf16<v128x256x64s4c2>},
+    {"128x256x64s3c2", &gemm_bf16<v128x256x64s3c2>},
+    {"256x128x64s4c2", &gemm_bf16<v256x128x64s4c2>},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
