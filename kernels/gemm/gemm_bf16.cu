@@ -12,9 +12,11 @@
 //   const char* pk_gemm_strerror(int); int pk_gemm_abi_version(void)
 //
 // Variants (index: name = BM x BN x BK, s = pipeline stages, c2 = clusters of two blocks with
-// B multicast): 0 128x256x64s4 (the default), 1 128x256x64s3, 2 128x128x64s6,
-// 3 256x128x64s4, 4 128x256x64s4c2, 5 128x256x64s3c2, 6 256x128x64s4c2 (the clustered ones
-// need an even first_block; the grid is capped at the number of co-resident clusters).
+// B multicast, c2x2 = clusters of 2 x 2 blocks with A and B multicast): 0 128x256x64s4 (the
+// default), 1 128x256x64s3, 2 128x128x64s6, 3 256x128x64s4, 4 128x256x64s4c2,
+// 5 128x256x64s3c2, 6 256x128x64s4c2, 7 128x256x64s4c2x2 (the clustered ones need a
+// first_block that is a multiple of the cluster size; the grid is capped at the number of
+// co-resident clusters).
 //
 // Return value: 0 on success; a negative pk::gemm::status for a bad argument (checked before
 // any CUDA call, so a bad call never touches the GPU); a positive cudaError_t otherwise. The
@@ -35,6 +37,7 @@ using v256x128x64s4 = config<256, 128, 64, 4, 1>;
 using v128x256x64s4c2 = config<128, 256, 64, 4, 2, 2>;  // clusters of 2, B multicast
 using v128x256x64s3c2 = config<128, 256, 64, 3, 2, 2>;
 using v256x128x64s4c2 = config<256, 128, 64, 4, 1, 2>;
+using v128x256x64s4c2x2 = config<128, 256, 64, 4, 2, 2, 2>;  // 2 x 2 clusters, A and B multicast
 
 using launcher = int (*)(const void*, const void*, void*, int, int, int, int, int, int, bool,
                          cudaStream_t);
@@ -52,6 +55,7 @@ const variant kVariants[] = {
     {"128x256x64s4c2", &gemm_bf16<v128x256x64s4c2>},
     {"128x256x64s3c2", &gemm_bf16<v128x256x64s3c2>},
     {"256x128x64s4c2", &gemm_bf16<v256x128x64s4c2>},
+    {"128x256x64s4c2x2", &gemm_bf16<v128x256x64s4c2x2>},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Build the Hopper GEMM on the GPU machine (or take a prebuilt library), check and time every
 # variant against torch.matmul with the GPU's clocks and power sampled throughout, and profile
-# one 8192^3 launch of the default, the clustered default and torch.matmul with Nsight Compute.
-# Everything lands in OUT_DIR:
+# one 8192^3 launch of the default, the two clustered variants 4 and 7 and torch.matmul with
+# Nsight Compute. Everything lands in OUT_DIR:
 #   device.txt (name, uuid, driver, clocks, power limit), build.log (ptxas -v, when built here),
-#   gemm.jsonl + gemm.txt (variants 0-3), gemm-c2.jsonl + gemm-c2.txt (the clustered variants
-#   4-6 and variant 0 again, then SUSTAIN seconds of back-to-back 8192^3 calls of torch and
-#   each of them; in a process of their own, so that a failure there cannot cost the others'
-#   results), gemm-base.jsonl + gemm-base.txt (variant 4 of the --baseline library, quick
-#   shapes), smi.csv (nvidia-smi every 50 ms: timestamp, SM and memory clocks, power, temperature,
+#   gemm.jsonl + gemm.txt (variants 0-3), gemm-c2.jsonl + gemm-c2.txt (the clusters of two,
+#   variants 4-6, and variant 0 again), gemm-c4.jsonl + gemm-c4.txt (the 2 x 2 clusters,
+#   variant 7, and variant 4 again), each of the last two then with SUSTAIN seconds of
+#   back-to-back 8192^3 calls of torch and of each of its variants (every group in a process of
+#   its own, so that a failure there cannot cost the others' results; torch is timed in each),
+#   gemm-base.jsonl + gemm-base.txt (variant 4 of the --baseline library, quick shapes), smi.csv (nvidia-smi every 50 ms: timestamp, SM and memory clocks, power, temperature,
 #   the active clock-event reasons), ncu.txt.
 #
 #   validation/device/gemm.sh [--lib PREBUILT.so] [--baseline OTHER.so] [--sustain S] OUT_DIR
@@ -45,21 +46,24 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
   --format=csv -lms 50 >"$out/smi.csv" 2>&1 &
 smi=$!
 
-timeout 100 python3 validation/run/gemm.py --so "$lib" --variants 0,1,2,3 \
+timeout 80 python3 validation/run/gemm.py --so "$lib" --variants 0,1,2,3 \
   --out "$out/gemm.jsonl" >/dev/null 2>"$out/gemm.txt"
 echo "bench v0-3 rc=$?"; cat "$out/gemm.txt"
-timeout 110 python3 validation/run/gemm.py --so "$lib" --variants 4,5,6,0 --sustain "$sustain" \
+timeout 90 python3 validation/run/gemm.py --so "$lib" --variants 4,5,6,0 --sustain "$sustain" \
   --out "$out/gemm-c2.jsonl" >/dev/null 2>"$out/gemm-c2.txt"
 echo "bench v4-6,0 rc=$?"; cat "$out/gemm-c2.txt"
+timeout 70 python3 validation/run/gemm.py --so "$lib" --variants 7,4 --sustain "$sustain" \
+  --out "$out/gemm-c4.jsonl" >/dev/null 2>"$out/gemm-c4.txt"
+echo "bench v7,4 rc=$?"; cat "$out/gemm-c4.txt"
 if [ -n "$base" ]; then
-  timeout 40 python3 validation/run/gemm.py --so "$base" --variants 4 --quick \
+  timeout 35 python3 validation/run/gemm.py --so "$base" --variants 4 --quick \
     --out "$out/gemm-base.jsonl" >/dev/null 2>"$out/gemm-base.txt"
   echo "baseline v4 rc=$?"; cat "$out/gemm-base.txt"
 fi
 kill "$smi"
 
 if command -v ncu >/dev/null; then
-  timeout 75 ncu --clock-control none -k regex:'gemm|nvjet|xmma|cutlass' -c 3 --section LaunchStats \
+  timeout 60 ncu --clock-control none -k regex:'gemm|nvjet|xmma|cutlass' -c 4 --section LaunchStats \
     --section SpeedOfLight --section MemoryWorkloadAnalysis python3 -c "
 import sys, torch
 sys.path.insert(0, '.')
@@ -67,7 +71,7 @@ from validation.run import gemm as g
 run = g.Runner(g.load_library('$lib'), torch)
 a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
 b = torch.randn_like(a); c = torch.empty_like(a)
-run.gemm(a, b, c, 0); run.gemm(a, b, c, 4); torch.matmul(a, b, out=c); torch.cuda.synchronize()
+run.gemm(a, b, c, 0); run.gemm(a, b, c, 4); run.gemm(a, b, c, 7); torch.matmul(a, b, out=c); torch.cuda.synchronize()
 " >"$out/ncu.txt" 2>&1
   echo "ncu rc=$?"
   grep -E "^  [a-z_A-Z].*\(|Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Cluster Size|Grid Size|Registers" "$out/ncu.txt" | head -60
