@@ -11,10 +11,11 @@
 //   int pk_gemm_num_variants(void); const char* pk_gemm_variant_name(int);
 //   const char* pk_gemm_strerror(int); int pk_gemm_abi_version(void)
 //
-// Variants (index: name = BM x BN x BK, s = pipeline stages, c2 = clusters of two blocks with
-// B multicast, c2x2 = clusters of 2 x 2 blocks with A and B multicast): 0 128x256x64s4 (the
-// default), 1 128x256x64s3, 2 128x128x64s6, 3 256x128x64s4, 4 128x256x64s4c2,
-// 5 128x256x64s3c2, 6 256x128x64s4c2, 7 128x256x64s4c2x2 (the clustered ones need a
+// Variants (index: name = BM x BN x BK, s = pipeline stages, cMxN = clusters of M x N blocks,
+// c2 = c2x1: B multicast between vertically adjacent tiles, c1x2: A multicast between
+// horizontally adjacent ones, c2x2 both): 0 128x256x64s4 (the default), 1 128x256x64s3,
+// 2 128x128x64s6, 3 256x128x64s4, 4 128x256x64s4c2, 5 128x256x64s3c2, 6 256x128x64s4c2,
+// 7 128x256x64s4c2x2, 8 256x128x64s4c1x2, 9 256x128x64s4c2x2 (the clustered ones need a
 // first_block that is a multiple of the cluster size; the grid is capped at the number of
 // co-resident clusters).
 //
@@ -38,6 +39,8 @@ using v128x256x64s4c2 = config<128, 256, 64, 4, 2, 2>;  // clusters of 2, B mult
 using v128x256x64s3c2 = config<128, 256, 64, 3, 2, 2>;
 using v256x128x64s4c2 = config<256, 128, 64, 4, 1, 2>;
 using v128x256x64s4c2x2 = config<128, 256, 64, 4, 2, 2, 2>;  // 2 x 2 clusters, A and B multicast
+using v256x128x64s4c1x2 = config<256, 128, 64, 4, 1, 1, 2>;  // 1 x 2 clusters, A multicast
+using v256x128x64s4c2x2 = config<256, 128, 64, 4, 1, 2, 2>;
 
 using launcher = int (*)(const void*, const void*, void*, int, int, int, int, int, int, bool,
                          cudaStream_t);
@@ -56,6 +59,8 @@ const variant kVariants[] = {
     {"128x256x64s3c2", &gemm_bf16<v128x256x64s3c2>},
     {"256x128x64s4c2", &gemm_bf16<v256x128x64s4c2>},
     {"128x256x64s4c2x2", &gemm_bf16<v128x256x64s4c2x2>},
+    {"256x128x64s4c1x2", &gemm_bf16<v256x128x64s4c1x2>},
+    {"256x128x64s4c2x2", &gemm_bf16<v256x128x64s4c2x2>},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 

@@ -4,9 +4,9 @@
 # one 8192^3 launch of the default, the two clustered variants 4 and 7 and torch.matmul with
 # Nsight Compute. Everything lands in OUT_DIR:
 #   device.txt (name, uuid, driver, clocks, power limit), build.log (ptxas -v, when built here),
-#   gemm.jsonl + gemm.txt (variants 0-3), gemm-c2.jsonl + gemm-c2.txt (the clusters of two,
-#   variants 4-6, and variant 0 again), gemm-c4.jsonl + gemm-c4.txt (the 2 x 2 clusters,
-#   variant 7, and variant 4 again), each of the last two then with SUSTAIN seconds of
+#   gemm.jsonl + gemm.txt (variants 0-3), gemm-c2.jsonl + gemm-c2.txt (the clusters of two
+#   along M, variants 4-6, and variant 0 again), gemm-c4.jsonl + gemm-c4.txt (the clusters
+#   along N, variants 7-9, and variant 4 again), each of the last two then with SUSTAIN seconds of
 #   back-to-back 8192^3 calls of torch and of each of its variants (every group in a process of
 #   its own, so that a failure there cannot cost the others' results; torch is timed in each),
 #   gemm-base.jsonl + gemm-base.txt (variant 4 of the --baseline library, quick shapes), smi.csv (nvidia-smi every 50 ms: timestamp, SM and memory clocks, power, temperature,
@@ -52,9 +52,9 @@ echo "bench v0-3 rc=$?"; cat "$out/gemm.txt"
 timeout 90 python3 validation/run/gemm.py --so "$lib" --variants 4,5,6,0 --sustain "$sustain" \
   --out "$out/gemm-c2.jsonl" >/dev/null 2>"$out/gemm-c2.txt"
 echo "bench v4-6,0 rc=$?"; cat "$out/gemm-c2.txt"
-timeout 70 python3 validation/run/gemm.py --so "$lib" --variants 7,4 --sustain "$sustain" \
+timeout 80 python3 validation/run/gemm.py --so "$lib" --variants 7,8,9,4 --sustain "$sustain" \
   --out "$out/gemm-c4.jsonl" >/dev/null 2>"$out/gemm-c4.txt"
-echo "bench v7,4 rc=$?"; cat "$out/gemm-c4.txt"
+echo "bench v7-9,4 rc=$?"; cat "$out/gemm-c4.txt"
 if [ -n "$base" ]; then
   timeout 35 python3 validation/run/gemm.py --so "$base" --variants 4 --quick \
     --out "$out/gemm-base.jsonl" >/dev/null 2>"$out/gemm-base.txt"
