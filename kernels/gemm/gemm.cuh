@@ -359,7 +359,7 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
         // (the right one at the right edge) still loads valid boxes, so that the pipeline
         // stays in step with the peers; it is never stored.
         int a_row = ti.rows > 0 ? ti.row0 : 0;
-        const int b_col = ti.cols > 0 ? ti.col0 : 0;
+        const int b_col = (C::CLUSTER_N == 1 || ti.cols > 0) ? ti.col0 : 0;
         const CUtensorMap* a_map = &p.a_map;
         if constexpr (detail::has_a_source<Pro>::value)
           a_map = Pro::a_source(p.pro, ti, &p.a_map, a_row);
@@ -445,7 +445,7 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
 
     for (int t = unit; t < tiles; t += units) {
       const tile_info ti = detail::make_tile<C>(p.sched, t, p.M, p.N, m_rank, n_rank);
-      const bool stored = ti.rows > 0 && ti.cols > 0;
+      const bool stored = ti.rows > 0 && (C::CLUSTER_N == 1 || ti.cols > 0);
 
 #pragma unroll
       for (int mb = 0; mb < C::M_BLOCKS; ++mb)

@@ -3,16 +3,23 @@
 # variant against torch.matmul with the GPU's clocks and power sampled throughout, and profile
 # one 8192^3 launch of the default, the two clustered variants 4 and 7 and torch.matmul with
 # Nsight Compute. Everything lands in OUT_DIR:
-#   device.txt (name, uuid, driver, clocks, power limit), build.log (ptxas -v, when built here),
-#   gemm.jsonl + gemm.txt (variants 0-3), gemm-c2.jsonl + gemm-c2.txt (the clusters of two
-#   along M, variants 4-6, and variant 0 again), gemm-c4.jsonl + gemm-c4.txt (the clusters
-#   along N, variants 7-9, and variant 4 again), each of the last two then with SUSTAIN seconds of
-#   back-to-back 8192^3 calls of torch and of each of its variants (every group in a process of
-#   its own, so that a failure there cannot cost the others' results; torch is timed in each),
-#   gemm-base.jsonl + gemm-base.txt (variant 4 of the --baseline library, quick shapes), smi.csv (nvidia-smi every 50 ms: timestamp, SM and memory clocks, power, temperature,
-#   the active clock-event reasons), ncu.txt.
+#   device.txt   name, uuid, driver, clocks, power limit, date
+#   build.log    ptxas -v (when built here)
+#   gemm.*       variants 0-3 (.jsonl records, .txt summary)
+#   gemm-c2.*    the clusters of two along M (variants 4-6) and variant 0 again
+#   gemm-c4.*    the clusters along N (variants 7-9) and variant 4 again
+#   gemm-base.*  variant 4 of the --baseline library, quick shapes
+#   smi.csv      nvidia-smi every 50 ms: timestamp, SM and memory clocks, power, temperature,
+#                the active clock-event reasons
+#   ncu.txt      the profile
+# gemm-c2 and gemm-c4 end with SUSTAIN seconds of back-to-back 8192^3 calls of torch and of each
+# of their variants. Every group runs in a process of its own (a failure there cannot cost the
+# others' results), and torch is timed in each.
 #
 #   validation/device/gemm.sh [--lib PREBUILT.so] [--baseline OTHER.so] [--sustain S] OUT_DIR
+#
+# From the repository root; the benchmark runs as python3 -m validation.run.gemm, so the
+# checkout needs no PYTHONPATH (run as a script path it could not import the project).
 set -u -o pipefail
 lib=
 base=
@@ -46,17 +53,17 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
   --format=csv -lms 50 >"$out/smi.csv" 2>&1 &
 smi=$!
 
-timeout 80 python3 validation/run/gemm.py --so "$lib" --variants 0,1,2,3 \
+timeout 80 python3 -m validation.run.gemm --so "$lib" --variants 0,1,2,3 \
   --out "$out/gemm.jsonl" >/dev/null 2>"$out/gemm.txt"
 echo "bench v0-3 rc=$?"; cat "$out/gemm.txt"
-timeout 90 python3 validation/run/gemm.py --so "$lib" --variants 4,5,6,0 --sustain "$sustain" \
+timeout 90 python3 -m validation.run.gemm --so "$lib" --variants 4,5,6,0 --sustain "$sustain" \
   --out "$out/gemm-c2.jsonl" >/dev/null 2>"$out/gemm-c2.txt"
 echo "bench v4-6,0 rc=$?"; cat "$out/gemm-c2.txt"
-timeout 80 python3 validation/run/gemm.py --so "$lib" --variants 7,8,9,4 --sustain "$sustain" \
+timeout 80 python3 -m validation.run.gemm --so "$lib" --variants 7,8,9,4 --sustain "$sustain" \
   --out "$out/gemm-c4.jsonl" >/dev/null 2>"$out/gemm-c4.txt"
 echo "bench v7-9,4 rc=$?"; cat "$out/gemm-c4.txt"
 if [ -n "$base" ]; then
-  timeout 35 python3 validation/run/gemm.py --so "$base" --variants 4 --quick \
+  timeout 35 python3 -m validation.run.gemm --so "$base" --variants 4 --quick \
     --out "$out/gemm-base.jsonl" >/dev/null 2>"$out/gemm-base.txt"
   echo "baseline v4 rc=$?"; cat "$out/gemm-base.txt"
 fi

@@ -153,7 +153,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     runs = read_runs(args.runs)
     samples = read_smi(args.smi, utc_offset_s(runs)) if args.smi else []
-    lines = ["## Side by side", ""] + shape_table(runs) + ["", "## Every configuration (% of torch)", ""]
+    lines = ["## Side by side", ""] + shape_table(runs)
+    lines += ["", "## Every configuration (% of torch)", ""]
     lines += variant_table(runs) + ["", "## Sustained 8192^3 (back to back, no flush)", ""]
     lines += sustained_table(runs, samples)
     print("\n".join(lines))
