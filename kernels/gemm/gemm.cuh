@@ -234,8 +234,8 @@ PK_DEV void mbar_arrive(uint64_t* bar) {
 // cluster-scope release. It is a CTA-scope release (PTX: mbarrier.arrive{.sem}{.scope}
 // .shared::cluster, .sem release | relaxed, .scope cta | cluster): with .release.cluster,
 // ptxas (sm_90a, CUDA 13.0) puts MEMBAR.ALL.GPU + ERRBAR before every arrival, two per
-// consumer warp and k-block, which held the clustered variant at 55-68 % of torch.matmul
-// (docs/PERFORMANCE.md).
+// consumer warp and k-block: what held the clustered variant back (docs/PERFORMANCE.md,
+// "Hopper GEMM against torch.matmul").
 PK_DEV void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
   asm volatile(
       "{\n\t"
