@@ -24,15 +24,18 @@
 // grouped_raster, walks bands of `group_m` tile rows column by column, so the G tiles in
 // flight at once share A rows and B columns in L2.
 //
-// Clusters (config CLUSTER_M = 2): blocks 2u and 2u + 1 form a cluster and take the two
-// vertically adjacent tiles of one "cluster tile" (the scheduler then deals cluster tiles,
-// 2 BM rows high, to the G / 2 clusters). Each block loads its own A box and half of the B
-// boxes, multicast into both blocks' shared memory; a stage's `empty` barrier then waits for
-// the consumer warps of both blocks (16 arrivals, the remote ones through mapa), and a
-// cluster barrier at the start (barrier initialisation) and at the end (no block leaves while
-// its peer may still arrive on its barriers) keeps them in step. At the bottom edge the lower
-// block of a cluster may get a tile row past M: it loads a valid box to stay in step with its
-// peer, and the epilogue hooks are not called for it (the prologue hook is).
+// Clusters (config CLUSTER_M = 2, and CLUSTER_N = 2): the C = CLUSTER_M x CLUSTER_N blocks
+// C u .. C u + C - 1 form a cluster and take the adjacent tiles of one "cluster tile" (the
+// scheduler then deals cluster tiles, CLUSTER_M BM rows high and CLUSTER_N BN columns wide, to
+// the G / C clusters). With CLUSTER_M = 2 each block loads half of the B boxes, multicast into
+// the block below or above it (same columns); with CLUSTER_N = 2 half of the A rows, multicast
+// into the block beside it (same rows). A stage's `empty` barrier then waits for the consumer
+// warps of every block its producer writes into (8 arrivals per block, the remote ones through
+// mapa), and a cluster barrier at the start (barrier initialisation) and at the end (no block
+// leaves while a peer may still arrive on its barriers) keeps them in step. At the bottom
+// (right) edge a block of a cluster may get a tile row (column) past M (N): it loads valid
+// boxes to stay in step with its peers, and the epilogue hooks are not called for it (the
+// prologue hook is).
 //
 // Hooks (template parameters; see store_epilogue and no_prologue below for the contracts):
 //   Epi  the epilogue. The kernel converts each finished fp32 sub-tile (BM/2 rows x 64
@@ -95,12 +98,20 @@ namespace pk {
 namespace gemm {
 
 // Compile-time tile shape. BM rows x BN columns per tile, BK of K per pipeline stage.
-// CLUSTER_M = 2 pairs blocks into clusters of two that compute vertically adjacent tiles (same
+// CLUSTER_M = 2 pairs blocks into clusters that compute vertically adjacent tiles (same
 // columns of B): each block loads half of the stage's B boxes and multicasts them to both.
-template <int BM_, int BN_, int BK_, int STAGES_, int EPI_BUFS_ = 2, int CLUSTER_M_ = 1>
+// CLUSTER_N = 2 pairs them horizontally too (same rows of A): each block loads half of the A
+// rows (boxes of BM / 2 rows) and multicasts them to its row peer. Cluster rank
+// r = m_rank + CLUSTER_M * n_rank; the block computes tile (CLUSTER_M * cm + m_rank,
+// CLUSTER_N * cn + n_rank) of cluster tile (cm, cn).
+template <int BM_, int BN_, int BK_, int STAGES_, int EPI_BUFS_ = 2, int CLUSTER_M_ = 1,
+          int CLUSTER_N_ = 1>
 struct config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_, EPI_BUFS = EPI_BUFS_;
-  static constexpr int CLUSTER_M = CLUSTER_M_;
+  static constexpr int CLUSTER_M = CLUSTER_M_, CLUSTER_N = CLUSTER_N_;
+  static constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;  // blocks per cluster
+  // Blocks whose consumers read what this block's producer writes (itself included).
+  static constexpr int SHARERS = 1 + (CLUSTER_M > 1) + (CLUSTER_N > 1);
   static constexpr int CONSUMERS = 2;
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static constexpr int PRODUCER_REGS = 40;
@@ -115,6 +126,7 @@ struct config {
   static constexpr int A_BYTES = A_BOXES * A_BOX_BYTES;
   static constexpr int B_BYTES = B_BOXES * B_BOX_BYTES;
   static constexpr int B_BOXES_OWN = B_BOXES / CLUSTER_M;  // B boxes this block loads
+  static constexpr int A_BOX_ROWS = BM / CLUSTER_N;        // rows of the A boxes it loads
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int EPI_BYTES = WG_ROWS * SPAN * 2;  // one staged sub-tile of one consumer
   static constexpr int BARRIER_BYTES = 2 * STAGES * 8;
@@ -126,7 +138,8 @@ struct config {
   static_assert(WG_ROWS % 64 == 0 && WG_ROWS <= 256, "BM must be 128, 256, 384 or 512");
   static_assert(M_BLOCKS * BN / 2 <= 128, "more than 128 accumulators per consumer thread");
   static_assert(STAGES >= 2, "need at least two pipeline stages");
-  static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 blocks");
+  static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 blocks along M");
+  static_assert(CLUSTER_N == 1 || CLUSTER_N == 2, "clusters of 1 or 2 blocks along N");
   static_assert(B_BOXES % CLUSTER_M == 0, "B boxes must split evenly over the cluster");
   static_assert(EPI_BUFS >= 1 && EPI_BUFS <= 4, "1 to 4 epilogue staging buffers");
   static_assert(SMEM_BYTES <= 232448, "tile shape needs more than 227 KiB of shared memory");
@@ -216,12 +229,19 @@ PK_DEV void mbar_arrive(uint64_t* bar) {
 }
 
 // Arrive on the mbarrier at the same shared-memory offset in block `cta` of the cluster.
+// The consumers arrive here to say "this stage's operands are read": the reads are the
+// wgmmas', complete before the arrival (wgmma.wait_group), so the arrival needs no
+// cluster-scope release. It is a CTA-scope release (PTX: mbarrier.arrive{.sem}{.scope}
+// .shared::cluster, .sem release | relaxed, .scope cta | cluster): with .release.cluster,
+// ptxas (sm_90a, CUDA 13.0) puts MEMBAR.ALL.GPU + ERRBAR before every arrival, two per
+// consumer warp and k-block: what held the clustered variant back (docs/PERFORMANCE.md,
+// "Hopper GEMM against torch.matmul").
 PK_DEV void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
   asm volatile(
       "{\n\t"
       ".reg .b32 remote;\n\t"
       "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t"
+      "mbarrier.arrive.release.cta.shared::cluster.b64 _, [remote];\n\t"
       "}"
       :
       : "r"(tma::smem_u32(bar)), "r"(cta)
@@ -269,14 +289,16 @@ PK_DEV void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
 }
 
-// The scheduler deals cluster tiles (CLUSTER_M tile rows high); block `rank` of the cluster
-// takes tile row tile_m * CLUSTER_M + rank.
-template <class Sched>
-PK_DEV tile_info make_tile(const Sched& sched, int t, int BM, int BN, int M, int N,
-                           int cluster_m, int rank) {
+// The scheduler deals cluster tiles (CLUSTER_M tile rows high, CLUSTER_N tile columns wide);
+// the block of ranks (m_rank, n_rank) takes tile (tile_m * CLUSTER_M + m_rank,
+// tile_n * CLUSTER_N + n_rank).
+template <class Cfg, class Sched>
+PK_DEV tile_info make_tile(const Sched& sched, int t, int M, int N, int m_rank, int n_rank) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN;
   tile_info ti;
   sched.coords(t, ti.tile_m, ti.tile_n);
-  ti.tile_m = ti.tile_m * cluster_m + rank;
+  ti.tile_m = ti.tile_m * Cfg::CLUSTER_M + m_rank;
+  ti.tile_n = ti.tile_n * Cfg::CLUSTER_N + n_rank;
   ti.row0 = ti.tile_m * BM;
   ti.col0 = ti.tile_n * BN;
   ti.rows = min(BM, M - ti.row0);
@@ -303,21 +325,22 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       tma::mbar_init(&full[s], 1);
-      tma::mbar_init(&empty[s], C::CONSUMERS * 4 * C::CLUSTER_M);
+      tma::mbar_init(&empty[s], C::CONSUMERS * 4 * C::SHARERS);
     }
     tma::mbar_init_fence();
   }
-  if constexpr (C::CLUSTER_M > 1) {
-    detail::cluster_sync();  // the peer's barriers are initialised before anyone uses them
+  if constexpr (C::CLUSTER > 1) {
+    detail::cluster_sync();  // the peers' barriers are initialised before anyone uses them
   } else {
     __syncthreads();
   }
 
   // Tiles are dealt per cluster: unit u of U handles cluster tiles u, u + U, ...
   const int tiles = p.sched.tiles();
-  const int rank = C::CLUSTER_M > 1 ? static_cast<int>(detail::cluster_ctarank()) : 0;
-  const int unit = block / C::CLUSTER_M;
-  const int units = p.num_blocks / C::CLUSTER_M;
+  const int rank = C::CLUSTER > 1 ? static_cast<int>(detail::cluster_ctarank()) : 0;
+  const int m_rank = rank % C::CLUSTER_M, n_rank = rank / C::CLUSTER_M;
+  const int unit = block / C::CLUSTER;
+  const int units = p.num_blocks / C::CLUSTER;
   if (wgi == 0) {
     // ---------------- producer ----------------
     wg::set_max_regs_dec<C::PRODUCER_REGS>();
@@ -331,11 +354,12 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
       int s = 0;
       uint32_t phase = 0;
       for (int t = unit; t < tiles; t += units) {
-        const tile_info ti =
-            detail::make_tile(p.sched, t, C::BM, C::BN, p.M, p.N, C::CLUSTER_M, rank);
-        // A tile row past M (the lower block of a cluster at the bottom edge) still loads a
-        // valid box, so that the pipeline stays in step with the peer; it is never stored.
+        const tile_info ti = detail::make_tile<C>(p.sched, t, p.M, p.N, m_rank, n_rank);
+        // A tile row past M (the lower block of a cluster at the bottom edge) or column past N
+        // (the right one at the right edge) still loads valid boxes, so that the pipeline
+        // stays in step with the peers; it is never stored.
         int a_row = ti.rows > 0 ? ti.row0 : 0;
+        const int b_col = (C::CLUSTER_N == 1 || ti.cols > 0) ? ti.col0 : 0;
         const CUtensorMap* a_map = &p.a_map;
         if constexpr (detail::has_a_source<Pro>::value)
           a_map = Pro::a_source(p.pro, ti, &p.a_map, a_row);
@@ -346,22 +370,37 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
           const int k0 = kb * C::BK;
           unsigned char* a_dst = a_s + s * C::A_BYTES;
           unsigned char* b_dst = b_s + s * C::B_BYTES;
+          if constexpr (C::CLUSTER_N == 1) {
 #pragma unroll
-          for (int i = 0; i < C::A_BOXES; ++i)
-            tma::load_tile_async(a_dst + i * C::A_BOX_BYTES, a_map, k0 + i * C::SPAN, a_row,
-                                 &full[s]);
+            for (int i = 0; i < C::A_BOXES; ++i)
+              tma::load_tile_async(a_dst + i * C::A_BOX_BYTES, a_map, k0 + i * C::SPAN, a_row,
+                                   &full[s]);
+          } else {
+            // Rows [n_rank * BM/2, (n_rank + 1) * BM/2) of the tile, to both blocks of the
+            // same m_rank (ranks m_rank and m_rank + CLUSTER_M).
+            const uint16_t a_mask =
+                static_cast<uint16_t>((1u << m_rank) | (1u << (m_rank + C::CLUSTER_M)));
+#pragma unroll
+            for (int i = 0; i < C::A_BOXES; ++i)
+              detail::load_tile_multicast(a_dst + i * C::A_BOX_BYTES + n_rank * C::A_BOX_ROWS * 128,
+                                          a_map, k0 + i * C::SPAN, a_row + n_rank * C::A_BOX_ROWS,
+                                          &full[s], a_mask);
+          }
           if constexpr (C::CLUSTER_M == 1) {
 #pragma unroll
             for (int j = 0; j < C::B_BOXES; ++j)
-              tma::load_tile_async(b_dst + j * C::B_BOX_BYTES, &p.b_map, ti.col0 + j * C::SPAN,
+              tma::load_tile_async(b_dst + j * C::B_BOX_BYTES, &p.b_map, b_col + j * C::SPAN,
                                    k0, &full[s]);
           } else {
+            // Boxes [m_rank * B_BOXES_OWN, ...) of the tile's B, to both blocks of the same
+            // n_rank (ranks CLUSTER_M * n_rank and the next).
+            const uint16_t b_mask =
+                static_cast<uint16_t>(((1u << C::CLUSTER_M) - 1) << (C::CLUSTER_M * n_rank));
 #pragma unroll
             for (int jo = 0; jo < C::B_BOXES_OWN; ++jo) {
-              const int j = rank * C::B_BOXES_OWN + jo;
+              const int j = m_rank * C::B_BOXES_OWN + jo;
               detail::load_tile_multicast(b_dst + j * C::B_BOX_BYTES, &p.b_map,
-                                          ti.col0 + j * C::SPAN, k0, &full[s],
-                                          static_cast<uint16_t>((1u << C::CLUSTER_M) - 1));
+                                          b_col + j * C::SPAN, k0, &full[s], b_mask);
             }
           }
           if (++s == C::STAGES) {
@@ -386,13 +425,16 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
     const uint64_t b_desc0 = wg::smem_desc(tma::smem_u32(b_s), p.b_lbo, p.b_sbo);
     const uint32_t c_base = tma::smem_u32(c_s + c * C::EPI_BUFS * C::EPI_BYTES);
 
-    // A stage is free once every consumer warp of every block of the cluster has released it.
-    auto release = [](uint64_t* bar) {
-      if constexpr (C::CLUSTER_M == 1) {
+    // A stage is free once every consumer warp of every block its producer writes into has
+    // released it: this block, its column peer (rank ^ 1, the other half of B) and its row
+    // peer (rank ^ CLUSTER_M, the other half of A).
+    auto release = [rank](uint64_t* bar) {
+      if constexpr (C::CLUSTER == 1) {
         detail::mbar_arrive(bar);
       } else {
-#pragma unroll
-        for (int r = 0; r < C::CLUSTER_M; ++r) detail::mbar_arrive_cluster(bar, r);
+        detail::mbar_arrive_cluster(bar, rank);
+        if constexpr (C::CLUSTER_M > 1) detail::mbar_arrive_cluster(bar, rank ^ 1);
+        if constexpr (C::CLUSTER_N > 1) detail::mbar_arrive_cluster(bar, rank ^ C::CLUSTER_M);
       }
     };
 
@@ -402,8 +444,8 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
     int epi_seq = 0;
 
     for (int t = unit; t < tiles; t += units) {
-      const tile_info ti =
-          detail::make_tile(p.sched, t, C::BM, C::BN, p.M, p.N, C::CLUSTER_M, rank);
+      const tile_info ti = detail::make_tile<C>(p.sched, t, p.M, p.N, m_rank, n_rank);
+      const bool stored = ti.rows > 0 && (C::CLUSTER_N == 1 || ti.cols > 0);
 
 #pragma unroll
       for (int mb = 0; mb < C::M_BLOCKS; ++mb)
@@ -473,19 +515,19 @@ __device__ __forceinline__ void gemm_block(const params<Epi, Pro, Sched>& p, int
           si.cols = max(0, min(C::SPAN, p.N - si.col0));
           si.consumer = c;
           si.index = i;
-          if (ti.rows > 0)
+          if (stored)
             Epi::store_subtile(p.epi, ti, si, c_s + (c * C::EPI_BUFS + buf) * C::EPI_BYTES);
           tma::commit_group();
         }
         ++epi_seq;
       }
-      if (tid == 0 && ti.rows > 0) Epi::tile_done(p.epi, ti, c);
+      if (tid == 0 && stored) Epi::tile_done(p.epi, ti, c);
     }
     if (tid == 0) Epi::finish(p.epi, c);
   }  // consumers
 
-  // No block of a cluster may leave while its peer can still arrive on its barriers.
-  if constexpr (C::CLUSTER_M > 1) detail::cluster_sync();
+  // No block of a cluster may leave while a peer can still arrive on its barriers.
+  if constexpr (C::CLUSTER > 1) detail::cluster_sync();
 }
 
 // The standalone kernel: GEMM blocks only (blocks below first_block do nothing).

@@ -11,11 +11,15 @@
 //   int pk_gemm_num_variants(void); const char* pk_gemm_variant_name(int);
 //   const char* pk_gemm_strerror(int); int pk_gemm_abi_version(void)
 //
-// Variants (index: name = BM x BN x BK, s = pipeline stages, c2 = clusters of two blocks with
-// B multicast): 0 128x256x64s4 (the default), 1 128x256x64s3, 2 128x128x64s6,
-// 3 256x128x64s4, 4 128x256x64s4c2 (needs an even first_block; the grid is capped at the
-// number of co-resident clusters). Variant 4 is experimental: correct on the H200 but only
-// 55-68% of torch.matmul there (docs/PERFORMANCE.md); the cause is not known.
+// Variants (index: name = BM x BN x BK, s = pipeline stages, cMxN = clusters of M x N blocks,
+// c2 = c2x1: B multicast between vertically adjacent tiles, c1x2: A multicast between
+// horizontally adjacent ones, c2x2 both): 0 128x256x64s4 (the default), 1 128x256x64s3,
+// 2 128x128x64s6, 3 256x128x64s4, 4 128x256x64s4c2, 5 128x256x64s3c2, 6 256x128x64s4c2,
+// 7 128x256x64s4c2x2, 8 256x128x64s4c1x2, 9 256x128x64s4c2x2 (the clustered ones need a
+// first_block that is a multiple of the cluster size; the grid is capped at the number of
+// co-resident clusters). Variants 5-9 are candidates: built and, 7 only, profiled on a GPU, but
+// not yet checked there by validation/run/gemm.py (docs/PERFORMANCE.md); variant 4 was
+// checked before its stage release changed (gemm.cuh, mbar_arrive_cluster), not since.
 //
 // Return value: 0 on success; a negative pk::gemm::status for a bad argument (checked before
 // any CUDA call, so a bad call never touches the GPU); a positive cudaError_t otherwise. The
@@ -34,6 +38,11 @@ using v128x256x64s3 = config<128, 256, 64, 3, 2>;
 using v128x128x64s6 = config<128, 128, 64, 6, 2>;
 using v256x128x64s4 = config<256, 128, 64, 4, 1>;
 using v128x256x64s4c2 = config<128, 256, 64, 4, 2, 2>;  // clusters of 2, B multicast
+using v128x256x64s3c2 = config<128, 256, 64, 3, 2, 2>;
+using v256x128x64s4c2 = config<256, 128, 64, 4, 1, 2>;
+using v128x256x64s4c2x2 = config<128, 256, 64, 4, 2, 2, 2>;  // 2 x 2 clusters, A and B multicast
+using v256x128x64s4c1x2 = config<256, 128, 64, 4, 1, 1, 2>;  // 1 x 2 clusters, A multicast
+using v256x128x64s4c2x2 = config<256, 128, 64, 4, 1, 2, 2>;
 
 using launcher = int (*)(const void*, const void*, void*, int, int, int, int, int, int, bool,
                          cudaStream_t);
@@ -49,6 +58,11 @@ const variant kVariants[] = {
     {"128x128x64s6", &gemm_bf16<v128x128x64s6>},
     {"256x128x64s4", &gemm_bf16<v256x128x64s4>},
     {"128x256x64s4c2", &gemm_bf16<v128x256x64s4c2>},
+    {"128x256x64s3c2", &gemm_bf16<v128x256x64s3c2>},
+    {"256x128x64s4c2", &gemm_bf16<v256x128x64s4c2>},
+    {"128x256x64s4c2x2", &gemm_bf16<v128x256x64s4c2x2>},
+    {"256x128x64s4c1x2", &gemm_bf16<v256x128x64s4c1x2>},
+    {"256x128x64s4c2x2", &gemm_bf16<v256x128x64s4c2x2>},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 

@@ -35,7 +35,8 @@ enum status : int {
   ERR_K_ALIGNMENT = -3,     // K % 8 != 0: A's row pitch is not a multiple of 16 bytes
   ERR_N_ALIGNMENT = -4,     // N % 8 != 0: B's and C's row pitch is not a multiple of 16 bytes
   ERR_PTR_ALIGNMENT = -5,   // A, B or C not 16-byte aligned
-  ERR_BAD_GRID = -6,        // sms < 0, first_block < 0 (or odd with clusters), group_m < 0
+  ERR_BAD_GRID = -6,        // sms < 0, group_m < 0, first_block < 0 or not a multiple of
+                            // the cluster size
   ERR_BAD_VARIANT = -7,     // unknown tile variant
   ERR_TENSOR_MAP = -8,      // cuTensorMapEncodeTiled refused a map (or is missing)
 };
@@ -53,8 +54,8 @@ inline const char* status_string(int code) {
              "multiple of 16 bytes)";
     case ERR_PTR_ALIGNMENT: return "A, B and C must be 16-byte aligned (TMA global addresses)";
     case ERR_BAD_GRID:
-      return "sms, first_block and group_m must be >= 0 (first_block even for clustered "
-             "variants)";
+      return "sms, first_block and group_m must be >= 0 (first_block a multiple of the cluster "
+             "size for clustered variants)";
     case ERR_BAD_VARIANT: return "unknown tile variant";
     case ERR_TENSOR_MAP: return "cuTensorMapEncodeTiled refused a tensor map";
     default: break;
@@ -116,7 +117,7 @@ inline void b_strides(uint32_t& lbo, uint32_t& sbo, bool swap = false) {
 template <class Cfg, class Epi, class Pro, class Sched>
 inline int fill_operands(params<Epi, Pro, Sched>& p, const void* A, const void* B, int M, int N,
                          int K) {
-  if (!make_swizzled_map(&p.a_map, A, M, K, Cfg::BM)) return ERR_TENSOR_MAP;
+  if (!make_swizzled_map(&p.a_map, A, M, K, Cfg::A_BOX_ROWS)) return ERR_TENSOR_MAP;
   if (!make_swizzled_map(&p.b_map, B, K, N, Cfg::BK)) return ERR_TENSOR_MAP;
   p.M = M;
   p.N = N;
@@ -144,21 +145,21 @@ inline int device_sm_count(int& sms_out) {
 }
 
 // Launch the standalone kernel: grid = p.first_block + p.num_blocks blocks, in clusters of
-// Cfg::CLUSTER_M (then both counts must be multiples of it).
+// Cfg::CLUSTER (then both counts must be multiples of it).
 template <class Cfg, class Epi, class Pro, class Sched>
 inline int launch(const params<Epi, Pro, Sched>& p, cudaStream_t stream) {
   auto kernel = gemm_kernel<Cfg, Epi, Pro, Sched>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        Cfg::SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
-  if constexpr (Cfg::CLUSTER_M == 1) {
+  if constexpr (Cfg::CLUSTER == 1) {
     kernel<<<p.first_block + p.num_blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
     return static_cast<int>(cudaGetLastError());
   } else {
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = Cfg::CLUSTER_M;
+    attr[0].val.clusterDim.x = Cfg::CLUSTER;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     lc.gridDim = dim3(p.first_block + p.num_blocks);
@@ -171,7 +172,7 @@ inline int launch(const params<Epi, Pro, Sched>& p, cudaStream_t stream) {
   }
 }
 
-// How many clusters of Cfg::CLUSTER_M blocks can be resident at once (the persistent grid
+// How many clusters of Cfg::CLUSTER blocks can be resident at once (the persistent grid
 // must not exceed it, or the clusters past it would run after the others, a whole extra wave).
 template <class Cfg, class Epi, class Pro, class Sched>
 inline int max_resident_clusters(int& clusters) {
@@ -182,10 +183,10 @@ inline int max_resident_clusters(int& clusters) {
   cudaLaunchConfig_t lc = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = Cfg::CLUSTER_M;
+  attr[0].val.clusterDim.x = Cfg::CLUSTER;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  lc.gridDim = dim3(Cfg::CLUSTER_M * 1024);
+  lc.gridDim = dim3(Cfg::CLUSTER * 1024);
   lc.blockDim = dim3(Cfg::THREADS);
   lc.dynamicSmemBytes = Cfg::SMEM_BYTES;
   lc.attrs = attr;
@@ -199,27 +200,27 @@ inline int gemm_bf16(const void* A, const void* B, void* C, int M, int N, int K,
                      int first_block, int group_m, bool swap_b_strides, cudaStream_t stream) {
   int rc = check_args(A, B, C, M, N, K, sms, first_block, group_m);
   if (rc != OK) return rc;
-  if (first_block % Cfg::CLUSTER_M != 0) return ERR_BAD_GRID;
+  if (first_block % Cfg::CLUSTER != 0) return ERR_BAD_GRID;
   params<store_epilogue> p{};
   rc = fill_operands<Cfg>(p, A, B, M, N, K);
   if (rc != OK) return rc;
   b_strides<Cfg>(p.b_lbo, p.b_sbo, swap_b_strides);
   if (!make_swizzled_map(&p.epi.c_map, C, M, N, Cfg::WG_ROWS)) return ERR_TENSOR_MAP;
-  p.sched = make_raster(M, N, Cfg::BM * Cfg::CLUSTER_M, Cfg::BN, group_m);
+  p.sched = make_raster(M, N, Cfg::BM * Cfg::CLUSTER_M, Cfg::BN * Cfg::CLUSTER_N, group_m);
   int dev_sms = 0;
   rc = device_sm_count(dev_sms);
   if (rc != 0) return rc;
   int blocks = sms > 0 ? sms : dev_sms;
-  if constexpr (Cfg::CLUSTER_M > 1) {
+  if constexpr (Cfg::CLUSTER > 1) {
     int clusters = 0;
     rc = max_resident_clusters<Cfg, store_epilogue, no_prologue, grouped_raster>(clusters);
     if (rc != 0) return rc;
     if (clusters < 1) return static_cast<int>(cudaErrorInvalidConfiguration);
-    if (blocks > clusters * Cfg::CLUSTER_M) blocks = clusters * Cfg::CLUSTER_M;
-    blocks -= blocks % Cfg::CLUSTER_M;
-    if (blocks < Cfg::CLUSTER_M) blocks = Cfg::CLUSTER_M;
+    if (blocks > clusters * Cfg::CLUSTER) blocks = clusters * Cfg::CLUSTER;
+    blocks -= blocks % Cfg::CLUSTER;
+    if (blocks < Cfg::CLUSTER) blocks = Cfg::CLUSTER;
   }
-  if (blocks > p.sched.tiles() * Cfg::CLUSTER_M) blocks = p.sched.tiles() * Cfg::CLUSTER_M;
+  if (blocks > p.sched.tiles() * Cfg::CLUSTER) blocks = p.sched.tiles() * Cfg::CLUSTER;
   p.first_block = first_block;
   p.num_blocks = blocks;
   return launch<Cfg>(p, stream);

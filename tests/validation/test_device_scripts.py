@@ -109,3 +109,24 @@ def test_measured_rows_read_from_gzip_as_from_text(tmp_path):
     bad.write_text(text)
     with pytest.raises(ConfigError, match="bad.jsonl.gz: not a gzip-compressed text file"):
         load_measured(bad)
+
+
+def test_gemm_script_runs_the_benchmark_as_a_module(tmp_path):
+    """validation/device/gemm.sh with stand-ins for nvidia-smi and python3 (the real
+    interpreter without site-packages, so the project is importable only from the checkout):
+    every benchmark process gets past its imports, with no PYTHONPATH set."""
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, GPU-0, 580, 345 MHz'\n")
+    (fake / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@" --help\n')
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    res = subprocess.run(["bash", "validation/device/gemm.sh", "--lib", "x.so", "--baseline", "y.so",
+                          str(tmp_path / "out")], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=120)
+    for step in ("bench v0-3", "bench v4-6,0", "bench v7-9,4", "baseline v4"):
+        assert f"{step} rc=0" in res.stdout, res.stdout + res.stderr

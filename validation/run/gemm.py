@@ -1,7 +1,7 @@
 """Check and time the Hopper GEMM (kernels/gemm) against torch.matmul.
 
     python3 -m validation.run.gemm [--so build/gemm/libpk_gemm.so] [--out results.jsonl]
-                                     [--quick] [--skip-timing] [--iters 30]
+                                     [--quick] [--skip-timing] [--iters 30] [--sustain S]
                                      [--sm-sweep] [--microbench-json OUT.json]
     python3 -m validation.run.gemm --from-jsonl RUN.jsonl [...] --microbench-json OUT.json
 
@@ -19,7 +19,14 @@ torch.matmul's own bf16 error against the same reference is printed beside ours.
 
 Timing: CUDA events around each call, L2 flushed before every timed call by writing a
 256 MiB buffer (outside the timed interval), warm-up calls first, the median of --iters
-calls; TFLOP/s = 2 M N K / time. Every record is a JSON line on stdout and in --out.
+calls; TFLOP/s = 2 M N K / time. Every record is a JSON line on stdout and in --out. Each
+timing record carries the wall-clock interval of its calls (t0, t1: seconds since the epoch;
+local: t0 as the machine's local time, the form nvidia-smi's timestamp column takes), so that
+clock and power samples taken beside the run can be matched to it.
+
+--sustain S then runs SUSTAIN_SHAPE for about S seconds back to back per implementation (no
+flush between calls: the steady state a long run reaches under the power limit), torch.matmul
+and every selected variant, and records the mean time per call and its wall-clock interval.
 
 --sm-sweep times, instead of the usual shapes, SM_SWEEP_SHAPES on a persistent grid limited
 to each of SM_SWEEP SMs (the first selected variant; the rest of the GPU idle), as a fused
@@ -63,6 +70,7 @@ QUICK_TIME_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 # The pk GEMM on fewer SMs: the shapes of the fused runs' GEMMs and a long square one.
 SM_SWEEP_SHAPES = [(8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192, 8192)]
 SM_SWEEP = (64, 96, 100, 112, 116, 124, 132)
+SUSTAIN_SHAPE = (8192, 8192, 8192)
 RTOL = 2.0 ** -7
 ATOL_PER_SQRT_K = 1e-3
 
@@ -166,27 +174,71 @@ def time_op(torch, fn, flush, iters: int, warmup: int = 3) -> list[float]:
     return [t * 1e3 for t in time_calls(fn, iters, warmup, flush=flush)]
 
 
-def time_shape(run: Runner, torch, M, N, K, variants, flush, iters, extra=()) -> list[dict]:
+def wall(t0: float, t1: float) -> dict:
+    """The wall-clock interval of a record's calls (see the module's docstring)."""
+    return {"t0": round(t0, 3), "t1": round(t1, 3),
+            "local": time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t0))}
+
+
+def operands(torch, M, N, K):
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    return a, b, torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+
+
+def time_shape(run: Runner, torch, M, N, K, variants, flush, iters, extra=()) -> list[dict]:
+    a, b, c = operands(torch, M, N, K)
     ct = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     flops = 2.0 * M * N * K
     recs = []
+    t0 = time.time()
     ms_t = statistics.median(time_op(torch, lambda: torch.matmul(a, b, out=ct), flush, iters))
     base = {"kind": "time", "M": M, "N": N, "K": K, "iters": iters}
-    recs.append({**base, "impl": "torch.matmul", "ms": ms_t, "tflops": flops / ms_t / 1e9})
+    recs.append({**base, "impl": "torch.matmul", "ms": ms_t, "tflops": flops / ms_t / 1e9,
+                 **wall(t0, time.time())})
     configs = [(v, 0, 0) for v in variants] + list(extra)
     for v, sms, group_m in configs:
         rec = {**base, "impl": "pk_gemm", "variant": v, "sms": sms, "group_m": group_m}
+        t0 = time.time()
         try:
             ms = statistics.median(time_op(torch, lambda: run.gemm(a, b, c, v, sms, 0, group_m),
                                            flush, iters))
         except Exception as exc:  # noqa: BLE001 - a CUDA failure is recorded, not raised
             recs.append({**rec, "error": str(exc)[:500]})
             continue
-        recs.append({**rec, "ms": ms, "tflops": flops / ms / 1e9, "ratio_to_torch": ms_t / ms})
+        recs.append({**rec, "ms": ms, "tflops": flops / ms / 1e9, "ratio_to_torch": ms_t / ms,
+                     **wall(t0, time.time())})
     del a, b, c, ct
+    return recs
+
+
+def sustain(run: Runner, torch, M, N, K, variants, seconds: float) -> list[dict]:
+    """About ``seconds`` of back-to-back calls per implementation (torch.matmul first), one
+    event pair around them all: the mean time per call once clocks have settled."""
+    a, b, c = operands(torch, M, N, K)
+    flops = 2.0 * M * N * K
+    impls = [("torch.matmul", None, lambda: torch.matmul(a, b, out=c))] + \
+        [("pk_gemm", v, (lambda v=v: run.gemm(a, b, c, v))) for v in variants]
+    recs = []
+    for impl, v, fn in impls:
+        rec = {"kind": "sustain", "M": M, "N": N, "K": K, "impl": impl, "variant": v}
+        try:
+            per_call = statistics.median(time_op(torch, fn, None, 3))
+            calls = max(10, int(seconds * 1e3 / per_call))
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.time()
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end) / calls
+        except Exception as exc:  # noqa: BLE001 - a CUDA failure is recorded, not raised
+            recs.append({**rec, "error": str(exc)[:500]})
+            continue
+        recs.append({**rec, "calls": calls, "ms": ms, "tflops": flops / ms / 1e9,
+                     **wall(t0, time.time())})
+    del a, b, c
     return recs
 
 
@@ -203,11 +255,20 @@ def summary(records: list[dict]) -> str:
     shapes: dict = {}
     for r in records:
         if r["kind"] == "time":
-            shapes.setdefault((r["M"], r["N"], r["K"]), []).append(r)
-    for (M, N, K), rs in shapes.items():
+            shapes.setdefault(f"{r['M']}x{r['N']}x{r['K']}", []).append(r)
+    for r in records:
+        if r["kind"] == "sustain":
+            shapes.setdefault(f"sustained {r['M']}x{r['N']}x{r['K']}", []).append(r)
+    for key, rs in shapes.items():
         cells = []
+        torch_ms = next((r["ms"] for r in rs if r["impl"] == "torch.matmul" and "ms" in r), None)
         for r in rs:
-            if r["impl"] == "torch.matmul":
+            if r["kind"] == "sustain":
+                name = "torch" if r["impl"] == "torch.matmul" else f"v{r['variant']}"
+                cells.append(f"{name} {r['tflops']:.0f}" if "tflops" in r else f"{name} error")
+                if "tflops" in r and r["impl"] != "torch.matmul" and torch_ms:
+                    cells[-1] += f" ({100 * torch_ms / r['ms']:.0f}%)"
+            elif r["impl"] == "torch.matmul":
                 cells.append(f"torch {r['tflops']:.0f}")
             elif "tflops" in r:
                 tag = f"v{r['variant']}" + (f"/sms{r['sms']}" if r["sms"] else "") + \
@@ -215,7 +276,7 @@ def summary(records: list[dict]) -> str:
                 cells.append(f"{tag} {r['tflops']:.0f} ({100 * r['ratio_to_torch']:.0f}%)")
             else:
                 cells.append(f"v{r['variant']} error")
-        lines.append(f"{M}x{N}x{K}: " + ", ".join(cells))
+        lines.append(f"{key}: " + ", ".join(cells))
     return "\n".join(lines)
 
 
@@ -272,6 +333,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--sustain", type=float, default=0.0, metavar="S",
+                    help="then S seconds of back-to-back calls of SUSTAIN_SHAPE per implementation")
     ap.add_argument("--variants", type=str, default="all", help="comma-separated indices")
     ap.add_argument("--sm-sweep", action="store_true",
                     help="time SM_SWEEP_SHAPES on grids of SM_SWEEP SMs instead")
@@ -338,10 +401,10 @@ def main(argv=None) -> int:
             rec["variant_name"] = names[v]
             all_ok &= rec["ok"]
             emit(rec, out)
-    # The persistent-grid parameters of the first selected variant: a small grid, an offset
-    # first block (even: clustered variants need it so), other raster bands, more blocks than
-    # SMs.
-    for (sms, fb, gm) in [(7, 0, 0), (132, 4, 0), (16, 2, 1), (0, 0, 5), (300, 0, 0)]:
+    # The persistent-grid parameters of the first selected variant: a small grid, offset
+    # first blocks (multiples of 4: clustered variants need a multiple of their cluster size),
+    # other raster bands, more blocks than SMs.
+    for (sms, fb, gm) in [(7, 0, 0), (132, 4, 0), (16, 8, 1), (0, 0, 5), (300, 0, 0)]:
         rec = check_one(run, torch, 1000, 1000, 1000, variant=variants[0], sms=sms,
                         first_block=fb, group_m=gm)
         all_ok &= rec["ok"]
@@ -362,10 +425,18 @@ def main(argv=None) -> int:
             elif (M, N, K) == (8192, 8192, 8192):
                 # (variant, sms, group_m): other raster bands, and fewer SMs (room for
                 # communication blocks beside the GEMM in a fused launch).
+                # Clustered variants (a band counts cluster tiles, two tile rows each) also
+                # with bands of 8 cluster tiles: the rows of the plain variants' 16.
                 v0 = variants[0]
                 extra = ((v0, 0, 8), (v0, 0, 32), (v0, 124, 0), (v0, 116, 0), (v0, 100, 0))
+                extra += tuple((v, 0, 8) for v in variants[1:] if "c2" in names[v])
             iters = args.iters if M * N * K < 16384 ** 3 else max(10, args.iters // 2)
             for rec in time_shape(run, torch, M, N, K, timed, flush, iters, extra):
+                if rec.get("variant") is not None:
+                    rec["variant_name"] = names[rec["variant"]]
+                emit(rec, out)
+        if args.sustain > 0:
+            for rec in sustain(run, torch, *SUSTAIN_SHAPE, variants, args.sustain):
                 if rec.get("variant") is not None:
                     rec["variant_name"] = names[rec["variant"]]
                 emit(rec, out)
