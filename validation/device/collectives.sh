@@ -10,15 +10,9 @@ set -u
 bundle="$1"
 out="$2"
 mkdir -p "$out"
-export CUDA_MODULE_LOADING=EAGER PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 py=${PYTHON:-python3}
-{
-  nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  command -v nvcc >/dev/null && nvcc --version | tail -1
-} > "$out/device.txt" 2>&1
+source validation/device/common.sh
+device_info > "$out/device.txt" 2>&1
 
 # The libraries were built elsewhere; rebuild here only if they do not load.
 if ! $py -c "import ctypes, glob, sys; [ctypes.CDLL(p) for p in glob.glob(sys.argv[1] + '/lib/*.so')]" "$bundle" \
