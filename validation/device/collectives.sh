@@ -6,12 +6,7 @@
 # correctness matrix, timing, copy bandwidth), memcheck.txt (compute-sanitizer on small cases),
 # ipc.jsonl (two processes on one GPU through CUDA IPC, host-synchronised).
 # Time limits (seconds): PK_MATRIX_DEADLINE (150), PK_SANITIZE_TIMEOUT (60), PK_IPC_TIMEOUT (45).
-set -u
-bundle="$1"
-out="$2"
-mkdir -p "$out"
-py=${PYTHON:-python3}
-source validation/device/common.sh
+source validation/device/common.sh "$@"
 device_info > "$out/device.txt" 2>&1
 
 # The libraries were built elsewhere; rebuild here only if they do not load.

@@ -1,5 +1,11 @@
 # validation/device/common.sh: sourced by the device scripts that take BUNDLE OUTDIR
-# (validate.sh, scale.sh, collectives.sh). Needs $out and $py set.
+# (validate.sh, scale.sh, collectives.sh): sets $bundle and $out from them, makes OUTDIR, sets
+# $py (PYTHON, default python3) and the environment every run of the kernels needs.
+set -u
+bundle="$1"
+out="$2"
+mkdir -p "$out"
+py=${PYTHON:-python3}
 export CUDA_MODULE_LOADING=EAGER PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 
 device_info() {  # the GPU (name, UUID), driver, date, torch, nvcc, compute-sanitizer

@@ -14,12 +14,7 @@
 #   measured.jsonl      the scale suite, timed and checked (judged by `pksim validate --report`)
 # In that order (the timings before memcheck); caps (s): matrix PK_MATRIX_S (150), suite
 # PK_SUITE_S (240), memcheck PK_MEMCHECK_S (120); a cap of 0 skips the step.
-set -u
-bundle="$1"
-out="$2"
-mkdir -p "$out"
-py=${PYTHON:-python3}
-source validation/device/common.sh
+source validation/device/common.sh "$@"
 t0=$(date +%s)
 : > "$out/times.txt"
 step() {  # NAME STATUS START CAP

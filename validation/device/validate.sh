@@ -30,12 +30,7 @@
 # fused memcheck 60 / 20, matrix 190 / 60. Seen on an H200 (2026-12-03): microbench
 # 47, collective suite 106, fused suite 50 (each call timed from an idle GPU), fused memcheck
 # under 1, matrix 47 (memcheck and IPC included): 257 s.
-set -u
-bundle="$1"
-out="$2"
-mkdir -p "$out"
-py=${PYTHON:-python3}
-source validation/device/common.sh
+source validation/device/common.sh "$@"
 budget=${PK_TOTAL_S:-540}
 reserve=${PK_RESERVE_S:-25}
 t0=$(date +%s)
