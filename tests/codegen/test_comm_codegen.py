@@ -3,8 +3,6 @@ render, golden sources). No nvcc needed. Regenerate the golden files with
 PKSIM_UPDATE_GOLDEN=1 after an intended change, and review the diff."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +14,8 @@ from pksim import algorithms
 from pksim.kernel_contract import SPLIT_OPS
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
+from tests.codegen.golden_sources import check_golden
 
-GOLDEN = Path(__file__).parent / "golden"
 H200V = load_system("h200-virtual")
 H100 = load_system("dgx-h100")
 NEW_OPS = ("reduce", "gather", "scatter") + SPLIT_OPS
@@ -44,12 +42,7 @@ def test_golden_sources(name):
                       bound_resource="hbm", alpha_beta_s=1.1e-3, breakdown={"hbm": 1.0e-3},
                       link_util=0.0, nbytes=s.dim("bytes"))
     text = render(make_plan(H200V, s), pred)
-    path = GOLDEN / f"{name}.cu"
-    if os.environ.get("PKSIM_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.is_file(), f"missing golden file {path}: run with PKSIM_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), (f"rendered source differs from {path.name}; if intended, "
-                                      f"regenerate with PKSIM_UPDATE_GOLDEN=1 and review the diff")
+    check_golden(name, text)
 
 
 def test_every_new_kernel_is_extended_and_names_its_op_and_epilogue():

@@ -8,7 +8,6 @@ an intended change, and review the diff.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from hwmodels.errors import InfeasibleError
 from pksim.cli.main import cli as cli_main
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
+from tests.codegen.golden_sources import check_golden
 
-GOLDEN = Path(__file__).parent / "golden"
 H200V = load_system("h200-virtual")
 H100 = load_system("dgx-h100")
 
@@ -55,12 +54,7 @@ GOLDEN_CASES = {
 def test_golden_sources(name):
     system, s = GOLDEN_CASES[name]
     text = fused.render(fused.make_plan(system, s), fixed_prediction(s, system.name))
-    path = GOLDEN / f"{name}.cu"
-    if os.environ.get("PKSIM_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.is_file(), f"missing golden file {path}: run with PKSIM_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), (f"rendered source differs from {path.name}; if intended, "
-                                      f"regenerate with PKSIM_UPDATE_GOLDEN=1 and review the diff")
+    check_golden(name, text)
 
 
 def test_every_kernel_maps_and_renders_the_four_parts():

@@ -1,4 +1,5 @@
-"""Helpers the CLI tests share: run a command, write a study file, interrupt a run."""
+"""Helpers the CLI tests share: run a command, check a one-line error, write a study file,
+interrupt a run."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,6 +32,19 @@ def interrupt_after(monkeypatch, k: int) -> list:
         return _REAL_RUN_TASK(t)
     monkeypatch.setattr(pksim.runner, "run_task", task)
     return calls
+
+
+def one_line_error(result, *needles: str) -> str:
+    """The command failed as bad input: exit 2, one line "pksim: error: ..." holding each
+    needle, no traceback. Returns the line."""
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
 
 
 def small_study(sizes: str = '["1MiB", "4MiB", "16MiB"]', world: str = "[4, 8]",

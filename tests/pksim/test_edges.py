@@ -6,20 +6,10 @@ import pytest
 
 from pksim.plots import OutputDir
 
-from tests.pksim.helpers import interrupt_after, run, small_study
+from tests.pksim.helpers import interrupt_after, one_line_error, run, small_study
 
 SMALL = ["--system", "dgx-h100", "--op", "all-reduce", "--bytes", "1MiB"]
 NVLINK = "gpu.nvlink.link_bandwidth_GBps"
-
-
-def one_line_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # ---- values: from --set, a file, --vary ------------------------------------------------
@@ -310,7 +300,6 @@ def test_whatif_rows_name_the_figure_they_rest_on_and_its_provenance(tmp_path):
     tensor = [r for r in rows if r["status"] == "ok" and r["bound_resource"] == "tensor"]
     assert all(r["binding_figure"] == "gpu.tensor.tflops_bf16" and r["binding_provenance"]
                for r in tensor)
-
 
 
 SWEEP = ["sweep", "--system", "dgx-h100,h200-virtual", "--op", "all-reduce", "--bytes",

@@ -6,31 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
-from pksim.cli.main import cli
 from pksim.runner import best_prediction
 from pksim.study import Case
 from pksim.trace import chrome_trace, tracks
+from tests.pksim.helpers import one_line_error, run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SWEEP_COLUMNS = ["system", "op", "world", "size_bytes", "count", "type", "redop", "root",
                  "pk_time_s", "pk_algbw_GBps", "pk_busbw_GBps", "pk_label",
                  "nccl_time_s", "nccl_algbw_GBps", "nccl_busbw_GBps", "nccl_label",
                  "speedup", "size_B", "pk_schedule", "nccl_schedule"]    # the last: old names
-
-
-def run(args):
-    return CliRunner().invoke(cli, args)
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def read_csv(path: Path) -> list[dict]:

@@ -13,7 +13,7 @@ from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_predicti
                           lower_bound, run_task, run_tasks)
 from pksim.search import best, space
 from pksim.collective import build, simulate
-from tests.pksim.helpers import run, write
+from tests.pksim.helpers import one_line_error, run, write
 from pksim.study import (Case, Variant, default_study, figure, find_study, list_studies,
                          load_study, load_variants)
 
@@ -48,15 +48,6 @@ def assert_png(path: Path) -> None:
     assert path.read_bytes()[:8] == PNG, path
     image = imread(path)
     assert image.shape[0] > 100 and image.shape[1] > 100
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 # ---- the format ---------------------------------------------------------------------------

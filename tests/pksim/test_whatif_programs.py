@@ -14,7 +14,7 @@ from hwmodels.errors import ConfigError
 from pksim.runner import Task, attach_baselines, run_task, tasks_for
 from pksim.study import Case, Variant, figure, find_study, load_study, load_variants
 from pksim.study_programs import PROGRAM_OP
-from tests.pksim.helpers import interrupt_after, run, write
+from tests.pksim.helpers import interrupt_after, one_line_error, run, write
 
 SMALL = ["allgather-gemm", "reducescatter-rmsnorm"]
 STUDY = """
@@ -30,15 +30,6 @@ world = 8
 [plots]
 kinds = ["time", "program-roofline", "program-gain"]
 """
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("pksim: error:"), result.output
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 # ---- the format ---------------------------------------------------------------------------

@@ -6,19 +6,8 @@
 # correctness matrix, timing, copy bandwidth), memcheck.txt (compute-sanitizer on small cases),
 # ipc.jsonl (two processes on one GPU through CUDA IPC, host-synchronised).
 # Time limits (seconds): PK_MATRIX_DEADLINE (150), PK_SANITIZE_TIMEOUT (60), PK_IPC_TIMEOUT (45).
-set -u
-bundle="$1"
-out="$2"
-mkdir -p "$out"
-export CUDA_MODULE_LOADING=EAGER PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-py=${PYTHON:-python3}
-{
-  nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  command -v nvcc >/dev/null && nvcc --version | tail -1
-} > "$out/device.txt" 2>&1
+source validation/device/common.sh "$@"
+device_info > "$out/device.txt" 2>&1
 
 # The libraries were built elsewhere; rebuild here only if they do not load.
 if ! $py -c "import ctypes, glob, sys; [ctypes.CDLL(p) for p in glob.glob(sys.argv[1] + '/lib/*.so')]" "$bundle" \

@@ -14,25 +14,13 @@
 #   measured.jsonl      the scale suite, timed and checked (judged by `pksim validate --report`)
 # In that order (the timings before memcheck); caps (s): matrix PK_MATRIX_S (150), suite
 # PK_SUITE_S (240), memcheck PK_MEMCHECK_S (120); a cap of 0 skips the step.
-set -u
-bundle="$1"
-out="$2"
-mkdir -p "$out"
-export CUDA_MODULE_LOADING=EAGER PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-py=${PYTHON:-python3}
+source validation/device/common.sh "$@"
 t0=$(date +%s)
 : > "$out/times.txt"
 step() {  # NAME STATUS START CAP
   echo "$1 exit $2 in $(( $(date +%s) - $3 )) s (limit $4 s)" >> "$out/times.txt"
 }
-{
-  nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  command -v nvcc >/dev/null && nvcc --version | tail -1
-  command -v compute-sanitizer >/dev/null && compute-sanitizer --version | tail -1
-} > "$out/device.txt" 2>&1
+device_info > "$out/device.txt" 2>&1
 
 cap=${PK_MATRIX_S:-150}; s=$(date +%s)
 [ "$cap" -gt 0 ] && timeout --signal=KILL "$cap" $py -m validation.run.collectives --cases "$bundle/matrix/cases.json" \
@@ -58,25 +46,8 @@ else
   echo "memcheck: no nvcc or compute-sanitizer" >> "$out/times.txt"
 fi
 
-$py - "$bundle" "$out" >> "$out/times.txt" 2>&1 <<'EOF'
-import json, sys
-bundle, out = sys.argv[1:3]
-for name, cases, rows in (("matrix", f"{bundle}/matrix/cases.json", f"{out}/matrix.jsonl"),
-                          ("suite", f"{bundle}/cases.json", f"{out}/measured.jsonl")):
-    ids = [c["id"] for c in json.load(open(cases)) if c.get("op")]
-    got = {}
-    try:
-        for line in open(rows):
-            if line.strip():
-                r = json.loads(line)
-                got[r["id"]] = r
-    except FileNotFoundError:
-        pass
-    ok = [i for i in ids if got.get(i, {}).get("ok")]
-    bad = [i for i in ids if i in got and not got[i].get("ok")]
-    print(f"{name}: {len(ok)} of {len(ids)} ok, {len(bad)} failed, {len(ids) - len(got)} not run"
-          + (f"; failed: {' '.join(bad[:12])}" if bad else ""))
-EOF
+coverage matrix "$bundle/matrix/cases.json" "$out/matrix.jsonl" >> "$out/times.txt"
+coverage suite "$bundle/cases.json" "$out/measured.jsonl" >> "$out/times.txt"
 echo "total $(( $(date +%s) - t0 )) s" >> "$out/times.txt"
 cat "$out/times.txt"
 grep "ERROR SUMMARY\|failures" "$out/memcheck.txt" 2>/dev/null | tail -2

@@ -30,12 +30,7 @@
 # fused memcheck 60 / 20, matrix 190 / 60. Seen on an H200 (2026-12-03): microbench
 # 47, collective suite 106, fused suite 50 (each call timed from an idle GPU), fused memcheck
 # under 1, matrix 47 (memcheck and IPC included): 257 s.
-set -u
-bundle="$1"
-out="$2"
-mkdir -p "$out"
-export CUDA_MODULE_LOADING=EAGER PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-py=${PYTHON:-python3}
+source validation/device/common.sh "$@"
 budget=${PK_TOTAL_S:-540}
 reserve=${PK_RESERVE_S:-25}
 t0=$(date +%s)
@@ -64,36 +59,8 @@ ended() {  # EXIT_STATUS
   [ "$1" = 137 ] && why=", KILLED at its limit"
   note "$name exit $1 in $(( $(date +%s) - S )) s (limit $L s; $(( $(date +%s) - t0 )) s in)$why"
 }
-coverage() {  # NAME CASES.json RESULTS.jsonl: cases with a result, failed, not run
-  $py - "$@" >> "$out/summary.txt" 2>&1 <<'EOF'
-import json, sys
-name, cases, results = sys.argv[1:4]
-ids = [c["id"] for c in json.load(open(cases)) if c.get("op")]
-rows = {}
-try:
-    for line in open(results):
-        if line.strip():
-            r = json.loads(line)
-            rows[r["id"]] = r
-except FileNotFoundError:
-    pass
-ok = [i for i in ids if rows.get(i, {}).get("ok")]
-left = [i for i in ids if i not in rows or rows[i].get("skipped")]
-failed = [i for i in ids if i in rows and not rows[i].get("ok") and i not in left]
-print(f"{name}: {len(ok)} of {len(ids)} cases ok, {len(failed)} failed, {len(left)} not run"
-      + (f"; failed: {' '.join(failed[:10])}" if failed else "")
-      + (f"; not run: {' '.join(left[:10])}{' ...' if len(left) > 10 else ''}" if left else ""))
-EOF
-}
 
-{
-  nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
-  date -u +%Y-%m-%dT%H:%M:%SZ
-  $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  command -v nvcc >/dev/null && nvcc --version | tail -1
-  command -v compute-sanitizer >/dev/null && compute-sanitizer --version | tail -1
-} > "$out/device.txt" 2>&1
+device_info > "$out/device.txt" 2>&1
 
 if want microbench && step microbench "${PK_MB_CAP:-110}" 40; then
   timeout --signal=KILL "$L" $py validation/microbench/run.py --out "$out/mb" \
@@ -110,9 +77,9 @@ elif step "collective suite" 180 30; then
   timeout --signal=KILL "$L" $py -m validation.run.collectives --cases "$bundle/cases.json" \
     --out "$out/measured.jsonl" --deadline-s $(( L - 15 )) --case-timeout 60 2> "$out/suite.log"
   ended $?
-  coverage "collective suite" "$bundle/cases.json" "$out/measured.jsonl"
+  coverage "collective suite" "$bundle/cases.json" "$out/measured.jsonl" >> "$out/summary.txt"
 else
-  coverage "collective suite" "$bundle/cases.json" "$out/measured.jsonl"
+  coverage "collective suite" "$bundle/cases.json" "$out/measured.jsonl" >> "$out/summary.txt"
 fi
 
 if ! want fused && ! want memcheck; then
@@ -126,7 +93,8 @@ else
       2> "$out/fused.log"
     ended $?
   fi
-  want fused && coverage "fused suite" "$bundle/fused/cases.json" "$out/fused-measured.jsonl"
+  want fused && coverage "fused suite" "$bundle/fused/cases.json" "$out/fused-measured.jsonl" \
+    >> "$out/summary.txt"
   rm -f "$out"/*.ids "$out"/*.current
 
   if ! want memcheck; then
@@ -170,7 +138,7 @@ elif step matrix 190 60; then
     > "$out/matrix.log" 2>&1
   ended $?
   # the matrix runs to its own deadline (what is left after memcheck and IPC): say how far
-  coverage "matrix" "$bundle/matrix/cases.json" "$out/matrix/collectives.jsonl"
+  coverage "matrix" "$bundle/matrix/cases.json" "$out/matrix/collectives.jsonl" >> "$out/summary.txt"
   grep -h "exit\|ERROR SUMMARY" "$out/matrix/memcheck.txt" 2>/dev/null | tail -n 2 \
     | sed 's/^/collectives memcheck: /' >> "$out/summary.txt"
 fi
