@@ -8,6 +8,8 @@ A study (``pksim/studies/default.toml`` is the one ``pksim whatif`` runs)::
                                            # to the study file; they may ``inherits``)
     set = ["gpu.hbm.efficiency=0.9"]       # overrides applied to every system
     impls = ["pk", "nccl"]                 # pk: searched best; nccl: the baseline
+    nvls = "off"                           # NCCL with NVLink SHARP off (NCCL_NVLS_ENABLE=0);
+                                           # default "on" (where the switches reduce)
     [vary]                                 # one change at a time, against the unchanged system
     "gpu.nvlink.link_bandwidth_GBps" = ["2x"]          # "2x": times the system's own figure
     programs = ["gemm-reducescatter"]     # whole programs (pksim programs list, or files)
@@ -64,7 +66,8 @@ KNOWN_OPS = COLLECTIVES + FUSED_OPS + tuple(PLANNED_OPS)
 PLOT_KINDS = ("time", "speedup", "breakdown", "roofline", "timeline", "sensitivity",
               "program-roofline", "program-gain")
 _TOP_KEYS = {"name", "title", "description", "systems", "set", "impls", "baseline", "vary",
-             "workload", "programs", "plots"}
+             "workload", "programs", "plots", "nvls"}
+NVLS = ("on", "off")             # NCCL_NVLS_ENABLE as the nccl rows of collectives run it
 _WORKLOAD_KEYS = {"name", "op", "dtype", "world", "domains", "root", "note", "search", "skew"}
 _COLLECTIVE_SHAPES = ({"bytes"}, {"count"}, {"m", "n"})
 # A workload's ``search`` table narrows the schedule space (pksim.search.space and
@@ -175,11 +178,15 @@ class Study:
     plots: tuple[str, ...] = PLOT_KINDS
     timeline: tuple[str, str] | None = None          # (system, workload)
     programs: tuple[ProgramEntry, ...] = ()
+    nvls: str = "on"                                 # NCCL_NVLS_ENABLE for the nccl rows
 
     def with_options(self, systems: tuple[str, ...] = (), overrides: tuple[str, ...] = (),
-                     vary: tuple[str, ...] = ()) -> "Study":
-        """Apply the command line: ``--systems`` replaces, ``--set``/``--vary`` add."""
+                     vary: tuple[str, ...] = (), nvls: str | None = None) -> "Study":
+        """Apply the command line: ``--systems`` replaces, ``--set``/``--vary`` add,
+        ``--nvls`` replaces the study's."""
         changes: dict[str, Any] = {"overrides": self.overrides + tuple(overrides)}
+        if nvls is not None:
+            changes["nvls"] = check_nvls(nvls, "--nvls")
         if systems:
             changes["systems"] = tuple(systems)
         if vary:
@@ -340,6 +347,7 @@ def load_study(path: str | Path) -> Study:
     baseline = _text(raw, "baseline", where, "nccl")
     if baseline not in IMPLS:
         raise ConfigError(f"{where}: baseline {baseline!r} is not one of {', '.join(IMPLS)}")
+    nvls = check_nvls(raw.get("nvls", "on"), f"{where}: nvls")
     vary_raw = raw.get("vary", {})
     if not isinstance(vary_raw, dict):
         raise ConfigError(f"{where}: vary must be a table of key = [values]")
@@ -360,7 +368,15 @@ def load_study(path: str | Path) -> Study:
     return Study(name=name, workloads=workloads, systems=systems,
                  title=_text(raw, "title", where), description=_text(raw, "description", where),
                  path=str(path), overrides=_texts(raw, "set", where), vary=vary, impls=impls,
-                 baseline=baseline, plots=plots, timeline=timeline, programs=programs)
+                 baseline=baseline, plots=plots, timeline=timeline, programs=programs,
+                 nvls=nvls)
+
+
+def check_nvls(value: Any, what: str) -> str:
+    """``on`` or ``off`` (NCCL_NVLS_ENABLE=1/0); anything else is an error naming ``what``."""
+    if value not in NVLS:
+        raise ConfigError(f"{what} {value!r}: must be \"on\" or \"off\" (NCCL_NVLS_ENABLE)")
+    return value
 
 
 def _plots(raw: Any, where: str, workloads: list[str]):

@@ -30,6 +30,15 @@ from pksim.workloads.fused import SHAPE_KEYS
 OUT_ROOT = Path("pksim-out")
 
 
+NVLS_HELP = ("NCCL's collectives with NVLink SHARP as NCCL_NVLS_ENABLE leaves it: off (=0, how "
+             "most clusters run NCCL) takes NVLS and NVLSTree out of its tuner's choices")
+
+
+def nvls_option(default_text: str):
+    return click.option("--nvls", type=click.Choice(("on", "off")), default=None,
+                        help=f"{NVLS_HELP} [default: {default_text}].")
+
+
 def run_options(fn):
     """Options shared by whatif and sweep: output folder, resume, parallelism, format."""
     for option in reversed([
@@ -96,9 +105,10 @@ def _interrupted(found) -> None:
               help="Override a figure of every system (repeatable).")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...",
               help="What-if: one change at a time; a value like 2x scales the system's figure.")
+@nvls_option("the study's nvls key, else on")
 @run_options
-def whatif(study_file, systems, overrides, vary, output, force, resume, workers, scheduler,
-           no_plots, as_json) -> None:
+def whatif(study_file, systems, overrides, vary, nvls, output, force, resume, workers,
+           scheduler, no_plots, as_json) -> None:
     """Run a study: the best schedule, its time, the baseline and the speed-up for each
     workload on each system; for each program of the study, its baseline (PyTorch + NCCL),
     pksim's best and roofline (with no options, the built-in 70B-class TP study)."""
@@ -108,7 +118,7 @@ def whatif(study_file, systems, overrides, vary, output, force, resume, workers,
     try:
         found = api.whatif(study, systems, overrides, vary, output or OUT_ROOT / study.name,
                            force, resume, workers, scheduler, not no_plots,
-                           on_start=progress.start, on_done=progress.advance)
+                           on_start=progress.start, on_done=progress.advance, nvls=nvls)
     finally:
         progress.stop()
     if as_json:
@@ -127,7 +137,8 @@ def _print_study(study, entries, skipped) -> None:
         mine = [e for e in entries if e["system"] == system and e["op"] != PROGRAM_OP]
         base = [e for e in mine if e["variant"] == "base"]
         if base:
-            table(f"{title}: {system} (baseline: {study.baseline})", report.TABLE_HEADERS,
+            nvls = ", NCCL with NVLS off" if study.nvls == "off" else ""
+            table(f"{title}: {system} (baseline: {study.baseline}{nvls})", report.TABLE_HEADERS,
                   report.table_rows(base))
         changed = [e for e in mine if e["variant"] != "base"
                    and e["status"] != report.NOT_SUPPORTED]
@@ -174,9 +185,10 @@ def _print_programs(title: str, system: str, entries: list[dict]) -> None:
 @click.option("--root", type=int, default=0, show_default=True)
 @click.option("--impl", "impls", default="pk,nccl", show_default=True, metavar="pk,nccl",
               help="Implementations side by side.")
+@nvls_option("on, where the switches reduce")
 @run_options
-def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, impls, output,
-          force, resume, workers, scheduler, no_plots, as_json) -> None:
+def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, impls, nvls,
+          output, force, resume, workers, scheduler, no_plots, as_json) -> None:
     """A size (or shape) sweep in the nccl-tests layout: size, time, algbw, busbw for
     pk and nccl side by side, and a plot."""
     progress = _Progress(f"sweep {op}", as_json)
@@ -184,7 +196,8 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
         found = api.sweep(systems, op, size, shapes, dtype, world, domains, root, impls,
                           overrides, output or OUT_ROOT / f"sweep-{op}", force, resume,
                           workers, scheduler, not no_plots,
-                          on_start=progress.start, on_done=progress.advance)
+                          on_start=progress.start, on_done=progress.advance,
+                          nvls=nvls or "on")
     finally:
         progress.stop()
     if as_json:
