@@ -57,10 +57,11 @@ def _say_prepared(p, as_json: bool) -> None:
             f"not predicted: {f['not_predicted']}; in {p.out}/fused")
     if m.get("matrix_cases"):
         say(f"  correctness matrix: {m['matrix_cases']} cases in {p.out}/matrix")
-    for key, what in (("left_out", "cases"), ("matrix_left_out", "matrix cases")):
-        if m.get(key):
-            first = m[key][0]
-            say(f"  left out {len(m[key])} {what} that cannot fit the GPU (listed in "
+    for left, what in ((m.get("left_out"), "cases"), (m.get("matrix_left_out"), "matrix cases"),
+                       ((f or {}).get("left_out"), "fused cases")):
+        if left:
+            first = left[0]
+            say(f"  left out {len(left)} {what} that cannot fit the GPU (listed in "
                 f"prepare.json), e.g. {first['id']}: {first['reason']}")
     say(f"  estimated GPU time: {m['estimated_gpu_s']:.0f} s (from the predicted times; "
         f"measured ones may be several times longer)")
