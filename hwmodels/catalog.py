@@ -20,6 +20,7 @@ from hwmodels import profile as kernel_profile
 from hwmodels import system as system_module
 from hwmodels.checks import check_system
 from hwmodels.errors import ConfigError
+from hwmodels.files import read_toml
 from hwmodels.resources import systems_dir
 from hwmodels.system import PROVENANCE_TAGS, Provenance, System, split_figure
 
@@ -63,13 +64,7 @@ def _schema(cls_name: str):
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return read_toml(path, "system file")
 
 
 def _check_tag(path: Path, key: str, tag: Any) -> str:
