@@ -44,6 +44,9 @@ def is_bare_name(ref: str) -> bool:
 
 def system_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     """A shipped system's file, or a path to a user's file."""
+    if not name_or_path.strip():
+        raise ConfigError(f"system {name_or_path!r}: give a shipped system's name or a system "
+                          f"file (shipped: {', '.join(list_systems())})")
     candidate = Path(name_or_path)
     shipped = SYSTEMS_DIR / f"{name_or_path}.toml"
     if is_bare_name(name_or_path) and shipped.exists():

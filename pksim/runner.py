@@ -27,8 +27,9 @@ from typing import Any, Callable, Iterator
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
-from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_operands, check_world,
-                          even_bytes)
+from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_operands, check_root,
+                          check_world, even_bytes)
+from pksim.programs.model import ROOTED
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
 from pksim.programs.costs import TENSOR_RATE
@@ -398,12 +399,18 @@ def check_case(system: System, case: Case, where: str = "",
     try:
         check_world(system, case.world, case.domains, "world")
         check_dtype(system, case.dtype, "dtype")
+        if case.root and case.op not in ROOTED:
+            raise ConfigError(f"root {case.root}: {case.op} has no root (rooted ops: "
+                              f"{', '.join(ROOTED)})")
+        if case.op in ROOTED:
+            check_root(case.root, case.world, "root")
         for sms in dict(case.search).get("comm_sms", ()):
             check_comm_sms(system, sms, case.world, case.domains, "search.comm_sms")
         if case.op in COLLECTIVES:
             check_bytes(system, case.op, case.given_bytes, case.dtype, case.world,
                         option("bytes"))
             even_bytes(case.op, case.given_bytes, case.dtype, case.world, option("bytes"))
+            _check_search_leaves_some(system, case)
         elif case.op in FUSED_OPS:
             try:
                 check_shape(case.op, dict(case.shape), case.world, option)
@@ -412,6 +419,18 @@ def check_case(system: System, case: Case, where: str = "",
             check_operands(system, case.op, dict(case.shape), case.dtype, case.world)
     except ConfigError as exc:
         raise ConfigError(f"{where}{exc}") from None
+
+
+def _check_search_leaves_some(system: System, case: Case) -> None:
+    """A collective's ``search`` table that leaves no candidate (``algorithms = ["ring"]``
+    with ``mechanisms = ["multimem"]``) is an error saying why, not a row of every system."""
+    narrow = {k: v for k, v in case.search if k != "overlaps"}
+    if not narrow:
+        return
+    try:
+        space(system, case.op, case.nbytes, case.world, case.domains, **narrow)
+    except InfeasibleError as exc:
+        raise ConfigError(f"search {narrow}: {exc}") from None
 
 
 def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,

@@ -331,7 +331,7 @@ def load_study(path: str | Path) -> Study:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
                           f"(a study takes {', '.join(sorted(_TOP_KEYS))})")
     name = _text(raw, "name", where, path.stem)
-    if not name or "/" in name:
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
         raise ConfigError(f"{where}: name must be a non-empty folder name, got {name!r}")
     systems = tuple(_resolve_system(s, path.parent) for s in _texts(raw, "systems", where))
     impls = _texts(raw, "impls", where) or IMPLS
@@ -412,6 +412,9 @@ def find_study(name_or_path: str) -> Study:
     """The name of a shipped study, or a path to a study file. A bare name (no ``/``, no
     ``.toml``) is the shipped study of that name even where a file or folder of that name is
     here (``-o default`` makes one): ``./default`` names that instead."""
+    if not name_or_path.strip():
+        raise ConfigError(f"--study {name_or_path!r}: give a study's name or file (shipped: "
+                          f"{', '.join(list_studies())})")
     path = Path(name_or_path)
     shipped = STUDIES_DIR / f"{name_or_path}.toml"
     if is_bare_name(name_or_path) and shipped.exists():

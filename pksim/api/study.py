@@ -77,6 +77,22 @@ def _journal(out: OutputDir | None, name: str, identity: dict, kept: list[Row],
     return Journal(path, identity, [r.to_dict() for r in kept])
 
 
+def _check_timeline(study: Study, pairs, replaced: bool, plots: bool) -> None:
+    """A study's ``plots.timeline`` names one of the systems it runs: an error naming the
+    file where it does not; a note where ``--systems`` replaced them."""
+    if not (plots and study.timeline and "timeline" in study.plots):
+        return
+    want = study.timeline[0]
+    if any(want in (variant.ref, loaded.name) for variant, loaded in pairs):
+        return
+    names = ", ".join(dict.fromkeys(loaded.name for _, loaded in pairs))
+    if replaced:
+        _note(f"plots.timeline names {want!r}, not run here ({names}): no timeline plot")
+        return
+    raise ConfigError(f"{study.path or study.name}: plots.timeline: system {want!r} is not "
+                      f"one of the study's systems ({names})")
+
+
 def _note(text: str) -> None:
     """Something the results rest on that the user did not say (hwmodels.errors.PksimNote)."""
     if text:
@@ -87,6 +103,8 @@ def _output(output: str | Path | None, force: bool, names: list[str]) -> OutputD
     """The folder the files go to, checked before any work; None: write no files."""
     if output is None:
         return None
+    if not str(output).strip():
+        raise ConfigError(f"-o {str(output)!r}: give the output folder (or leave -o out)")
     out = OutputDir(output, force)
     out.check(names)
     return out
@@ -155,6 +173,8 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
     for name in impls:
         if name not in IMPLS:
             raise ConfigError(f"--impl: {name!r} is not one of {', '.join(IMPLS)}")
+        if impls.count(name) > 1:
+            raise ConfigError(f"--impl {impl!r}: {name} given twice")
     size = str(bytes) if isinstance(bytes, int) else bytes
     overrides = (set,) if isinstance(set, str) else tuple(set)
     axes = shape_axes(op, size, (shape,) if isinstance(shape, str) else tuple(shape))
@@ -286,7 +306,7 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
     _check_run_kinds("whatif", {"systems": systems, "set": set, "vary": vary, "force": force,
                                 "resume": resume, "workers": workers, "scheduler": scheduler,
                                 "plots": plots, "nvls": nvls})
-    chosen = study if isinstance(study, Study) else find_study(study) if study else \
+    chosen = study if isinstance(study, Study) else find_study(study) if study is not None else \
         default_study()
     overrides = (set,) if isinstance(set, str) else tuple(set)
     if systems and not _names(systems):
@@ -294,6 +314,7 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
     chosen = chosen.with_options(_names(systems), overrides,
                                  (vary,) if isinstance(vary, str) else tuple(vary), nvls)
     pairs = load_variants(chosen, "--systems" if systems else "")
+    _check_timeline(chosen, pairs, bool(systems), plots)
     tasks, skipped = tasks_for(pairs, chosen.workloads, chosen.impls,
                                chosen.path or chosen.name, chosen.programs, chosen.nvls)
     out = _output(output, force or resume, report.study_files(chosen))

@@ -198,6 +198,9 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
         raise ConfigError("--gpu-memory applies to a run or --prepare, not --report")
     if do_prepare and report_dir is not None:
         raise ConfigError("--prepare and --report are two halves of a split run: give one")
+    if do_prepare and measured:
+        raise ConfigError(f"--measured {measured[0]}: measurements are reported (--report DIR, "
+                          f"or a run), not prepared")
     if no_build and not do_prepare:
         raise ConfigError("--no-build only applies with --prepare (a run needs the libraries)")
     if report_dir is not None:

@@ -113,7 +113,9 @@ def whatif(study_file, systems, overrides, vary, nvls, output, force, resume, wo
     workload on each system; for each program of the study, its baseline (PyTorch + NCCL),
     pksim's best and roofline (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
-    study = find_study(study_file) if study_file else default_study()
+    if output is not None and not output.strip():
+        raise ConfigError(f"-o {output!r}: give the output folder (or leave -o out)")
+    study = find_study(study_file) if study_file is not None else default_study()
     progress = _Progress(f"whatif {study.name}", as_json)
     try:
         found = api.whatif(study, systems, overrides, vary, output or OUT_ROOT / study.name,
@@ -191,6 +193,8 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
           output, force, resume, workers, scheduler, no_plots, as_json) -> None:
     """A size (or shape) sweep in the nccl-tests layout: size, time, algbw, busbw for
     pk and nccl side by side, and a plot."""
+    if output is not None and not output.strip():
+        raise ConfigError(f"-o {output!r}: give the output folder (or leave -o out)")
     progress = _Progress(f"sweep {op}", as_json)
     try:
         found = api.sweep(systems, op, size, shapes, dtype, world, domains, root, impls,

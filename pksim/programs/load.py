@@ -72,6 +72,9 @@ def program_path(name_or_path: str) -> Path:
     """A shipped program's file, or a path to a user's. A bare name (no ``/``, no ``.toml``)
     that is shipped means the shipped program even where a file or folder of that name is
     here (``./name`` names that)."""
+    if not name_or_path.strip():
+        raise ConfigError(f"program {name_or_path!r}: give a shipped program's name or a "
+                          f"program file (pksim programs list)")
     candidate = Path(name_or_path)
     shipped = PROGRAMS_DIR / f"{name_or_path}.toml"
     bare = candidate.suffix != ".toml" and "/" not in name_or_path

@@ -143,6 +143,9 @@ class Suite:
 
 def suite_path(ref: str | Path) -> Path:
     """A shipped suite's name (``default``, ``quick``) or a path to a suite file."""
+    names = ", ".join(sorted(x.stem for x in SUITES_DIR.glob("*.toml")))
+    if not str(ref).strip():
+        raise ConfigError(f"suite {str(ref)!r}: give a shipped suite's name ({names}) or a file")
     p = Path(ref)
     shipped = SUITES_DIR / f"{ref}.toml"
     bare = p.suffix != ".toml" and "/" not in str(ref)
