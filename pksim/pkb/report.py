@@ -107,6 +107,11 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
         if not row["ok"]:
             why = row.get("errors") or [t["why"] for t in row.get("trials", []) if not t["ok"]][:1]
             lines.append(f"- {row['id']} {row['stem']}: {'; '.join(map(str, why))[:300]}")
+    if all(row["ok"] for row in rows):
+        lines.append("- none of those checked")
+    unchecked = [str(e["id"]) for e in entries if e["id"] not in by_id]
+    if unchecked:
+        lines.append(f"- not checked (no result in the file): {', '.join(unchecked)}")
     lines += ["", "## Problems without a program", ""]
     lines += [f"- {k}: {v}" for k, v in sorted(NO_PROGRAM.items())]
     used = sorted({a for r in rows for a in r.get("reference_adaptations", {})})

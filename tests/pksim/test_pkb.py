@@ -98,6 +98,7 @@ def test_the_report_counts_only_what_the_results_say(pkb, tmp_path):
     assert "device H100 (GPU-1234)" in text
     assert "| 56 | ring_attention_pp | not run |" in text
     assert "- 16 16_gemm_reducescatter: rank 0: CommError: x" in text
+    assert "- not checked (no result in the file): 56" in text
     assert "ParallelKernelBench commit `abc`" in text
     assert "the ranks other than dst keep their tensor" in text
     assert report.read_rows(results)[0]["id"] == 4
