@@ -119,7 +119,10 @@ def test_claims_are_where_the_issue_found_prose_wrong():
                        ("guide/what-if.md", "table = moe-alltoall"),
                        ("guide/sweeps-and-traces.md", "table = sweep --system"),
                        ("systems.md", "figure dgx-h100 gpu.nvlink.latency_ns"),
-                       ("programs.md", "table = docs/programs/report.md")]:
+                       ("programs.md", "table = docs/programs/report.md"),
+                       ("programs.md", "table = bench/results-programs-2026-12-04.json"),
+                       ("systems.md", "figure hgx-h200 gpu.l2.capacity_MiB"),
+                       ("guide/sweeps-and-traces.md", "title ~ vr-nvl144 | size = 16MiB")]:
         assert rule in text[name], (name, rule)
 
 
@@ -132,6 +135,9 @@ def test_claim_rules_compute_what_they_say():
     assert run_examples.evaluate(f"value time (us) | {table} | workload = allreduce-1GiB | "
                                  f"in ms", guide) == "3.96"
     assert run_examples.evaluate("figure dgx-h100 gpu.sm.count", guide) == "132"
+    bench = "bench/results-programs-2026-12-04.json"
+    assert run_examples.evaluate(rf'grep "wall_s": ([\d.]+) | table = {bench}', guide) == \
+        str(json.loads((ROOT / bench).read_text())["runs"][0]["wall_s"])
     with pytest.raises(ValueError, match="rows match"):
         run_examples.evaluate(f"value speed-up | {table}", guide)
 
