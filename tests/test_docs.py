@@ -274,3 +274,28 @@ def test_every_decision_citation_names_a_record_file():
     assert stale == [], f"cite docs/decisions/Dn.md, not decisions.md: {stale}"
     folder = ROOT / "docs" / "decisions"
     assert len(cited) > 40 and {n for n in cited if not (folder / f"D{n}.md").exists()} == set()
+
+
+def test_validation_calibration_table_is_the_calibration_pages():
+    """docs/VALIDATION.md's residual table (points, median (max) |error| per microbenchmark)
+    against docs/validation/calibration.md's, which validation/calibrate/report.py generates:
+    every microbenchmark of the page is listed, with its numbers."""
+    docs = ROOT / "docs"
+    (page,) = [t for t in run_examples.tables((docs / "validation" / "calibration.md").read_text())
+               if t.title == "Residual per microbenchmark"]
+    want = {r["microbenchmark"].strip("`"): (r["points"], r["median abs. error"],
+                                             r["max abs. error"]) for r in page.rows}
+    (table,) = [t for t in run_examples.tables((docs / "VALIDATION.md").read_text())
+                if t.title == "Calibration"]
+    got = {}
+    for row in table.rows:
+        names = [n.strip(" `") for n in row["microbenchmark"].split(",")]
+        points = [p.strip() for p in row["points"].split(",")]
+        errors = re.findall(r"\*?\*?([\d.]+) %\*?\*? \(([\d.]+) %\)", row["median (max)"])
+        if row["median (max)"] == "measured only":
+            errors = [("-", "-")]
+        assert len(names) == len(points) == len(errors), row
+        for name, n, (median, worst) in zip(names, points, errors):
+            got[name] = (n, median if median == "-" else f"{median}%",
+                         worst if worst == "-" else f"{worst}%")
+    assert got == want
