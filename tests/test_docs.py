@@ -12,14 +12,17 @@ import json
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from hwmodels.catalog import load_system
 from pksim import plots
 from pksim.gantt import gantt
 from pksim.cli.main import cli
+from pksim.study import figure
 from tests.golden.test_predictions import is_default_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,3 +302,46 @@ def test_validation_calibration_table_is_the_calibration_pages():
             got[name] = (n, median if median == "-" else f"{median}%",
                          worst if worst == "-" else f"{worst}%")
     assert got == want
+
+
+def test_validation_remote_path_table_is_the_refitted_file():
+    """docs/VALIDATION.md's `calibrate --ranks 4` table: each fitted figure is the refitted
+    file's to the digits written, and the last column is dgx-h100's figure."""
+    fitted = tomllib.loads((ROOT / "validation" / "data" / "cited" /
+                            "h200-single-ranks4-2026-12-04.toml").read_text())
+    remote = fitted["gpu"]["transfer_remote"]
+    dgx = load_system("dgx-h100")
+    (table,) = [t for t in run_examples.tables((ROOT / "docs" / "VALIDATION.md").read_text())
+                if t.title.startswith("The remote path")]
+    seen = 0
+    for row in table.rows:
+        first, *rest = re.findall(r"`?(\w+)`?", row["figure (local path)"].replace(" / ", " "))
+        keys = [first] + [f"{r}_per_sm_GBps" for r in rest]
+        written = row["fitted"].split(" / ")
+        assert len(written) == len(keys), row
+        for key, text in zip(keys, written):
+            digits = len(text.partition(".")[2])
+            assert round(remote[key]["value"], digits) == float(text), (key, text)
+            seen += 1
+        theirs = float(run_examples._number(row["dgx-h100's NVLink figure"]))
+        assert theirs == float(f"{figure(dgx, f'gpu.transfer_remote.{keys[0]}'):.3g}"), key
+    assert seen == 7
+
+
+def test_validation_remote_path_residuals_are_the_refitted_files():
+    """The sentence under that table, "TMA write 3.9 % (45 %), read ...; registers ... and
+    ...", against the refitted file's [calibration.residual] groups, to the digits written."""
+    fitted = tomllib.loads((ROOT / "validation" / "data" / "cited" /
+                            "h200-single-ranks4-2026-12-04.toml").read_text())
+    groups = {g["group"]: g for g in fitted["calibration"]["residual"].values()}
+    text = " ".join((ROOT / "docs" / "VALIDATION.md").read_text().split())
+    said = re.search(r"TMA write (.*?); registers (.*?); copy engine", text)
+    pairs = re.findall(r"([\d.]+) % \(([\d.]+) %\)", said.group(1) + " " + said.group(2))
+    names = ["tma write", "tma read", "tma reduce", "register write", "register read"]
+    assert len(pairs) == len(names)
+    for name, (median, worst) in zip(names, pairs):
+        group = groups[f"{name}, one direction"]
+        for written, value in ((median, group["median_abs_error"]),
+                               (worst, group["max_abs_error"])):
+            digits = len(written.partition(".")[2])
+            assert round(100 * value, digits) == float(written), (name, written, value)
