@@ -345,3 +345,35 @@ def test_validation_remote_path_residuals_are_the_refitted_files():
                                (worst, group["max_abs_error"])):
             digits = len(written.partition(".")[2])
             assert round(100 * value, digits) == float(written), (name, written, value)
+
+
+# VALIDATION.md's published-measurement curves and the corpus entries they are
+CURVES = {"A h200": "h200-8gpu-allreduce-nvls-graph",
+          "B h200": "h200-8gpu-allreduce-nvlsoff-graph",
+          "C h200": "h200-8gpu-allreduce-nvls-eager", "D h200": "h200-8gpu-allgather-eager",
+          "E h200": "h200-8gpu-reducescatter-eager",
+          "h100 in-place": "h100-8gpu-allreduce-inplace-blog",
+          "a100": "a100-8gpu-allreduce-eager", "b200 all-reduce": "b200-8gpu-allreduce",
+          "b200 2-GPU": "b200-2gpu-allreduce-ring-ll128-nccl-pr2343",
+          "h100 Megatron": "h100-8gpu-ag-rs-symmetric-megatron-pr5596",
+          "h100 helion": "h100-8gpu-allreduce-oneshot-helion245"}
+
+
+def test_validation_published_table_is_the_published_page():
+    """docs/VALIDATION.md's median / p90 |error| per curve and band, and met or missed,
+    against docs/validation/published.md (which `pksim validate --published --write-docs`
+    writes)."""
+    docs = ROOT / "docs"
+    page = {r["entry"]: r for t in run_examples.tables((docs / "validation" / "published.md")
+                                                        .read_text()) if "entry" in t.headers
+            for r in t.rows}
+    (table,) = [t for t in run_examples.tables((docs / "VALIDATION.md").read_text())
+                if t.title.startswith("Multi-GPU") and "curve" in t.headers]
+    assert len(table.rows) == len(CURVES)
+    for row in table.rows:
+        (entry,) = [e for prefix, e in CURVES.items() if row["curve"].startswith(prefix)]
+        theirs = page[entry]
+        for band, key in zip(table.headers[1:5], [h for h in theirs if "med/p90/max" in h]):
+            want = "-" if theirs[key] == "-" else " / ".join(theirs[key].split("/")[:2])
+            assert row[band] == want, (row["curve"], band, row[band], want)
+        assert row["target"] == theirs["target"].lower(), row["curve"]
