@@ -28,6 +28,11 @@ clock and power samples taken beside the run can be matched to it.
 flush between calls: the steady state a long run reaches under the power limit), torch.matmul
 and every selected variant, and records the mean time per call and its wall-clock interval.
 
+Host cost: HOST_SHAPE is called HOST_CALLS times back to back per implementation, the host's
+wall time of the loop alone divided by the calls (the GPU's queue is long enough that no call
+waits for it): what each call costs the CPU, the tensor-map encoding and the queries of the
+library's host path included (records of kind "host", microseconds per call).
+
 --sm-sweep times, instead of the usual shapes, SM_SWEEP_SHAPES on a persistent grid limited
 to each of SM_SWEEP SMs (the first selected variant; the rest of the GPU idle), as a fused
 kernel's GEMM runs beside its communication blocks. --microbench-json writes every such
@@ -71,6 +76,8 @@ QUICK_TIME_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 SM_SWEEP_SHAPES = [(8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192, 8192)]
 SM_SWEEP = (64, 96, 100, 112, 116, 124, 132)
 SUSTAIN_SHAPE = (8192, 8192, 8192)
+HOST_SHAPE = (4096, 4096, 4096)     # about 0.18 ms of GPU work a call: the host runs ahead
+HOST_CALLS = 40
 RTOL = 2.0 ** -7
 ATOL_PER_SQRT_K = 1e-3
 
@@ -242,6 +249,32 @@ def sustain(run: Runner, torch, M, N, K, variants, seconds: float) -> list[dict]
     return recs
 
 
+def host_cost(run: Runner, torch, M, N, K, variants) -> list[dict]:
+    """Host microseconds per call of each implementation (see the module's docstring)."""
+    a, b, c = operands(torch, M, N, K)
+    impls = [("torch.matmul", None, lambda: torch.matmul(a, b, out=c))] + \
+        [("pk_gemm", v, (lambda v=v: run.gemm(a, b, c, v))) for v in variants]
+    recs = []
+    for impl, v, fn in impls:
+        rec = {"kind": "host", "M": M, "N": N, "K": K, "impl": impl, "variant": v,
+               "calls": HOST_CALLS}
+        try:
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(HOST_CALLS):
+                fn()
+            dt = time.perf_counter() - t0
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - a CUDA failure is recorded, not raised
+            recs.append({**rec, "error": str(exc)[:500]})
+            continue
+        recs.append({**rec, "us_per_call": round(dt / HOST_CALLS * 1e6, 2)})
+    del a, b, c
+    return recs
+
+
 def summary(records: list[dict]) -> str:
     """A short human-readable digest: failed checks and the timing table."""
     lines = []
@@ -259,6 +292,11 @@ def summary(records: list[dict]) -> str:
     for r in records:
         if r["kind"] == "sustain":
             shapes.setdefault(f"sustained {r['M']}x{r['N']}x{r['K']}", []).append(r)
+    host = [r for r in records if r["kind"] == "host" and "us_per_call" in r]
+    if host:
+        lines.append("host us per call: " + ", ".join(
+            ("torch" if r["impl"] == "torch.matmul" else f"v{r['variant']}")
+            + f" {r['us_per_call']:.1f}" for r in host))
     for key, rs in shapes.items():
         cells = []
         torch_ms = next((r["ms"] for r in rs if r["impl"] == "torch.matmul" and "ms" in r), None)
@@ -435,6 +473,10 @@ def main(argv=None) -> int:
                 if rec.get("variant") is not None:
                     rec["variant_name"] = names[rec["variant"]]
                 emit(rec, out)
+        for rec in host_cost(run, torch, *HOST_SHAPE, variants):
+            if rec.get("variant") is not None:
+                rec["variant_name"] = names[rec["variant"]]
+            emit(rec, out)
         if args.sustain > 0:
             for rec in sustain(run, torch, *SUSTAIN_SHAPE, variants, args.sustain):
                 if rec.get("variant") is not None:
