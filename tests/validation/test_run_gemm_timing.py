@@ -1,5 +1,5 @@
 """validation/run/gemm.py's time_shape: torch.matmul and our configurations of one shape timed
-in turn (one flushed call of each per round, docs/decisions.md D80), against a stand-in torch
+in turn (one flushed call of each per round, docs/decisions/D80.md), against a stand-in torch
 whose GPU is a clock that every call advances; a configuration that fails is recorded and
 left out of the rounds."""
 from types import SimpleNamespace

@@ -20,8 +20,9 @@ torch.matmul's own bf16 error against the same reference is printed beside ours.
 Timing: CUDA events around each call, L2 flushed before every timed call by writing a
 256 MiB buffer (outside the timed interval), warm-up calls first, the median of --iters
 calls; TFLOP/s = 2 M N K / time. torch.matmul and our configurations of a shape are timed in
-turn, one call of each per round (docs/decisions.md D80: timed one after the other, the same
-GPU's 8192^3 ratio moved between 86 and 99 % from process to process). Every record is a JSON line on stdout and in --out. Each
+turn, one call of each per round (docs/decisions/D80.md: timed one after the other, the same
+GPU's 8192^3 ratio moved between 86 and 99 % from process to process). Every record is a
+JSON line on stdout and in --out. Each
 timing record carries the wall-clock interval of its calls (t0, t1: seconds since the epoch;
 local: t0 as the machine's local time, the form nvidia-smi's timestamp column takes), so that
 clock and power samples taken beside the run can be matched to it.
