@@ -210,28 +210,45 @@ struct intra_op {
   }
 };
 
-// ---- gemm-rs, intra-SM: TMA store-add from the epilogue into the owner of each tile ------------
+// ---- gemm-rs and gemm-ar, intra-SM: TMA store-add from the epilogue ---------------------------
 
-// Rank r's GEMM runs over the owners' padded tile rows (owner_tiles): a tile of owner o reads
-// rows lo(o) + ... of the rank's own A (owner_rows) and reduce-adds each sub-tile through the
-// map of owner o's rows(o) x N output, which drops the padding rows (store_add_owners).
-template <class Config>
-struct gemm_rs_intra : intra_op<store_add_owners, owner_rows> {
+// What both share: table arrays of every rank's output map (gemm-rs adds the owners' padded
+// tile rows), and a fill that starts by writing those maps and the row partition.
+template <class Config, kind K, class Epi, class Pro>
+struct store_add_intra : intra_op<Epi, Pro> {
   using cfg = typename Config::gemm;
-  static constexpr kind kKind = kind::gemm_rs;
-  static constexpr bool kStoreAdd = true, kStart = true;
-  // table arrays: every rank's output map, the owners' padded tile rows
+  using gemm_params = typename intra_op<Epi, Pro>::globals::gemm_params;
+  static constexpr kind kKind = K;
+  static constexpr bool kStoreAdd = true;
   static size_t maps(int world) { return static_cast<size_t>(world); }
+
+  // Every rank's output map and the partition into the table; the ranks' GEMM parameters
+  // there, to fill (nullptr: a tensor map could not be made).
+  static gemm_params* output_tables(unsigned char* host, const unsigned char* dev, const table_offsets& t,
+                                    const pkf_args* a) {
+    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, K)) return nullptr;
+    table_partition(host, dev, t, a);
+    return at<gemm_params>(host, t.params);
+  }
+};
+
+// gemm-rs: into the owner of each tile. Rank r's GEMM runs over the owners' padded tile rows
+// (owner_tiles): a tile of owner o reads rows lo(o) + ... of the rank's own A (owner_rows) and
+// reduce-adds each sub-tile through the map of owner o's rows(o) x N output, which drops the
+// padding rows (store_add_owners).
+template <class Config>
+struct gemm_rs_intra : store_add_intra<Config, kind::gemm_rs, store_add_owners, owner_rows> {
+  using base = store_add_intra<Config, kind::gemm_rs, store_add_owners, owner_rows>;
+  using cfg = typename base::cfg;
+  static constexpr bool kStart = true;
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
-    const int w = a->world;
-    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
-    table_partition(host, dev, t, a);
+    typename base::gemm_params* P = base::output_tables(host, dev, t, a);
+    if (P == nullptr) return pk::gemm::ERR_TENSOR_MAP;
     const owner_tiles tiles = table_owner_tiles<cfg>(host, dev, t, a);
     const int* start = at<int>(host, t.start);
-    auto* P = at<typename globals::gemm_params>(host, t.params);
-    for (int r = 0; r < w; ++r) {
+    for (int r = 0; r < a->world; ++r) {
       const int rc = fill_owner_gemm<cfg>(P[r], a->a[r], a->M, a->b[r], a, start, r + 1, ci);
       if (rc != pk::gemm::OK) return rc;
       P[r].epi.out = at<CUtensorMap>(dev, t.maps);
@@ -242,27 +259,22 @@ struct gemm_rs_intra : intra_op<store_add_owners, owner_rows> {
   }
 };
 
-// ---- gemm-ar, intra-SM: TMA store-add from the epilogue into every rank ------------------------
-
+// gemm-ar: into every rank.
 template <class Config>
-struct gemm_ar_intra : intra_op<store_add_all, pk::gemm::no_prologue> {
-  using cfg = typename Config::gemm;
-  static constexpr kind kKind = kind::gemm_ar;
-  static constexpr bool kStoreAdd = true, kStart = false;
-  // table arrays: every rank's output map
-  static size_t maps(int world) { return static_cast<size_t>(world); }
+struct gemm_ar_intra : store_add_intra<Config, kind::gemm_ar, store_add_all, pk::gemm::no_prologue> {
+  using base = store_add_intra<Config, kind::gemm_ar, store_add_all, pk::gemm::no_prologue>;
+  using cfg = typename base::cfg;
+  static constexpr bool kStart = false;
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
-    const int w = a->world;
-    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
-    table_partition(host, dev, t, a);
-    auto* P = at<typename globals::gemm_params>(host, t.params);
-    for (int r = 0; r < w; ++r) {
+    typename base::gemm_params* P = base::output_tables(host, dev, t, a);
+    if (P == nullptr) return pk::gemm::ERR_TENSOR_MAP;
+    for (int r = 0; r < a->world; ++r) {
       const int rc = fill_gemm<cfg>(P[r], a->a[r], a->b[r], a, start_row_tile<cfg>(a, r, ci.staggered), ci);
       if (rc != pk::gemm::OK) return rc;
       P[r].epi.out = at<CUtensorMap>(dev, t.maps);
-      P[r].epi.world = w;
+      P[r].epi.world = a->world;
       P[r].epi.rank = r;
     }
     return pk::gemm::OK;

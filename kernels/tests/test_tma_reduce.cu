@@ -42,39 +42,20 @@ __global__ void reduce_kernel(const __grid_constant__ pgl<T> dst, const __grid_c
   const unsigned lb = blockIdx.x % bpr;
   const unsigned char* from = reinterpret_cast<const unsigned char*>(src.ptr[rank]);
 
-  if (threadIdx.x == 0) {
-    for (unsigned s = 0; s < kStages; ++s) pk::tma::mbar_init(&bar[s], 1);
-    pk::tma::mbar_init_fence();
-  }
-  __syncthreads();
+  pkt::init_stages<kStages>(bar);
 
   const pk::tma::bulk_split split = pk::tma::split_for_bulk(dst.ptr[0], from, n * sizeof(T));
   int ok = 1;
   if (threadIdx.x == 0) {
-    const size_t nchunks = (split.body + kStage - 1) / kStage;
-    unsigned phase = 0;
-    unsigned it = 0;
-    for (size_t c = lb; c < nchunks; c += bpr, ++it) {
-      const unsigned s = it % kStages;
-      T* buf = reinterpret_cast<T*>(stages + s * kStage);
-      const size_t off = c * kStage;  // bytes
-      const unsigned len = static_cast<unsigned>(split.body - off < kStage ? split.body - off : kStage);
-      if (it >= kStages) pk::tma::wait_group_read<kStages - 1>();
-      pk::tma::mbar_arrive_expect_tx(&bar[s], len);
-      pk::tma::load_async(buf, from + off, len, &bar[s]);
-      if (!pk::tma::mbar_wait(&bar[s], (phase >> s) & 1u, f.spin, rank)) {
-        ok = 0;
-        break;
-      }
-      phase ^= 1u << s;
-      pk::tma::fence_shared_to_async();
-      for (int k = 0; k < world; ++k) {
-        const int p = (rank + k) % world;
-        pk::tma::store_add_async(dst.ptr[p] + off / sizeof(T), buf, len);
-      }
-      pk::tma::commit_group();
-    }
-    pk::tma::complete_writes();
+    ok = pkt::forward_stages<kStage, kStages>(
+        stages, bar, from, split.body, lb, bpr, f.spin, rank,
+        [&](const unsigned char* buf, size_t off, unsigned len) {  // off: bytes
+          for (int k = 0; k < world; ++k) {
+            const int p = (rank + k) % world;
+            pk::tma::store_add_async(dst.ptr[p] + off / sizeof(T), reinterpret_cast<const T*>(buf),
+                                     len);
+          }
+        });
   }
   if (split.tail != 0 && lb == bpr - 1) {
     const size_t first = split.body / sizeof(T);

@@ -136,6 +136,70 @@ inline std::vector<T> download(const T* src, size_t count) {
   return out;
 }
 
+// The two TMA tests' pipeline, one block's share of it. All threads: init_stages. Thread 0:
+// forward_stages moves chunks lb, lb + bpr, ... of the `body` bytes at `from` (body: a multiple
+// of 16) through kStages shared-memory stages of kStage bytes with bulk loads and mbarrier
+// completion, hands each stage to push(stage, offset, length) (which issues its bulk stores),
+// then completes the writes; false if a load was not seen within spin's timeout.
+template <unsigned kStages>
+__device__ void init_stages(uint64_t* bar) {
+  if (threadIdx.x == 0) {
+    for (unsigned s = 0; s < kStages; ++s) pk::tma::mbar_init(&bar[s], 1);
+    pk::tma::mbar_init_fence();
+  }
+  __syncthreads();
+}
+
+template <unsigned kStage, unsigned kStages, class Push>
+__device__ bool forward_stages(unsigned char* stages, uint64_t* bar, const unsigned char* from,
+                               size_t body, unsigned lb, unsigned bpr,
+                               const pk::spin_ctx& spin, int rank, Push push) {
+  bool ok = true;
+  const size_t nchunks = (body + kStage - 1) / kStage;
+  unsigned phase = 0;  // bit s: parity of the next phase of bar[s]
+  unsigned it = 0;
+  for (size_t c = lb; c < nchunks; c += bpr, ++it) {
+    const unsigned s = it % kStages;
+    unsigned char* buf = stages + s * kStage;
+    const size_t off = c * kStage;
+    const unsigned len = static_cast<unsigned>(body - off < kStage ? body - off : kStage);
+    // The stores issued from this stage kStages iterations ago must have read it.
+    if (it >= kStages) pk::tma::wait_group_read<kStages - 1>();
+    pk::tma::mbar_arrive_expect_tx(&bar[s], len);
+    pk::tma::load_async(buf, from + off, len, &bar[s]);
+    if (!pk::tma::mbar_wait(&bar[s], (phase >> s) & 1u, spin, rank)) {
+      ok = false;
+      break;
+    }
+    phase ^= 1u << s;
+    // Async-proxy writes seen through the mbarrier, then async-proxy reads of the same
+    // bytes: no generic access in between, but the fence is cheap and keeps this correct
+    // if a consumer ever touches the stage.
+    pk::tma::fence_shared_to_async();
+    push(buf, off, len);
+    pk::tma::commit_group();
+  }
+  pk::tma::complete_writes();  // wait_group 0 + fence.proxy.async.global
+  return ok;
+}
+
+// Every rank's source filled with random bytes (drawn from `seed`, rank after rank) and every
+// rank's destination with the 0xCD guard the checks look for; the sources' host copies.
+template <int M>
+inline std::vector<std::vector<unsigned char>> random_sources(const pk::pgl<unsigned char, M>& src,
+                                                              const pk::pgl<unsigned char, M>& dst,
+                                                              uint64_t seed) {
+  rng g(seed);
+  std::vector<std::vector<unsigned char>> host(src.world);
+  for (int r = 0; r < src.world; ++r) {
+    host[r].resize(src.count);
+    for (auto& b : host[r]) b = static_cast<unsigned char>(g.u32());
+    upload(src.ptr[r], host[r]);
+    PK_CUDA_CHECK(cudaMemset(dst.ptr[r], 0xCD, dst.count));
+  }
+  return host;
+}
+
 inline float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
 // Tolerance for a sum of `world` terms accumulated in a format with unit roundoff `u`, in no
