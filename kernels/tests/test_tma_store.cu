@@ -27,8 +27,7 @@ __global__ void forward_kernel(const __grid_constant__ pgl<unsigned char> dst,
                                const __grid_constant__ pk::flags<> f, size_t bytes, size_t stride,
                                unsigned bpr, unsigned long long* mismatches) {
   extern __shared__ unsigned char smem_raw[];
-  __shared__ uint64_t bar[kStages];
-  unsigned char* stages = pk::tma::align_smem<128>(smem_raw);
+  const pkt::stages st = pkt::init_stages<kStages>(smem_raw);
 
   const int world = dst.world;
   const int rank = static_cast<int>(blockIdx.x / bpr);
@@ -37,14 +36,12 @@ __global__ void forward_kernel(const __grid_constant__ pgl<unsigned char> dst,
   const unsigned char* from = src.ptr[owner];
   const size_t slot = static_cast<size_t>(owner) * stride;
 
-  pkt::init_stages<kStages>(bar);
-
   // Sources and slots are 16-byte aligned, so only the last bytes % 16 miss the bulk path.
   const pk::tma::bulk_split split = pk::tma::split_for_bulk(dst.ptr[0] + slot, from, bytes);
   int ok = 1;
   if (threadIdx.x == 0) {
     ok = pkt::forward_stages<kStage, kStages>(
-        stages, bar, from, split.body, lb, bpr, f.spin, rank,
+        st, from, split.body, lb, bpr, f.spin, rank,
         [&](const unsigned char* buf, size_t off, unsigned len) {
           for (int k = 0; k < world; ++k) {
             const int p = (rank + k) % world;
@@ -109,10 +106,8 @@ void case_store(pkt::report& rep, int world, size_t bytes, uint64_t seed) {
         for (size_t i = bytes; i < stride; ++i) bad += d[s * stride + i] != 0xCD;
       }
     }
-    const bool ok = bad == 0 && device_bad == 0;
-    rep.emit("tma_store", world, bytes, ok, static_cast<double>(bad + device_bad),
-             ok ? "" : std::to_string(bad) + " bytes differ at the end, " +
-                           std::to_string(device_bad) + " seen by the receivers after the signal");
+    rep.emit_checked("tma_store", world, bytes, static_cast<double>(bad + device_bad), bad, device_bad,
+                     "bytes differ at the end", "seen by the receivers after the signal");
   });
 }
 

@@ -75,6 +75,16 @@ struct report {
     std::fflush(stdout);
   }
 
+  // A case checked twice: in the kernel (device_bad: what it counted) and by the host after it
+  // (bad); ok when neither found anything, else the detail gives both counts.
+  void emit_checked(const char* test, int world, size_t bytes, double max_err, size_t bad,
+                    unsigned long long device_bad, const char* host_found, const char* device_found) {
+    const bool ok = bad == 0 && device_bad == 0;
+    emit(test, world, bytes, ok, max_err,
+         ok ? "" : std::to_string(bad) + " " + host_found + ", " + std::to_string(device_bad) + " " +
+                       device_found);
+  }
+
   // Run one case; exceptions become a failed line. A hang leaves the device unusable, so it
   // ends the program after reporting.
   template <typename F>
@@ -136,22 +146,30 @@ inline std::vector<T> download(const T* src, size_t count) {
   return out;
 }
 
-// The two TMA tests' pipeline, one block's share of it. All threads: init_stages. Thread 0:
+// The two TMA tests' pipeline, one block's share of it. All threads: init_stages (the stages
+// in the kernel's dynamic shared memory and their barriers). Thread 0:
 // forward_stages moves chunks lb, lb + bpr, ... of the `body` bytes at `from` (body: a multiple
 // of 16) through kStages shared-memory stages of kStage bytes with bulk loads and mbarrier
 // completion, hands each stage to push(stage, offset, length) (which issues its bulk stores),
 // then completes the writes; false if a load was not seen within spin's timeout.
+struct stages {
+  unsigned char* buf;  // kStages buffers of kStage bytes, 128-byte aligned, in dynamic shared memory
+  uint64_t* bar;       // their mbarriers
+};
+
 template <unsigned kStages>
-__device__ void init_stages(uint64_t* bar) {
+__device__ stages init_stages(unsigned char* smem_raw) {
+  __shared__ uint64_t bar[kStages];
   if (threadIdx.x == 0) {
     for (unsigned s = 0; s < kStages; ++s) pk::tma::mbar_init(&bar[s], 1);
     pk::tma::mbar_init_fence();
   }
   __syncthreads();
+  return {pk::tma::align_smem<128>(smem_raw), bar};
 }
 
 template <unsigned kStage, unsigned kStages, class Push>
-__device__ bool forward_stages(unsigned char* stages, uint64_t* bar, const unsigned char* from,
+__device__ bool forward_stages(const stages& st, const unsigned char* from,
                                size_t body, unsigned lb, unsigned bpr,
                                const pk::spin_ctx& spin, int rank, Push push) {
   bool ok = true;
@@ -160,14 +178,14 @@ __device__ bool forward_stages(unsigned char* stages, uint64_t* bar, const unsig
   unsigned it = 0;
   for (size_t c = lb; c < nchunks; c += bpr, ++it) {
     const unsigned s = it % kStages;
-    unsigned char* buf = stages + s * kStage;
+    unsigned char* buf = st.buf + s * kStage;
     const size_t off = c * kStage;
     const unsigned len = static_cast<unsigned>(body - off < kStage ? body - off : kStage);
     // The stores issued from this stage kStages iterations ago must have read it.
     if (it >= kStages) pk::tma::wait_group_read<kStages - 1>();
-    pk::tma::mbar_arrive_expect_tx(&bar[s], len);
-    pk::tma::load_async(buf, from + off, len, &bar[s]);
-    if (!pk::tma::mbar_wait(&bar[s], (phase >> s) & 1u, spin, rank)) {
+    pk::tma::mbar_arrive_expect_tx(&st.bar[s], len);
+    pk::tma::load_async(buf, from + off, len, &st.bar[s]);
+    if (!pk::tma::mbar_wait(&st.bar[s], (phase >> s) & 1u, spin, rank)) {
       ok = false;
       break;
     }
