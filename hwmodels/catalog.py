@@ -62,7 +62,9 @@ def _schema(cls_name: str):
     return getattr(system_module, cls_name)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's table; ``ConfigError`` names the file when it cannot be read or parsed (the
+    one reader of system, study and program files)."""
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)
@@ -170,7 +172,7 @@ _LOADED: dict[tuple, tuple[dict, dict, dict, dict]] = {}
 
 
 def _check_file(path: Path) -> tuple[dict, dict, dict, dict]:
-    raw = _read(path)
+    raw = read_toml(path)
     top = {k: raw[k] for k in _TOP_KEYS if k in raw}
     values: dict = {}
     prov: dict[str, Provenance] = {}

@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from hwmodels import profile as kernel_profile
-from hwmodels.catalog import is_bare_name, load_system
+from hwmodels.catalog import is_bare_name, load_system, read_toml
 from hwmodels.errors import ConfigError
 from hwmodels.resources import studies_dir
 from hwmodels.system import System
@@ -317,13 +316,7 @@ def parse_vary(text: str, what: str = "--vary") -> tuple[str, tuple[str, ...]]:
 def load_study(path: str | Path) -> Study:
     """Read and check a study file; every error names the file and the key."""
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"study file {path}: {exc.strerror}") from None
+    raw = read_toml(path)
     where = str(path)
     unknown = set(raw) - _TOP_KEYS
     if unknown:

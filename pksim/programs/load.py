@@ -6,10 +6,10 @@ checks that need the whole program (tensors, shapes, splits, dependencies) are
 """
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from hwmodels.catalog import read_toml
 from hwmodels.errors import ConfigError
 from hwmodels.resources import package_dir
 from pksim.programs.check import check_program
@@ -86,14 +86,7 @@ def program_path(name_or_path: str) -> Path:
 def load_program(name_or_path: str) -> Program:
     """Read, unroll and check a program; ``ConfigError`` names what is wrong."""
     path = program_path(name_or_path)
-    try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    return parse_program(raw, str(path))
+    return parse_program(read_toml(path), str(path))
 
 
 def parse_program(raw: dict[str, Any], path: str = "<program>") -> Program:
