@@ -87,8 +87,24 @@ class _Progress:
             self.bar.stop()
 
 
-def _interrupted(found) -> None:
-    """After Ctrl-C: say what was kept (with the rows a --resume brought) and exit 130."""
+def _with_progress(label: str, as_json: bool, call, *args, **kw):
+    """``call(*args, **kw)`` with a progress bar fed by its ``on_start``/``on_done``, stopped
+    however the call ends; what the call returns."""
+    progress = _Progress(label, as_json)
+    try:
+        return call(*args, on_start=progress.start, on_done=progress.advance, **kw)
+    finally:
+        progress.stop()
+
+
+def _finish(found, as_json: bool, print_tables, summary: str) -> None:
+    """A study's or sweep's result: JSON, or its tables and a summary line; then, after Ctrl-C,
+    what was kept (with the rows a --resume brought) and exit 130."""
+    if as_json:
+        emit_json(found.to_dict())
+    else:
+        print_tables()
+        click.echo(summary)
     if found.interrupted:
         click.echo(f"pksim: interrupted: kept {len(found.rows)} of {found.total} results in "
                    f"{found.output} (--resume completes them)", err=True)
@@ -116,21 +132,12 @@ def whatif(study_file, systems, overrides, vary, nvls, output, force, resume, wo
     if output is not None and not output.strip():
         raise ConfigError(f"-o {output!r}: give the output folder (or leave -o out)")
     study = find_study(study_file) if study_file is not None else default_study()
-    progress = _Progress(f"whatif {study.name}", as_json)
-    try:
-        found = api.whatif(study, systems, overrides, vary, output or OUT_ROOT / study.name,
-                           force, resume, workers, scheduler, not no_plots,
-                           on_start=progress.start, on_done=progress.advance, nvls=nvls)
-    finally:
-        progress.stop()
-    if as_json:
-        emit_json(found.to_dict())
-    else:
-        _print_study(found.study, found.entries, found.skipped)
-        click.echo(f"{len(found.rows)} predictions ({found.run_s:.1f} s), "
-                   f"{len(found.files)} files in {found.output}/ "
-                   f"({time.perf_counter() - start:.1f} s in all)")
-    _interrupted(found)
+    found = _with_progress(f"whatif {study.name}", as_json, api.whatif, study, systems,
+                           overrides, vary, output or OUT_ROOT / study.name, force, resume,
+                           workers, scheduler, not no_plots, nvls=nvls)
+    _finish(found, as_json, lambda: _print_study(found.study, found.entries, found.skipped),
+            f"{len(found.rows)} predictions ({found.run_s:.1f} s), {len(found.files)} files in "
+            f"{found.output}/ ({time.perf_counter() - start:.1f} s in all)")
 
 
 def _print_study(study, entries, skipped) -> None:
@@ -195,22 +202,13 @@ def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, imp
     pk and nccl side by side, and a plot."""
     if output is not None and not output.strip():
         raise ConfigError(f"-o {output!r}: give the output folder (or leave -o out)")
-    progress = _Progress(f"sweep {op}", as_json)
-    try:
-        found = api.sweep(systems, op, size, shapes, dtype, world, domains, root, impls,
-                          overrides, output or OUT_ROOT / f"sweep-{op}", force, resume,
-                          workers, scheduler, not no_plots,
-                          on_start=progress.start, on_done=progress.advance,
-                          nvls=nvls or "on")
-    finally:
-        progress.stop()
-    if as_json:
-        emit_json(found.to_dict())
-    else:
-        _print_sweep(op, found.entries, found.impls, found.systems)
-        click.echo(f"{len(found.rows)} predictions ({found.wall_s:.1f} s), "
-                   f"{len(found.files)} files in {found.output}/")
-    _interrupted(found)
+    found = _with_progress(f"sweep {op}", as_json, api.sweep, systems, op, size, shapes, dtype,
+                           world, domains, root, impls, overrides,
+                           output or OUT_ROOT / f"sweep-{op}", force, resume, workers, scheduler,
+                           not no_plots, nvls=nvls or "on")
+    _finish(found, as_json, lambda: _print_sweep(op, found.entries, found.impls, found.systems),
+            f"{len(found.rows)} predictions ({found.wall_s:.1f} s), {len(found.files)} files in "
+            f"{found.output}/")
 
 
 def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:
