@@ -214,20 +214,20 @@ def _host_issue(system: System, schedule: Schedule, program: Program) -> tuple[f
 
 
 FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
+ORBITS = BoundedCache(64)       # flow orbits per (system, schedule but its SM count, residency)
 
 
 def _flows(system: System, schedule: Schedule, topo: Topology, program: Program, lanes: int,
            resident: bool, reduced: bool):
     """Flows per traffic pattern, reduced to classes, and the signal time after each step.
 
-    Cached per (system, schedule without its SM count, residency): the SM count changes only the
-    issue capacity, not which flows are equivalent, so a search over SM counts
-    prepares the flows once. Inside one GPU (virtual ranks) it also bends the issue
-    weights (pksim.mechanisms.flow.transfer_issue_weight), so there the SM count stays in
-    the key.
+    Cached per (system, schedule, residency). The SM count enters the flows (a move's issue
+    weight and its blocks' latency: pksim.mechanisms.flow.move_flow), not which of them are
+    alike: the orbits of the topology's symmetries are kept per schedule without it, so a
+    search over SM counts finds them once (keyed without it, the flows of the first SM count
+    asked stood for every other one, and a prediction depended on what ran before it).
     """
-    key = (id(system), (schedule if topo.virtual else schedule.with_(comm_sms=1)).key(), reduced,
-           resident)
+    key = (id(system), schedule.key(), reduced, resident)
     hit = FLOWS.lookup(system, key)
     if hit is not None:
         return hit
@@ -240,7 +240,13 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
              for pkey, step in steps.items()}
     instance_caps = _instance_caps(system, topo, schedule)
     if reduced:     # one flow per orbit of the topology's symmetries (pksim.orbits)
-        orbit_of, relabel = flow_orbits(topo, instance_caps, items)
+        # (the item lists by identity, as pksim.orbits keeps them: kept alive by the entry)
+        okey = (id(system), schedule.with_(comm_sms=1).key(), resident,
+                tuple((k, id(its)) for k, its in items.items()))
+        found = ORBITS.lookup(system, okey)
+        if found is None:
+            found = ORBITS.store(system, okey, (flow_orbits(topo, instance_caps, items), items))
+        orbit_of, relabel = found[0]
     else:
         orbit_of, relabel = {pkey: list(range(len(its))) for pkey, its in items.items()}, []
     orbits, sync = {}, {}
