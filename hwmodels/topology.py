@@ -350,6 +350,7 @@ def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colo
                     perm[x] = y
             siblings.append(tuple(perm))
         out.extend(siblings)
+        out.extend(_xors(alike, world, shapes, colour))
         inner: list[tuple[int, ...]] = []
         _generators(alike[0], world, inner, shapes, colour, sources)
         out.extend(inner)
@@ -358,6 +359,28 @@ def _generators(node, world: int, out: list[tuple[int, ...]], shapes: dict, colo
                 diagonal = _diagonal(perm, alike, shapes, colour)
                 sources.setdefault(diagonal, (perm, *siblings))
                 out.append(diagonal)
+
+
+def _xors(alike: list, world: int, shapes: dict, colour) -> list[tuple[int, ...]]:
+    """Where the alike siblings are a power of two, more than two, of them: for each bit, the
+    relabelling that exchanges sibling i with sibling i xor 2^bit, all at once. They are in
+    the group the swap and the cycle generate, but a recursive halving or doubling step
+    (rank r with rank r xor d) is kept by them and by neither the swap nor the cycle, so
+    without them such a step has no symmetry left to fold its flows (4,096 ranks: 4,096
+    flows a step instead of one)."""
+    k = len(alike)
+    if k <= 2 or k & (k - 1):
+        return []
+    out = []
+    bit = 1
+    while bit < k:
+        perm = list(range(world))
+        for i in range(k):
+            for x, y in _leaf_pairs(alike[i], alike[i ^ bit], shapes, colour):
+                perm[x] = y
+        out.append(tuple(perm))
+        bit *= 2
+    return out
 
 
 def _diagonal(perm: tuple[int, ...], alike: list, shapes: dict, colour) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Callable, Hashable
+from typing import Callable, Hashable, Sequence
 
 KINDS = ("copy", "reduce", "switch-reduce", "multicast")
 
@@ -25,7 +25,7 @@ class Transfer:
     dst: int
     nbytes: float
     kind: str = "copy"
-    blocks: tuple[Hashable, ...] = ()
+    blocks: Sequence[Hashable] = ()     # a tuple, or a range of block numbers
 
 
 @dataclass(frozen=True)
