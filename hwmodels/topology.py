@@ -29,9 +29,18 @@ class ResourceName(str):
         return (ResourceName, (str(self), self.cls))
 
 
+_NAMES: dict = {}    # (cls, index) -> its name, made once per process (see resource)
+
+
 def resource(cls: str, index) -> ResourceName:
-    """The name of instance ``index`` of resource class ``cls``: ``cls[index]``."""
-    return ResourceName(f"{cls}[{index}]", cls)
+    """The name of instance ``index`` of resource class ``cls``: ``cls[index]``. Made once per
+    process and shared: a 4,096-rank topology names 42,000 resources, and ``pksim predict``
+    builds one again for each guessed figure it swings."""
+    key = (cls, index)
+    name = _NAMES.get(key)
+    if name is None:
+        name = _NAMES[key] = ResourceName(f"{cls}[{index}]", cls)
+    return name
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,16 @@ class Topology:
         return Path(tuple(res), latency, tuple(hops))
 
     # ---- symmetries -------------------------------------------------------------
+    def shape(self) -> tuple:
+        """What the symmetries depend on: where every rank sits (GPU, domain, switch groups)
+        and the resources' names, not their figures. Two systems that differ only in
+        figures (a what-if override, ``pksim predict``'s guessed-figure swings) share it."""
+        if "shape" not in self._cache:
+            self._cache["shape"] = (self.world, self.domains, self.virtual,
+                                    tuple(self.locations), len(self.system.domain.switch_tiers),
+                                    hash(tuple(self.resources)))
+        return self._cache["shape"]
+
     def automorphisms(self, colours: tuple[int, ...] | None = None
                       ) -> tuple[tuple[int, ...], ...]:
         """Rank relabellings that generate the topology's symmetry group, or with

@@ -240,12 +240,14 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
              for pkey, step in steps.items()}
     instance_caps = _instance_caps(system, topo, schedule)
     if reduced:     # one flow per orbit of the topology's symmetries (pksim.orbits)
-        # (the item lists by identity, as pksim.orbits keeps them: kept alive by the entry)
-        okey = (id(system), schedule.with_(comm_sms=1).key(), resident,
-                tuple((k, id(its)) for k, its in items.items()))
-        found = ORBITS.lookup(system, okey)
+        # (the item lists by identity, as pksim.orbits keeps them: kept alive by the entry);
+        # by the topology's shape and which capacities are equal, not by the system: the
+        # guessed-figure swings of one prediction simulate it again on ~50 changed systems
+        okey = (topo.shape(), schedule.with_(comm_sms=1).key(), resident,
+                tuple((k, id(its)) for k, its in items.items()), _equal_capacities(instance_caps))
+        found = ORBITS.lookup(ORBITS, okey)
         if found is None:
-            found = ORBITS.store(system, okey, (flow_orbits(topo, instance_caps, items), items))
+            found = ORBITS.store(ORBITS, okey, (flow_orbits(topo, instance_caps, items), items))
         orbit_of, relabel = found[0]
     else:
         orbit_of, relabel = {pkey: list(range(len(its))) for pkey, its in items.items()}, []
@@ -276,6 +278,20 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
     return FLOWS.store(system, key, (classes, members, sync))
+
+
+def _equal_capacities(caps: dict) -> tuple:
+    """What of the capacities the orbits depend on (a relabelling keeps a resource's class and
+    must keep its capacity): the classes, and the capacities of each class whose instances
+    differ (one figure sets a class's instances alike, so mostly none)."""
+    first: dict[str, float] = {}
+    mixed: set[str] = set()
+    for name, c in caps.items():
+        cls = getattr(name, "cls", name)
+        if first.setdefault(cls, c) != c:
+            mixed.add(cls)
+    return (tuple(sorted(first)),
+            tuple(sorted((n, c) for n, c in caps.items() if getattr(n, "cls", n) in mixed)))
 
 
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
