@@ -356,7 +356,7 @@ def _hier_ar(n: int, D: int, shard: float) -> list[Step]:
     ranks of the same local index (ring), all-gather inside each domain (ring).
     Block b = j * D + k: super-block j (local index) split into D sub-blocks."""
     m = n // D
-    sup = lambda j: tuple(j * D + k for k in range(D))
+    sup = lambda j: range(j * D, j * D + D)   # (a range: 512 domains, 512 blocks each)
     steps = []
     for s in range(m - 1):
         steps.append(Step(("h-rs-in", m, D, shard), lambda s=s: [
@@ -386,7 +386,7 @@ def _hier_ag(n: int, D: int, shard: float) -> list[Step]:
     for s in range(m - 1):
         steps.append(Step(("h-ag-in", m, D, shard), lambda s=s: [
             Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "copy",
-                     tuple(e * m + (i - s) % m for e in range(D)))
+                     range((i - s) % m, n, m))          # block e * m + (i - s) % m of each e
             for d in range(D) for i in range(m)]))
     return steps
 
@@ -398,7 +398,7 @@ def _hier_rs(n: int, D: int, shard: float) -> list[Step]:
     for s in range(m - 1):
         steps.append(Step(("h-rs-in", m, D, shard), lambda s=s: [
             Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "reduce",
-                     tuple(e * m + (i - s - 1) % m for e in range(D)))
+                     range((i - s - 1) % m, n, m))      # block e * m + (i - s - 1) % m of each e
             for d in range(D) for i in range(m)]))
     for s in range(D - 1):
         steps.append(Step(("h-rs-x", m, D, shard), lambda s=s: [
