@@ -1,4 +1,4 @@
-"""Docs that cannot drift: run every example of README.md and docs/guide.md.
+"""Docs that cannot drift: run every example of README.md and docs/guide/*.md.
 
 An example is a fenced block whose first line is ``$ pksim ...`` (a command may go on
 over lines ending in ``\\``; ``# ...`` after it is a comment); the lines after it are the
@@ -17,7 +17,7 @@ references are copied.
 2 %, or a word that differs, fails with the file, the command and the first differing token.
 Lines that say how long something took (``(31.6 s)``) are not compared.
 
-Claims: a number in a sentence of README.md, guide.md, systems.md, programs.md or
+Claims: a number in a sentence of README.md, docs/guide/*.md, systems.md, programs.md or
 VALIDATION.md is written with the rule that makes it, in a comment right after it:
 ``1.07-1.15x<!--= range speed-up | table = whatif -o default | title ~ gb200 | ranks = 8 -->``.
 ``make docs`` rewrites the number before the comment from the rule (after rewriting the
@@ -28,8 +28,9 @@ right before the comment, up to a space or an opening bracket. A rule is ``WHAT 
   ``min``, ``max``, ``count`` (matching rows), or ``grep REGEX``: the first group of the
   regular expression's first match in the source's text (a line that is no table);
 - ``table = TEXT``: the tables that the example whose command contains TEXT prints (this
-  file's, or ``FILE: TEXT`` another file's), ``table = FILE.md``: a markdown file's tables,
-  or ``table = $ pksim ...``: the tables that command prints;
+  file's, or ``FILE: TEXT`` another file's), ``table = FILE.md``: a markdown file's tables
+  (``FILE.json``, ``.toml``, ``.csv``: a committed result's text, for ``grep``), or
+  ``table = $ pksim ...``: the tables that command prints;
 - ``title ~ REGEX`` (a table's title line, or the heading above a markdown table; ``!~``:
   no match), ``COLUMN = A, B`` (the cell is one of them), ``COLUMN ~ REGEX``, ``COLUMN !~
   REGEX``; ``in ms`` writes a time column's cell in that unit;
@@ -60,7 +61,7 @@ from pksim.cli.main import cli  # noqa: E402
 from pksim.study import figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = (ROOT / "README.md", ROOT / "docs" / "guide.md")
+FILES = (ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md")))
 IMAGES = ROOT / "docs" / "images"
 TOLERANCE = 0.02
 _FENCE = re.compile(r"^```(.*)$")
@@ -219,7 +220,7 @@ _RUNS: dict[str, str] = {}
 def _source_text(path: Path, where: str) -> str:
     """What a claim reads: a markdown file, a command's output (run once per process), or
     the output of the example (of this file, or ``FILE: ``) whose command contains it."""
-    if where.endswith(".md"):
+    if re.search(r"\.(md|json|toml|csv)$", where):
         return (ROOT / where).read_text()
     if where.startswith("$ pksim "):
         if where not in _RUNS:

@@ -273,7 +273,7 @@ def step_floor(system: System, schedule: Schedule) -> float:
     kernel's phases wait on events, not flags, but each of its copies (and reduction
     kernels) starts behind its stream's previous work (``sync.stream_chain_us``,
     pksim.mechanisms.flow.move_flow): every phase lasts at least that, and at least that
-    many chains as one rank queues copies in it (Step.queued; docs/decisions.md D77). 0 for the streamed in-network
+    many chains as one rank queues copies in it (Step.queued; docs/decisions/D77.md). 0 for the streamed in-network
     kernel (no signal per step). At 16 x NVL576 the tree across all 9,216 ranks (18,430 steps
     of the whole buffer) and, at small sizes, the ring (at least 15 ms of flags) are pruned
     before their flows are prepared; at 576 ranks, codegen's ring by copy engines and its direct

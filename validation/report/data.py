@@ -4,7 +4,7 @@
 collectives and for the fused GEMM + communication kernels.
 
 * error of a case = (predicted - measured) / measured, measured = validation/run/collectives.py's
-  median_s (the mean of the medians of two halves of the calls: docs/decisions.md D27) or
+  median_s (the mean of the medians of two halves of the calls: docs/decisions/D27.md) or
   validation/run/fused.py's median;
 * ranking: for each group (collectives: op, size, world; fused: op, m x n x k, world, whose
   candidates include "none", the unfused baseline), the candidate the simulator ranks first
@@ -284,11 +284,24 @@ def vs_none(rows: list[dict]) -> list[dict]:
     return out
 
 
-def cliffs(rows: list[dict], fused_rows: list[dict]) -> dict[str, list[dict]]:
+def own_calibration(meta: dict, device: str | None) -> dict:
+    """Whether the predictions are the measured GPU's own: the bundle's system was calibrated
+    (``calibrated.device``, written by pksim calibrate) on a device of the measured name.
+    Issue #38 judges cliffs only against that GPU's own calibration; with another's (an
+    H200-calibrated bundle measured on an H100) or none, the report says so."""
+    cal = (meta.get("calibration") or {}).get("calibrated") or {}
+    on = cal.get("device")
+    return {"system": meta.get("system"), "calibrated_on": on, "measured_on": device,
+            "own": bool(on) and bool(device) and on == device}
+
+
+def cliffs(rows: list[dict], fused_rows: list[dict],
+           calibration: dict | None = None) -> dict[str, Any]:
     """The defects a user meets as cliffs: cases measured more than CLIFF_RATIO times their
     prediction (collectives and fused), and fused groups whose pick (ranking) ran more than
     CLIFF_VS_NONE slower than the group's "none"; each names the resource that bound the
-    prediction."""
+    prediction. ``calibration`` (own_calibration) is carried along: whether the predictions
+    judged are the measured GPU's own."""
     slow = [{"id": r["id"], "predicted_s": r["predicted_s"], "measured_s": r["measured_s"],
              "measured_over_predicted": r["measured_s"] / r["predicted_s"],
              "bound_resource": r.get("bound_resource")}
@@ -312,7 +325,7 @@ def cliffs(rows: list[dict], fused_rows: list[dict]) -> dict[str, list[dict]]:
                            "slower_than_none": g["pick_measured_s"] / none["measured_s"] - 1,
                            "bound_resource": pick.get("bound_resource")})
     return {"slow_vs_prediction": sorted(slow, key=lambda c: -c["measured_over_predicted"]),
-            "picks_slower_than_none": behind}
+            "picks_slower_than_none": behind, "calibration": calibration}
 
 
 def summarise(meta: dict, rows: list[dict], measured: dict[str, dict],
@@ -361,8 +374,8 @@ def order_effect(rows: list[dict], order: list[str], largest: int = 64 << 10) ->
     (``order``: the measured ids as the worker ran them) than at even ones: the median of
     measured / predicted at odd places over the same at even places, minus 1; None with fewer
     than 10 of either. Before the suite timed in halves every run showed 2-8 % (every other
-    timing ran slower, validation/experiments/parity.py at commit 7cc519e; docs/decisions.md
-    D27); a case timed in two halves sees both."""
+    timing ran slower, validation/experiments/parity.py at commit 7cc519e;
+    docs/decisions/D27.md); a case timed in two halves sees both."""
     place = {i: k for k, i in enumerate(order)}
     ratios: tuple[list[float], list[float]] = ([], [])
     for r in rows:
@@ -407,13 +420,15 @@ def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | 
         rep["fused"] = {"summary": fsum, "kernels": by_kernel(frows, FUSED_KERNEL),
                         "by_overlap": _by(frows, "overlap"), "by_world": _by(frows, "world"),
                         "ranking": ranking(frows, FUSED_GROUP), "vs_none": vs, "cases": frows}
-    rep["cliffs"] = cliffs(rows, frows)
-    summary["cliffs"] = {k: len(v) for k, v in rep["cliffs"].items()}
+    rep["cliffs"] = cliffs(rows, frows, own_calibration(meta, summary["device"]))
+    summary["cliffs"] = {k: len(rep["cliffs"][k])
+                         for k in ("slow_vs_prediction", "picks_slower_than_none")}
+    summary["cliffs"]["own_calibration"] = rep["cliffs"]["calibration"]["own"]
     for part in ("cases", "ranking", "by_size"):        # sizes as docs/outputs.md names them
         rep[part] = [renamed(r, ("bytes",)) for r in rep[part]]
     return rep
 
 
-__all__ = ["build_report", "summarise", "ranking", "join", "cliffs",
+__all__ = ["build_report", "summarise", "ranking", "join", "cliffs", "own_calibration",
            "by_kernel", "vs_none", "group_name", "load_measured", "load_fused_cases",
            "measured_paths", "OUTPUTS"]
