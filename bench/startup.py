@@ -1,6 +1,7 @@
 """Benchmark: pksim's start-up, as a script that asks the CLI for one answer waits for it.
 
-Each command runs in a fresh process, ``--runs`` times (medians and the spread printed); with
+Each command runs in a fresh process, ``--runs`` times (medians and the spread printed), as a
+user runs it: the modules' bytecode compiled once first, as pip does at install; with
 ``--against DIR`` (a source tree of the previous release, e.g. ``git archive ff8aea2 | tar
 -x -C DIR``) the same commands also run on that tree's code, in turn with this one's, and the
 ratio is printed. Prints one JSON object.
@@ -22,6 +23,7 @@ import sys
 import time
 
 TARGET_S = 0.25
+PACKAGES = ("pksim", "hwmodels", "codegen", "validation")   # what a command may import
 COMMANDS = {
     "pksim --version": ["-m", "pksim.cli.main", "--version"],
     "pksim predict --system dgx-h100 --op all-reduce --bytes 1MiB":
@@ -33,18 +35,35 @@ COMMANDS = {
 
 def wall(argv: list[str], tree: str | None) -> float:
     """One fresh interpreter running ``argv``: its wall seconds (it must succeed)."""
-    env = dict(os.environ)
-    if tree:        # run from the tree (sys.path[0]) so that its packages come first
-        env["PYTHONPATH"] = tree
+    env = user_env(tree, compiled=True)
     start = time.perf_counter()
     subprocess.run([sys.executable, *argv], env=env, check=True, stdout=subprocess.DEVNULL,
                    cwd=tree)
     return time.perf_counter() - start
 
 
+def user_env(tree: str | None, compiled: bool = False) -> dict[str, str]:
+    """The environment a user's ``pksim`` runs in: Python may read (and write) bytecode, as an
+    installed package's, whatever this shell says (PYTHONDONTWRITEBYTECODE would compile
+    every module again in every run); with ``tree``, its packages first on the path. Unless
+    ``compiled``, the packages of ``tree`` (None: this checkout) are compiled first, as pip
+    compiles them at install."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if tree:        # run from the tree (sys.path[0]) so that its packages come first
+        env["PYTHONPATH"] = tree
+    if not compiled:
+        root = tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        packages = [os.path.join(root, p) for p in PACKAGES
+                    if os.path.isdir(os.path.join(root, p))]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+    return env
+
+
 def origin(tree: str | None) -> str:
-    """Where the pksim that runs from ``tree`` (None: this checkout) lives."""
-    env = dict(os.environ) | ({"PYTHONPATH": tree} if tree else {})
+    """Where the pksim that runs from ``tree`` (None: this checkout) lives; its packages
+    compiled (user_env)."""
+    env = user_env(tree)
     return subprocess.run([sys.executable, "-c", "import pksim; print(pksim.__file__)"],
                           env=env, cwd=tree, capture_output=True, text=True,
                           check=True).stdout.strip()

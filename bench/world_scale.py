@@ -2,7 +2,8 @@
 ranks (one NVLink domain, then several joined by the scale-out network).
 
 Each command runs as a user runs it: a fresh process (no cache of any kind carried over,
-nothing on disk), interpreter start included. Per point: wall seconds and peak memory (the
+nothing on disk but the modules' bytecode, as an installed package has it), interpreter start
+included. Per point: wall seconds and peak memory (the
 child's maximum resident set) of ``pksim predict`` and ``pksim search`` of a 1 GiB
 all-reduce, and the schedule chosen; optionally (``--codegen``) the 576-rank codegen of an
 all-gather (plan and source, no nvcc). ``--plot FILE.png`` draws wall time against ranks.
@@ -28,6 +29,7 @@ import time
 POINTS = [("dgx-h100", 1), ("gb200-nvl72", 1), ("gb200-nvl576", 1), ("gb200-nvl576", 2),
           ("gb200-nvl576", 4), ("gb200-nvl72", 64), ("gb200-nvl576", 8), ("gb200-nvl576", 16)]
 WORLD = {"dgx-h100": 8, "gb200-nvl72": 72, "gb200-nvl576": 576}
+PACKAGES = ("pksim", "hwmodels", "codegen", "validation")   # what a command may import
 TARGETS = {"predict": (5.0, 500.0), "search": (10.0, None), "codegen": (3.0, None)}
 
 
@@ -36,6 +38,7 @@ def measured(argv: list[str], runs: int) -> dict:
     and peak memory): the medians of wall, CPU and peak, and the last run's output. On a
     machine shared with other work the CPU seconds move less than the wall."""
     walls, cpus, peaks, out = [], [], [], ""
+    env = user_env()
     wrapper = ("import resource, sys, runpy; sys.argv = ['pksim'] + sys.argv[1:]\n"
                "try:\n    runpy.run_module('pksim.cli.main', run_name='__main__')\n"
                "finally:\n    u = resource.getrusage(resource.RUSAGE_SELF)\n"
@@ -43,7 +46,7 @@ def measured(argv: list[str], runs: int) -> dict:
     for _ in range(runs):
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True,
-                              text=True)
+                              text=True, env=env)
         walls.append(time.perf_counter() - start)
         lines = done.stderr.strip().splitlines()
         if done.returncode != 0 or not lines:
@@ -55,6 +58,19 @@ def measured(argv: list[str], runs: int) -> dict:
     return {"wall_s": round(statistics.median(walls), 3),
             "walls_s": [round(w, 3) for w in walls], "cpu_s": round(statistics.median(cpus), 3),
             "peak_MB": round(statistics.median(peaks), 1), "out": out}
+
+
+def user_env(tree: str | None = None) -> dict[str, str]:
+    """The environment a user's ``pksim`` runs in: Python may read (and write) bytecode, as an
+    installed package's, whatever this shell says (PYTHONDONTWRITEBYTECODE would compile every
+    module again in every run); the packages of ``tree`` (None: this checkout) compiled first,
+    as pip compiles them at install."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    root = tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    packages = [os.path.join(root, p) for p in PACKAGES if os.path.isdir(os.path.join(root, p))]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return env
 
 
 def _first_line(text: str) -> str:

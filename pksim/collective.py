@@ -214,20 +214,22 @@ def _host_issue(system: System, schedule: Schedule, program: Program) -> tuple[f
 
 
 FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
+ORBITS = BoundedCache(64)       # flow orbits per (topology shape, schedule but its SM count, ...)
+INSTANCE_CAPS = BoundedCache(64)  # _instance_caps and _equal_capacities per (system, schedule)
 
 
 def _flows(system: System, schedule: Schedule, topo: Topology, program: Program, lanes: int,
            resident: bool, reduced: bool):
     """Flows per traffic pattern, reduced to classes, and the signal time after each step.
 
-    Cached per (system, schedule without its SM count, residency): the SM count changes only the
-    issue capacity, not which flows are equivalent, so a search over SM counts
-    prepares the flows once. Inside one GPU (virtual ranks) it also bends the issue
-    weights (pksim.mechanisms.flow.transfer_issue_weight), so there the SM count stays in
-    the key.
+    Cached per (system, schedule, residency). The SM count enters the flows (a move's issue
+    weight and its blocks' latency: pksim.mechanisms.flow.move_flow), not which of them are
+    alike: the orbits of the topology's symmetries are kept per schedule without it, so a
+    search over SM counts finds them once (keyed without it, the flows of the first SM count
+    asked stood for every other one, and a prediction depended on what ran before it:
+    docs/decisions/D76.md).
     """
-    key = (id(system), (schedule if topo.virtual else schedule.with_(comm_sms=1)).key(), reduced,
-           resident)
+    key = (id(system), schedule.key(), reduced, resident)
     hit = FLOWS.lookup(system, key)
     if hit is not None:
         return hit
@@ -238,9 +240,17 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     # transfers, each costed as one copy or store-add by its source
     items = {pkey: step.moves() if step.moves() is not None else step.transfers()
              for pkey, step in steps.items()}
-    instance_caps = _instance_caps(system, topo, schedule)
+    instance_caps, equal_caps = _kept_instance_caps(system, topo, schedule)
     if reduced:     # one flow per orbit of the topology's symmetries (pksim.orbits)
-        orbit_of, relabel = flow_orbits(topo, instance_caps, items)
+        # (the item lists by identity, as pksim.orbits keeps them: kept alive by the entry);
+        # by the topology's shape and which capacities are equal, not by the system: the
+        # guessed-figure swings of one prediction simulate it again on ~50 changed systems
+        okey = (topo.shape(), schedule.with_(comm_sms=1).key(), resident,
+                tuple((k, id(its)) for k, its in items.items()), equal_caps)
+        found = ORBITS.lookup(ORBITS, okey)
+        if found is None:
+            found = ORBITS.store(ORBITS, okey, (flow_orbits(topo, instance_caps, items), items))
+        orbit_of, relabel = found[0]
     else:
         orbit_of, relabel = {pkey: list(range(len(its))) for pkey, its in items.items()}, []
     orbits, sync = {}, {}
@@ -270,6 +280,34 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
     return FLOWS.store(system, key, (classes, members, sync))
+
+
+def _kept_instance_caps(system: System, topo: Topology, schedule: Schedule) -> tuple[dict, tuple]:
+    """``_instance_caps`` and its ``_equal_capacities``, made once per (system, shape,
+    schedule without its SM count): at 4,096 ranks 0.5 s a build, asked for by every candidate
+    of a search."""
+    # (NCCL's channels set its issue capacities: their count stays in the key)
+    key = (id(system), topo.world, topo.domains,
+           (schedule if schedule.impl == "nccl" else schedule.with_(comm_sms=1)).key())
+    hit = INSTANCE_CAPS.lookup(system, key)
+    if hit is None:
+        caps = _instance_caps(system, topo, schedule)
+        hit = INSTANCE_CAPS.store(system, key, (caps, _equal_capacities(caps)))
+    return hit
+
+
+def _equal_capacities(caps: dict) -> tuple:
+    """What of the capacities the orbits depend on (a relabelling keeps a resource's class and
+    must keep its capacity): the classes, and the capacities of each class whose instances
+    differ (one figure sets a class's instances alike, so mostly none)."""
+    first: dict[str, float] = {}
+    mixed: set[str] = set()
+    for name, c in caps.items():
+        cls = getattr(name, "cls", name)
+        if first.setdefault(cls, c) != c:
+            mixed.add(cls)
+    return (tuple(sorted(first)),
+            tuple(sorted((n, c) for n, c in caps.items() if getattr(n, "cls", n) in mixed)))
 
 
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Callable, Hashable
+from typing import Callable, Hashable, Sequence
 
 KINDS = ("copy", "reduce", "switch-reduce", "multicast")
 
@@ -25,7 +25,7 @@ class Transfer:
     dst: int
     nbytes: float
     kind: str = "copy"
-    blocks: tuple[Hashable, ...] = ()
+    blocks: Sequence[Hashable] = ()     # a tuple, or a range of block numbers
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,10 @@ class Step:
     # the kinds of its transfers, where its builder names them: Program.kinds reads them
     # instead of building the transfers (a direct all-reduce on 576 ranks has 331 k of them)
     kinds: tuple[str, ...] | None = None
+    # copy-engine phases: the most copies one rank queues on its stream in this phase, where
+    # its builder says (the search's floor reads it instead of building the moves: a direct
+    # all-gather on 576 ranks queues 576 copies a rank, 331 k in all); None: at least one
+    queued: int | None = None
     _cache: list[Transfer] | None = field(default=None, repr=False)
     _moves: list[Move] | None = field(default=None, repr=False)
     _largest: float | None = field(default=None, repr=False)

@@ -272,10 +272,12 @@ def step_floor(system: System, schedule: Schedule) -> float:
     (pksim.flows.flow_spec), at best at the faster of the GPU's HBM and L2. A copy-engine
     kernel's phases wait on events, not flags, but each of its copies (and reduction
     kernels) starts behind its stream's previous work (``sync.stream_chain_us``,
-    pksim.flows.move_spec): every phase lasts at least that. 0 for the streamed in-network
+    pksim.mechanisms.flow.move_flow): every phase lasts at least that, and at least that
+    many chains as one rank queues copies in it (Step.queued; docs/decisions/D77.md). 0 for the streamed in-network
     kernel (no signal per step). At 16 x NVL576 the tree across all 9,216 ranks (18,430 steps
     of the whole buffer) and, at small sizes, the ring (at least 15 ms of flags) are pruned
-    before their flows are prepared; at 576 ranks, codegen's ring by copy engines."""
+    before their flows are prepared; at 576 ranks, codegen's ring by copy engines and its direct
+    all-gather by copy engines (576 copies a rank: 576 chains)."""
     if schedule.impl != "pk" or streamed_in_network(schedule):
         return 0.0
     program = build_program(schedule.op, schedule.algorithm, schedule.world,
@@ -285,8 +287,8 @@ def step_floor(system: System, schedule: Schedule) -> float:
     gpu = system.gpu
     steps = program.costed()
     if program.phases is not None:
-        if schedule.mechanism == "copy-engine":
-            return len(steps) * gpu.sync.stream_chain_s
+        if schedule.mechanism == "copy-engine":     # the last of a rank's queued copies
+            return sum(step.queued or 1 for step in steps) * gpu.sync.stream_chain_s
         return max(0, len(steps) - 1) * handoff_s(gpu, 0.0)
     largest = {key: step.largest() for key, step in program.patterns().items()}
     lanes = lanes_of(schedule, max(largest.values(), default=0.0))

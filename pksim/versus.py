@@ -47,11 +47,10 @@ def link_efficiency(system: System, p: Prediction) -> float:
 def itemise(system: System, p: Prediction) -> dict:
     """``p``'s busiest resource and its time split into PARTS (they add up to time_s)."""
     model = build(system, p.schedule)
-    gpu_only = simulate(dataclasses.replace(model, host_floor_s=0.0, tail_s=0.0)).time_s
     binding = busiest(p)
     busy = p.breakdown.get(binding, 0.0)
     eff = link_efficiency(system, p) if binding in LINK_CLASSES else 1.0
-    host = max(0.0, model.host_floor_s - gpu_only)
+    host = _host_s(model, p)
     parts = {"launch_s": model.launch_s, "host_s": host, "payload_s": busy * eff,
              "wire_s": busy * (1 - eff)}
     parts["exposed_s"] = p.time_s - sum(parts.values())
@@ -59,6 +58,18 @@ def itemise(system: System, p: Prediction) -> dict:
                     "binding_group": PORT_PAIRS.get(binding, binding),
                     "bound_resource": p.bound_resource, "efficiency": eff, "parts": parts},
                    ("binding", "binding_group"))
+
+
+def _host_s(model, p: Prediction) -> float:
+    """How far the host's floor holds ``p`` (the prediction of ``model``) beyond its GPU time:
+    pksim.collective.simulate takes max(GPU time, floor) + tail, so with no floor, or with no
+    tail and ``p``'s time above the floor, nothing; else the model is simulated again without
+    floor and tail (at 4,096 ranks NCCL's 64-lane DES takes seconds)."""
+    floor = model.host_floor_s
+    if floor <= 0.0 or (model.tail_s == 0.0 and p.time_s > floor):
+        return 0.0
+    gpu_only = simulate(dataclasses.replace(model, host_floor_s=0.0, tail_s=0.0)).time_s
+    return max(0.0, floor - gpu_only)
 
 
 def busiest(p: Prediction) -> str:

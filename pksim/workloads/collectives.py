@@ -130,10 +130,11 @@ def _halving(n: int, shard: float, tag: str) -> list[Step]:
             out = []
             for r in range(n):
                 p = r ^ d
-                # r still holds blocks whose bits above d's position match r's; it sends p's half
-                sent = tuple(b for b in range(n) if (b & ~(2 * d - 1)) == (r & ~(2 * d - 1))
-                             and (b & d) == (p & d))
-                out.append(Transfer(r, p, shard * len(sent), "reduce", sent))
+                # r still holds blocks whose bits above d's position match r's; it sends p's
+                # half: those whose bit d is p's, d blocks in a row (a range: 4,096 ranks
+                # would otherwise list 16.7 M blocks per step)
+                first = (r & ~(2 * d - 1)) | (p & d)
+                out.append(Transfer(r, p, shard * d, "reduce", range(first, first + d)))
             return out
         steps.append(Step((tag, "xor", d, n, shard), build, kinds=("reduce",)))
         d //= 2
@@ -148,8 +149,8 @@ def _doubling(n: int, shard: float, tag: str) -> list[Step]:
         def build(d: int = d) -> list[Transfer]:
             out = []
             for r in range(n):
-                held = tuple(b for b in range(n) if (b & ~(d - 1)) == (r & ~(d - 1)))
-                out.append(Transfer(r, r ^ d, shard * len(held), "copy", held))
+                first = r & ~(d - 1)    # the d blocks whose bits above d's match r's
+                out.append(Transfer(r, r ^ d, shard * d, "copy", range(first, first + d)))
             return out
         steps.append(Step((tag, "xor", d, n, shard), build, kinds=("copy",)))
         d *= 2
@@ -355,7 +356,7 @@ def _hier_ar(n: int, D: int, shard: float) -> list[Step]:
     ranks of the same local index (ring), all-gather inside each domain (ring).
     Block b = j * D + k: super-block j (local index) split into D sub-blocks."""
     m = n // D
-    sup = lambda j: tuple(j * D + k for k in range(D))
+    sup = lambda j: range(j * D, j * D + D)   # (a range: 512 domains, 512 blocks each)
     steps = []
     for s in range(m - 1):
         steps.append(Step(("h-rs-in", m, D, shard), lambda s=s: [
@@ -385,7 +386,7 @@ def _hier_ag(n: int, D: int, shard: float) -> list[Step]:
     for s in range(m - 1):
         steps.append(Step(("h-ag-in", m, D, shard), lambda s=s: [
             Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "copy",
-                     tuple(e * m + (i - s) % m for e in range(D)))
+                     range((i - s) % m, n, m))          # block e * m + (i - s) % m of each e
             for d in range(D) for i in range(m)]))
     return steps
 
@@ -397,7 +398,7 @@ def _hier_rs(n: int, D: int, shard: float) -> list[Step]:
     for s in range(m - 1):
         steps.append(Step(("h-rs-in", m, D, shard), lambda s=s: [
             Transfer(d * m + i, d * m + (i + 1) % m, shard * D, "reduce",
-                     tuple(e * m + (i - s - 1) % m for e in range(D)))
+                     range((i - s - 1) % m, n, m))      # block e * m + (i - s - 1) % m of each e
             for d in range(D) for i in range(m)]))
     for s in range(D - 1):
         steps.append(Step(("h-rs-x", m, D, shard), lambda s=s: [

@@ -63,8 +63,11 @@ def ring_class(p: int, w: int, shard_bytes: int) -> int:
     return p % period if w % period == 0 else p
 
 
-def _phase(key, moves: Callable[[], list[Move]], joins: bool = True) -> Step:
-    return Step(key, lambda: [], moves, joins=joins)
+def _phase(key, moves: Callable[[], list[Move]], joins: bool = True,
+           queued: int | None = None) -> Step:
+    """A phase of moves; ``queued``: the most copies one rank's copy engines queue in it
+    (Step.queued), where a rank queues more than one."""
+    return Step(key, lambda: [], moves, joins=joins, queued=queued)
 
 
 def _all(w: int) -> tuple[int, ...]:
@@ -93,7 +96,7 @@ def _ag_direct(w, nbytes, root, ce, dtype):
     shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
     if ce:   # ce_phase: one copy per destination, own slot included
         return [_phase(("kag", "direct-ce", w, shard), lambda: [
-            Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w)])]
+            Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w)], queued=w)]
     # phase: one read of the shard (at 0), a store into slot r of every rank's output
     return [_phase(("kag", "direct", w, shard), lambda: [
         _copy(r, shard, (r,), _all(w), 0, r * cb, ce) for r in range(w)])]
@@ -121,7 +124,8 @@ def _rs_direct(w, nbytes, root, ce, dtype):
     shard, cb = nbytes / w, _shard_bytes(w, nbytes, dtype)
     if ce:   # copy foreign shards to their owner's scratch, then sum locally
         return [_phase(("krs", "direct-ce0", w, shard), lambda: [
-                    Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
+                    Move(r, shard, (r,), (q,)) for r in range(w) for q in range(w) if q != r],
+                       queued=w - 1),
                 _phase(("krs", "direct-ce1", w, shard), lambda: [
                     Move(r, shard, (r,) * w, (r,), True, SM) for r in range(w)])]
     # phase: rank r pulls shard r (at r x count) of every input, sums, writes its output (at 0)
@@ -173,7 +177,8 @@ def _rs_ring(w, nbytes, root, ce, dtype):
 def _ar_one_shot(w, nbytes, root, ce, dtype):
     if ce:   # every input copied into every peer's scratch, then a local sum
         return [_phase(("kar", "one-shot-ce0", w, nbytes), lambda: [
-                    Move(r, nbytes, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
+                    Move(r, nbytes, (r,), (q,)) for r in range(w) for q in range(w) if q != r],
+                       queued=w - 1),
                 _phase(("kar", "one-shot-ce1", w, nbytes), lambda: [
                     Move(r, nbytes, (r,) * w, (r,), True, SM) for r in range(w)])]
     # phase: rank r pulls the whole buffer of every rank, sums, writes its output
@@ -185,7 +190,8 @@ def _ar_two_shot(w, nbytes, root, ce, dtype):
     chunk = nbytes / w
     if ce:   # foreign chunks to their owner's scratch; its SM kernel sums into every output
         return [_phase(("kar", "two-shot-ce0", w, chunk), lambda: [
-                    Move(r, chunk, (r,), (q,)) for r in range(w) for q in range(w) if q != r]),
+                    Move(r, chunk, (r,), (q,)) for r in range(w) for q in range(w) if q != r],
+                       queued=w - 1),
                 _phase(("kar", "two-shot-ce1", w, chunk), lambda: [
                     Move(r, chunk, (r,) * w, _all(w), True, SM) for r in range(w)])]
     # one phase: rank r pulls chunk r of every input, stores the sum into every output; by
@@ -274,7 +280,7 @@ def _a2a_direct(w, nbytes, root, ce, dtype):
     cb = _shard_bytes(w, nbytes, dtype)
     return [_phase(("ka2a", "direct", w, block, ce), lambda: [
         _copy(r, block, (r,), (p,), p * cb, r * cb, ce, serial=1 if ce else w)
-        for r in range(w) for p in range(w)])]
+        for r in range(w) for p in range(w)], queued=w if ce else None)]
 
 
 def _bcast_direct(w, nbytes, root, ce, dtype):
@@ -350,7 +356,8 @@ def _agv_direct(w, nbytes, root, ce, dtype, extra):
     disp = [sum(c[:r]) * e for r in range(w)]    # share r's place in every output
     if ce:
         return [_phase(("kv", "agv-ce", w, tuple(c)), lambda: [
-            Move(r, c[r] * e, (r,), (q,)) for r in range(w) if c[r] for q in range(w)])]
+            Move(r, c[r] * e, (r,), (q,)) for r in range(w) if c[r] for q in range(w)],
+                       queued=w if any(c) else None)]
     return [_phase(("kv", "agv", w, tuple(c)), lambda: [
         _copy(r, c[r] * e, (r,), _all(w), 0, disp[r], ce) for r in range(w) if c[r]])]
 
@@ -411,7 +418,8 @@ def _through_epilogue(step: Step, cost: str, elem_bytes: float) -> Step:
     def moves():
         return [replace(m, epilogue=cost, elem_bytes=elem_bytes) if m.reduce else m
                 for m in step.moves() or ()]
-    return Step(step.key + ("epilogue", cost, elem_bytes), step.build, moves, joins=step.joins)
+    return Step(step.key + ("epilogue", cost, elem_bytes), step.build, moves, joins=step.joins,
+                queued=step.queued)
 
 
 def bytes_moved(steps: list[Step]) -> tuple[float, float]:

@@ -44,3 +44,19 @@ def test_the_pruned_search_is_the_full_search():
     assert [p.schedule for p in pruned.ranked[:3]] == [p.schedule for p in full.ranked[:3]]
     assert [p.time_s for p in pruned.ranked[:3]] == [p.time_s for p in full.ranked[:3]]
     assert pruned.simulated < full.simulated
+
+
+@pytest.mark.parametrize("op, queued", [("all-gather", WORLD), ("reduce-scatter", WORLD - 1),
+                                        ("all-reduce", WORLD - 1)])
+def test_a_ranks_queued_copies_floor_its_phase(op, queued):
+    # a direct collective by copy engines: each rank queues a copy per peer (all-gather: its
+    # own slot too) on one stream, and the last starts after that many stream chains; the
+    # floor says so without building the moves (Step.queued), and stays under the DES time
+    system = load_system("gb200-nvl576")
+    schedule = space(system, op, 64 << 20, WORLD, algorithms=("direct",),
+                     mechanisms=("copy-engine",))[0]
+    chain = system.gpu.sync.stream_chain_s
+    phases = 2 if op != "all-gather" else 1        # then a local sum by an SM kernel
+    floor = step_floor(system, schedule)
+    assert floor == pytest.approx((queued + phases - 1) * chain, rel=1e-12)
+    assert floor <= simulate(build(system, schedule)).time_s
