@@ -31,6 +31,6 @@ bench: install
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
 
-# Re-run every example of README.md and docs/guide.md; rewrite their outputs and images.
+# Re-run every example of README.md and docs/guide/*.md; rewrite their outputs and images.
 docs: install
 	$(BIN)/python docs/run_examples.py

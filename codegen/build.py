@@ -129,7 +129,7 @@ def ptxas_report(log: str) -> dict[str, dict[str, int]]:
     """Per function ptxas -v reported: {mangled name: {"registers", "stack", "spill_stores",
     "spill_loads"}} (functions without a "Used N registers" line, such as device functions
     that were not inlined, have no "registers"). A stack is worth knowing: a grid whose
-    threads have one starts slower (docs/design.md, "Known limits")."""
+    threads have one starts slower (docs/design/limits.md)."""
     out: dict[str, dict[str, int]] = {}
     current = None
     for line in log.splitlines():

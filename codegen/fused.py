@@ -17,7 +17,7 @@ gemm-rs    inter-sm  direct      tma, reg   gemm_rs_inter: local store + per-til
                                             owner's comm blocks pull and sum, arrival order
                                             (TMA: tensor copies of 32-row boxes into shared
                                             memory, tensor stores of the sums; reg: 16-byte
-                                            loads and stores; docs/decisions.md D54)
+                                            loads and stores; docs/decisions/D54.md)
 gemm-ar    intra-sm  direct      tma        gemm_ar_intra: store-add into every rank
 gemm-ar    inter-sm  two-shot    tma, reg   gemm_ar_inter: as gemm-rs inter-SM, the sum
                                             stored into every rank's output

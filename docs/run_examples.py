@@ -1,4 +1,4 @@
-"""Docs that cannot drift: run every example of README.md and docs/guide.md.
+"""Docs that cannot drift: run every example of README.md and docs/guide/*.md.
 
 An example is a fenced block whose first line is ``$ pksim ...`` (a command may go on
 over lines ending in ``\\``; ``# ...`` after it is a comment); the lines after it are the
@@ -17,7 +17,7 @@ references are copied.
 2 %, or a word that differs, fails with the file, the command and the first differing token.
 Lines that say how long something took (``(31.6 s)``) are not compared.
 
-Claims: a number in a sentence of README.md, guide.md, systems.md, programs.md or
+Claims: a number in a sentence of README.md, docs/guide/*.md, systems.md, programs.md or
 VALIDATION.md is written with the rule that makes it, in a comment right after it:
 ``1.07-1.15x<!--= range speed-up | table = whatif -o default | title ~ gb200 | ranks = 8 -->``.
 ``make docs`` rewrites the number before the comment from the rule (after rewriting the
@@ -60,7 +60,7 @@ from pksim.cli.main import cli  # noqa: E402
 from pksim.study import figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = (ROOT / "README.md", ROOT / "docs" / "guide.md")
+FILES = (ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md")))
 IMAGES = ROOT / "docs" / "images"
 TOLERANCE = 0.02
 _FENCE = re.compile(r"^```(.*)$")

@@ -4,7 +4,7 @@ A system file (``hwmodels/systems``) describes the machine. The fitted overheads
 generated kernels' own routines (the collectives' moves, their epilogues and shifted
 sources, the fused kernels' pull-reduce: ``block_moves``, ``epilogue_moves``, ``block_moves
 --shift``, ``fused_pull``) are a *kernel profile*, one file per kernel generation and GPU
-architecture in ``hwmodels/profiles/`` (docs/design.md, "Kernel profiles"). A profile keeps
+architecture in ``hwmodels/profiles/`` (docs/design/hardware.md, "Kernel profiles"). A profile keeps
 its figures in terms that carry across the GPUs of an architecture: SM cycles (per KiB of
 payload, per message, per element, per thread), L2 sectors per cycle, shares and knees, and
 bytes. Loading a system converts them once, with that system's GPU (its ``gpu.sm.clock_MHz``),
@@ -63,7 +63,7 @@ class KernelSpec:
     Time per byte of payload of a move that reads S sources and writes D destinations is
     base + dest x D for a copy (S = 1), base + reduce + source x S + dest x D for a sum
     (pksim.mechanisms.move_time_per_B), measured inside one GPU by block_moves; they govern moves
-    inside one GPU only (moves over NVLink: gpu.transfer_remote, docs/decisions.md D38)."""
+    inside one GPU only (moves over NVLink: gpu.transfer_remote, docs/decisions/D38.md)."""
     tma_move_base_s_per_B: float = kfig(
         "tma_move_base_ns_per_KiB", _NS_KIB, "tma_move_base_cycles_per_KiB", "clock",
         table=MOVES, doc="TMA move: fixed SM cycles per KiB of payload")
@@ -111,7 +111,7 @@ class KernelSpec:
     nvlink_buffer_latency_s: float = kfig(
         "nvlink_buffer_latency_ns", 1e-9, "nvlink_buffer_latency_hops", "nvlink", table=MOVES,
         doc="the same latency per buffer for a move across NVLink (a far source or "
-            "destination), which the one-GPU fit does not govern (docs/decisions.md D38), in "
+            "destination), which the one-GPU fit does not govern (docs/decisions/D38.md), in "
             "NVLink one-way latencies (gpu.nvlink.latency_ns)")
     tma_shared_reuse_B: float = kfig(
         "tma_shared_reuse_MiB", 1024.0**2, "tma_shared_reuse_MiB", table=MOVES, lo_open=True,
@@ -139,7 +139,7 @@ class KernelSpec:
             "(block_moves_cross with load_batch 4)")
     # What a reduce op or a fused epilogue adds to those sums (kernels/collectives/epilogue.cuh;
     # pksim.mechanisms.epilogue_time_per_B), measured by validation/microbench/epilogue_moves.cu
-    # (docs/decisions.md D56).
+    # (docs/decisions/D56.md).
     tma_move_bias_s: float = kfig(
         "tma_move_bias_ns", 1e-9, "tma_move_bias_cycles", "clock", table=EPILOGUE,
         doc="TMA sum with a bias: SM cycles per stage chunk (a sum of S sources cuts its "
@@ -155,7 +155,7 @@ class KernelSpec:
         doc="register sum with a bias: SM cycles per output element (the bias read per "
             "element)")
     # What a source off the destinations' 16-byte grid adds (kernels/collectives/moves.cuh;
-    # pksim.mechanisms.shift_time_per_B), measured by block_moves --shift (docs/decisions.md D63).
+    # pksim.mechanisms.shift_time_per_B), measured by block_moves --shift (docs/decisions/D63.md).
     ldst_move_word_s_per_B: float = kfig(
         "ldst_move_word_ns_per_KiB", _NS_KIB, "ldst_move_word_cycles_per_KiB", "clock",
         table=SHIFTED, doc="register move from a shifted source: SM cycles per KiB per source "
@@ -306,13 +306,13 @@ def list_profiles() -> list[str]:
 
 
 def nearest_profile(architecture: str) -> str:
-    """The shipped profile a GPU of ``architecture`` takes (docs/design.md, "Kernel profiles",
+    """The shipped profile a GPU of ``architecture`` takes (docs/design/hardware.md, "Kernel profiles",
     rule P1): the profile of its own architecture if one is measured, else that of the
     nearest architecture in ARCHITECTURES' order (ampere, hopper, blackwell, rubin), the
     earlier of two as near (its kernels are the ones a later GPU also runs). Of several
     profiles of one architecture the rule takes its reference profile, ``pk-<architecture>``
     (pk-hopper, fitted on the H200); another (pk-hopper-h100) serves the calibrated system
-    fitted with it (rule P0) and ``pksim validate --ported`` (docs/decisions.md D71)."""
+    fitted with it (rule P0) and ``pksim validate --ported`` (docs/decisions/D71.md)."""
     if architecture not in ARCHITECTURES:
         raise ConfigError(f"architecture {architecture!r} is not one of {', '.join(ARCHITECTURES)}")
     measured: dict[str, str] = {}

@@ -8,7 +8,7 @@ work from a wheel with no source tree:
   microbenchmarks, the device scripts, measured data) is ``package_dir(package, *parts)``,
   found from the package's import spec without importing it;
 * the CUDA sources and headers of the top-level ``kernels/`` folder ship as the data-only
-  package ``pksim_kernels`` (setup.py maps it; docs/design.md, "Packaging"):
+  package ``pksim_kernels`` (setup.py maps it; docs/design/layout.md, "Packaging"):
   ``kernels_dir()``. ``$PKSIM_KERNELS`` overrides it: the device scripts, which run from an
   uninstalled checkout, set it (validation/device/env.sh).
 

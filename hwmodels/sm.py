@@ -89,7 +89,7 @@ def grid_start_s(gpu: GpuSpec, blocks: int, threads: int) -> float:
     """What starting a grid of ``blocks`` of ``threads`` adds to a generated kernel launched
     alone: ``transfer.move_start_ns``, and ``transfer.thread_start_ps`` per thread of every
     block beyond one per SM (block_moves' kernels without a stack: flat from 4 to 132
-    blocks, 0.6-3 us more on 264; docs/decisions.md D16)."""
+    blocks, 0.6-3 us more on 264; docs/decisions/D16.md)."""
     beyond = max(0, blocks - gpu.sm.count)
     return gpu.transfer.move_start_s + beyond * threads * gpu.transfer.thread_start_s
 

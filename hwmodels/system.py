@@ -33,7 +33,7 @@ GUESS_TAGS = ("roadmap", "estimate", "assumed")
 # The range a figure must lie in to be believed, by the unit its key names (a nonzero value:
 # where 0 is allowed it means "none"): wide enough for every GPU and network built or announced
 # and a what-if far beyond them either way, narrow enough that a slip of the keyboard (1e-30,
-# 1e30) is refused rather than printed as a result (docs/decisions.md D67). The first suffix
+# 1e30) is refused rather than printed as a result (docs/decisions/D67.md). The first suffix
 # that ends the key decides; figures without a unit give theirs in ``fig(plausible=...)``.
 PLAUSIBLE_BY_UNIT = (
     ("_ns_per_KiB", (0.0, 1e6)), ("_ps_per_element", (0.0, 1e6)),
@@ -211,7 +211,7 @@ class TransferSpec:
 
 @dataclass(frozen=True)
 class RemoteTransferSpec:
-    """Transfers between two GPUs over NVLink, per mechanism (docs/design.md, "Which
+    """Transfers between two GPUs over NVLink, per mechanism (docs/design/hardware.md, "Which
     parameter governs which path"): a move whose source or destination is another GPU
     takes its per-SM rates and message-size behaviour from here, never from
     ``gpu.transfer`` (fitted on one GPU, where a "peer" is the same HBM). Figures of the

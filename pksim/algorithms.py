@@ -13,7 +13,7 @@ runs it. Rows without mechanisms are modelled only (NCCL's tree, a pairwise all-
 The model's functions are named, not referenced: the modules that hold them import this one
 (the schedule, the kernel contract and codegen read it too), so each resolves its own names
 (tests/pksim/test_algorithms.py checks that every name resolves). Adding an algorithm:
-docs/design.md, "Adding an algorithm".
+docs/design/codegen.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

@@ -275,7 +275,7 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
     """Whether a pk kernel meets every rank at its entry and its exit: ranks in separate
     processes (kernels/collectives/collective.cuh run(), ``edges``) run a grid barrier across
-    all ranks before the first phase and after the last (docs/decisions.md D43); the
+    all ranks before the first phase and after the last (docs/decisions/D43.md); the
     algorithms without a generated kernel (rhd, tree, hierarchical) are held to the same, as
     any kernel whose peers' buffers must be ready. Virtual ranks share one launch and need
     neither; copy-engine schedules leave it to their barrier kernels (not modelled). The exit

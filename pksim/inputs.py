@@ -22,7 +22,7 @@ _SHARED = ("all-gather", "reduce-scatter", "gather", "scatter")
 # The ops whose buffer is cut into one equal share per rank (all-to-all: one per peer).
 SPLIT_EVENLY = _SHARED + ("all-to-all",)
 # The most ranks pksim simulates: 9216 (16 x gb200-nvl576) took 145 s and 3.2 GB, 36864 ran
-# past 8 GB (docs/decisions.md D67); past this a request is refused instead of exhausting memory.
+# past 8 GB (docs/decisions/D67.md); past this a request is refused instead of exhausting memory.
 MAX_RANKS = 16384
 # The MoE routing skew (a Zipf exponent): beyond this every token already goes to one expert.
 MAX_SKEW = 100.0
@@ -80,7 +80,7 @@ def even_bytes(op: str, nbytes: int, dtype: str, world: int,
     """A buffer ``op`` cuts into one share per rank, as nccl-tests runs it: each share whole
     elements (whole bytes for fp4), what does not divide left out (nccl-tests' count =
     elements / ranks), and a note saying so ("" when it divides). Less than one element per
-    rank is a ConfigError naming the divisor. docs/decisions.md D68."""
+    rank is a ConfigError naming the divisor. docs/decisions/D68.md."""
     if op not in SPLIT_EVENLY:
         return nbytes, ""
     unit = max(1, int(DTYPES[dtype]))            # bytes of a share's smallest step

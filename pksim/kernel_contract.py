@@ -42,7 +42,7 @@ TMA_STAGE_BYTES = 32 * 1024
 TMA_STAGES = 4
 # A rank's blocks cut an SM move into pieces of whole 128-byte lines, of whole 4 KiB once a
 # piece holds 64 KiB (collective.cuh block_piece; validation/experiments/piece_align.cu at
-# commit 7cc519e measured why: docs/decisions.md D23).
+# commit 7cc519e measured why: docs/decisions/D23.md).
 LINE_BYTES, PIECE_BYTES, PAGED_PIECE_BYTES = 128, 4096, 64 * 1024
 # collective.cuh ce_reduce: a copy-engine schedule's reduction kernel gets a block per
 # 512 threads (kCeReduceThreads) x 4 vectors of 16 B of its sum, at most the schedule's
@@ -89,7 +89,7 @@ SPLIT_OPS = ("all-to-all-v", "all-gather-v", "reduce-scatter-v", "send-recv")
 def epilogue_cost(extra) -> str:
     """What a reducing kernel's moves pay beyond the plain sum (pksim.mechanisms.epilogue_time_per_B):
     "" for the plain sum (collective.cuh's routines), "op" for the epilogue routines with a
-    reduce op or a scale, "bias" with a bias vector too (docs/decisions.md D56)."""
+    reduce op or a scale, "bias" with a bias vector too (docs/decisions/D56.md)."""
     if plain_extra(extra):
         return ""
     return "bias" if "bias" in epilogue_of(extra) else "op"

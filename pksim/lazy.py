@@ -1,7 +1,7 @@
 """The one place that imports a module by a name it is given: a table of names, each to
 ``"module:attribute"``, resolved when first asked for. The CLI's commands and the package's
 API attributes are such tables (``pksim.cli.main.COMMANDS``, ``pksim.API``), so that
-``pksim --version`` or ``import pksim`` loads nothing it does not use (docs/design.md, Code
+``pksim --version`` or ``import pksim`` loads nothing it does not use (docs/design/layout.md, Code
 layout). The tables are data: tests/test_structure.py reads every ``LazyTable({...})`` as
 the import edges of the module that holds it and checks them like any import."""
 from __future__ import annotations

@@ -88,7 +88,7 @@ PARTLY_MEASURED_ONLY = {
                    "write (an L2 of clean lines), to see what the write's dirty lines cost; "
                    "the collectives are validated behind a write; and where \"order\" is "
                    "\"staggered\": shared reads in the one-shot's peer order, which the "
-                   "model does not tell apart (0-0.2 us from the same order; docs/decisions.md D13)",
+                   "model does not tell apart (0-0.2 us from the same order; docs/decisions/D13.md)",
     "gemm_store_add": "measured only where \"epilogue\" is \"store_many\": plain tile stores "
                       "into several outputs, to tell the store-adds' reduction apart from their "
                       "bytes (no generated kernel stores a tile more than once)",

@@ -18,7 +18,7 @@ def tma_messages_per_B(sources: int, dests: int, reduce: bool) -> float:
     S loads and ``dests`` stores per slot-sized chunk, so its messages per byte grow as
     (S + D)(S + 1) (block_moves without stacks, one block at 1 GiB: a sum of 2 / 4 / 8
     sources into one destination takes 65 / 121 / 254 ns per KiB, not linear in S;
-    docs/decisions.md D21)."""
+    docs/decisions/D21.md)."""
     chunk = TMA_STAGE_BYTES / (sources + 1) if reduce else TMA_STAGE_BYTES
     return (sources + dests) / chunk
 

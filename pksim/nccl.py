@@ -80,7 +80,7 @@ def check(system: System, topo: Topology, schedule: Schedule) -> None:
 
 def link_efficiency(system: System, schedule: Schedule) -> float:
     """Payload share of the wire: NVLS's multimem traffic at the multimem figure (NCCL's own
-    NVLS model, docs/decisions.md D42), the other algorithms' register stores at the
+    NVLS model, docs/decisions/D42.md), the other algorithms' register stores at the
     register figure times the protocol's line format."""
     if schedule.algorithm == "nvls":
         return system.gpu.nvlink.efficiency_multimem
@@ -95,7 +95,7 @@ def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict
     """NCCL's channels replace pk's communication SMs: per rank, channels x NCCL's per-channel
     rate (perChMaxRingLL128Bws, nccl-model.md 1.1; over 15/16 for the other protocols, which
     carry more payload per line). llMaxBws is not a rate of the channels: it caps the LL
-    entry of the cost table, which ranks (docs/decisions.md D41); LL's own limit is its line
+    entry of the cost table, which ranks (docs/decisions/D41.md); LL's own limit is its line
     format on the wire (link_efficiency)."""
     c = constants(_extra(schedule, "nccl_version"))
     arch = nccl_graph.arch_row(system)
@@ -107,7 +107,7 @@ def issue_capacities(system: System, topo: Topology, schedule: Schedule) -> dict
     if schedule.algorithm == "nvls" and not registered(schedule):
         # NVLS's scatter and gather warps (15 of a channel's 20, all_reduce.h) copy through
         # its buffers beside the reduce warps: at the same channel rate (an estimate: NCCL
-        # states no copy rate; docs/decisions.md D42)
+        # states no copy rate; docs/decisions/D42.md)
         caps |= {resource("copy", r): rate for r in range(topo.world)}
     return caps
 
@@ -126,7 +126,7 @@ def registered(schedule: Schedule) -> bool:
     """Whether NCCL sees the call's buffers registered: a call captured in a CUDA graph
     registers them (NCCL_GRAPH_REGISTER, default 1: enqueue.cc's
     ncclCudaGraphValid(capturingGraph) && ncclParamGraphRegister()); an eager call of
-    nccl-tests or a framework does not (docs/decisions.md D42)."""
+    nccl-tests or a framework does not (docs/decisions/D42.md)."""
     return _extra(schedule, "launch", DEFAULT_LAUNCH) == "graph"
 
 
@@ -144,7 +144,7 @@ def with_buffer_copies(program: Program, schedule: Schedule, nbytes: float) -> P
     siblings, regUsed = 0): the scatter warps copy the rank's input into its slot of NCCL's
     NVLS buffer before the reduce warps' multimem loads, and the gather warps copy the result
     out of it into the output after the multicast. Registered buffers run zero-copy (the
-    scatter and gather warps only exchange the slots' flags). docs/decisions.md D42."""
+    scatter and gather warps only exchange the slots' flags). docs/decisions/D42.md."""
     if schedule.algorithm != "nvls" or registered(schedule):
         return program
     w = program.world
@@ -184,7 +184,7 @@ def cut_through(schedule: Schedule, program: Program, sync: dict) -> CutThrough 
     the Simple protocol's flags: a lane waits for every peer's post of the chunk's slot first
     and posts the landed result last (the Simple signal, ``sync``); without registered
     buffers its scatter copy must end, and be posted, before the reduce reads it, and the
-    gather copy starts once the multicast's result is posted. docs/decisions.md D41, D42."""
+    gather copy starts once the multicast's result is posted. docs/decisions/D41.md, D42.md."""
     if not cuts_through(schedule):
         return None
     if schedule.algorithm != "nvls":

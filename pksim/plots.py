@@ -160,7 +160,7 @@ def _jsonable(value: Any) -> Any:
 @functools.lru_cache(maxsize=1)
 def _mpl() -> SimpleNamespace:
     """matplotlib's pieces, imported when the first plot is drawn (a command that draws
-    none never loads matplotlib: docs/design.md, Code layout)."""
+    none never loads matplotlib: docs/design/layout.md)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D

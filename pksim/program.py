@@ -54,7 +54,7 @@ class Move:
     reduce op or a scale, "bias": with a bias vector; kernels/collectives/epilogue.cuh), of
     ``elem_bytes`` elements (pksim.mechanisms.epilogue_time_per_B). ``shifts``: each source's
     shift off the destinations' 16-byte grid, in bytes (pksim.shifts; () when none is shifted):
-    what it costs, pksim.mechanisms.shift_time_per_B (docs/decisions.md D63)."""
+    what it costs, pksim.mechanisms.shift_time_per_B (docs/decisions/D63.md)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]

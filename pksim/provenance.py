@@ -23,7 +23,7 @@ _FIGURES = {
     "vector": "gpu.tensor.tflops_fp32",
 }
 # The issuing SMs' per-SM rate: over NVLink the mechanism study's figure (write direction,
-# gpu.transfer_remote, docs/decisions.md D38); on virtual ranks (one GPU) the local fit's.
+# gpu.transfer_remote, docs/decisions/D38.md); on virtual ranks (one GPU) the local fit's.
 _ISSUE_REMOTE = {"tma": "gpu.transfer_remote.tma_write_per_sm_GBps",
                  "register": "gpu.transfer_remote.ldst_write_per_sm_GBps",
                  "multimem": "gpu.transfer_remote.multimem_per_sm_GBps",

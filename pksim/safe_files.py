@@ -1,4 +1,4 @@
-"""Results that an interrupt cannot lose or spoil (docs/decisions.md D69).
+"""Results that an interrupt cannot lose or spoil (docs/decisions/D69.md).
 
 - ``whole(path)``: a file is written into a temporary file beside it and renamed over it
   once complete (``os.replace``, atomic on one file system), so a Ctrl-C, a kill or a full

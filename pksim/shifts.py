@@ -1,5 +1,5 @@
 """Which of a move's sources sit off its destinations' 16-byte grid, as the generated kernels'
-element loops find out (kernels/collectives/moves.cuh; docs/decisions.md D58, D63).
+element loops find out (kernels/collectives/moves.cuh; docs/decisions/D58.md, D63.md).
 
 Every move is cut the same way: a head element by element up to the destinations' 16-byte
 boundary, a body of 16-byte vectors stored on that grid, a tail. A source at the destinations'

@@ -6,7 +6,7 @@ it (the ``nccl`` row), pksim's best (the ``pk`` row) and the communication-aware
 
 Each program is read and checked when the study loads, and its world against every system
 before any work: a wrong name, a wrong file or a world larger than a system's domain stops
-the study with one line naming the study file, the key and the value (docs/decisions.md D60).
+the study with one line naming the study file, the key and the value (docs/decisions/D60.md).
 """
 from __future__ import annotations
 

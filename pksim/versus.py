@@ -2,7 +2,7 @@
 their difference in time, itemised (``pksim predict --json``'s ``vs_nccl``; the published
 report's pk-against-NCCL table).
 
-Each prediction's time splits into parts that add up to it (docs/decisions.md D44):
+Each prediction's time splits into parts that add up to it (docs/decisions/D44.md):
 - ``launch_s``: what the model pays before the first byte moves (the launch, a generated
   kernel's grid start and entry barrier);
 - ``host_s``: how far the host's issue floor holds the call beyond the GPU's time (NCCL's

@@ -1,4 +1,4 @@
-"""Docs that cannot drift: every example of README.md and docs/guide.md agrees with what
+"""Docs that cannot drift: every example of README.md and docs/guide/*.md agrees with what
 the program prints (numbers within 2 %, words exactly; docs/run_examples.py), the NCCL
 trace spans its prediction, and plots keep at most eight legend entries with distinct
 colours. Examples marked ``slow`` run only with PKSIM_DOCS_SLOW=1 (``make docs`` runs them
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -32,7 +33,11 @@ SLOW = os.environ.get("PKSIM_DOCS_SLOW") == "1"
 
 
 def test_every_doc_has_examples():
-    assert {ex.path.name for ex in EXAMPLES} == {"README.md", "guide.md"}
+    guide = sorted((ROOT / "docs" / "guide").glob("*.md"))
+    assert list(run_examples.FILES) == [ROOT / "README.md", *guide] and len(guide) >= 5
+    with_examples = {ex.path.relative_to(ROOT).as_posix() for ex in EXAMPLES}
+    assert {"README.md", "docs/guide/default-study.md", "docs/guide/what-if.md",
+            "docs/guide/programs.md", "docs/guide/sweeps-and-traces.md"} <= with_examples
     assert sum(not ex.slow for ex in EXAMPLES) >= 5
 
 
@@ -106,19 +111,20 @@ def test_every_claimed_number_is_what_its_rule_gives(path):
 
 def test_claims_are_where_the_issue_found_prose_wrong():
     """The sentences that drifted before are claims now, not typed numbers."""
-    text = {p.name: p.read_text() for p in run_examples.CLAIM_FILES}
-    for name, rule in [("guide.md", "workload = tp-allreduce | ranks = 8"),
-                       ("guide.md", "workload = allreduce-1GiB"),
-                       ("guide.md", "workload = mlp-down-gemm-rs, mlp-up-ag-gemm"),
-                       ("guide.md", "table = moe-alltoall"),
-                       ("guide.md", "table = sweep --system"),
+    text = {p.relative_to(ROOT / "docs").as_posix(): p.read_text()
+            for p in run_examples.CLAIM_FILES if p.parent != ROOT}
+    for name, rule in [("guide/default-study.md", "workload = tp-allreduce | ranks = 8"),
+                       ("guide/default-study.md", "workload = allreduce-1GiB"),
+                       ("guide/default-study.md", "workload = mlp-down-gemm-rs, mlp-up-ag-gemm"),
+                       ("guide/what-if.md", "table = moe-alltoall"),
+                       ("guide/sweeps-and-traces.md", "table = sweep --system"),
                        ("systems.md", "figure dgx-h100 gpu.nvlink.latency_ns"),
                        ("programs.md", "table = docs/programs/report.md")]:
         assert rule in text[name], (name, rule)
 
 
 def test_claim_rules_compute_what_they_say():
-    guide = run_examples.ROOT / "docs" / "guide.md"
+    guide = run_examples.ROOT / "docs" / "guide" / "default-study.md"
     table = "table = whatif -o default | title ~ dgx-h100"
     assert run_examples.evaluate(f"count workload | {table}", guide) == "16"
     assert run_examples.evaluate(f"range speed-up | {table} | workload = tp-allreduce",
@@ -151,3 +157,114 @@ def test_systems_overview_table_is_the_catalog():
         assert link.startswith("none") or first(link) == s["nvlink_GBps_per_direction"]
         assert row["in-switch reduction"] == ("yes" if s["in_switch_reduction"] else
                                               "n/a" if s["switch_tiers"] == 0 else "no")
+
+
+# ---- the pages' shape: length and links ---------------------------------------------------
+MAX_PAGE_LINES = 500
+# Pages a program writes whole, with the program that writes them (their length is the data's).
+GENERATED_PAGES = {"docs/validation/calibration.md": "validation/calibrate/report.py",
+                   "docs/validation/published.md": "pksim validate --published --write-docs"}
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6} +(.*?) *#*$")
+
+
+def test_every_page_is_at_most_500_lines():
+    long = {p.relative_to(ROOT).as_posix(): n for p in PAGES
+            if (n := len(p.read_text().splitlines())) > MAX_PAGE_LINES}
+    for page, writer in GENERATED_PAGES.items():
+        assert (ROOT / page).exists() and writer.split()[-1] in (ROOT / page).read_text(), page
+        long.pop(page, None)
+    assert long == {}, f"pages over {MAX_PAGE_LINES} lines (split them by topic): {long}"
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"`|\*\*|<[^>]+>", "", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """A page's anchors: its headings' slugs (repeats numbered -1, -2, ...) and ``<a id>``."""
+    found, seen, fenced = set(re.findall(r'<a (?:id|name)="([^"]+)"', text)), {}, False
+    for line in text.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and (m := _HEADING.match(line)):
+            base = slug(m.group(1))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def links(text: str) -> list[str]:
+    """The relative links of a page's prose (not of its code blocks or inline code)."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    return [t for t in _LINK.findall(prose) if not re.match(r"[a-z][a-z+.-]*:", t)]
+
+
+def broken_links(page: Path) -> list[str]:
+    out = []
+    for target in links(page.read_text()):
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            out.append(f"{target} (no such file)")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+            out.append(f"{target} (no such anchor)")
+    return out
+
+
+def test_the_link_checker_finds_a_missing_file_and_anchor(tmp_path):
+    (tmp_path / "a.md").write_text("# Top `x` (y)!\n## Top `x` (y)!\n<a id=\"d7\"></a>\n")
+    (tmp_path / "b.md").write_text(
+        "[ok](a.md#top-x-y) [ok](a.md#top-x-y-1) [ok](a.md#d7) [ok](#here)\n## Here\n"
+        "[bad](a.md#nope) [bad](c.md) `[code](c.md)` [web](https://x.org/c.md)\n"
+        "```\n[fenced](c.md)\n```\n")
+    assert broken_links(tmp_path / "b.md") == ["a.md#nope (no such anchor)",
+                                               "c.md (no such file)"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_and_anchor_resolves(page):
+    assert broken_links(page) == []
+
+
+def test_decision_records_are_one_file_each_with_an_index():
+    """docs/decisions/Dn.md per record, numbered as code cites them; the index lists every
+    number up to the last, a missing one marked "not filed"."""
+    folder = ROOT / "docs" / "decisions"
+    numbers = sorted(int(p.stem[1:]) for p in folder.glob("D*.md"))
+    assert len(numbers) >= 68 and not (ROOT / "docs" / "decisions.md").exists()
+    index = (folder / "README.md").read_text()
+    for n in range(1, numbers[-1] + 1):
+        (row,) = [r for r in index.splitlines() if re.match(rf"\| \[?D{n}\b", r)]
+        if n in numbers:
+            title = (folder / f"D{n}.md").read_text().splitlines()[0]
+            assert title.startswith(f"# D{n}. ") and f"](D{n}.md)" in row, row
+        else:
+            assert "not filed" in row, row
+    assert {55, 59} <= set(range(1, numbers[-1] + 1)) - set(numbers)
+
+
+def _tree_text_files():
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not d.endswith(".egg-info")
+                   and d not in ("build", "__pycache__", "node_modules")]
+        for name in files:
+            if name.endswith((".py", ".md", ".cu", ".cuh", ".toml", ".sh")) or name == "Makefile":
+                yield Path(folder) / name
+
+
+def test_every_decision_citation_names_a_record_file():
+    """Code and docs cite a record as docs/decisions/Dn.md (the old single file is gone)."""
+    cited, stale = set(), []
+    for path in _tree_text_files():
+        text = path.read_text(errors="replace")
+        if path != Path(__file__) and "decisions.md" in text:
+            stale.append(path.relative_to(ROOT).as_posix())
+        cited |= {int(n) for n in re.findall(r"decisions/D(\d+)\.md", text)}
+    assert stale == [], f"cite docs/decisions/Dn.md, not decisions.md: {stale}"
+    folder = ROOT / "docs" / "decisions"
+    assert len(cited) > 40 and {n for n in cited if not (folder / f"D{n}.md").exists()} == set()

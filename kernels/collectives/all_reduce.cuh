@@ -87,11 +87,11 @@ struct all_reduce_two_shot : algorithm_defaults {
     const span s = block_piece<T>(ch.size(), c);
     const size_t at = ch.lo + s.lo;
     // In bf16 by registers all 8 sources load at once (no stack: ptxas -v, sm_90a, CUDA 13.0; 4 a
-    // round had cost 1.5 us a call at 8 ranks in block_moves_cross: docs/decisions.md D24); in
+    // round had cost 1.5 us a call at 8 ranks in block_moves_cross: docs/decisions/D24.md); in
     // fp32 4 a round (as the model's load_rounds has it; 8 at once in fp32 has not been timed).
     // With a reduce op or an epilogue the same (with a bias, the bf16 kernel at the
     // 128-register cap keeps 8 B of stack, and 4 a round ran it 5-27 % slower at 16 MiB:
-    // docs/decisions.md D58).
+    // docs/decisions/D58.md).
     constexpr int kLoads = C::kMech == mech::reg && sizeof(T) == 2 ? PKC_SET_SLOTS : 4;
     return reduce_ranks_to_ranks<C, kLoads>(g, c, at, s.size(), at, sm);
   }

@@ -87,10 +87,10 @@ PK_HD span piece(size_t n, int parts, int k, size_t align) {
 // Pieces of whole 16-byte vectors start off the lines on 33, 66 or 132 blocks, and there a
 // register copy of 256 MiB ran 8-10 % slower, a register sum 5-7 %, a TMA copy 2x; at 4 KiB
 // a 33-block register copy ran 6 % faster than at 128 bytes (validation/experiments/
-// piece_align.cu at commit 7cc519e, H200; docs/decisions.md D23). Below 64 KiB a piece stays small, so
+// piece_align.cu at commit 7cc519e, H200; docs/decisions/D23.md). Below 64 KiB a piece stays small, so
 // that small ranges still spread over the blocks (4 KiB pieces put a 4 KiB TMA sum of 8
 // sources on one block: 0.4-0.8 us slower). pksim.moves.piece_blocks models the cut
-// (docs/decisions.md D23).
+// (docs/decisions/D23.md).
 constexpr size_t kLineBytes = 128, kPieceBytes = 4096, kPagedPieceBytes = 64 * 1024;
 
 // Block k's piece of [0, n) elements of `elem` bytes among `parts` blocks.
@@ -151,7 +151,7 @@ struct flag_set {
 // where moves over every rank go through peer_list batches and pointers come from the peer
 // table, checked first. With both in one kernel (a run-time test of the world) the narrow path
 // of the fp32 two-shot by registers spilled: 128 registers and 32-72 B of stack (ptxas -v,
-// sm_90a, CUDA 13.0; docs/decisions.md D17 says why a stack costs).
+// sm_90a, CUDA 13.0; docs/decisions/D17.md says why a stack costs).
 template <class C, bool Wide>
 struct sized : C {
   static constexpr bool kWide = Wide;
@@ -191,7 +191,7 @@ PK_HD span block_piece(size_t n, const ctx& c) {
 // The k-th peer a rank visits (0 <= rank, k < world): staggered (rank, rank+1, ...) or
 // sequential (0, 1, ...). A subtraction, not `%`: a modulo by a run-time world is a few
 // dozen instructions a peer in every thread (0.3 us of the TMA two-shot's phase at w8:
-// validation/experiments/two_shot_gap.cu at commit 7cc519e; docs/decisions.md D17). For the slots fill_peers writes past the
+// validation/experiments/two_shot_gap.cu at commit 7cc519e; docs/decisions/D17.md). For the slots fill_peers writes past the
 // world (world <= k < PKC_MAX_RANKS) it stays below PKC_MAX_RANKS. k is tested against
 // world - rank: with `rank + k >= world` (the same result) ptxas gave the fp32 two-shot by
 // registers 56 B of stack (ptxas -v, sm_90a, CUDA 13.0).
@@ -204,7 +204,7 @@ PK_HD int peer(int rank, int k, int world) {
 // Up to PKC_SET_SLOTS destinations / sources. Every access uses a compile-time index (add()
 // selects its slot, loops over the entries go through PKC_EACH), so the array stays in
 // registers: a run-time index would put it on the thread's stack, and a grid whose threads
-// have a stack starts slower the more blocks it has (docs/design.md, "Known limits").
+// have a stack starts slower the more blocks it has (docs/design/limits.md).
 template <typename P>
 struct ptr_set {
   P p[PKC_SET_SLOTS];
@@ -222,7 +222,7 @@ struct ptr_set {
   // slots are read. No chain of selects on a run-time n as count add()s leave in the code
   // (0.35 us of the TMA two-shot's phase at w8), and no branch per slot as writing only the
   // slots k < count left (the register two-shot's phase at w8, peers in order, ran 0.35 us
-  // over a crossed sum writing every slot): docs/decisions.md D17.
+  // over a crossed sum writing every slot): docs/decisions/D17.md.
   template <class F>
   PK_HD void fill(int count, F f) {
 #ifdef __CUDA_ARCH__

@@ -16,7 +16,7 @@
 // the epilogue before the stores (registers: one 16-byte vector of each source a thread in
 // flight; TMA: in the stage before its bulk stores), so the moves the model costs are the sum's
 // (pksim.workloads.phases; the epilogue's arithmetic and its bias reads, a vector that stays in
-// L2, are not costed: docs/decisions.md D53).
+// L2, are not costed: docs/decisions/D53.md).
 //
 // one-shot / two-shot all-reduce and direct reduce-scatter with an epilogue: the kernels of
 // all_reduce.cuh / reduce_scatter.cuh, whose phases take the config's policy (policy_of), without

@@ -16,7 +16,7 @@
 // aligned span, one vector longer, is bulk-loaded into the stage and the threads realign it
 // there (funnel16) before the bulk stores (every byte loaded lies in the move's range:
 // staged()). Destinations that do not share one misalignment (no algorithm makes such a set)
-// are moved element by element (copies: pk::ldst::copy each). docs/decisions.md D58.
+// are moved element by element (copies: pk::ldst::copy each). docs/decisions/D58.md.
 //
 // A sum's arithmetic is its policy R: sum_policy here (fp32 sum, nothing after), epilogue.cuh's
 // ep_policy for a reduce op and an element-wise epilogue. R provides init() / apply(a, x) (the

@@ -247,7 +247,7 @@ PK_DEV void reg_reduce(const ptrs<T>& dst, const cptrs<T>& src, size_t n, pk::ld
   // two memory latencies a vector; in bf16, its pointer sets filled at compile-time indices, it
   // loads all 8 with no stack. Loading 4 at a time everywhere made the 8-rank one-shot all-reduce
   // and direct reduce-scatter by registers 1.5-1.8x slower at 16 MiB and up (H200), so they keep
-  // all 8 in flight (docs/decisions.md D24). A reduce op or an epilogue takes the registers a
+  // all 8 in flight (docs/decisions/D24.md). A reduce op or an epilogue takes the registers a
   // second vector would (R::kRegVectors = 1; epilogue.cuh).
   constexpr int U = R::kRegVectors;
 #define PKC_REG_REDUCE_BODY                                                     \

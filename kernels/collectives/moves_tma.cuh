@@ -146,7 +146,7 @@ PK_DEV void stage_op(uint32_t in, uint32_t out, uint32_t slot, unsigned nvec, un
 // the stage's output slot (stage_op), thread 0 bulk-stores it to every destination. The source
 // count is a template argument because the chunk's critical path (thread 0's issue, the sum) is
 // 1.3-1.7x faster per block with it known than with a loop over a run-time count
-// (validation/experiments/tma_align.cu at commit 7cc519e; docs/decisions.md D6). `base`: the
+// (validation/experiments/tma_align.cu at commit 7cc519e; docs/decisions/D6.md). `base`: the
 // position of the body's first element (R's epilogue).
 template <class C, int NS, bool Shift, bool Copy, class R, typename T>
 PK_DEV bool tma_stage_n(const ptr_table& tab, int ndst, size_t body, unsigned shifts, size_t base,

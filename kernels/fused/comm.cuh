@@ -219,7 +219,7 @@ PK_DEV void reduce_rect_multimem(const reduce_params& p, int r0, int r1, int c0,
 }
 #endif
 
-// ---- the TMA form of a unit's sum (docs/decisions.md D54) -------------------------------------
+// ---- the TMA form of a unit's sum (docs/decisions/D54.md) -------------------------------------
 
 // Shared-memory staging of the TMA pull (the dynamic shared memory of a communication block):
 // kStages stages, each holding one box (kRows rows x bn columns, bn <= kMaxCols) of ONE

@@ -29,7 +29,7 @@
 // rank holding that shard of A) are padded up to whole BM-row tiles, so that no tile and no
 // sub-tile ever holds rows of two owners. Every store is then one TMA store through a map
 // whose extent ends where the owner's rows end: the map drops the padding rows, and nothing
-// else is needed at an owner boundary (docs/decisions.md D65).
+// else is needed at an owner boundary (docs/decisions/D65.md).
 //
 // Epilogues (the contract is pk::gemm's, gemm/gemm.cuh):
 //   store_add_owners  gemm-rs intra-SM: each staged 64-column sub-tile is TMA-reduce-added

@@ -55,7 +55,7 @@ def _journal(out: OutputDir | None, name: str, identity: dict, kept: list[Row],
              again: bool) -> Journal | None:
     """The journal of this run's rows beside ``out``'s results file ``name`` (None: no
     files); one an interrupted run left is completed by --resume or started again with
-    --force, never overwritten otherwise (docs/decisions.md D69)."""
+    --force, never overwritten otherwise (docs/decisions/D69.md)."""
     if out is None:
         return None
     path = journal_path(out.path / name)

@@ -2,7 +2,7 @@
 
 The commands are a table (``COMMANDS``: command -> the module and attribute that define it),
 loaded when the command runs, so that each command imports only what it uses
-(docs/design.md, Code layout)."""
+(docs/design/layout.md)."""
 from __future__ import annotations
 
 import sys

@@ -1,7 +1,7 @@
 """Copy engines: cudaMemcpyAsync by the GPU's DMA engines, one stream per (virtual) rank;
 what a copy costs beyond its bytes (setup, the GPU's copy commands, the streams' chains and
 event waits, the host's calls), as the generated copy-engine collectives issue them
-(kernels/collectives/entry.cuh run_copy_engine; docs/decisions.md D7-D9)."""
+(kernels/collectives/entry.cuh run_copy_engine; docs/decisions/D7.md to D9.md)."""
 from __future__ import annotations
 
 from hwmodels.system import GpuSpec, SyncSpec
@@ -87,7 +87,7 @@ def host_issue_s(sync: SyncSpec, algorithm: str, program: Program) -> tuple[floa
     phase that joins the ranks (Step.joins), and before the next phase waits on them
     (event_waits); one record + a wait per rank to fork from the caller's stream first and a
     wait per rank to join it last. ``event_api_us`` is a record + wait pair: half of it per
-    call (docs/decisions.md D7)."""
+    call (docs/decisions/D7.md)."""
     w = program.world
     waits = event_waits(algorithm, w)
     now = (1 + w) * sync.event_api_s / 2            # fork: a record, a wait per rank

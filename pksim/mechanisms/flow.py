@@ -8,7 +8,7 @@ to ``hbm.reduce_efficiency`` in HBM), and on the issue resource the ratio of its
 the rate the mechanism's component gives the communication SMs for this move or transfer.
 Latencies come from the topology's paths (``Path.one_way_s``, ``round_trip_s``,
 ``drain_s``) and the mechanism (``Mechanism.message_s``, ``latency_s``); which figure governs
-which path: docs/design.md, decision D38.
+which path: docs/decisions/D38.md.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """pksim's best plan of a program: the rewrites of ``pksim.programs.plan`` chosen on the
-program's timeline, host issue included (docs/decisions.md D61).
+program's timeline, host issue included (docs/decisions/D61.md).
 
 The rewrites that apply to the program as written fall into sets that share ops (a
 collective's fold and the run of calls it would join; a copy between two collectives that both

@@ -12,7 +12,7 @@ NCCL's own collective (the baseline) and pksim's best schedule for each communic
   schedules (``pksim.search``). A sub-group collective runs as a collective of its group's
   size: on one switch tier, groups of disjoint GPUs share no resource.
 - ``-v`` forms: NCCL runs the even collective whose every rank moves what rank 0's busiest
-  direction moves off the rank (docs/decisions.md D47); send/recv batches as their exact
+  direction moves off the rank (docs/decisions/D47.md); send/recv batches as their exact
   transfers between the ranks (``pksim.programs.p2p``). pk runs both as the kernel codegen
   emits for them (``kernel_call``: the -v kernel, varsize.cuh's send-recv) at their split sizes,
   costed by that kernel's phases (pksim.workloads.phases), as every other generated
@@ -47,7 +47,7 @@ SCHEDULE_DTYPE = {1: "fp8", 2: "bf16", 4: "fp32", 8: "fp32"}
 TENSOR_RATE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32", "fp64": "fp32",
                "c64": "fp32"}
 # multimem.ld_reduce (in-switch reduction) and NCCL NVLS: sums of bf16, fp16 and fp32, and
-# min/max of bf16 and fp16 (docs/decisions.md D47); other reductions leave the switch out
+# min/max of bf16 and fp16 (docs/decisions/D47.md); other reductions leave the switch out
 IN_SWITCH_REDUCE = {("sum", "bf16"), ("sum", "fp16"), ("sum", "fp32"), ("avg", "bf16"),
                     ("avg", "fp16"), ("avg", "fp32"), ("min", "bf16"), ("min", "fp16"),
                     ("max", "bf16"), ("max", "fp16")}
@@ -142,7 +142,7 @@ def off_rank_bytes(program: Program, op: Op) -> tuple[float, float]:
 def even_bytes(program: Program, op: Op) -> int:
     """The nccl-tests size of the even collective a -v one runs as: every rank moves off the
     rank what rank 0's (for all-gather-v: the busiest rank's) busiest direction moves, n / (n - 1)
-    of it in all (docs/decisions.md D47)."""
+    of it in all (docs/decisions/D47.md)."""
     n = program.groups[op.group].size
     if n == 1:
         return op.comm_bytes
@@ -168,7 +168,7 @@ def split_matrix(program: Program, op: Op) -> list[list[int]]:
     all-to-all-v: the program knows the described rank's row (``in_splits``, what it sends)
     and column (``out_splits``, what it receives); the busier of the two is made circulant,
     so that every member sends and receives what the described rank's busier direction moves,
-    in its block sizes (as NCCL's even collective, docs/decisions.md D47). send/recv: every
+    in its block sizes (as NCCL's even collective, docs/decisions/D47.md). send/recv: every
     member's sends at the batch's offsets (dropped past an end without ``wrap``)."""
     t = program.tensors
     n = program.groups[op.group].size

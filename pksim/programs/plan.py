@@ -5,7 +5,7 @@ Baseline: one task per op in program order on one stream: library kernels (a mem
 as the ``kernels`` PyTorch launches for it), NCCL's own pick for every collective and
 point-to-point batch, host reads where the program has them.
 
-pksim's best (docs/design.md, "Programs: pksim's best") runs every op alone as the baseline
+pksim's best (docs/design/programs.md, "Programs: pksim's best") runs every op alone as the baseline
 does, but a memory-bound op as one kernel and each communication op at the faster of pk's best
 schedule and NCCL's pick, on a compute and a communication lane (``pksim.programs.timeline``),
 except where it makes one of these rewrites (``rewrites``):
@@ -18,7 +18,7 @@ except where it makes one of these rewrites (``rewrites``):
 3. consecutive independent collectives of one kind, group, reduction and root run as one
    call carrying all their bytes.
 A rewrite merges ops into one task (``Groups``); merges that close a dependency cycle are not
-made. Why: docs/decisions.md D46, D61.
+made. Why: docs/decisions/D46.md, D61.md.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The communication-aware roofline of a program: a closed form of its bytes and FLOP and the
-system's peaks, with nothing from a search or a simulation (docs/design.md, "Programs", gives
-the formulas and why each is a lower bound; docs/decisions.md D48).
+system's peaks, with nothing from a search or a simulation (docs/design/programs.md gives
+the formulas and why each is a lower bound; docs/decisions/D48.md).
 
 Each op's work must pass through a GPU's tensor cores, its CUDA cores, its HBM and its NVLink
 ports, each at its peak; ops may overlap perfectly, so the program takes at least the largest
@@ -48,7 +48,7 @@ def in_switch(system: System, group_size: int) -> tuple[bool, bool]:
 
 def link_bytes(system: System, program: Program, op: Op) -> list[float]:
     """Per rank of the world: the bytes ``op`` must move over that GPU's NVLink in its busier
-    direction (the formulas of docs/design.md)."""
+    direction (the formulas of docs/design/programs.md)."""
     world = program.world
     out = [0.0] * world
     if op.kind == "sendrecv":

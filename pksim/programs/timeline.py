@@ -1,6 +1,6 @@
 """Running a program's tasks: the host issues launches in order, the GPU runs each task on its
-lanes (streams) in order once its dependencies are done (docs/design.md, "Programs"; docs/
-decisions.md D46).
+lanes (streams) in order once its dependencies are done (docs/design/programs.md; docs/
+decisions/D46.md).
 
 - Host: each task's launches cost ``sync.launch_api_us`` of host time one after another, and
   a task cannot start before the host has issued it. A host read (``.item()``, a host-sync
@@ -14,7 +14,7 @@ decisions.md D46).
   pksim's best a compute lane and a communication lane, a fused kernel holding both.
 - Sharing: while communication-only tasks run, a compute-only task runs on the SMs they leave
   (its rate is 1 - their SMs / the GPU's SMs); a task's duration is its time alone at rate 1.
-  The HBM a collective shares with an overlapped kernel is not modelled (docs/decisions.md D46).
+  The HBM a collective shares with an overlapped kernel is not modelled (docs/decisions/D46.md).
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def run_until(system: System, tasks: list[Task], host_s: float = 0.0,
     the first task ``j`` issued once every task before it has ended for which ``settled(j)``
     holds: then the spans of the tasks before it and (j, its issue time). From such a task on
     the run is that of the tasks from it on alone, started at its issue time (pksim's best
-    compares plans that differ in a few tasks this way, docs/decisions.md D61)."""
+    compares plans that differ in a few tasks this way, docs/decisions/D61.md)."""
     api = system.gpu.sync.launch_api_s
     read_s = host_read_s(system)
     sms_total = system.gpu.sm.count

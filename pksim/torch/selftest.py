@@ -9,7 +9,7 @@ rank r's input comes from a generator seeded by (case seed, r), so every rank ca
 other rank's input and compute the reference itself (float64 on the CPU), without a torch
 collective. Copies must be bit-exact; reductions within world x u x sum_r |x_r| + 1e-6 (u the
 unit roundoff of the type: every addition may round); fused GEMMs within 2^-7 |ref| +
-world sqrt(K) / 64 + 8 sigma of a bf16 running sum (docs/decisions.md D62). Before the processes
+world sqrt(K) / 64 + 8 sigma of a bf16 running sum (docs/decisions/D62.md). Before the processes
 start, the kernels the cases will choose are built in parallel (``kernels.prebuild``). One JSON
 line per (world, case, op, dtype): sizes, the schedule used, ok, max error, elements out.
 """

@@ -14,7 +14,7 @@ works on it. Every phase is a Step without transfers and with moves.
 Offsets: a shard sits at r x count elements of a buffer (count: a rank's whole elements, as
 the kernels take it), a -v block at its displacement; where one side of an SM move is off the
 16-byte grid by another amount than the other, its sources are shifted (Move.shifts,
-pksim.shifts; docs/decisions.md D63) and a TMA copy moves pieces instead of dealing stage
+pksim.shifts; docs/decisions/D63.md) and a TMA copy moves pieces instead of dealing stage
 chunks (collective.cuh copy_range deals only when every pointer is aligned). The ring phases
 of one kind rotate the ranks over the shards: phase p puts rank r's shard at (r - p) x count,
 so the ranks' offsets off the 16-byte grid repeat every 16 / gcd(shard bytes, 16) phases
@@ -375,8 +375,8 @@ def kernel_phases(op: str, algorithm: str, mechanism: str, world: int, nbytes: f
                   root: int = 0, dtype: str = "bf16", extra=()) -> list[Step] | None:
     """The generated kernel's phases, or None where codegen has no such kernel (then the
     algorithm's transfers are costed as they are). A reduce op or a fused epilogue
-    (``extra``) moves what the plain sum moves (collectives/epilogue.cuh; docs/decisions.md
-    D53), its sums through the epilogue routines (Move.epilogue: their extra SM time, D56)."""
+    (``extra``) moves what the plain sum moves (collectives/epilogue.cuh;
+    docs/decisions/D53.md), its sums through the epilogue routines (Move.epilogue: their extra SM time, D56)."""
     if mechanism == "multimem" or world < 2:
         return None
     return _phases(op, algorithm, mechanism == "copy-engine", world, nbytes, root, dtype, extra)

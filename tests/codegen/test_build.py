@@ -152,7 +152,7 @@ def test_generated_sm_kernels_have_no_stack(builds, tmp_path, key):
     """A grid whose threads have a stack starts slower the more blocks it has (block_moves:
     a 4 KiB register copy on 132 blocks 5.1 us without, 6.4 us with a 72 B stack); ptxas
     held some generated kernels to 64-80 registers and spilled 8-24 B until they were
-    declared one block an SM (docs/decisions.md D17). Both dtypes, from the build's ptxas -v
+    declared one block an SM (docs/decisions/D17.md). Both dtypes, from the build's ptxas -v
     report."""
     res = builds[key]
     if isinstance(res, CompileError):

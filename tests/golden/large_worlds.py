@@ -21,7 +21,7 @@ WORLDS = (("gb200-nvl72", 64), ("gb200-nvl576", 16))       # (system, domains)
 OPS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast")
 SIZES = ("4KiB", "1GiB")
 # all-gather and reduce-scatter cut their buffer into one share per rank, of whole elements
-# (docs/decisions.md D68): 4 KiB is less than one per rank at these worlds and 1 GiB does not
+# (docs/decisions/D68.md): 4 KiB is less than one per rank at these worlds and 1 GiB does not
 # divide by 9, so they take 36 KiB and 9 GiB, which divide over 4,608 and 9,216 ranks. Their
 # values were recorded on the reworked engine (the others' before it).
 SPLIT_SIZES = ("36KiB", "9GiB")

@@ -53,12 +53,13 @@ def is_default_study(command: str) -> bool:
 
 
 def test_the_guides_default_study_block_matches_this_run():
-    """docs/guide.md's default-study block (numbers within 2 %, words exact, as
+    """docs/guide/default-study.md's study block (numbers within 2 %, words exact, as
     tests/test_docs.py checks every other example) against the tables this file's run of
     the study printed: in this file so that one worker runs the study once for both."""
     run_examples = _run_examples()
-    (example,) = [ex for ex in run_examples.examples(ROOT / "docs" / "guide.md")
+    page = ROOT / "docs" / "guide" / "default-study.md"
+    (example,) = [ex for ex in run_examples.examples(page)
                   if is_default_study(ex.command)]
     _, printed = default_study()
     diff = run_examples.first_difference(example.output, printed.rstrip())
-    assert diff is None, f"docs/guide.md: `{example.command}`: {diff} (run `make docs`)"
+    assert diff is None, f"{page.name}: `{example.command}`: {diff} (run `make docs`)"

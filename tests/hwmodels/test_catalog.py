@@ -198,7 +198,7 @@ def _figures(spec, prefix: str):
 
 @pytest.mark.parametrize("name", list_systems())
 def test_every_shipped_figure_is_well_inside_its_plausible_range(name):
-    """docs/decisions.md D67: the ranges catch slips, never a real figure (10x below the top
+    """docs/decisions/D67.md: the ranges catch slips, never a real figure (10x below the top
     but for fractions, which may reach 1; 10x above a nonzero bottom but for counts, which
     start at 1; or 0 where 0 means none)."""
     system = load_system(name)

@@ -1,7 +1,7 @@
 """Datasheet means datasheet (issue #43): no catalog system but a calibrated one takes a figure
 measured on its own GPU (the project's measurements: "our H200", "pksim calibrate on NVIDIA
 H200", the h200-* files), and a figure carried from another GPU's measurement names the file it
-comes from (docs/design.md, "System figures": rules C1-C3)."""
+comes from (docs/design/hardware.md, "System figures": rules C1-C3)."""
 from __future__ import annotations
 
 import re

@@ -2,7 +2,7 @@
 host: tests/kernels/fused_tiling.cu walks the tiles and sub-tiles the GEMM deals over many
 (M, world, BM), through the same device functions the epilogues and prologues call, and checks
 that every output row is stored once, from the right A row, and that no tile holds two
-owners' rows (docs/decisions.md D65). Needs nvcc only (no GPU)."""
+owners' rows (docs/decisions/D65.md). Needs nvcc only (no GPU)."""
 from __future__ import annotations
 
 import subprocess

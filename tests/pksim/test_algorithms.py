@@ -3,7 +3,7 @@ through the simulator, its kernel's phases where it has a kernel), emitted (code
 header and struct the row names, on every mechanism it lists), listed in the validation suite
 the row names, and built in CI: tests/codegen/test_build.py and test_comm_build.py (nvcc
 marker, through the content-hash cache) compile one library or more per row, and the last test
-here checks that none is missed. Adding an algorithm: docs/design.md, "Adding an algorithm"."""
+here checks that none is missed. Adding an algorithm: docs/design/codegen.md, "Adding an algorithm"."""
 from __future__ import annotations
 
 import math

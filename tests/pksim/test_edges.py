@@ -386,7 +386,7 @@ def _keys(obj):
 
 
 def test_every_file_and_json_gives_times_in_seconds(tmp_path):
-    """One rule for machine-readable output (docs/guide.md): CSV headers, JSON files and
+    """One rule for machine-readable output (docs/outputs.md): CSV headers, JSON files and
     --json give times in seconds, in keys ending _s; no key in us, ms or ns (the Chrome
     trace's own ts/dur, microseconds by its format, carry no unit in their names)."""
     import csv

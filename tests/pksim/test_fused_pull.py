@@ -1,5 +1,5 @@
 """The inter-SM fused kernels' pull-reduce in its two forms (kernels/fused/comm.cuh
-pull_reduce<kKind, kTma>; docs/decisions.md D54): the schedule's mechanism picks the form,
+pull_reduce<kKind, kTma>; docs/decisions/D54.md): the schedule's mechanism picks the form,
 the model charges each at its own rate (pksim.moves, routine "pull"): over NVLink the
 mechanism study's per-SM rate of that mechanism, inside one GPU the form's own fit on
 fused_pull.cu."""

@@ -222,7 +222,7 @@ def test_tma_messages_of_a_sum_grow_with_its_sources_squared():
 
 def test_epilogue_time_per_byte_follows_the_routines():
     # h200-calibrated: tma_move_bias 227.5 ns per stage chunk, ldst_move_epilogue 52.37 ns/KiB
-    # (x S), ldst_move_bias 30.62 ps per element (docs/decisions.md D56)
+    # (x S), ldst_move_bias 30.62 ps per element (docs/decisions/D56.md)
     from pksim.mechanisms import epilogue_time_per_B, move_time_per_B
     gpu = load_system("h200-calibrated").gpu
     KiB = 1024

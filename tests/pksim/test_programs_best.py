@@ -1,4 +1,4 @@
-"""pksim's best plan of a program (pksim.programs.best, docs/decisions.md D61): never slower
+"""pksim's best plan of a program (pksim.programs.best, docs/decisions/D61.md): never slower
 than the baseline or than every op alone, the best of every combination where the rewrites
 form one set, trials run in part equal to the same plan run whole, and the timeline's stop
 at a settled task in closed form."""

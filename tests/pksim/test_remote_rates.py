@@ -1,4 +1,4 @@
-"""NVLink-side transfer rates per mechanism (gpu.transfer_remote, docs/decisions.md D38):
+"""NVLink-side transfer rates per mechanism (gpu.transfer_remote, docs/decisions/D38.md):
 moves over NVLink take the mechanism study's per-SM rates, moves inside one GPU the one-GPU
 fit's; the fit never writes the remote figures, and halving every fitted local-copy rate
 leaves dgx-h100's large all-reduces where they were."""
@@ -147,7 +147,7 @@ def test_pk_ring_moves_only_through_its_local_sum(mechanism, sms):
     # NVLink phases do not move (< 1e-9) and the whole kernel moves by exactly its local
     # phase's change: 2-19 % at 64 MiB - 1 GiB here, the local sum being 3-23 % of the time.
     # (Fusing that sum into the first all-gather store, as NCCL's recvReduceCopySend does,
-    # would remove it; the kernel does not: docs/decisions.md D38.)
+    # would remove it; the kernel does not: docs/decisions/D38.md.)
     slow = _halved_local(H100)
     for nbytes in (64 * MiB, GiB):
         s = sched("all-reduce", nbytes, algorithm="ring", mechanism=mechanism, comm_sms=sms)

@@ -1,4 +1,4 @@
-"""Results an interrupt cannot lose or spoil (pksim.safe_files, docs/decisions.md D69): every
+"""Results an interrupt cannot lose or spoil (pksim.safe_files, docs/decisions/D69.md): every
 file written whole or not at all, the rows journaled as they finish, --resume completing from
 whatever complete rows exist, whichever moment the Ctrl-C came at."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sources off the destinations' 16-byte grid (docs/decisions.md D63): which moves of the
+"""Sources off the destinations' 16-byte grid (docs/decisions/D63.md): which moves of the
 generated collectives are shifted and in which word they read (pksim.shifts, as moves.cuh
 plan_head / plan_source / words decide), and what the model charges for it (pksim.moves)."""
 from __future__ import annotations

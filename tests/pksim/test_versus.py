@@ -1,4 +1,4 @@
-"""pk's best schedule against NCCL's pick (pksim.versus, docs/decisions.md D44): at >= 64 MiB
+"""pk's best schedule against NCCL's pick (pksim.versus, docs/decisions/D44.md): at >= 64 MiB
 with NVLS available to both they are bound by the same resource, and the difference in time
 is itemised into parts that add up."""
 from __future__ import annotations

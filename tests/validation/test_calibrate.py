@@ -44,7 +44,7 @@ RUN18 = CAL / "h200-microbench-2026-12-03-run18.json.gz"
 # block_moves, launch_latency (ce_burst's rounds also waiting on every other stream), hbm_copy
 # again (12:36 and 13:04 UTC, the kernels as committed) and block_moves at 256 MiB (with
 # the first): the last of each measurement replaces the ones before, so that the fit and
-# the suite measured in the same call share a machine (docs/decisions.md D37)
+# the suite measured in the same call share a machine (docs/decisions/D37.md)
 RUN19 = CAL / "h200-microbench-2026-12-03-run19.json.gz"
 BM256 = CAL / "h200-block-moves-256mib-2026-12-03-run19.json.gz"
 RUN20 = CAL / "h200-microbench-2026-12-03-run20.json.gz"
@@ -71,7 +71,7 @@ RUN29 = CAL / "h200-block-moves-2026-12-03-run29.json.gz"
 GEMM_SMS = CAL / "h200-gemm-sms-2026-12-02.json"
 GEMM_SWEEP = CAL / "h200-gemm-sms-sweep-2026-12-02.json"
 # our GEMM with the intra-SM fused kernels' epilogue, store-adding every tile into 1-8
-# outputs, beside plain stores (docs/decisions.md D34)
+# outputs, beside plain stores (docs/decisions/D34.md)
 STORE_ADD = CAL / "h200-gemm-store-add-2026-12-03-run32.json"
 # block_moves again with its shared reads also at 4 and 64 KiB alone behind a write (21:19
 # UTC): the one-shot's and the broadcast's small cold moves; its repeats replace the files'
@@ -80,19 +80,19 @@ RUN36 = CAL / "h200-block-moves-2026-12-03-run36.json.gz"
 # block_moves with its moves to one destination compiled knowing it (pkc::one, as the generated
 # one-shot, reduce-scatter and broadcast phases) and its kernels declared one block an SM
 # (2026-12-04 00:45 UTC), and its 256 MiB and 1 GiB sweeps measured again with them: they
-# replace every block_moves point of the files before (docs/decisions.md D13, D37)
+# replace every block_moves point of the files before (docs/decisions/D13.md, D37.md)
 RUN45 = CAL / "h200-block-moves-2026-12-04-run45.json.gz"
 BM256_46 = CAL / "h200-block-moves-256mib-2026-12-04-run46.json.gz"
 BIG_46 = CAL / "h200-block-moves-1gib-2026-12-04-run46.json.gz"
 # the collectives' sums with a reduce op and an epilogue beside the plain sum (epilogue_moves.cu,
-# docs/decisions.md D56): the epilogue stage's only input
+# docs/decisions/D56.md): the epilogue stage's only input
 EPI = CAL / "h200-epilogue-moves-2026-12-04.json.gz"
 # the inter-SM fused kernels' pull-reduce in its TMA form alone (fused_pull_tma,
-# docs/decisions.md D54): its own three figures, nothing else
+# docs/decisions/D54.md): its own three figures, nothing else
 PULL_TMA = CAL / "h200-fused-pull-tma-2026-12-04.json"
 # block_moves --shift on two H200s (the rows of validation/data/report/h200-block-moves-shift-
 # 2026-12-04-{a,b}.jsonl.gz, params.run naming the file): the shifted moves' stage's only input,
-# fitted on each point's time over its aligned twin's (docs/decisions.md D63)
+# fitted on each point's time over its aligned twin's (docs/decisions/D63.md)
 SHIFT = CAL / "h200-block-moves-shift-2026-12-04.json.gz"
 INPUTS = tuple(i.path for i in manifest.inputs())
 # the H100's (MANIFEST-h100.toml): validation/device/portability.sh --steps hardware,profile on
@@ -203,7 +203,7 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # write (4 KiB - 4 MiB on 4-264 blocks, their buffers in HBM), and at 256 MiB: 1368
     # points (the 32 behind a read measured only; from 21:19 UTC also the shared reads of 4 and
     # 64 KiB alone behind a write: 1440; from 2026-12-04 (moves to one destination compiled
-    # knowing it: docs/decisions.md D13) 1530, the 54 shared sums in the one-shot's staggered
+    # knowing it: docs/decisions/D13.md) 1530, the 54 shared sums in the one-shot's staggered
     # order measured only too), 6.2 % median, and 36 x 2 with every group
     # of blocks on its own buffers (as virtual ranks), 2.9 %; copies queued on 1-8 streams
     # (ce_burst: forked, or in rounds chained by events from the previous stream or from
@@ -217,7 +217,7 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     assert summary["ce_burst"].median_abs_error == pytest.approx(0.050, abs=0.002)
     # peer copies around a ring of 2-8 groups with the generated kernels' hand-off between
     # them, 1-8 steps of 512 B - 1 MiB (h200-microbench-2026-12-03-run28.json.gz;
-    # docs/decisions.md D18): the 192 ring points predicted, 2.8 %; the 192 grid-barrier ones
+    # docs/decisions/D18.md): the 192 ring points predicted, 2.8 %; the 192 grid-barrier ones
     # measured only. The fused kernels' pull-reduce alone (rs and ar,
     # 2-8 ranks, 2-16 blocks each): 48 points, 3.7 %
     assert summary["signal_chain"].points == 384 and summary["signal_chain"].predicted == 192
@@ -229,8 +229,8 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     assert summary["fused_pull_tma"].median_abs_error == pytest.approx(0.005, abs=0.002)
     # the crossed sums (parts of 512 B - 64 KiB behind a write, 32 MiB back to back; 8 sources
     # by registers also 4 a round) and, from 17:20 UTC, crossed reads into one destination
-    # (4 KiB - 4 MiB parts behind a write), fitted with the other moves (docs/decisions.md
-    # D6): 192 points from 2026-12-04, 3.5 %
+    # (4 KiB - 4 MiB parts behind a write), fitted with the other moves (
+    # docs/decisions/D6.md): 192 points from 2026-12-04, 3.5 %
     assert summary["block_moves_cross"].points == 192
     assert summary["block_moves_cross"].median_abs_error == pytest.approx(0.035, abs=0.002)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
@@ -421,7 +421,7 @@ def test_crossed_block_moves_wait_a_further_round_of_loads(shipped):
     assert predict_time_s(shipped, {**four, "params": {**four["params"], "load_batch": 4}}) == \
         predict_time_s(shipped, four)
     # h200-block-moves-2026-12-03-run22.json.gz measured 5.44 us (8 at once) and 6.98 us (4 a
-    # round) behind a kernel's write (docs/decisions.md D24)
+    # round) behind a kernel's write (docs/decisions/D24.md)
     assert 0.8e-6 < twice - once < 2.0e-6
 
 
@@ -444,7 +444,7 @@ def test_a_ring_hand_off_costs_the_drain_the_release_and_a_system_flag(shipped):
     assert t[2] - t[1] == pytest.approx(step) and t[8] - t[1] == pytest.approx(7 * step)
     # h200-microbench-2026-12-03-run21.json.gz measured 1.74-1.77 us a step for 4 KiB at 8 x 16
     # blocks (17.44 - 5.12 us over 7); the model, refitted on the 17:08 signal_chain and the
-    # 2026-12-04 moves, 1.73 us (docs/decisions.md D18, D37)
+    # 2026-12-04 moves, 1.73 us (docs/decisions/D18.md, D37.md)
     assert 1.5e-6 < step < 1.9e-6
     # grid barriers: measured only (the generated kernels in virtual ranks never meet in one)
     barrier = {**rec, "params": {**rec["params"], "sync": "barrier", "steps": 2}}

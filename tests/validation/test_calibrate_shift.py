@@ -1,4 +1,4 @@
-"""The shifted moves' calibration (docs/decisions.md D63): the input made from the committed
+"""The shifted moves' calibration (docs/decisions/D63.md): the input made from the committed
 block_moves --shift rows, the stage that fits each point relative to its aligned twin, and its
 residual on those records. No GPU; the stage's fit takes a few seconds."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fused reductions' check (validation/runtime/fused.py, docs/decisions.md D62): the
+"""The fused reductions' check (validation/runtime/fused.py, docs/decisions/D62.md): the
 tolerance follows the roundings of a bf16 running sum of the world partials, simulated here
 in numpy as the store-add kernels make it (each partial rounded to bf16, then added to the bf16
 output in a random order, rounding to nearest even after every add)."""

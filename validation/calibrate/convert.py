@@ -7,7 +7,7 @@ apart (fit.merge_results keeps one row per benchmark, params and bytes).
     python -m validation.calibrate.convert --run a=A.jsonl.gz --run b=B.jsonl.gz \\
         --device "NVIDIA H200" --date DATE --command "..." -o OUT.json.gz
 
-(the shifted moves' calibration input, docs/decisions.md D63, was written so: MANIFEST.toml).
+(the shifted moves' calibration input, docs/decisions/D63.md, was written so: MANIFEST.toml).
 """
 from __future__ import annotations
 

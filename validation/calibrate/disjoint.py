@@ -1,4 +1,4 @@
-"""Calibrate from primitives only (docs/decisions.md D1, issue #43): a microbenchmark point
+"""Calibrate from primitives only (docs/decisions/D1.md, issue #43): a microbenchmark point
 whose size and world are a validation suite's (size, world) is a judged case in disguise
 (block_moves' 4 KiB shared reads on 8 readers are the one-shot all-reduce of 4 KiB at w8), so
 ``pksim calibrate`` leaves such points out of the fit. A point's world is the ranks it moves

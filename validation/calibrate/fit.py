@@ -60,7 +60,7 @@ class Stage:
 
 def aligned_twin(rec: Mapping[str, Any]) -> str:
     """The same block_moves point from sources on the 16-byte grid (shift 0, same run): what
-    a shifted move's time is fitted relative to (docs/decisions.md D63)."""
+    a shifted move's time is fitted relative to (docs/decisions/D63.md)."""
     return measurement_key({**rec, "params": {**rec.get("params", {}), "shift": 0}})
 
 
@@ -119,7 +119,7 @@ STAGES = (
         Param("gpu.kernel.ldst_move_epilogue_ns_per_KiB", 0.01, 1e4),
         Param("gpu.kernel.ldst_move_bias_ps_per_element", 0.01, 1e5))),
     # block_moves --shift alone: what sources off the 16-byte grid add to the aligned move, on
-    # each point's time over its aligned twin's (docs/decisions.md D63)
+    # each point's time over its aligned twin's (docs/decisions/D63.md)
     Stage("shifted moves", ("block_moves_shift",), (
         Param("gpu.kernel.ldst_move_word_ns_per_KiB", 0.01, 1e4),
         Param("gpu.kernel.ldst_word_l2_GBps", 100, 1e6),
@@ -210,7 +210,7 @@ def load_results(path: str | Path) -> Results:
 
 def _grouped(rec: Mapping[str, Any]) -> Mapping[str, Any]:
     """A record under the group that fits it: block_moves run with --shift (its records carry
-    "shift") is the shifted moves' own group, block_moves_shift (docs/decisions.md D63)."""
+    "shift") is the shifted moves' own group, block_moves_shift (docs/decisions/D63.md)."""
     if rec.get("bench") == "block_moves" and "shift" in (rec.get("params") or {}):
         return {**rec, "bench": "block_moves_shift"}
     return rec

@@ -5,7 +5,7 @@ started by a torchrun-style launcher; CUDA IPC as the real-rank runtime maps pee
 ``plan`` lists the points (mechanism x operation x pattern x SMs x size x TMA message),
 ``build`` compiles validation/microbench/peers/peer_moves.cu, ``launch`` runs the N
 processes, ``fit`` fits the per-SM rates, the TMA message half size and the copy-engine
-setup to the one-direction points (docs/decisions.md D50) and judges the both-directions
+setup to the one-direction points (docs/decisions/D50.md) and judges the both-directions
 and all-pairs points with them, and ``render`` writes the calibrated system file: every
 key it writes names how it was measured, and where all ranks shared one device the path
 was local (a check of the machinery, not of NVLink): the file says so and tags the
@@ -40,7 +40,7 @@ CE_SIZES = tuple(64 << 10 << (2 * i) for i in range(7))      # 64 KiB .. 256 MiB
 ROBUST_SCALE = 0.05
 # (mechanism, op) -> the key its per-SM rate sets; register reductions (the pull-reduce:
 # peer loads, local sum) are judged with ldst_read_per_sm_GBps, the rate the model gives
-# them (docs/decisions.md D38), not fitted.
+# them (docs/decisions/D38.md), not fitted.
 RATE_KEYS = {("tma", "write"): "tma_write_per_sm_GBps", ("tma", "read"): "tma_read_per_sm_GBps",
              ("tma", "reduce"): "tma_reduce_per_sm_GBps",
              ("register", "write"): "ldst_write_per_sm_GBps",
@@ -159,7 +159,7 @@ def load(path: Path) -> dict:
     return doc
 
 
-# ---- the model and the fit (docs/decisions.md D50) -------------------------------------------
+# ---- the model and the fit (docs/decisions/D50.md) -------------------------------------------
 def rate_Bps(point: dict, r: float, half: float, cap: float) -> float:
     """One rank's rate: its SMs at ``r`` per SM (a TMA message of m bytes at m / (m + half)
     of it), at most the path's ``cap``: the hard minimum pksim.mechanisms.flow takes over NVLink."""
@@ -331,7 +331,7 @@ def render(doc: dict, result: RanksFit, inherits: str, name: str, command: str,
                         "scipy.optimize.least_squares on log(predicted / measured time) of the "
                         "one-direction points, soft-L1 loss (scale 0.05): time = start + bytes / "
                         "min(SMs x per-SM rate (x m / (m + half) for TMA messages of m bytes), "
-                        "path cap); copy engines: setup + bytes / rate (docs/decisions.md D50)"),
+                        "path cap); copy engines: setup + bytes / rate (docs/decisions/D50.md)"),
         "[calibration.ranks]",
         f"ranks = {doc['world']}",
         f"devices = {doc['devices']}",

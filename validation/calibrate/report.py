@@ -93,13 +93,13 @@ EXPLAIN = {
         "variant \"sum\" are off alike (a TMA sum into 2 or 4 destinations 16-20 % high, of 4 "
         "or 8 sources into one 11-13 % low). The three epilogue figures move only a variant's "
         "time over the sum's at the same point, which the model predicts within 3.2 % median "
-        "(16 % max) of the measured ratio (docs/decisions.md D56)."),
+        "(16 % max) of the measured ratio (docs/decisions/D56.md)."),
     "block_moves_shift": (
         "The aligned moves' own figures (block_moves' fit) set these times: the sweep's aligned "
         "points (shift 0, on the same GPUs) are off alike (register sums up to 23 % high, copies "
         "into 2 destinations on 132 blocks 37 % low). The shifted moves' three figures are "
         "fitted on each shifted point's time over its aligned twin's, which the model predicts "
-        "within 7.0 % median (66.9 % max, those copies on 132 blocks; docs/decisions.md D63). "
+        "within 7.0 % median (66.9 % max, those copies on 132 blocks; docs/decisions/D63.md). "
         "At 16 MiB: register copies and sums into 4-8 destinations within 7 %; register sums "
         "into 1-2 destinations on 1-16 blocks 12-33 % high (the adds hide part of the word "
         "loads); TMA sums within 11 %; TMA copies, costed as the one-source staged sum, 17-32 % "

@@ -19,7 +19,7 @@
 // 8} groups of 132 / R or 64 / R blocks each move the same S in {1, R} sources into their own
 // destination ("readers" = R, "blocks" = blocks per group), as the virtual ranks of a
 // one-shot all-reduce (S = R) or a broadcast (S = 1) read the same buffers; also 4 and 64 KiB
-// alone behind a write on the suite's blocks per group (docs/decisions.md D19).
+// alone behind a write on the suite's blocks per group (docs/decisions/D19.md).
 // Own buffers ("block_moves_own" records, measured only): G in {2, 4, 8} groups of 132 / G or
 // 64 / G blocks, group g moving its own S in {1, 2, 4} sources into its own destination, as
 // virtual ranks do (G x S <= 8).
@@ -30,8 +30,8 @@
 // destinations, as the G virtual ranks of a two-shot all-reduce do ("bytes" = one part; G
 // parts of 4 KiB and 64 KiB each launch timed alone behind a 256 MiB write, 64 MiB back to
 // back).
-// Crossed reads into one destination ("block_moves_cross" with "dests" = 1; docs/decisions.md
-// D6): G
+// Crossed reads into one destination ("block_moves_cross" with "dests" = 1;
+// docs/decisions/D6.md): G
 // groups, group g summing part g of all G sources into its own destination (a direct
 // reduce-scatter's ranks), parts of 4 KiB - 4 MiB alone behind a 256 MiB write.
 // Keys: "bytes" = payload (bytes written to one destination), "traffic_bytes" = (S + D) x
@@ -42,7 +42,7 @@
 // and a reduction bit-identical.
 // Behind a write ("timing": "behind_write"): payloads of 4 KiB, 64 KiB, 256 KiB, 1 MiB and
 // 4 MiB (the last two because the suite's TMA and register sums part at 1-16 MiB:
-// docs/decisions.md D25) of
+// docs/decisions/D25.md) of
 // every shape on 4, 16, 33, 66, 132 and 264 blocks, each launch alone behind a 256 MiB write, events around it (as
 // `pksim validate` times a collective; the other points are back-to-back launches); at 4 KiB
 // also behind a kernel's write instead of cudaMemsetAsync ("flush": "kernel") and launched
@@ -53,7 +53,7 @@
 // --shift BYTES (0..14, even): every source starts BYTES past its 16-byte boundary,
 // the destinations on it, as a shard at an odd offset moved to the start of another buffer
 // (the collectives' shifted moves: registers read words, TMA realigns in the stage; moves.cuh,
-// docs/decisions.md D58); only the first sweep (back to back, records carry "shift"; 0 for
+// docs/decisions/D58.md); only the first sweep (back to back, records carry "shift"; 0 for
 // the aligned moves of the same sweep).
 // Usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N] [--shift BYTES]
 #include "moves_check.cuh"
@@ -71,11 +71,11 @@ PK_HD bool group_dest(int groups, int own) {
 
 // One kernel per (mechanism, copy or sum), as a generated collective compiles only the
 // routines it calls, declared one block an SM as the generated kernels are (without it ptxas
-// gave the TMA copy 32 B of stack and 100 B of spills, CUDA 13.0, before docs/decisions.md D17). `one`:
+// gave the TMA copy 32 B of stack and 100 B of spills, CUDA 13.0, before docs/decisions/D17.md). `one`:
 // the move has one destination and the compiler knows it, as in the generated phases that
 // pass pkc::one(...) (the one-shot, the reduce-scatter, the broadcast, the ring steps); the
 // destinations' count is a run-time value otherwise, as in those that fill a set per peer
-// (docs/decisions.md D13).
+// (docs/decisions/D13.md).
 template <class C, bool reduce, int QB = PKC_SET_SLOTS, bool one = false>
 __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_constant__ pkc::ptrs<bf16> dst,
                                                    const __grid_constant__ pkc::cptrs<bf16> src,
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) move_kernel(const __grid_const
     d.p[k] = mine.p[k] + (one_dest ? 0 : at) + s.lo;
     // own == 5: shared reads in the staggered order of the generated one-shot (group g
     // reads source g first, then g + 1, ...), by a subtraction as pkc::peer (a `%` costs
-    // 0.3 us at 4 KiB: docs/decisions.md D17); sums only: copies read one source
+    // 0.3 us at 4 KiB: docs/decisions/D17.md); sums only: copies read one source
     int j = first + k < PKC_SET_SLOTS ? first + k : PKC_SET_SLOTS - 1;
     if constexpr (reduce) {
       if (own == 5 && groups > 1 && k < src.n) j = k < src.n - grp ? grp + k : grp + k - src.n;
@@ -375,7 +375,7 @@ int main(int argc, char** argv) {
   // 256 MiB: inputs as cold as behind the memset, but an L2 of clean lines. Against the
   // memset points, what writing back the flush's dirty lines costs a cold move (the model,
   // which has no such term, is 7-21 % fast at these sizes behind the memset;
-  // docs/decisions.md D26).
+  // docs/decisions/D26.md).
   for (size_t alone : {(size_t)1 * MiB, (size_t)4 * MiB}) {
     if (alone > big) continue;
     const size_t n = alone / sizeof(bf16);
@@ -425,11 +425,11 @@ int main(int argc, char** argv) {
         }
         // Alone behind a write: the one-shot's and the broadcast's cold small moves as the
         // suite runs them, 4 KiB, 64 KiB and 1 MiB per destination on the suite's blocks per
-        // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8; docs/decisions.md
-        // D19). The sums also in the generated one-shot's staggered order ("order":
+        // group (16 / 33 / 66 at R = 2, 8 / 16 / 33 at 4, 4 / 8 / 16 at 8;
+        // docs/decisions/D19.md). The sums also in the generated one-shot's staggered order ("order":
         // "staggered", own == 5; measured only): its phase ran 0.3-0.6 us faster than these
         // shared reads at 4-64 KiB, not by the order (0-0.2 us slower staggered) but by its one
-        // destination known at compile time (docs/decisions.md D13)
+        // destination known at compile time (docs/decisions/D13.md)
         for (size_t alone : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)MiB}) {
           const size_t n = alone / sizeof(bf16);
           for (int per : {132 / readers / 4, 132 / readers / 2, 132 / readers})
@@ -498,7 +498,7 @@ int main(int argc, char** argv) {
   // Crossed reads into one destination (own == 4; "dests" = 1): G groups, group g summing part
   // g of all G sources into its own destination, as a direct reduce-scatter's ranks do; parts
   // of 4 KiB - 4 MiB alone behind the memset (the suite's direct reduce-scatter by TMA at
-  // 16 MiB w4 was 21 % over the model, by registers 11 %; docs/decisions.md D6).
+  // 16 MiB w4 was 21 % over the model, by registers 11 %; docs/decisions/D6.md).
   each_crossed([&](bool tma, int groups, const auto& d, const auto& s, int total, int per) {
     for (size_t part : {(size_t)4 * KiB, (size_t)64 * KiB, (size_t)1 * MiB, (size_t)4 * MiB}) {
       if (part * groups > big || (quick && total != 64)) continue;

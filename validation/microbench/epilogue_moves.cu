@@ -15,7 +15,7 @@
 // the bias a row of 1024 entries (bias[i % 1024], as the comm suite's timed bias epilogues; a
 // 2 or 4 KiB row that stays in L1 / L2). These are primitives: one move, no synchronisation
 // between blocks; the collectives with an epilogue (the comm suite) judge the model fitted
-// from them, never fit it (docs/decisions.md D56).
+// from them, never fit it (docs/decisions/D56.md).
 // Sweep: mechanism {tma, register} x variant x shape {reduce 2->1, 4->1, 8->1, 2->2, 4->4,
 // 8->8} x blocks {4, 16, 33, 66, 132} at 64 MiB per destination (traffic (S + D) x payload,
 // 192 MiB .. 1 GiB, far above the 60 MiB L2), bf16, back-to-back launches; fp32 for the
@@ -29,7 +29,7 @@
 // the sources in source order, x scale, + bias, rounded once): within one unit in the last
 // place of the largest term in the output type (the kernels may fuse the scale and the bias into
 // one FMA, which rounds once where the reference rounds twice; a check against the result's own
-// unit failed every fp32 max-scale-bias point: docs/decisions.md D56).
+// unit failed every fp32 max-scale-bias point: docs/decisions/D56.md).
 // Usage: epilogue_moves [--quick] [--payload-mib N]
 #include "moves_check.cuh"
 #include "collectives/epilogue.cuh"

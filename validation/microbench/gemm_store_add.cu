@@ -2,8 +2,8 @@
 // each finished tile TMA-reduce-added into D outputs (pkf::store_add_all, kernels/fused/fused.cuh)
 // instead of stored once, on one GPU, every SM computing.
 //
-// Why: the intra-SM gemm-rs / gemm-ar kernels ran 8-23 % over the model (docs/decisions.md
-// D34), which had their store-adds share only memory with the GEMM. This times the epilogue's own cost on a
+// Why: the intra-SM gemm-rs / gemm-ar kernels ran 8-23 % over the model (
+// docs/decisions/D34.md), which had their store-adds share only memory with the GEMM. This times the epilogue's own cost on a
 // primitive: one GEMM, no ranks, no waits, the store-adds into D local M x N buffers (as a rank of
 // gemm-ar stores into world outputs), beside the same GEMM storing once ("store") and storing
 // plainly into D buffers ("store_many": TMA stores, no reduction), so that the reduction's share

@@ -112,7 +112,7 @@ def _versus_section(versus: list[dict]) -> list[str]:
             "All-reduce, pk's best schedule against NCCL's pick (its default eager launch), "
             "both with the switch's reduction (NVLS): the resource class busiest over each run, "
             "and pk - NCCL split into parts that add up to the difference (pksim.versus; "
-            "docs/decisions.md D44): launch, the host's floor, the binding resource's payload "
+            "docs/decisions/D44.md): launch, the host's floor, the binding resource's payload "
             "at its raw capacity, its wire overhead (protocol and mechanism efficiency), and "
             f"what is exposed beyond it. Same binding resource in {same} of {len(versus)}.",
             ""] + _table(VERSUS_HEADER, versus_rows(versus))

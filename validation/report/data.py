@@ -4,7 +4,7 @@
 collectives and for the fused GEMM + communication kernels.
 
 * error of a case = (predicted - measured) / measured, measured = validation/run/collectives.py's
-  median_s (the mean of the medians of two halves of the calls: docs/decisions.md D27) or
+  median_s (the mean of the medians of two halves of the calls: docs/decisions/D27.md) or
   validation/run/fused.py's median;
 * ranking: for each group (collectives: op, size, world; fused: op, m x n x k, world, whose
   candidates include "none", the unfused baseline), the candidate the simulator ranks first
@@ -361,8 +361,8 @@ def order_effect(rows: list[dict], order: list[str], largest: int = 64 << 10) ->
     (``order``: the measured ids as the worker ran them) than at even ones: the median of
     measured / predicted at odd places over the same at even places, minus 1; None with fewer
     than 10 of either. Before the suite timed in halves every run showed 2-8 % (every other
-    timing ran slower, validation/experiments/parity.py at commit 7cc519e; docs/decisions.md
-    D27); a case timed in two halves sees both."""
+    timing ran slower, validation/experiments/parity.py at commit 7cc519e;
+    docs/decisions/D27.md); a case timed in two halves sees both."""
     place = {i: k for k, i in enumerate(order)}
     ratios: tuple[list[float], list[float]] = ([], [])
     for r in rows:

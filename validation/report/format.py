@@ -49,7 +49,7 @@ def summary(s: dict, title: str = "## Summary", groups: str = "(op, size, world)
                       f"places of the measured file differ by {fmt_abs_pct(abs(e))} (median "
                       f"measured / predicted; the odd ones {'slower' if e > 0 else 'faster'}); "
                       f"timed in one piece, the odd ones ran 2-8 % slower "
-                      f"(docs/decisions.md D27).", ""]
+                      f"(docs/decisions/D27.md).", ""]
     return lines
 
 

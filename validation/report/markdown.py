@@ -22,7 +22,7 @@ def _provenance(rep: dict) -> list[str]:
              f"- measured {s['measured_date'] or '?'} on {s['device'] or '?'} (torch "
              f"{s['torch'] or '?'}, CUDA {s['cuda'] or '?'}): virtual ranks in one launch, CUDA "
              f"events, a collective's time its row's median_s (the mean of the medians of two "
-             f"halves of its calls, docs/decisions.md D27), a fused kernel's the median of its "
+             f"halves of its calls, docs/decisions/D27.md), a fused kernel's the median of its "
              f"calls, each call after a 256 MiB write that flushes the L2;"
              f" results `{rep['measured_file']}`"]
     if s.get("copy_GBps"):

@@ -337,7 +337,7 @@ class Collective:
 # A timing whose median is over DISTURBED x its fastest call was disturbed (another process,
 # a clock change): most of its calls ran slow. One session had three such cases,
 # with medians 1.6-5.8x their fastest call, where no case of three sessions before had one over
-# 1.5x (docs/decisions.md D27).
+# 1.5x (docs/decisions/D27.md).
 DISTURBED = 1.5
 
 
@@ -371,7 +371,7 @@ def time_in_halves(coll: Collective, iters: int, warmup: int = 2,
                    lead_cycles: int = 0) -> tuple[list[float], float]:
     """The calls of one timing in two halves, each with its warm-up. Whole timings of a
     4 KiB collective alternate, every other one 7-9 % slower, whatever the allocator cache or
-    the flush buffer (validation/experiments/parity.py at commit 7cc519e; docs/decisions.md D27); two halves in a row see
+    the flush buffer (validation/experiments/parity.py at commit 7cc519e; docs/decisions/D27.md); two halves in a row see
     both, as the experiment measured. (A half of warm-up + n calls after n flushes is an odd
     number of launches: a state that flipped with every launch would do this; nothing shows
     which.) Their calls, and the mean of the two halves' medians. An even warm-up gets one

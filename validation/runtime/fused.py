@@ -11,7 +11,7 @@ torch.
   output with the fp32 reference: sum over ranks of A_r @ B_r (gemm-rs: the owner's rows;
   gemm-ar: everything, on every rank) or A @ B_r (ag-gemm).
 
-Tolerance (docs/decisions.md D62). Each rank's product is rounded to bf16 before or while it
+Tolerance (docs/decisions/D62.md). Each rank's product is rounded to bf16 before or while it
 is summed (a bf16 partial, or a bf16 store-add), and the sum is rounded again: an element
 passes when ``|out - ref| <= 2^-7 |ref| + S sqrt(K) / 64 + Z sigma_run`` with S = world for
 the reductions (each of the world roundings of a partial of size ~sqrt(K) costs up to 2^-9 of

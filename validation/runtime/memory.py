@@ -2,7 +2,7 @@
 and whether it fits: ``pksim validate --prepare`` leaves out the cases the GPU it will run on
 cannot hold (its capacity: the system's, or ``--gpu-memory``), and the GPU run skips a case its
 free memory cannot hold, with the reason, rather than fail with an out-of-memory error
-(docs/decisions.md D70).
+(docs/decisions/D70.md).
 
 A rank allocates (``Collective`` in validation/runtime/collectives.py) its input and its output
 (with a guard tail of GUARD_BYTES), its flags and its scratch: the kernels' ``scratch_bytes``

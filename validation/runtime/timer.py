@@ -22,7 +22,7 @@ from validation.runtime.library import torch_module
 FLUSH_BYTES = 256 << 20
 # Copy-engine collectives are timed behind a GPU spin of this many clock cycles (about 2 ms at
 # the H200's 1.98 GHz) after the flush, longer than the host takes to issue any of their
-# calls (up to 1.05 ms measured; docs/decisions.md D28), so the events time the GPU's work alone; the
+# calls (up to 1.05 ms measured; docs/decisions/D28.md), so the events time the GPU's work alone; the
 # host's calls are a separate question (docs/VALIDATION.md).
 CE_LEAD_CYCLES = 4_000_000
 # The GPU spin queued ahead of each timed call's flush when calls are timed from an idle GPU

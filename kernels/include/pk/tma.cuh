@@ -168,7 +168,7 @@ PK_DEV bool mbar_wait(uint64_t* bar, unsigned int parity, const spin_ctx& ctx, i
 // global (any rank's) -> shared; `bytes` must also have been announced on `bar` by
 // mbar_arrive_expect_tx (before or together with this call). load_async_u32 takes the
 // destination and the mbarrier as shared-memory addresses (smem_u32), for callers that convert
-// them once rather than per load (pkc::tma_stage_n: docs/decisions.md D58).
+// them once rather than per load (pkc::tma_stage_n: docs/decisions/D58.md).
 PK_DEV void load_async_u32(uint32_t smem_dst, const void* gmem_src, unsigned int bytes, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
