@@ -28,8 +28,9 @@ right before the comment, up to a space or an opening bracket. A rule is ``WHAT 
   ``min``, ``max``, ``count`` (matching rows), or ``grep REGEX``: the first group of the
   regular expression's first match in the source's text (a line that is no table);
 - ``table = TEXT``: the tables that the example whose command contains TEXT prints (this
-  file's, or ``FILE: TEXT`` another file's), ``table = FILE.md``: a markdown file's tables,
-  or ``table = $ pksim ...``: the tables that command prints;
+  file's, or ``FILE: TEXT`` another file's), ``table = FILE.md``: a markdown file's tables
+  (``FILE.json``, ``.toml``, ``.csv``: a committed result's text, for ``grep``), or
+  ``table = $ pksim ...``: the tables that command prints;
 - ``title ~ REGEX`` (a table's title line, or the heading above a markdown table; ``!~``:
   no match), ``COLUMN = A, B`` (the cell is one of them), ``COLUMN ~ REGEX``, ``COLUMN !~
   REGEX``; ``in ms`` writes a time column's cell in that unit;
@@ -219,7 +220,7 @@ _RUNS: dict[str, str] = {}
 def _source_text(path: Path, where: str) -> str:
     """What a claim reads: a markdown file, a command's output (run once per process), or
     the output of the example (of this file, or ``FILE: ``) whose command contains it."""
-    if where.endswith(".md"):
+    if re.search(r"\.(md|json|toml|csv)$", where):
         return (ROOT / where).read_text()
     if where.startswith("$ pksim "):
         if where not in _RUNS:

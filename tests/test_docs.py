@@ -12,14 +12,17 @@ import json
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from hwmodels.catalog import load_system
 from pksim import plots
 from pksim.gantt import gantt
 from pksim.cli.main import cli
+from pksim.study import figure
 from tests.golden.test_predictions import is_default_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +122,10 @@ def test_claims_are_where_the_issue_found_prose_wrong():
                        ("guide/what-if.md", "table = moe-alltoall"),
                        ("guide/sweeps-and-traces.md", "table = sweep --system"),
                        ("systems.md", "figure dgx-h100 gpu.nvlink.latency_ns"),
-                       ("programs.md", "table = docs/programs/report.md")]:
+                       ("programs.md", "table = docs/programs/report.md"),
+                       ("programs.md", "table = bench/results-programs-2026-12-04.json"),
+                       ("systems.md", "figure hgx-h200 gpu.l2.capacity_MiB"),
+                       ("guide/sweeps-and-traces.md", "title ~ vr-nvl144 | size = 16MiB")]:
         assert rule in text[name], (name, rule)
 
 
@@ -132,6 +138,9 @@ def test_claim_rules_compute_what_they_say():
     assert run_examples.evaluate(f"value time (us) | {table} | workload = allreduce-1GiB | "
                                  f"in ms", guide) == "3.96"
     assert run_examples.evaluate("figure dgx-h100 gpu.sm.count", guide) == "132"
+    bench = "bench/results-programs-2026-12-04.json"
+    assert run_examples.evaluate(rf'grep "wall_s": ([\d.]+) | table = {bench}', guide) == \
+        str(json.loads((ROOT / bench).read_text())["runs"][0]["wall_s"])
     with pytest.raises(ValueError, match="rows match"):
         run_examples.evaluate(f"value speed-up | {table}", guide)
 
@@ -268,3 +277,103 @@ def test_every_decision_citation_names_a_record_file():
     assert stale == [], f"cite docs/decisions/Dn.md, not decisions.md: {stale}"
     folder = ROOT / "docs" / "decisions"
     assert len(cited) > 40 and {n for n in cited if not (folder / f"D{n}.md").exists()} == set()
+
+
+def test_validation_calibration_table_is_the_calibration_pages():
+    """docs/VALIDATION.md's residual table (points, median (max) |error| per microbenchmark)
+    against docs/validation/calibration.md's, which validation/calibrate/report.py generates:
+    every microbenchmark of the page is listed, with its numbers."""
+    docs = ROOT / "docs"
+    (page,) = [t for t in run_examples.tables((docs / "validation" / "calibration.md").read_text())
+               if t.title == "Residual per microbenchmark"]
+    want = {r["microbenchmark"].strip("`"): (r["points"], r["median abs. error"],
+                                             r["max abs. error"]) for r in page.rows}
+    (table,) = [t for t in run_examples.tables((docs / "VALIDATION.md").read_text())
+                if t.title == "Calibration"]
+    got = {}
+    for row in table.rows:
+        names = [n.strip(" `") for n in row["microbenchmark"].split(",")]
+        points = [p.strip() for p in row["points"].split(",")]
+        errors = re.findall(r"\*?\*?([\d.]+) %\*?\*? \(([\d.]+) %\)", row["median (max)"])
+        if row["median (max)"] == "measured only":
+            errors = [("-", "-")]
+        assert len(names) == len(points) == len(errors), row
+        for name, n, (median, worst) in zip(names, points, errors):
+            got[name] = (n, median if median == "-" else f"{median}%",
+                         worst if worst == "-" else f"{worst}%")
+    assert got == want
+
+
+def test_validation_remote_path_table_is_the_refitted_file():
+    """docs/VALIDATION.md's `calibrate --ranks 4` table: each fitted figure is the refitted
+    file's to the digits written, and the last column is dgx-h100's figure."""
+    fitted = tomllib.loads((ROOT / "validation" / "data" / "cited" /
+                            "h200-single-ranks4-2026-12-04.toml").read_text())
+    remote = fitted["gpu"]["transfer_remote"]
+    dgx = load_system("dgx-h100")
+    (table,) = [t for t in run_examples.tables((ROOT / "docs" / "VALIDATION.md").read_text())
+                if t.title.startswith("The remote path")]
+    seen = 0
+    for row in table.rows:
+        first, *rest = re.findall(r"`?(\w+)`?", row["figure (local path)"].replace(" / ", " "))
+        keys = [first] + [f"{r}_per_sm_GBps" for r in rest]
+        written = row["fitted"].split(" / ")
+        assert len(written) == len(keys), row
+        for key, text in zip(keys, written):
+            digits = len(text.partition(".")[2])
+            assert round(remote[key]["value"], digits) == float(text), (key, text)
+            seen += 1
+        theirs = float(run_examples._number(row["dgx-h100's NVLink figure"]))
+        assert theirs == float(f"{figure(dgx, f'gpu.transfer_remote.{keys[0]}'):.3g}"), key
+    assert seen == 7
+
+
+def test_validation_remote_path_residuals_are_the_refitted_files():
+    """The sentence under that table, "TMA write 3.9 % (45 %), read ...; registers ... and
+    ...", against the refitted file's [calibration.residual] groups, to the digits written."""
+    fitted = tomllib.loads((ROOT / "validation" / "data" / "cited" /
+                            "h200-single-ranks4-2026-12-04.toml").read_text())
+    groups = {g["group"]: g for g in fitted["calibration"]["residual"].values()}
+    text = " ".join((ROOT / "docs" / "VALIDATION.md").read_text().split())
+    said = re.search(r"TMA write (.*?); registers (.*?); copy engine", text)
+    pairs = re.findall(r"([\d.]+) % \(([\d.]+) %\)", said.group(1) + " " + said.group(2))
+    names = ["tma write", "tma read", "tma reduce", "register write", "register read"]
+    assert len(pairs) == len(names)
+    for name, (median, worst) in zip(names, pairs):
+        group = groups[f"{name}, one direction"]
+        for written, value in ((median, group["median_abs_error"]),
+                               (worst, group["max_abs_error"])):
+            digits = len(written.partition(".")[2])
+            assert round(100 * value, digits) == float(written), (name, written, value)
+
+
+# VALIDATION.md's published-measurement curves and the corpus entries they are
+CURVES = {"A h200": "h200-8gpu-allreduce-nvls-graph",
+          "B h200": "h200-8gpu-allreduce-nvlsoff-graph",
+          "C h200": "h200-8gpu-allreduce-nvls-eager", "D h200": "h200-8gpu-allgather-eager",
+          "E h200": "h200-8gpu-reducescatter-eager",
+          "h100 in-place": "h100-8gpu-allreduce-inplace-blog",
+          "a100": "a100-8gpu-allreduce-eager", "b200 all-reduce": "b200-8gpu-allreduce",
+          "b200 2-GPU": "b200-2gpu-allreduce-ring-ll128-nccl-pr2343",
+          "h100 Megatron": "h100-8gpu-ag-rs-symmetric-megatron-pr5596",
+          "h100 helion": "h100-8gpu-allreduce-oneshot-helion245"}
+
+
+def test_validation_published_table_is_the_published_page():
+    """docs/VALIDATION.md's median / p90 |error| per curve and band, and met or missed,
+    against docs/validation/published.md (which `pksim validate --published --write-docs`
+    writes)."""
+    docs = ROOT / "docs"
+    page = {r["entry"]: r for t in run_examples.tables((docs / "validation" / "published.md")
+                                                        .read_text()) if "entry" in t.headers
+            for r in t.rows}
+    (table,) = [t for t in run_examples.tables((docs / "VALIDATION.md").read_text())
+                if t.title.startswith("Multi-GPU") and "curve" in t.headers]
+    assert len(table.rows) == len(CURVES)
+    for row in table.rows:
+        (entry,) = [e for prefix, e in CURVES.items() if row["curve"].startswith(prefix)]
+        theirs = page[entry]
+        for band, key in zip(table.headers[1:5], [h for h in theirs if "med/p90/max" in h]):
+            want = "-" if theirs[key] == "-" else " / ".join(theirs[key].split("/")[:2])
+            assert row[band] == want, (row["curve"], band, row[band], want)
+        assert row["target"] == theirs["target"].lower(), row["curve"]

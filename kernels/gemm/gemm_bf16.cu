@@ -17,9 +17,8 @@
 // 2 128x128x64s6, 3 256x128x64s4, 4 128x256x64s4c2, 5 128x256x64s3c2, 6 256x128x64s4c2,
 // 7 128x256x64s4c2x2, 8 256x128x64s4c1x2, 9 256x128x64s4c2x2 (the clustered ones need a
 // first_block that is a multiple of the cluster size; the grid is capped at the number of
-// co-resident clusters). Variants 5-9 are candidates: built and, 7 only, profiled on a GPU, but
-// not yet checked there by validation/run/gemm.py (docs/PERFORMANCE.md); variant 4 was
-// checked before its stage release changed (gemm.cuh, mbar_arrive_cluster), not since.
+// co-resident clusters). Every variant passed validation/run/gemm.py's checks on an H100
+// (docs/PERFORMANCE.md, "Side by side in turn"); the default is the fused kernels' GEMM.
 //
 // Return value: 0 on success; a negative pk::gemm::status for a bad argument (checked before
 // any CUDA call, so a bad call never touches the GPU); a positive cudaError_t otherwise. The

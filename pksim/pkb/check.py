@@ -303,9 +303,11 @@ def pksim_commit() -> str:
 def device_info() -> dict:
     out: dict[str, Any] = {"host": socket.gethostname()}
     try:
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,uuid", "--format=csv,noheader"],
                            capture_output=True, text=True, timeout=30)
-        out["gpus"] = [x.strip() for x in q.stdout.splitlines() if x.strip()]
+        rows = [[f.strip() for f in x.split(",")] for x in q.stdout.splitlines() if x.strip()]
+        out["gpus"] = [", ".join(r[:2]) for r in rows]
+        out["gpu_uuids"] = [r[2] for r in rows if len(r) > 2]
     except (OSError, subprocess.TimeoutExpired):
         out["gpus"] = []
     return out

@@ -3,6 +3,7 @@ no PKB code), the signatures read from it, the solutions written, the report ren
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 
 import pytest
@@ -80,8 +81,9 @@ def test_solve_writes_pkb_layout_following_the_plan(pkb):
 def test_the_report_counts_only_what_the_results_say(pkb, tmp_path):
     CliRunner().invoke(cli, ["pkb", "solve", "--pkb", str(pkb)])
     results = tmp_path / "r.jsonl"
-    rows = [{"id": 4, "stem": "4_reduce", "ok": True, "world": 8, "device": {"gpus": ["H100"]},
-             "trials": [{"trial": t, "ok": True, "max_abs_diff": 0.0, "why": ""} for t in range(5)],
+    rows = [{"id": 4, "stem": "4_reduce", "ok": True, "world": 8,
+             "device": {"gpus": ["H100"], "gpu_uuids": ["GPU-1234"]},
+             "trials": [{"trial": t, "ok": True, "max_abs_diff": t / 4, "why": ""} for t in range(5)],
              "tally": {"reduce": 5}, "reference_adaptations": {"reduce_keeps": 5}},
             {"id": 16, "stem": "16_gemm_reducescatter", "ok": False, "world": 8,
              "errors": ["rank 0: CommError: x"]}]
@@ -92,12 +94,17 @@ def test_the_report_counts_only_what_the_results_say(pkb, tmp_path):
     assert res.exit_code == 0, res.output
     text = out.read_text()
     assert "Checked: 2 of 3 problems; correct (every trial on every rank within atol = rtol = 1e-2): 1." in text
-    assert "| 4 | reduce | yes | 5/5 | 0 | torch compute; generated: reduce x5 |" in text
+    assert "| 4 | reduce | yes | 5/5 | 0 0.25 0.5 0.75 1 | torch compute; generated: reduce x5 |" in text
+    assert "device H100 (GPU-1234)" in text
     assert "| 56 | ring_attention_pp | not run |" in text
     assert "- 16 16_gemm_reducescatter: rank 0: CommError: x" in text
+    assert "- not checked (no result in the file): 56" in text
     assert "ParallelKernelBench commit `abc`" in text
     assert "the ranks other than dst keep their tensor" in text
     assert report.read_rows(results)[0]["id"] == 4
+    packed = tmp_path / "r.jsonl.gz"
+    packed.write_bytes(gzip.compress(results.read_bytes()))
+    assert report.read_rows(packed) == report.read_rows(results)
 
 
 @pytest.mark.parametrize("args", [["pkb"], ["pkb", "solve"], ["pkb", "check"], ["pkb", "report"]])

@@ -67,3 +67,17 @@ def test_sustained_clocks_are_the_samples_inside_each_window(tmp_path):
     rows = rg.sustained_table(rg.read_runs([run]), samples)
     assert rows[2] == "| 1 | torch.matmul | 1000 | 733 |  | 1650 | 699 | 3 |"
     assert rows[3] == "| 1 | 4 c2 | 1000 | 785 | 107 % | 1760 | 645 | 2 |"
+
+
+def test_host_cost_rows_name_the_library_of_each_process(tmp_path):
+    new = _write(tmp_path, "n.jsonl", [
+        {"kind": "env", "library": "build/new.so"},
+        {"kind": "host", "impl": "torch.matmul", "variant": None, "us_per_call": 9.04},
+        {"kind": "host", "impl": "pk_gemm", "variant": 4, "variant_name": "c2", "us_per_call": 3.46},
+        {"kind": "host", "impl": "pk_gemm", "variant": 5, "variant_name": "c2s3", "error": "x"}])
+    base = _write(tmp_path, "b.jsonl", [
+        {"kind": "env", "library": "build/base.so"},
+        {"kind": "host", "impl": "pk_gemm", "variant": 4, "variant_name": "c2", "us_per_call": 41.0}])
+    rows = rg.host_table(rg.read_runs([new, base]))
+    assert rows[2:] == ["| 1 | new.so | torch.matmul | 9.0 |", "| 1 | new.so | 4 c2 | 3.5 |",
+                        "| 1 | new.so | 5 c2s3 | error |", "| 2 | base.so | 4 c2 | 41.0 |"]

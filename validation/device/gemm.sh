@@ -16,7 +16,9 @@
 # of their variants. Every group runs in a process of its own (a failure there cannot cost the
 # others' results), and torch is timed in each.
 #
-#   validation/device/gemm.sh [--lib PREBUILT.so] [--baseline OTHER.so] [--sustain S] OUT_DIR
+#   validation/device/gemm.sh [--lib PREBUILT.so] [--baseline OTHER.so] [--sustain S] [--no-profile] OUT_DIR
+#
+# --no-profile leaves out the Nsight Compute step.
 #
 # From the repository root; the benchmark runs as python3 -m validation.run.gemm, so the
 # checkout needs no PYTHONPATH (run as a script path it could not import the project).
@@ -24,15 +26,17 @@ set -u -o pipefail
 lib=
 base=
 sustain=1.5
+profile=1
 while [ $# -gt 1 ]; do
   case "$1" in
     --lib) lib=$2; shift 2;;
     --baseline) base=$2; shift 2;;
     --sustain) sustain=$2; shift 2;;
+    --no-profile) profile=; shift;;
     *) echo "gemm.sh: unknown option $1" >&2; exit 2;;
   esac
 done
-out="${1:?usage: validation/device/gemm.sh [--lib SO] [--baseline SO] [--sustain S] OUT_DIR}"
+out="${1:?usage: validation/device/gemm.sh [--lib SO] [--baseline SO] [--sustain S] [--no-profile] OUT_DIR}"
 mkdir -p "$out" build/gemm
 export PYTHONUNBUFFERED=1 CUDA_MODULE_LOADING=EAGER
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
@@ -69,7 +73,7 @@ if [ -n "$base" ]; then
 fi
 kill "$smi"
 
-if command -v ncu >/dev/null; then
+if [ -n "$profile" ] && command -v ncu >/dev/null; then
   timeout 60 ncu --clock-control none -k regex:'gemm|nvjet|xmma|cutlass' -c 4 --section LaunchStats \
     --section SpeedOfLight --section MemoryWorkloadAnalysis python3 -c "
 import sys, torch

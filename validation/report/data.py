@@ -284,11 +284,24 @@ def vs_none(rows: list[dict]) -> list[dict]:
     return out
 
 
-def cliffs(rows: list[dict], fused_rows: list[dict]) -> dict[str, list[dict]]:
+def own_calibration(meta: dict, device: str | None) -> dict:
+    """Whether the predictions are the measured GPU's own: the bundle's system was calibrated
+    (``calibrated.device``, written by pksim calibrate) on a device of the measured name.
+    Issue #38 judges cliffs only against that GPU's own calibration; with another's (an
+    H200-calibrated bundle measured on an H100) or none, the report says so."""
+    cal = (meta.get("calibration") or {}).get("calibrated") or {}
+    on = cal.get("device")
+    return {"system": meta.get("system"), "calibrated_on": on, "measured_on": device,
+            "own": bool(on) and bool(device) and on == device}
+
+
+def cliffs(rows: list[dict], fused_rows: list[dict],
+           calibration: dict | None = None) -> dict[str, Any]:
     """The defects a user meets as cliffs: cases measured more than CLIFF_RATIO times their
     prediction (collectives and fused), and fused groups whose pick (ranking) ran more than
     CLIFF_VS_NONE slower than the group's "none"; each names the resource that bound the
-    prediction."""
+    prediction. ``calibration`` (own_calibration) is carried along: whether the predictions
+    judged are the measured GPU's own."""
     slow = [{"id": r["id"], "predicted_s": r["predicted_s"], "measured_s": r["measured_s"],
              "measured_over_predicted": r["measured_s"] / r["predicted_s"],
              "bound_resource": r.get("bound_resource")}
@@ -312,7 +325,7 @@ def cliffs(rows: list[dict], fused_rows: list[dict]) -> dict[str, list[dict]]:
                            "slower_than_none": g["pick_measured_s"] / none["measured_s"] - 1,
                            "bound_resource": pick.get("bound_resource")})
     return {"slow_vs_prediction": sorted(slow, key=lambda c: -c["measured_over_predicted"]),
-            "picks_slower_than_none": behind}
+            "picks_slower_than_none": behind, "calibration": calibration}
 
 
 def summarise(meta: dict, rows: list[dict], measured: dict[str, dict],
@@ -407,13 +420,15 @@ def build_report(bundle: Path, measured: Path | list[Path] | tuple[Path, ...] | 
         rep["fused"] = {"summary": fsum, "kernels": by_kernel(frows, FUSED_KERNEL),
                         "by_overlap": _by(frows, "overlap"), "by_world": _by(frows, "world"),
                         "ranking": ranking(frows, FUSED_GROUP), "vs_none": vs, "cases": frows}
-    rep["cliffs"] = cliffs(rows, frows)
-    summary["cliffs"] = {k: len(v) for k, v in rep["cliffs"].items()}
+    rep["cliffs"] = cliffs(rows, frows, own_calibration(meta, summary["device"]))
+    summary["cliffs"] = {k: len(rep["cliffs"][k])
+                         for k in ("slow_vs_prediction", "picks_slower_than_none")}
+    summary["cliffs"]["own_calibration"] = rep["cliffs"]["calibration"]["own"]
     for part in ("cases", "ranking", "by_size"):        # sizes as docs/outputs.md names them
         rep[part] = [renamed(r, ("bytes",)) for r in rep[part]]
     return rep
 
 
-__all__ = ["build_report", "summarise", "ranking", "join", "cliffs",
+__all__ = ["build_report", "summarise", "ranking", "join", "cliffs", "own_calibration",
            "by_kernel", "vs_none", "group_name", "load_measured", "load_fused_cases",
            "measured_paths", "OUTPUTS"]

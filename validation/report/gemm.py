@@ -7,7 +7,8 @@ power nvidia-smi sampled during each.
 
 Prints markdown. Records come from validation/run/gemm.py (one file per process); the clock
 samples are matched to a record through its wall-clock interval (t0, t1 and its local form:
-the device's offset from UTC is read off the first record that has both).
+the device's offset from UTC is read off the first record that has both). The host's
+microseconds per call of each implementation (records of kind "host") close the report.
 """
 from __future__ import annotations
 
@@ -146,6 +147,21 @@ def sustained_table(runs: list[list[dict]], samples) -> list[str]:
                   "power W (median)", "samples"], rows)
 
 
+def host_table(runs: list[list[dict]]) -> list[str]:
+    """The host's time per call (run/gemm.py's host_cost), one row per implementation and
+    process, with the library each process loaded."""
+    rows = []
+    for n, recs in enumerate(runs):
+        lib = next((r.get("library", "") for r in recs if r.get("kind") == "env"), "")
+        for r in recs:
+            if r.get("kind") != "host":
+                continue
+            who = "torch.matmul" if r["impl"] == "torch.matmul" else variant_label(r)
+            rows.append([n + 1, Path(lib).name if lib else "-", who,
+                         f"{r['us_per_call']:.1f}" if "us_per_call" in r else "error"])
+    return table(["process", "library", "implementation", "host us per call"], rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", type=Path, nargs="+")
@@ -157,6 +173,7 @@ def main(argv=None) -> int:
     lines += ["", "## Every configuration (% of torch)", ""]
     lines += variant_table(runs) + ["", "## Sustained 8192^3 (back to back, no flush)", ""]
     lines += sustained_table(runs, samples)
+    lines += ["", "## Host time per call", ""] + host_table(runs)
     print("\n".join(lines))
     return 0
 

@@ -97,6 +97,14 @@ def _cliffs(rep: dict) -> list[str]:
              f"Cases measured more than {CLIFF_RATIO:g}x their prediction, and fused picks measured "
              f"more than {CLIFF_VS_NONE * 100:.0f} % slower than their group's \"none\", with the "
              "resource the model thought bound them.", ""]
+    cal = c.get("calibration")
+    if cal and not cal["own"]:
+        lines += [f"**Not this GPU's own calibration**: predicted with `{cal['system']}` ("
+                  + (f"calibrated on {cal['calibrated_on']}" if cal["calibrated_on"]
+                     else "not calibrated")
+                  + f"), measured on {cal['measured_on'] or 'an unknown device'}: the ratios "
+                  "below judge another GPU's figures; prepare the bundle with a system "
+                  "calibrated on this GPU.", ""]
     if c["slow_vs_prediction"]:
         lines += table(["case", "predicted", "measured", "measured / predicted", "bound"],
                        [[x["id"], fmt_time(x["predicted_s"]), fmt_time(x["measured_s"]),

@@ -19,7 +19,10 @@ torch.matmul's own bf16 error against the same reference is printed beside ours.
 
 Timing: CUDA events around each call, L2 flushed before every timed call by writing a
 256 MiB buffer (outside the timed interval), warm-up calls first, the median of --iters
-calls; TFLOP/s = 2 M N K / time. Every record is a JSON line on stdout and in --out. Each
+calls; TFLOP/s = 2 M N K / time. torch.matmul and our configurations of a shape are timed in
+turn, one call of each per round (docs/decisions/D80.md: timed one after the other, the same
+GPU's 8192^3 ratio moved between 86 and 99 % from process to process). Every record is a
+JSON line on stdout and in --out. Each
 timing record carries the wall-clock interval of its calls (t0, t1: seconds since the epoch;
 local: t0 as the machine's local time, the form nvidia-smi's timestamp column takes), so that
 clock and power samples taken beside the run can be matched to it.
@@ -27,6 +30,11 @@ clock and power samples taken beside the run can be matched to it.
 --sustain S then runs SUSTAIN_SHAPE for about S seconds back to back per implementation (no
 flush between calls: the steady state a long run reaches under the power limit), torch.matmul
 and every selected variant, and records the mean time per call and its wall-clock interval.
+
+Host cost: HOST_SHAPE is called HOST_CALLS times back to back per implementation, the host's
+wall time of the loop alone divided by the calls (the GPU's queue is long enough that no call
+waits for it): what each call costs the CPU, the tensor-map encoding and the queries of the
+library's host path included (records of kind "host", microseconds per call).
 
 --sm-sweep times, instead of the usual shapes, SM_SWEEP_SHAPES on a persistent grid limited
 to each of SM_SWEEP SMs (the first selected variant; the rest of the GPU idle), as a fused
@@ -55,7 +63,7 @@ from codegen.build import BuildOptions, compile_source
 from hwmodels.resources import kernels_dir
 from validation.runtime.gemm import Runner, load_library, variant_names
 from validation.runtime.library import torch_module
-from validation.runtime.timer import FLUSH_BYTES, time_calls
+from validation.runtime.timer import FLUSH_BYTES, Request, time_calls, time_in_turn
 
 SOURCE_NAME = "gemm_bf16.cu"                  # in kernels/gemm (hwmodels.resources)
 
@@ -71,6 +79,8 @@ QUICK_TIME_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 SM_SWEEP_SHAPES = [(8192, 8192, 1024), (8192, 8192, 2048), (8192, 8192, 8192)]
 SM_SWEEP = (64, 96, 100, 112, 116, 124, 132)
 SUSTAIN_SHAPE = (8192, 8192, 8192)
+HOST_SHAPE = (4096, 4096, 4096)     # about 0.18 ms of GPU work a call: the host runs ahead
+HOST_CALLS = 40
 RTOL = 2.0 ** -7
 ATOL_PER_SQRT_K = 1e-3
 
@@ -187,27 +197,39 @@ def operands(torch, M, N, K):
 
 
 def time_shape(run: Runner, torch, M, N, K, variants, flush, iters, extra=()) -> list[dict]:
+    """torch.matmul and every configuration timed in turn (time_in_turn: the warm-up calls of
+    each, then round after round one flushed call of each), so that a drift of the clocks
+    over the shape's calls reaches all of them alike; per configuration the median of its
+    calls (ratio_to_torch: torch's median over its median) and the median over the rounds of
+    torch's call over its call of the same round (paired_ratio_to_torch)."""
     a, b, c = operands(torch, M, N, K)
     ct = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     flops = 2.0 * M * N * K
-    recs = []
-    t0 = time.time()
-    ms_t = statistics.median(time_op(torch, lambda: torch.matmul(a, b, out=ct), flush, iters))
     base = {"kind": "time", "M": M, "N": N, "K": K, "iters": iters}
-    recs.append({**base, "impl": "torch.matmul", "ms": ms_t, "tflops": flops / ms_t / 1e9,
-                 **wall(t0, time.time())})
-    configs = [(v, 0, 0) for v in variants] + list(extra)
-    for v, sms, group_m in configs:
+    recs, timed = [], []
+    for v, sms, group_m in [(v, 0, 0) for v in variants] + list(extra):
         rec = {**base, "impl": "pk_gemm", "variant": v, "sms": sms, "group_m": group_m}
-        t0 = time.time()
-        try:
-            ms = statistics.median(time_op(torch, lambda: run.gemm(a, b, c, v, sms, 0, group_m),
-                                           flush, iters))
+        fn = (lambda v=v, sms=sms, group_m=group_m: run.gemm(a, b, c, v, sms, 0, group_m))
+        try:                              # a configuration that fails is recorded, not timed
+            fn()
+            torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - a CUDA failure is recorded, not raised
             recs.append({**rec, "error": str(exc)[:500]})
             continue
+        timed.append((rec, fn))
+    t0 = time.time()
+    calls = [lambda: torch.matmul(a, b, out=ct)] + [fn for _, fn in timed]
+    ms_all = [[t * 1e3 for t in ts] for ts in
+              time_in_turn([Request(fn, iters, 3) for fn in calls], flush=flush, torch=torch)]
+    span = wall(t0, time.time())
+    ms_t = statistics.median(ms_all[0])
+    recs.insert(0, {**base, "impl": "torch.matmul", "ms": ms_t, "tflops": flops / ms_t / 1e9,
+                    **span})
+    for (rec, _), ms_v in zip(timed, ms_all[1:]):
+        ms = statistics.median(ms_v)
+        paired = statistics.median(t / v for t, v in zip(ms_all[0], ms_v))
         recs.append({**rec, "ms": ms, "tflops": flops / ms / 1e9, "ratio_to_torch": ms_t / ms,
-                     **wall(t0, time.time())})
+                     "paired_ratio_to_torch": paired, **span})
     del a, b, c, ct
     return recs
 
@@ -242,6 +264,32 @@ def sustain(run: Runner, torch, M, N, K, variants, seconds: float) -> list[dict]
     return recs
 
 
+def host_cost(run: Runner, torch, M, N, K, variants) -> list[dict]:
+    """Host microseconds per call of each implementation (see the module's docstring)."""
+    a, b, c = operands(torch, M, N, K)
+    impls = [("torch.matmul", None, lambda: torch.matmul(a, b, out=c))] + \
+        [("pk_gemm", v, (lambda v=v: run.gemm(a, b, c, v))) for v in variants]
+    recs = []
+    for impl, v, fn in impls:
+        rec = {"kind": "host", "M": M, "N": N, "K": K, "impl": impl, "variant": v,
+               "calls": HOST_CALLS}
+        try:
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(HOST_CALLS):
+                fn()
+            dt = time.perf_counter() - t0
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - a CUDA failure is recorded, not raised
+            recs.append({**rec, "error": str(exc)[:500]})
+            continue
+        recs.append({**rec, "us_per_call": round(dt / HOST_CALLS * 1e6, 2)})
+    del a, b, c
+    return recs
+
+
 def summary(records: list[dict]) -> str:
     """A short human-readable digest: failed checks and the timing table."""
     lines = []
@@ -259,6 +307,11 @@ def summary(records: list[dict]) -> str:
     for r in records:
         if r["kind"] == "sustain":
             shapes.setdefault(f"sustained {r['M']}x{r['N']}x{r['K']}", []).append(r)
+    host = [r for r in records if r["kind"] == "host" and "us_per_call" in r]
+    if host:
+        lines.append("host us per call: " + ", ".join(
+            ("torch" if r["impl"] == "torch.matmul" else f"v{r['variant']}")
+            + f" {r['us_per_call']:.1f}" for r in host))
     for key, rs in shapes.items():
         cells = []
         torch_ms = next((r["ms"] for r in rs if r["impl"] == "torch.matmul" and "ms" in r), None)
@@ -435,6 +488,10 @@ def main(argv=None) -> int:
                 if rec.get("variant") is not None:
                     rec["variant_name"] = names[rec["variant"]]
                 emit(rec, out)
+        for rec in host_cost(run, torch, *HOST_SHAPE, variants):
+            if rec.get("variant") is not None:
+                rec["variant_name"] = names[rec["variant"]]
+            emit(rec, out)
         if args.sustain > 0:
             for rec in sustain(run, torch, *SUSTAIN_SHAPE, variants, args.sustain):
                 if rec.get("variant") is not None:
