@@ -144,7 +144,9 @@ def fitted(results):
 
 # Figures where the fit's objective is flat, so that the optimizer's stopping point moves with
 # the scipy / numpy release (the TMA shared reads' reuse knee: by about 0.3 % between releases).
-LOOSE = {"gpu.kernel.tma_shared_reuse_MiB": 5e-3}
+# From 2026-12-07 the start (h200-single, through hgx-h200) holds the H100's carried figures
+# (docs/decisions/D71.md), and the reuse knee stops 0.5 % from the shipped file's.
+LOOSE = {"gpu.kernel.tma_shared_reuse_MiB": 1e-2}
 
 
 @pytest.fixture(scope="module")
