@@ -20,6 +20,7 @@ from hwmodels import profile as kernel_profile
 from hwmodels import system as system_module
 from hwmodels.checks import check_system
 from hwmodels.errors import ConfigError
+from hwmodels.files import read_toml
 from hwmodels.resources import systems_dir
 from hwmodels.system import PROVENANCE_TAGS, Provenance, System, split_figure
 
@@ -43,6 +44,9 @@ def is_bare_name(ref: str) -> bool:
 
 def system_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     """A shipped system's file, or a path to a user's file."""
+    if not name_or_path.strip():
+        raise ConfigError(f"system {name_or_path!r}: give a shipped system's name or a system "
+                          f"file (shipped: {', '.join(list_systems())})")
     candidate = Path(name_or_path)
     shipped = SYSTEMS_DIR / f"{name_or_path}.toml"
     if is_bare_name(name_or_path) and shipped.exists():
@@ -63,13 +67,7 @@ def _schema(cls_name: str):
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return read_toml(path, "system file")
 
 
 def _check_tag(path: Path, key: str, tag: Any) -> str:

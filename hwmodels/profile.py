@@ -27,13 +27,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from hwmodels.errors import ConfigError
+from hwmodels.files import read_toml
 from hwmodels.resources import profiles_dir
 from hwmodels.system import ARCHITECTURES, PROVENANCE_TAGS, GpuSpec, Provenance, split_figure
 
@@ -384,12 +384,7 @@ def load_profile(name_or_path: str, relative_to: Path | None = None) -> Profile:
 @functools.lru_cache(maxsize=16)
 def _load_profile(name: str, mtime_ns: int, size: int) -> Profile:
     path = Path(name)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    raw = read_toml(path, "kernel profile")
     for key in ("name", "description", "architecture", "kernels"):
         if not isinstance(raw.get(key), str) or not raw[key]:
             raise ConfigError(f"{path}: missing key {key!r}")

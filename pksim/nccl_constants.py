@@ -137,9 +137,10 @@ def parse_version(text: str) -> tuple[int, ...]:
     try:
         parts = tuple(int(p) for p in str(text).split("-")[0].split("."))
     except ValueError:
-        raise ConfigError(f"NCCL version {text!r} is not like 2.30.7") from None
+        raise ConfigError(f"--nccl-version {text!r}: not like 2.30.7 (an NCCL release)"
+                          ) from None
     if len(parts) < 2 or parts[0] != 2:
-        raise ConfigError(f"NCCL version {text!r} is not a 2.x release")
+        raise ConfigError(f"--nccl-version {text!r}: not a 2.x release")
     return parts
 
 

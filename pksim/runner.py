@@ -27,8 +27,9 @@ from typing import Any, Callable, Iterator
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError, PksimError
 from hwmodels.system import System
-from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_operands, check_world,
-                          even_bytes)
+from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_operands, check_root,
+                          check_world, even_bytes)
+from pksim.programs.model import ROOTED
 from pksim.kernel_contract import emittable_fields
 from pksim.prediction import Prediction
 from pksim.programs.costs import TENSOR_RATE
@@ -37,7 +38,7 @@ from pksim.programs.model import Program
 from pksim.programs.predict import Run, predict_baseline, predict_program
 from pksim.programs.roofline import roofline
 from pksim.provenance import binding_figure, provenance_of
-from pksim.safe_files import journal_path, read_journal
+from pksim.safe_files import check_identity, journal_path, read_journal
 from pksim.schedule import Schedule
 from pksim.nccl import nccl_schedule
 from pksim.search import fused_space, lower_bound, search, space
@@ -55,14 +56,16 @@ class NotSupportedYet(PksimError):
 
 # ---- the one function ------------------------------------------------------------------
 def best_prediction(system: System, case: Case, impl: str = "pk",
-                    record: bool = False) -> Prediction:
+                    record: bool = False, nvls: bool = True) -> Prediction:
     """The best prediction for ``case`` on ``system``: for ``pk`` the fastest schedule
     of the searched space (narrowed by ``case.search``), for ``nccl`` the baseline
-    (NCCL's own choice; for fused ops the library kernel, then NCCL)."""
+    (NCCL's own choice; for fused ops the library kernel, then NCCL); ``nvls``: False is
+    NCCL as NCCL_NVLS_ENABLE=0 leaves it (its collectives' pick without NVLS and NVLSTree)."""
     narrow = dict(case.search)
     if case.op in COLLECTIVES:
         if impl == "nccl":
-            schedule = nccl_schedule(system, case.op, case.nbytes, case.world, case.domains)
+            schedule = nccl_schedule(system, case.op, case.nbytes, case.world, case.domains,
+                                     nvls=nvls)
             return predict(system, schedule.with_(root=case.root), record=record)
         narrow.pop("overlaps", None)
         candidates = [c.with_(root=case.root) for c in
@@ -94,6 +97,7 @@ class Task:
     variant: Variant
     case: Case
     impl: str
+    nvls: str = "on"                 # NCCL_NVLS_ENABLE for an nccl collective: on | off
 
 
 @dataclass
@@ -130,6 +134,7 @@ class Row:
     not_emittable: str = ""          # why not (pksim.kernel_contract.emit_reason)
     roofline_s: float = math.nan     # a program's roofline (also its bound_s)
     roofline_terms: dict[str, float] = field(default_factory=dict)
+    nccl_nvls: str = "on"            # NCCL_NVLS_ENABLE the run asked of NCCL's collectives
 
     @property
     def ok(self) -> bool:
@@ -153,6 +158,7 @@ class Row:
         out["assumed"] = list(self.assumed)
         out["schedule_json"] = self.schedule_dict
         out["not_emittable"] = self.not_emittable or None
+        out["nccl_nvls"] = self.nccl_nvls
         if c.is_program:          # op rows keep their keys: studies without programs unchanged
             out.update(program_fields(self))
         return renamed(out, ROW_RENAMED)
@@ -188,13 +194,15 @@ def run_task(task: Task) -> Row:
     start = time.perf_counter()
     system = _system(task.variant.ref, task.variant.overrides)
     row = Row(system.name, task.variant.label, task.case, task.impl, "ok",
-              system_ref=task.variant.ref, overrides=task.variant.overrides)
+              system_ref=task.variant.ref, overrides=task.variant.overrides,
+              nccl_nvls=task.nvls)
     try:
         with _no_gc():
             if task.case.is_program:
                 program_fill(row, system, task.case, task.impl)
             else:
-                _op_fill(row, system, best_prediction(system, task.case, task.impl))
+                _op_fill(row, system, best_prediction(system, task.case, task.impl,
+                                                      nvls=task.nvls != "off"))
     except NotSupportedYet as exc:
         row.status, row.message = "not supported yet", str(exc)
     except InfeasibleError as exc:
@@ -391,12 +399,18 @@ def check_case(system: System, case: Case, where: str = "",
     try:
         check_world(system, case.world, case.domains, "world")
         check_dtype(system, case.dtype, "dtype")
+        if case.root and case.op not in ROOTED:
+            raise ConfigError(f"root {case.root}: {case.op} has no root (rooted ops: "
+                              f"{', '.join(ROOTED)})")
+        if case.op in ROOTED:
+            check_root(case.root, case.world, "root")
         for sms in dict(case.search).get("comm_sms", ()):
             check_comm_sms(system, sms, case.world, case.domains, "search.comm_sms")
         if case.op in COLLECTIVES:
             check_bytes(system, case.op, case.given_bytes, case.dtype, case.world,
                         option("bytes"))
             even_bytes(case.op, case.given_bytes, case.dtype, case.world, option("bytes"))
+            _check_search_leaves_some(system, case)
         elif case.op in FUSED_OPS:
             try:
                 check_shape(case.op, dict(case.shape), case.world, option)
@@ -407,8 +421,20 @@ def check_case(system: System, case: Case, where: str = "",
         raise ConfigError(f"{where}{exc}") from None
 
 
+def _check_search_leaves_some(system: System, case: Case) -> None:
+    """A collective's ``search`` table that leaves no candidate (``algorithms = ["ring"]``
+    with ``mechanisms = ["multimem"]``) is an error saying why, not a row of every system."""
+    narrow = {k: v for k, v in case.search if k != "overlaps"}
+    if not narrow:
+        return
+    try:
+        space(system, case.op, case.nbytes, case.world, case.domains, **narrow)
+    except InfeasibleError as exc:
+        raise ConfigError(f"search {narrow}: {exc}") from None
+
+
 def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
-              where: str = "study", programs: tuple[ProgramEntry, ...] = ()
+              where: str = "study", programs: tuple[ProgramEntry, ...] = (), nvls: str = "on"
               ) -> tuple[list[Task], list[str]]:
     """Expand each workload on each system variant: the tasks, and what was skipped. A
     case the unchanged system cannot run at all is an error naming ``where``, the
@@ -426,8 +452,8 @@ def tasks_for(variants: list[tuple[Variant, System]], workloads, impls,
                     check_case(system, case, f"{where}: workload {workload.name!r} "
                                              f"({case.shape_text()} x{case.world}) on "
                                              f"{system.name}: ")
-            tasks.extend(Task(variant, case, impl) for case in cases for impl in impls)
-        tasks.extend(Task(variant, Case.of_program(entry), impl) for entry in programs
+            tasks.extend(Task(variant, case, impl, nvls) for case in cases for impl in impls)
+        tasks.extend(Task(variant, Case.of_program(entry), impl, nvls) for entry in programs
                      for impl in impls)
     return tasks, skipped
 
@@ -469,10 +495,7 @@ def _results_records(path: Path, identity: dict[str, Any], records_key: str,
         raise ConfigError(f"--resume: {path} is not a file pksim wrote")
     recorded = previous.get("resume")
     if isinstance(recorded, dict):
-        for key, value in identity.items():
-            if recorded.get(key) != value:
-                raise ConfigError(f"--resume: {path} comes from another run: its {key} is "
-                                  f"{recorded.get(key)!r}, this run's {value!r}")
+        check_identity(path, recorded, identity)
     else:
         key = "study" if "study" in identity else "op"
         if previous.get(key) != identity.get(key):
@@ -506,7 +529,7 @@ def resume_rows(tasks: list[Task], names: dict[Task, str], records: list[dict]
 def _row_from_record(task: Task, system_name: str, record: dict) -> Row:
     row = Row(system_name, task.variant.label, task.case, task.impl, record["status"],
               record.get("message", ""), system_ref=task.variant.ref,
-              overrides=task.variant.overrides)
+              overrides=task.variant.overrides, nccl_nvls=task.nvls)
     for name in ("time_s", "bound_s", "alpha_beta_s", "algbw_GBps", "busbw_GBps", "link_util"):
         value = record.get(name)
         setattr(row, name, math.nan if value is None else float(value))

@@ -93,8 +93,20 @@ def read_journal(path: Path, identity: dict[str, Any]) -> list[dict] | None:
     recorded = records[0]["resume"]
     if not isinstance(recorded, dict):
         return []
-    for key, value in identity.items():
-        if recorded.get(key) != value:
-            raise ConfigError(f"--resume: {path} comes from another run: its {key} is "
-                              f"{recorded.get(key)!r}, this run's {value!r}")
+    check_identity(path, recorded, identity)
     return [r for r in records[1:] if isinstance(r, dict)]
+
+
+# What a run's identity holds where a file written before the key existed has none.
+IDENTITY_DEFAULTS = {"nvls": "on"}
+
+
+def check_identity(path: Path, recorded: dict[str, Any], identity: dict[str, Any]) -> None:
+    """``--resume``: the run that wrote ``path`` (its ``recorded`` identity) is this one; a
+    key it lacks reads as IDENTITY_DEFAULTS says. ConfigError naming the first key that
+    differs."""
+    for key, value in identity.items():
+        theirs = recorded.get(key, IDENTITY_DEFAULTS.get(key))
+        if theirs != value:
+            raise ConfigError(f"--resume: {path} comes from another run: its {key} is "
+                              f"{theirs!r}, this run's {value!r}")

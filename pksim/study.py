@@ -8,6 +8,8 @@ A study (``pksim/studies/default.toml`` is the one ``pksim whatif`` runs)::
                                            # to the study file; they may ``inherits``)
     set = ["gpu.hbm.efficiency=0.9"]       # overrides applied to every system
     impls = ["pk", "nccl"]                 # pk: searched best; nccl: the baseline
+    nvls = "off"                           # NCCL with NVLink SHARP off (NCCL_NVLS_ENABLE=0);
+                                           # default "on" (where the switches reduce)
     [vary]                                 # one change at a time, against the unchanged system
     "gpu.nvlink.link_bandwidth_GBps" = ["2x"]          # "2x": times the system's own figure
     programs = ["gemm-reducescatter"]     # whole programs (pksim programs list, or files)
@@ -36,7 +38,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from typing import Any
 from hwmodels import profile as kernel_profile
 from hwmodels.catalog import is_bare_name, load_system
 from hwmodels.errors import ConfigError
+from hwmodels.files import read_toml
 from hwmodels.resources import studies_dir
 from hwmodels.system import System
 from hwmodels.units import UNIT_SUFFIXES, format_bytes
@@ -64,7 +66,8 @@ KNOWN_OPS = COLLECTIVES + FUSED_OPS + tuple(PLANNED_OPS)
 PLOT_KINDS = ("time", "speedup", "breakdown", "roofline", "timeline", "sensitivity",
               "program-roofline", "program-gain")
 _TOP_KEYS = {"name", "title", "description", "systems", "set", "impls", "baseline", "vary",
-             "workload", "programs", "plots"}
+             "workload", "programs", "plots", "nvls"}
+NVLS = ("on", "off")             # NCCL_NVLS_ENABLE as the nccl rows of collectives run it
 _WORKLOAD_KEYS = {"name", "op", "dtype", "world", "domains", "root", "note", "search", "skew"}
 _COLLECTIVE_SHAPES = ({"bytes"}, {"count"}, {"m", "n"})
 # A workload's ``search`` table narrows the schedule space (pksim.search.space and
@@ -175,11 +178,15 @@ class Study:
     plots: tuple[str, ...] = PLOT_KINDS
     timeline: tuple[str, str] | None = None          # (system, workload)
     programs: tuple[ProgramEntry, ...] = ()
+    nvls: str = "on"                                 # NCCL_NVLS_ENABLE for the nccl rows
 
     def with_options(self, systems: tuple[str, ...] = (), overrides: tuple[str, ...] = (),
-                     vary: tuple[str, ...] = ()) -> "Study":
-        """Apply the command line: ``--systems`` replaces, ``--set``/``--vary`` add."""
+                     vary: tuple[str, ...] = (), nvls: str | None = None) -> "Study":
+        """Apply the command line: ``--systems`` replaces, ``--set``/``--vary`` add,
+        ``--nvls`` replaces the study's."""
         changes: dict[str, Any] = {"overrides": self.overrides + tuple(overrides)}
+        if nvls is not None:
+            changes["nvls"] = check_nvls(nvls, "--nvls")
         if systems:
             changes["systems"] = tuple(systems)
         if vary:
@@ -317,20 +324,14 @@ def parse_vary(text: str, what: str = "--vary") -> tuple[str, tuple[str, ...]]:
 def load_study(path: str | Path) -> Study:
     """Read and check a study file; every error names the file and the key."""
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"study file {path}: {exc.strerror}") from None
+    raw = read_toml(path, "study file")
     where = str(path)
     unknown = set(raw) - _TOP_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
                           f"(a study takes {', '.join(sorted(_TOP_KEYS))})")
     name = _text(raw, "name", where, path.stem)
-    if not name or "/" in name:
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
         raise ConfigError(f"{where}: name must be a non-empty folder name, got {name!r}")
     systems = tuple(_resolve_system(s, path.parent) for s in _texts(raw, "systems", where))
     impls = _texts(raw, "impls", where) or IMPLS
@@ -340,6 +341,7 @@ def load_study(path: str | Path) -> Study:
     baseline = _text(raw, "baseline", where, "nccl")
     if baseline not in IMPLS:
         raise ConfigError(f"{where}: baseline {baseline!r} is not one of {', '.join(IMPLS)}")
+    nvls = check_nvls(raw.get("nvls", "on"), f"{where}: nvls")
     vary_raw = raw.get("vary", {})
     if not isinstance(vary_raw, dict):
         raise ConfigError(f"{where}: vary must be a table of key = [values]")
@@ -360,7 +362,15 @@ def load_study(path: str | Path) -> Study:
     return Study(name=name, workloads=workloads, systems=systems,
                  title=_text(raw, "title", where), description=_text(raw, "description", where),
                  path=str(path), overrides=_texts(raw, "set", where), vary=vary, impls=impls,
-                 baseline=baseline, plots=plots, timeline=timeline, programs=programs)
+                 baseline=baseline, plots=plots, timeline=timeline, programs=programs,
+                 nvls=nvls)
+
+
+def check_nvls(value: Any, what: str) -> str:
+    """``on`` or ``off`` (NCCL_NVLS_ENABLE=1/0); anything else is an error naming ``what``."""
+    if value not in NVLS:
+        raise ConfigError(f"{what} {value!r}: must be \"on\" or \"off\" (NCCL_NVLS_ENABLE)")
+    return value
 
 
 def _plots(raw: Any, where: str, workloads: list[str]):
@@ -402,6 +412,9 @@ def find_study(name_or_path: str) -> Study:
     """The name of a shipped study, or a path to a study file. A bare name (no ``/``, no
     ``.toml``) is the shipped study of that name even where a file or folder of that name is
     here (``-o default`` makes one): ``./default`` names that instead."""
+    if not name_or_path.strip():
+        raise ConfigError(f"--study {name_or_path!r}: give a study's name or file (shipped: "
+                          f"{', '.join(list_studies())})")
     path = Path(name_or_path)
     shipped = STUDIES_DIR / f"{name_or_path}.toml"
     if is_bare_name(name_or_path) and shipped.exists():

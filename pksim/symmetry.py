@@ -43,6 +43,35 @@ def _recolour(signatures: dict) -> dict:
     return {item: ids.setdefault(sig, len(ids)) for item, sig in signatures.items()}
 
 
+def refine(fcol: dict, rcol: dict, resource_signature, flow_signature) -> tuple[dict, dict]:
+    """Colour refinement to its fixed point: each round a resource's colour takes on
+    ``resource_signature(resource, fcol)`` (the flow colours it carries), then a flow's
+    ``flow_signature(flow, rcol)`` (the resource colours it crosses), until neither the flows
+    nor the resources split further. Colours are numbered in the order of the dicts' keys."""
+    n_f, n_r = len(set(fcol.values())), len(set(rcol.values()))
+    while True:
+        rcol = _recolour({r: (rcol[r], resource_signature(r, fcol)) for r in rcol})
+        fcol = _recolour({f: (fcol[f], flow_signature(f, rcol)) for f in fcol})
+        new_f, new_r = len(set(fcol.values())), len(set(rcol.values()))
+        if (new_f, new_r) == (n_f, n_r):
+            return fcol, rcol
+        n_f, n_r = new_f, new_r
+
+
+def name_classes(rcol: dict, size: dict) -> tuple[dict, dict, dict, dict]:
+    """The resource classes of a refinement: each colour's class resource (``cls#colour``),
+    how many resources it stands for (``size[r]`` per resource ``r``), the colour of each
+    class resource, and one instance of each (whose capacity it has)."""
+    res_count: dict[int, int] = {}
+    res_name: dict[int, ResourceName] = {}
+    for r, c in rcol.items():
+        res_count[c] = res_count.get(c, 0) + size[r]
+        res_name.setdefault(c, ResourceName(f"{r.cls}#{c}", r.cls))
+    colour_of = {r: c for c, r in res_name.items()}
+    instances = {res_name[c]: r for r, c in rcol.items()}
+    return res_name, res_count, colour_of, instances
+
+
 def reduce_flows(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, float]
                  ) -> tuple[dict[Hashable, list[FlowClass]], dict[str, str]]:
     """Group the flows of every pattern into classes. Returns the classes and, for
@@ -85,22 +114,10 @@ def reduce_orbits(orbits: dict[Hashable, list[FlowOrbit]], capacity: dict[str, f
     fcol = _recolour({j: (o.key, o.spec.nbytes, round(o.spec.latency_s, 15))
                       for j, o in enumerate(flows)})
     rcol = _recolour({r: (r.cls, capacity[r]) for r in users})
-    n_f, n_r = len(set(fcol.values())), len(set(rcol.values()))
-    while True:
-        rcol = _recolour({r: (rcol[r], _users_signature(fl, fcol)) for r, fl in users.items()})
-        fcol = _recolour({j: (fcol[j], tuple(sorted((rcol[res[n]], w) for n, w in o.spec.usage)))
-                          for j, o in enumerate(flows)})
-        new_f, new_r = len(set(fcol.values())), len(set(rcol.values()))
-        if (new_f, new_r) == (n_f, n_r):
-            break
-        n_f, n_r = new_f, new_r
-    res_count: dict[int, int] = {}
-    res_name: dict[int, ResourceName] = {}
-    for r, c in rcol.items():
-        res_count[c] = res_count.get(c, 0) + size[r]
-        res_name.setdefault(c, ResourceName(f"{r.cls}#{c}", r.cls))
-    colour_of = {r: c for c, r in res_name.items()}
-    instances = {res_name[c]: r for r, c in rcol.items()}
+    fcol, rcol = refine(
+        fcol, rcol, lambda r, fc: _users_signature(users[r], fc),
+        lambda j, rc: tuple(sorted((rc[res[n]], w) for n, w in flows[j].spec.usage)))
+    res_name, res_count, colour_of, instances = name_classes(rcol, size)
     out: dict[Hashable, list[FlowClass]] = {}
     j = 0
     for key, pattern in orbits.items():

@@ -145,6 +145,19 @@ inline partition table_partition(const unsigned char* dev, const table_offsets& 
   return partition{at<int>(dev, t.lo), at<int4>(dev, t.owner64), a->world};
 }
 
+// The inter-SM ops' table arrays: every rank's buffer its blocks read (ptr0), the one they
+// write (ptr1) and its flags; the call's row partition, as table_partition.
+inline partition table_buffers(unsigned char* host, const unsigned char* dev, const table_offsets& t,
+                               const pkf_args* a, void* const* read, void* const* written) {
+  const partition rows = table_partition(host, dev, t, a);
+  for (int r = 0; r < a->world; ++r) {
+    at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(read[r]);
+    at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(written[r]);
+    at<unsigned int*>(host, t.flags)[r] = a->flags[r];
+  }
+  return rows;
+}
+
 // Tile row where rank r's GEMM starts: the band of rank `first` (staggered) or 0.
 template <class Cfg>
 inline int start_row_tile(const pkf_args* a, int first, bool staggered) {
@@ -210,28 +223,62 @@ struct intra_op {
   }
 };
 
-// ---- gemm-rs, intra-SM: TMA store-add from the epilogue into the owner of each tile ------------
+// What the inter-SM ops share: communication blocks running Comm, spinning on flags, with the
+// table arrays of every rank's two buffers (table_buffers) and its flags.
+template <class Epi, class Pro, class Comm>
+struct inter_op {
+  using epi = Epi;
+  using pro = Pro;
+  using comm_t = Comm;
+  using globals = globals_t<Epi, Pro, typename Comm::params>;
+  static constexpr bool kSpins = true, kStoreAdd = false;
+  static constexpr bool kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
 
-// Rank r's GEMM runs over the owners' padded tile rows (owner_tiles): a tile of owner o reads
-// rows lo(o) + ... of the rank's own A (owner_rows) and reduce-adds each sub-tile through the
-// map of owner o's rows(o) x N output, which drops the padding rows (store_add_owners).
-template <class Config>
-struct gemm_rs_intra : intra_op<store_add_owners, owner_rows> {
+  template <bool kWide>
+  __device__ static void comm(const globals& g, int rank, int block, unsigned char* smem) {
+    Comm::template run<kWide>(g, rank, block, smem);
+  }
+};
+
+// ---- gemm-rs and gemm-ar, intra-SM: TMA store-add from the epilogue ---------------------------
+
+// What both share: table arrays of every rank's output map (gemm-rs adds the owners' padded
+// tile rows), and a fill that starts by writing those maps and the row partition.
+template <class Config, kind K, class Epi, class Pro>
+struct store_add_intra : intra_op<Epi, Pro> {
   using cfg = typename Config::gemm;
-  static constexpr kind kKind = kind::gemm_rs;
-  static constexpr bool kStoreAdd = true, kStart = true;
-  // table arrays: every rank's output map, the owners' padded tile rows
+  using gemm_params = typename intra_op<Epi, Pro>::globals::gemm_params;
+  static constexpr kind kKind = K;
+  static constexpr bool kStoreAdd = true;
   static size_t maps(int world) { return static_cast<size_t>(world); }
+
+  // Every rank's output map and the partition into the table; the ranks' GEMM parameters
+  // there, to fill (nullptr: a tensor map could not be made).
+  static gemm_params* output_tables(unsigned char* host, const unsigned char* dev, const table_offsets& t,
+                                    const pkf_args* a) {
+    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, K)) return nullptr;
+    table_partition(host, dev, t, a);
+    return at<gemm_params>(host, t.params);
+  }
+};
+
+// gemm-rs: into the owner of each tile. Rank r's GEMM runs over the owners' padded tile rows
+// (owner_tiles): a tile of owner o reads rows lo(o) + ... of the rank's own A (owner_rows) and
+// reduce-adds each sub-tile through the map of owner o's rows(o) x N output, which drops the
+// padding rows (store_add_owners).
+template <class Config>
+struct gemm_rs_intra : store_add_intra<Config, kind::gemm_rs, store_add_owners, owner_rows> {
+  using base = store_add_intra<Config, kind::gemm_rs, store_add_owners, owner_rows>;
+  using cfg = typename base::cfg;
+  static constexpr bool kStart = true;
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
-    const int w = a->world;
-    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
-    table_partition(host, dev, t, a);
+    typename base::gemm_params* P = base::output_tables(host, dev, t, a);
+    if (P == nullptr) return pk::gemm::ERR_TENSOR_MAP;
     const owner_tiles tiles = table_owner_tiles<cfg>(host, dev, t, a);
     const int* start = at<int>(host, t.start);
-    auto* P = at<typename globals::gemm_params>(host, t.params);
-    for (int r = 0; r < w; ++r) {
+    for (int r = 0; r < a->world; ++r) {
       const int rc = fill_owner_gemm<cfg>(P[r], a->a[r], a->M, a->b[r], a, start, r + 1, ci);
       if (rc != pk::gemm::OK) return rc;
       P[r].epi.out = at<CUtensorMap>(dev, t.maps);
@@ -242,27 +289,22 @@ struct gemm_rs_intra : intra_op<store_add_owners, owner_rows> {
   }
 };
 
-// ---- gemm-ar, intra-SM: TMA store-add from the epilogue into every rank ------------------------
-
+// gemm-ar: into every rank.
 template <class Config>
-struct gemm_ar_intra : intra_op<store_add_all, pk::gemm::no_prologue> {
-  using cfg = typename Config::gemm;
-  static constexpr kind kKind = kind::gemm_ar;
-  static constexpr bool kStoreAdd = true, kStart = false;
-  // table arrays: every rank's output map
-  static size_t maps(int world) { return static_cast<size_t>(world); }
+struct gemm_ar_intra : store_add_intra<Config, kind::gemm_ar, store_add_all, pk::gemm::no_prologue> {
+  using base = store_add_intra<Config, kind::gemm_ar, store_add_all, pk::gemm::no_prologue>;
+  using cfg = typename base::cfg;
+  static constexpr bool kStart = false;
 
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
-    const int w = a->world;
-    if (!output_maps<cfg>(at<CUtensorMap>(host, t.maps), a, kKind)) return pk::gemm::ERR_TENSOR_MAP;
-    table_partition(host, dev, t, a);
-    auto* P = at<typename globals::gemm_params>(host, t.params);
-    for (int r = 0; r < w; ++r) {
+    typename base::gemm_params* P = base::output_tables(host, dev, t, a);
+    if (P == nullptr) return pk::gemm::ERR_TENSOR_MAP;
+    for (int r = 0; r < a->world; ++r) {
       const int rc = fill_gemm<cfg>(P[r], a->a[r], a->b[r], a, start_row_tile<cfg>(a, r, ci.staggered), ci);
       if (rc != pk::gemm::OK) return rc;
       P[r].epi.out = at<CUtensorMap>(dev, t.maps);
-      P[r].epi.world = w;
+      P[r].epi.world = a->world;
       P[r].epi.rank = r;
     }
     return pk::gemm::OK;
@@ -274,30 +316,26 @@ struct gemm_ar_intra : intra_op<store_add_all, pk::gemm::no_prologue> {
 // kReduce: 0 gemm-rs, 1 gemm-ar (two-shot), 2 gemm-ar in-network (multimem). Config::kCopyTma:
 // the owners sum through TMA (the schedule's mechanism "tma"), else in registers.
 template <class Config, int kReduce>
-struct pull_op {
+constexpr bool tma_pull = Config::kCopyTma && kReduce != 2;
+
+template <class Config, int kReduce>
+struct pull_op
+    : inter_op<store_signal, pk::gemm::no_prologue, pull_reduce<kReduce, tma_pull<Config, kReduce>>> {
   using cfg = typename Config::gemm;
-  using epi = store_signal;
-  using pro = pk::gemm::no_prologue;
-  static constexpr bool kTma = Config::kCopyTma && kReduce != 2;
-  using comm_t = pull_reduce<kReduce, kTma>;
+  using typename inter_op<store_signal, pk::gemm::no_prologue,
+                          pull_reduce<kReduce, tma_pull<Config, kReduce>>>::globals;
+  static constexpr bool kTma = tma_pull<Config, kReduce>;
   static_assert(!kTma || (cfg::SMEM_BYTES >= static_cast<int>(pull_stages::kSmemBytes) &&
                           cfg::BN <= pull_stages::kMaxCols && cfg::THREADS == pull_stages::kThreads),
                 "the TMA pull stages its boxes in the GEMM's shared memory, 384 threads");
-  using globals = globals_t<epi, pro, reduce_params>;
   static constexpr kind kKind = kReduce == 0 ? kind::gemm_rs : kind::gemm_ar;
-  static constexpr bool kSpins = true, kStoreAdd = false, kPartial = true, kGathered = false;
+  static constexpr bool kPartial = true, kGathered = false;
   static constexpr bool kMulticast = kReduce == 2;
   // table arrays: the partials' and the outputs' pointers, the flags; the TMA form also the
   // partials' and the outputs' tensor maps
-  static constexpr bool kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
   static size_t maps(int world) { return kTma ? 2 * static_cast<size_t>(world) : 0; }
   static int num_flags(const pkf_args* a) {
     return num_tiles_m<cfg>(a->M) * num_tiles_n<cfg>(a->N);
-  }
-
-  template <bool kWide>
-  __device__ static void comm(const globals& g, int rank, int block, unsigned char* smem) {
-    comm_t::template run<kWide>(g, rank, block, smem);
   }
 
   static reduce_params comm_params(const pkf_args* a, const unsigned char* dev, const table_offsets& t,
@@ -326,16 +364,12 @@ struct pull_op {
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    const partition rows = table_partition(host, dev, t, a);
-    for (int r = 0; r < w; ++r) {
-      at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(a->partial[r]);
-      at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(a->out[r]);
-      at<unsigned int*>(host, t.flags)[r] = a->flags[r];
+    const partition rows = table_buffers(host, dev, t, a, a->partial, a->out);
+    for (int r = 0; r < w; ++r)
       if (kTma && !(pull_map<cfg>(&at<CUtensorMap>(host, t.maps)[r], a->partial[r], a->M, a->N) &&
                     pull_map<cfg>(&at<CUtensorMap>(host, t.maps)[w + r], a->out[r],
                                   out_rows(kKind, r, a), a->N)))
         return pk::gemm::ERR_TENSOR_MAP;
-    }
     auto* P = at<typename globals::gemm_params>(host, t.params);
     for (int r = 0; r < w; ++r) {
       int rc = fill_gemm<cfg>(P[r], a->a[r], a->b[r], a, start_row_tile<cfg>(a, r + 1, ci.staggered), ci);
@@ -361,24 +395,15 @@ using gemm_ar_in_network = pull_op<Config, 2>;
 // ---- ag-gemm, inter-SM: gather A into a local copy, the GEMM waits for each row band ----------
 
 template <class Config>
-struct ag_gemm_inter {
+struct ag_gemm_inter : inter_op<store_local, wait_rows, gather_rows<Config::kCopyTma>> {
   using cfg = typename Config::gemm;
-  using epi = store_local;
-  using pro = wait_rows;
-  using comm_t = gather_rows<Config::kCopyTma>;
-  using globals = globals_t<epi, pro, gather_params>;
+  using typename inter_op<store_local, wait_rows, gather_rows<Config::kCopyTma>>::globals;
   static constexpr kind kKind = kind::ag_gemm;
-  static constexpr bool kSpins = true, kStoreAdd = false, kPartial = false, kGathered = true;
+  static constexpr bool kPartial = false, kGathered = true;
   static constexpr bool kMulticast = false;
   // table arrays: the shards' and the gathered copies' pointers, the flags
-  static constexpr bool kStart = false, kPtr0 = true, kPtr1 = true, kFlags = true;
   static size_t maps(int) { return 0; }
   static int num_flags(const pkf_args* a) { return num_tiles_m<cfg>(a->M); }
-
-  template <bool kWide>
-  __device__ static void comm(const globals& g, int rank, int block, unsigned char* smem) {
-    comm_t::template run<kWide>(g, rank, block, smem);
-  }
 
   static gather_params comm_params(const pkf_args* a, const unsigned char* dev, const table_offsets& t,
                                    const call_info& ci) {
@@ -397,12 +422,7 @@ struct ag_gemm_inter {
   static int fill(unsigned char* host, const unsigned char* dev, const table_offsets& t, const pkf_args* a,
                   const call_info& ci) {
     const int w = a->world;
-    const partition rows = table_partition(host, dev, t, a);
-    for (int r = 0; r < w; ++r) {
-      at<const bf16*>(host, t.ptr0)[r] = static_cast<const bf16*>(a->a[r]);
-      at<bf16*>(host, t.ptr1)[r] = static_cast<bf16*>(a->gathered[r]);
-      at<unsigned int*>(host, t.flags)[r] = a->flags[r];
-    }
+    const partition rows = table_buffers(host, dev, t, a, a->a, a->gathered);
     const auto fl = table_flags(a, dev, t, ci);
     auto* P = at<typename globals::gemm_params>(host, t.params);
     for (int r = 0; r < w; ++r) {

@@ -147,6 +147,28 @@ inline int device_sm_count(int& sms_out) {
   return static_cast<int>(e);
 }
 
+// The launch configuration of a grid of `blocks` blocks of Cfg in clusters of Cfg::CLUSTER on
+// `stream`; it points at its own cluster attribute, so it is not copied.
+template <class Cfg>
+struct cluster_launch {
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t config = {};
+  cluster_launch(unsigned blocks, cudaStream_t stream) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = Cfg::CLUSTER;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(Cfg::THREADS);
+    config.dynamicSmemBytes = Cfg::SMEM_BYTES;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+  }
+  cluster_launch(const cluster_launch&) = delete;
+  cluster_launch& operator=(const cluster_launch&) = delete;
+};
+
 // Launch the standalone kernel: grid = p.first_block + p.num_blocks blocks, in clusters of
 // Cfg::CLUSTER (then both counts must be multiples of it).
 // set_limit = false: the caller knows the shared-memory limit is already set for this device.
@@ -162,19 +184,8 @@ inline int launch(const params<Epi, Pro, Sched>& p, cudaStream_t stream, bool se
     kernel<<<p.first_block + p.num_blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
     return static_cast<int>(cudaGetLastError());
   } else {
-    cudaLaunchConfig_t lc = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = Cfg::CLUSTER;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    lc.gridDim = dim3(p.first_block + p.num_blocks);
-    lc.blockDim = dim3(Cfg::THREADS);
-    lc.dynamicSmemBytes = Cfg::SMEM_BYTES;
-    lc.stream = stream;
-    lc.attrs = attr;
-    lc.numAttrs = 1;
-    return static_cast<int>(cudaLaunchKernelEx(&lc, kernel, p));
+    cluster_launch<Cfg> lc(p.first_block + p.num_blocks, stream);
+    return static_cast<int>(cudaLaunchKernelEx(&lc.config, kernel, p));
   }
 }
 
@@ -186,18 +197,8 @@ inline int max_resident_clusters(int& clusters) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        Cfg::SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
-  cudaLaunchConfig_t lc = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = Cfg::CLUSTER;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  lc.gridDim = dim3(Cfg::CLUSTER * 1024);
-  lc.blockDim = dim3(Cfg::THREADS);
-  lc.dynamicSmemBytes = Cfg::SMEM_BYTES;
-  lc.attrs = attr;
-  lc.numAttrs = 1;
-  return static_cast<int>(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc));
+  cluster_launch<Cfg> lc(Cfg::CLUSTER * 1024, nullptr);
+  return static_cast<int>(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc.config));
 }
 
 // C = A @ B with the store epilogue. sms: persistent GEMM blocks (0 = every SM).

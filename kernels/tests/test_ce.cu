@@ -39,14 +39,7 @@ void case_allgather(pkt::report& rep, int world, size_t bytes, uint64_t seed) {
       pk::free_virtual_pgl(src);
     });
     for (auto& s : streams) PK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    pkt::rng g(seed);
-    std::vector<std::vector<unsigned char>> host(world);
-    for (int r = 0; r < world; ++r) {
-      host[r].resize(bytes);
-      for (auto& b : host[r]) b = static_cast<unsigned char>(g.u32());
-      pkt::upload(src.ptr[r], host[r]);
-      PK_CUDA_CHECK(cudaMemset(dst.ptr[r], 0xCD, dst_bytes));
-    }
+    const auto host = pkt::random_sources(src, dst, seed);
     PK_CUDA_CHECK(cudaDeviceSynchronize());  // uploads and memsets before the non-blocking streams
 
     for (int r = 0; r < world; ++r) {

@@ -73,14 +73,7 @@ void case_copy(pkt::report& rep, int world, size_t chunk, size_t src_off, uint64
       pk::free_virtual_pgl(dst);
       pk::free_virtual_pgl(src);
     });
-    pkt::rng g(seed);
-    std::vector<std::vector<unsigned char>> host(world);
-    for (int r = 0; r < world; ++r) {
-      host[r].resize(chunk + src_off);
-      for (auto& b : host[r]) b = static_cast<unsigned char>(g.u32());
-      pkt::upload(src.ptr[r], host[r]);
-      PK_CUDA_CHECK(cudaMemset(dst.ptr[r], 0xCD, dst_bytes));
-    }
+    const auto host = pkt::random_sources(src, dst, seed);
     pk::launch_cooperative(allgather_kernel, dim3(world * kBlocksPerRank), dim3(kThreads), 0,
                            nullptr, dst, src, chunk, src_off, kBlocksPerRank);
     pkt::finish_launch(nullptr);

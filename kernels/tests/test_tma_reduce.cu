@@ -34,47 +34,25 @@ __global__ void reduce_kernel(const __grid_constant__ pgl<T> dst, const __grid_c
                               const __grid_constant__ pk::flags<> f, size_t n, unsigned bpr,
                               const float* ref, const float* tol, unsigned long long* out_of_tol) {
   extern __shared__ unsigned char smem_raw[];
-  __shared__ uint64_t bar[kStages];
-  unsigned char* stages = pk::tma::align_smem<128>(smem_raw);
+  const pkt::stages st = pkt::init_stages<kStages>(smem_raw);
 
   const int world = dst.world;
   const int rank = static_cast<int>(blockIdx.x / bpr);
   const unsigned lb = blockIdx.x % bpr;
   const unsigned char* from = reinterpret_cast<const unsigned char*>(src.ptr[rank]);
 
-  if (threadIdx.x == 0) {
-    for (unsigned s = 0; s < kStages; ++s) pk::tma::mbar_init(&bar[s], 1);
-    pk::tma::mbar_init_fence();
-  }
-  __syncthreads();
-
   const pk::tma::bulk_split split = pk::tma::split_for_bulk(dst.ptr[0], from, n * sizeof(T));
   int ok = 1;
   if (threadIdx.x == 0) {
-    const size_t nchunks = (split.body + kStage - 1) / kStage;
-    unsigned phase = 0;
-    unsigned it = 0;
-    for (size_t c = lb; c < nchunks; c += bpr, ++it) {
-      const unsigned s = it % kStages;
-      T* buf = reinterpret_cast<T*>(stages + s * kStage);
-      const size_t off = c * kStage;  // bytes
-      const unsigned len = static_cast<unsigned>(split.body - off < kStage ? split.body - off : kStage);
-      if (it >= kStages) pk::tma::wait_group_read<kStages - 1>();
-      pk::tma::mbar_arrive_expect_tx(&bar[s], len);
-      pk::tma::load_async(buf, from + off, len, &bar[s]);
-      if (!pk::tma::mbar_wait(&bar[s], (phase >> s) & 1u, f.spin, rank)) {
-        ok = 0;
-        break;
-      }
-      phase ^= 1u << s;
-      pk::tma::fence_shared_to_async();
-      for (int k = 0; k < world; ++k) {
-        const int p = (rank + k) % world;
-        pk::tma::store_add_async(dst.ptr[p] + off / sizeof(T), buf, len);
-      }
-      pk::tma::commit_group();
-    }
-    pk::tma::complete_writes();
+    ok = pkt::forward_stages<kStage, kStages>(
+        st, from, split.body, lb, bpr, f.spin, rank,
+        [&](const unsigned char* buf, size_t off, unsigned len) {  // off: bytes
+          for (int k = 0; k < world; ++k) {
+            const int p = (rank + k) % world;
+            pk::tma::store_add_async(dst.ptr[p] + off / sizeof(T), reinterpret_cast<const T*>(buf),
+                                     len);
+          }
+        });
   }
   if (split.tail != 0 && lb == bpr - 1) {
     const size_t first = split.body / sizeof(T);
@@ -151,10 +129,8 @@ void case_reduce(pkt::report& rep, const char* name, double u, int world, size_t
         bad += !(e <= pkt::sum_tolerance(world, u, sum_abs[i]));
       }
     }
-    const bool ok = bad == 0 && device_bad == 0;
-    rep.emit(name, world, n * sizeof(T), ok, max_err,
-             ok ? "" : std::to_string(bad) + " elements out of tolerance at the end, " +
-                           std::to_string(device_bad) + " seen after the barrier");
+    rep.emit_checked(name, world, n * sizeof(T), max_err, bad, device_bad,
+                     "elements out of tolerance at the end", "seen after the barrier");
   });
 }
 

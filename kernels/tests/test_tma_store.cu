@@ -27,8 +27,7 @@ __global__ void forward_kernel(const __grid_constant__ pgl<unsigned char> dst,
                                const __grid_constant__ pk::flags<> f, size_t bytes, size_t stride,
                                unsigned bpr, unsigned long long* mismatches) {
   extern __shared__ unsigned char smem_raw[];
-  __shared__ uint64_t bar[kStages];
-  unsigned char* stages = pk::tma::align_smem<128>(smem_raw);
+  const pkt::stages st = pkt::init_stages<kStages>(smem_raw);
 
   const int world = dst.world;
   const int rank = static_cast<int>(blockIdx.x / bpr);
@@ -37,44 +36,18 @@ __global__ void forward_kernel(const __grid_constant__ pgl<unsigned char> dst,
   const unsigned char* from = src.ptr[owner];
   const size_t slot = static_cast<size_t>(owner) * stride;
 
-  if (threadIdx.x == 0) {
-    for (unsigned s = 0; s < kStages; ++s) pk::tma::mbar_init(&bar[s], 1);
-    pk::tma::mbar_init_fence();
-  }
-  __syncthreads();
-
   // Sources and slots are 16-byte aligned, so only the last bytes % 16 miss the bulk path.
   const pk::tma::bulk_split split = pk::tma::split_for_bulk(dst.ptr[0] + slot, from, bytes);
   int ok = 1;
   if (threadIdx.x == 0) {
-    const size_t nchunks = (split.body + kStage - 1) / kStage;
-    unsigned phase = 0;  // bit s: parity of the next phase of bar[s]
-    unsigned it = 0;
-    for (size_t c = lb; c < nchunks; c += bpr, ++it) {
-      const unsigned s = it % kStages;
-      unsigned char* buf = stages + s * kStage;
-      const size_t off = c * kStage;
-      const unsigned len = static_cast<unsigned>(split.body - off < kStage ? split.body - off : kStage);
-      // The stores issued from this stage kStages iterations ago must have read it.
-      if (it >= kStages) pk::tma::wait_group_read<kStages - 1>();
-      pk::tma::mbar_arrive_expect_tx(&bar[s], len);
-      pk::tma::load_async(buf, from + off, len, &bar[s]);
-      if (!pk::tma::mbar_wait(&bar[s], (phase >> s) & 1u, f.spin, rank)) {
-        ok = 0;
-        break;
-      }
-      phase ^= 1u << s;
-      // Async-proxy writes seen through the mbarrier, then async-proxy reads of the same
-      // bytes: no generic access in between, but the fence is cheap and keeps this correct
-      // if a consumer ever touches the stage.
-      pk::tma::fence_shared_to_async();
-      for (int k = 0; k < world; ++k) {
-        const int p = (rank + k) % world;
-        pk::tma::store_async(dst.ptr[p] + slot + off, buf, len);
-      }
-      pk::tma::commit_group();
-    }
-    pk::tma::complete_writes();  // wait_group 0 + fence.proxy.async.global
+    ok = pkt::forward_stages<kStage, kStages>(
+        st, from, split.body, lb, bpr, f.spin, rank,
+        [&](const unsigned char* buf, size_t off, unsigned len) {
+          for (int k = 0; k < world; ++k) {
+            const int p = (rank + k) % world;
+            pk::tma::store_async(dst.ptr[p] + slot + off, buf, len);
+          }
+        });
   }
   if (split.tail != 0 && lb == bpr - 1) {
     for (int k = 0; k < world; ++k) {
@@ -119,14 +92,7 @@ void case_store(pkt::report& rep, int world, size_t bytes, uint64_t seed) {
       cudaFree(mismatches);
     });
     PK_CUDA_CHECK(cudaMemset(mismatches, 0, sizeof(unsigned long long)));
-    pkt::rng g(seed);
-    std::vector<std::vector<unsigned char>> host(world);
-    for (int r = 0; r < world; ++r) {
-      host[r].resize(bytes);
-      for (auto& b : host[r]) b = static_cast<unsigned char>(g.u32());
-      pkt::upload(src.ptr[r], host[r]);
-      PK_CUDA_CHECK(cudaMemset(dst.ptr[r], 0xCD, dst_bytes));
-    }
+    const auto host = pkt::random_sources(src, dst, seed);
     pk::launch_cooperative(forward_kernel, dim3(world * kBlocksPerRank), dim3(kThreads), kSmemBytes,
                            nullptr, dst, src, f, bytes, stride, kBlocksPerRank, mismatches);
     pkt::finish_launch(err);
@@ -140,10 +106,8 @@ void case_store(pkt::report& rep, int world, size_t bytes, uint64_t seed) {
         for (size_t i = bytes; i < stride; ++i) bad += d[s * stride + i] != 0xCD;
       }
     }
-    const bool ok = bad == 0 && device_bad == 0;
-    rep.emit("tma_store", world, bytes, ok, static_cast<double>(bad + device_bad),
-             ok ? "" : std::to_string(bad) + " bytes differ at the end, " +
-                           std::to_string(device_bad) + " seen by the receivers after the signal");
+    rep.emit_checked("tma_store", world, bytes, static_cast<double>(bad + device_bad), bad, device_bad,
+                     "bytes differ at the end", "seen by the receivers after the signal");
   });
 }
 

@@ -75,6 +75,16 @@ struct report {
     std::fflush(stdout);
   }
 
+  // A case checked twice: in the kernel (device_bad: what it counted) and by the host after it
+  // (bad); ok when neither found anything, else the detail gives both counts.
+  void emit_checked(const char* test, int world, size_t bytes, double max_err, size_t bad,
+                    unsigned long long device_bad, const char* host_found, const char* device_found) {
+    const bool ok = bad == 0 && device_bad == 0;
+    emit(test, world, bytes, ok, max_err,
+         ok ? "" : std::to_string(bad) + " " + host_found + ", " + std::to_string(device_bad) + " " +
+                       device_found);
+  }
+
   // Run one case; exceptions become a failed line. A hang leaves the device unusable, so it
   // ends the program after reporting.
   template <typename F>
@@ -134,6 +144,78 @@ inline std::vector<T> download(const T* src, size_t count) {
   std::vector<T> out(count);
   PK_CUDA_CHECK(cudaMemcpy(out.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
   return out;
+}
+
+// The two TMA tests' pipeline, one block's share of it. All threads: init_stages (the stages
+// in the kernel's dynamic shared memory and their barriers). Thread 0:
+// forward_stages moves chunks lb, lb + bpr, ... of the `body` bytes at `from` (body: a multiple
+// of 16) through kStages shared-memory stages of kStage bytes with bulk loads and mbarrier
+// completion, hands each stage to push(stage, offset, length) (which issues its bulk stores),
+// then completes the writes; false if a load was not seen within spin's timeout.
+struct stages {
+  unsigned char* buf;  // kStages buffers of kStage bytes, 128-byte aligned, in dynamic shared memory
+  uint64_t* bar;       // their mbarriers
+};
+
+template <unsigned kStages>
+__device__ stages init_stages(unsigned char* smem_raw) {
+  __shared__ uint64_t bar[kStages];
+  if (threadIdx.x == 0) {
+    for (unsigned s = 0; s < kStages; ++s) pk::tma::mbar_init(&bar[s], 1);
+    pk::tma::mbar_init_fence();
+  }
+  __syncthreads();
+  return {pk::tma::align_smem<128>(smem_raw), bar};
+}
+
+template <unsigned kStage, unsigned kStages, class Push>
+__device__ bool forward_stages(const stages& st, const unsigned char* from,
+                               size_t body, unsigned lb, unsigned bpr,
+                               const pk::spin_ctx& spin, int rank, Push push) {
+  bool ok = true;
+  const size_t nchunks = (body + kStage - 1) / kStage;
+  unsigned phase = 0;  // bit s: parity of the next phase of bar[s]
+  unsigned it = 0;
+  for (size_t c = lb; c < nchunks; c += bpr, ++it) {
+    const unsigned s = it % kStages;
+    unsigned char* buf = st.buf + s * kStage;
+    const size_t off = c * kStage;
+    const unsigned len = static_cast<unsigned>(body - off < kStage ? body - off : kStage);
+    // The stores issued from this stage kStages iterations ago must have read it.
+    if (it >= kStages) pk::tma::wait_group_read<kStages - 1>();
+    pk::tma::mbar_arrive_expect_tx(&st.bar[s], len);
+    pk::tma::load_async(buf, from + off, len, &st.bar[s]);
+    if (!pk::tma::mbar_wait(&st.bar[s], (phase >> s) & 1u, spin, rank)) {
+      ok = false;
+      break;
+    }
+    phase ^= 1u << s;
+    // Async-proxy writes seen through the mbarrier, then async-proxy reads of the same
+    // bytes: no generic access in between, but the fence is cheap and keeps this correct
+    // if a consumer ever touches the stage.
+    pk::tma::fence_shared_to_async();
+    push(buf, off, len);
+    pk::tma::commit_group();
+  }
+  pk::tma::complete_writes();  // wait_group 0 + fence.proxy.async.global
+  return ok;
+}
+
+// Every rank's source filled with random bytes (drawn from `seed`, rank after rank) and every
+// rank's destination with the 0xCD guard the checks look for; the sources' host copies.
+template <int M>
+inline std::vector<std::vector<unsigned char>> random_sources(const pk::pgl<unsigned char, M>& src,
+                                                              const pk::pgl<unsigned char, M>& dst,
+                                                              uint64_t seed) {
+  rng g(seed);
+  std::vector<std::vector<unsigned char>> host(src.world);
+  for (int r = 0; r < src.world; ++r) {
+    host[r].resize(src.count);
+    for (auto& b : host[r]) b = static_cast<unsigned char>(g.u32());
+    upload(src.ptr[r], host[r]);
+    PK_CUDA_CHECK(cudaMemset(dst.ptr[r], 0xCD, dst.count));
+  }
+  return host;
 }
 
 inline float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }

@@ -28,6 +28,52 @@ CHOICES = {"op": COLLECTIVES + FUSED_OPS, "dtype": tuple(DTYPES), "overlap": OVE
            "reduce_op": REDUCE_OPS, "epilogue": EPILOGUES}
 
 
+# The keywords' kinds, checked before any use (a wrong type is a ConfigError naming the
+# keyword and the value, never a TypeError from deep inside): whole numbers, numbers, flags,
+# text; ``bytes`` and ``chunk_bytes`` take an int or text (checked where they are read).
+WHOLE = ("m", "n", "k", "batch", "heads", "seq", "head_dim", "tokens", "hidden", "experts",
+         "topk", "expert_hidden", "world", "domains", "comm_sms", "root")
+NUMBER = ("skew",)
+FLAGS = ("cold_l2", "full")
+TEXT = ("system", "program", "op", "dtype", "overlap", "impl", "algorithm", "mechanism",
+        "peer_order", "schedule", "nccl_version", "launch", "nvls", "splits", "peers",
+        "reduce_op", "epilogue")
+SIZES = ("bytes", "chunk_bytes")
+REQUIRED = ("dtype", "impl", "domains", "root", "skew")     # None is not a value of these
+
+
+def check_kind(where: str, key: str, value: Any, kind: str, none: bool = True) -> None:
+    """``value`` of keyword ``key`` is of ``kind`` (whole, number, flag, text, size,
+    texts); None passes where ``none``. A ConfigError naming ``where``, the key and value."""
+    if value is None:
+        if none:
+            return
+        raise ConfigError(f"{where}: {key}=None: give a value (or leave the keyword out)")
+    ok = {"whole": lambda v: isinstance(v, int) and not isinstance(v, bool),
+          "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          "flag": lambda v: isinstance(v, bool),
+          "text": lambda v: isinstance(v, str),
+          "size": lambda v: isinstance(v, (int, str)) and not isinstance(v, bool),
+          "texts": lambda v: isinstance(v, str) or isinstance(v, (list, tuple)) and all(
+              isinstance(x, str) for x in v)}[kind](value)
+    if not ok:
+        want = {"whole": "a whole number (int)", "number": "a number", "flag": "True or False",
+                "text": "text (str)", "size": "bytes as an int or text such as '1MiB'",
+                "texts": "text or a list of text"}[kind]
+        raise ConfigError(f"{where}: {key}={value!r}: must be {want}")
+
+
+def check_kinds(where: str, values: dict[str, Any]) -> None:
+    """Every keyword of ``values`` whose kind is known (the lists above; ``set``: text or a
+    list of text) checked by ``check_kind``."""
+    kinds = {**dict.fromkeys(WHOLE, "whole"), **dict.fromkeys(NUMBER, "number"),
+             **dict.fromkeys(FLAGS, "flag"), **dict.fromkeys(TEXT, "text"),
+             **dict.fromkeys(SIZES, "size"), "set": "texts"}
+    for key, value in values.items():
+        if key in kinds:
+            check_kind(where, key, value, kinds[key], key not in REQUIRED)
+
+
 @dataclass(frozen=True)
 class Options:
     """One operation on one system, as ``pksim predict`` / ``pksim search`` take it."""
@@ -72,6 +118,7 @@ class Options:
     epilogue: str | None = None
 
     def __post_init__(self):
+        check_kinds("options", asdict(self))
         for key, allowed in CHOICES.items():
             value = getattr(self, key)
             if value is not None and value not in allowed:
@@ -88,6 +135,7 @@ class Options:
         if unknown:
             raise ConfigError(f"{where}: unknown option {unknown[0]!r} "
                               f"(options: {', '.join(sorted(known))})")
+        check_kinds(where, options)
         return cls(**options)
 
     @classmethod

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 from hwmodels.errors import ConfigError, PksimNote
 from hwmodels.units import parse_bytes_range
 from pksim import report
+from pksim.api.options import check_kind, check_kinds
 from pksim.api.predict import load_system
 from pksim.api.rows import json_entry
 from pksim.inputs import check_dtype, check_root, check_unique_systems, check_world
@@ -22,10 +23,21 @@ from pksim.safe_files import Journal, journal_path
 from pksim.runner import (NotSupportedYet, Row, RunResult, Task, attach_baselines, check_case,
                           default_workers, recorded, resume_from, run_tasks, tasks_for)
 from pksim.schedule import IMPLS
-from pksim.study import (Case, Study, Variant, default_study, find_study, load_variants,
-                         split_note)
+from pksim.study import (Case, Study, Variant, check_nvls, default_study, find_study,
+                         load_variants, split_note)
 from pksim.workloads.collectives import COLLECTIVES
 from pksim.workloads.fused import SHAPE_KEYS
+
+
+def _check_run_kinds(where: str, values: dict[str, Any]) -> None:
+    """sweep's and whatif's keywords of a known kind (pksim.api.options.check_kind)."""
+    kinds = {"system": "texts", "systems": "texts", "shape": "texts", "impl": "texts",
+             "vary": "texts", "force": "flag", "resume": "flag", "plots": "flag",
+             "workers": "whole", "scheduler": "text"}
+    check_kinds(where, {k: v for k, v in values.items() if k not in kinds})
+    for key, kind in kinds.items():
+        if key in values:
+            check_kind(where, key, values[key], kind, key in ("workers", "scheduler"))
 
 
 def _names(values: str | Sequence[str]) -> tuple[str, ...]:
@@ -65,6 +77,22 @@ def _journal(out: OutputDir | None, name: str, identity: dict, kept: list[Row],
     return Journal(path, identity, [r.to_dict() for r in kept])
 
 
+def _check_timeline(study: Study, pairs, replaced: bool, plots: bool) -> None:
+    """A study's ``plots.timeline`` names one of the systems it runs: an error naming the
+    file where it does not; a note where ``--systems`` replaced them."""
+    if not (plots and study.timeline and "timeline" in study.plots):
+        return
+    want = study.timeline[0]
+    if any(want in (variant.ref, loaded.name) for variant, loaded in pairs):
+        return
+    names = ", ".join(dict.fromkeys(loaded.name for _, loaded in pairs))
+    if replaced:
+        _note(f"plots.timeline names {want!r}, not run here ({names}): no timeline plot")
+        return
+    raise ConfigError(f"{study.path or study.name}: plots.timeline: system {want!r} is not "
+                      f"one of the study's systems ({names})")
+
+
 def _note(text: str) -> None:
     """Something the results rest on that the user did not say (hwmodels.errors.PksimNote)."""
     if text:
@@ -75,6 +103,8 @@ def _output(output: str | Path | None, force: bool, names: list[str]) -> OutputD
     """The folder the files go to, checked before any work; None: write no files."""
     if output is None:
         return None
+    if not str(output).strip():
+        raise ConfigError(f"-o {str(output)!r}: give the output folder (or leave -o out)")
     out = OutputDir(output, force)
     out.check(names)
     return out
@@ -124,18 +154,27 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
           force: bool = False, resume: bool = False, workers: int | None = None,
           scheduler: str | None = None, plots: bool = True,
           on_start: Callable[[int], None] | None = None,
-          on_done: Callable[[Row], None] | None = None) -> SweepResult:
+          on_done: Callable[[Row], None] | None = None, nvls: str = "on") -> SweepResult:
     """pk and NCCL side by side over sizes (``bytes="1KiB:1GiB"``, a list, or an int) or a
     shape (``shape="m=1024:16384"``), on one or several systems. ``workers``: processes
     (None: every core); ``scheduler``: a Dask scheduler's address; ``output``: the folder
     for sweep.csv/json and the plots (None: no files); ``on_start``: called with the number
-    of tasks before they run, ``on_done`` with each finished row."""
+    of tasks before they run, ``on_done`` with each finished row; ``nvls``: "off" runs the
+    nccl rows as NCCL_NVLS_ENABLE=0 does."""
+    _check_run_kinds("sweep", {"system": system, "op": op, "bytes": bytes, "shape": shape,
+                               "dtype": dtype, "world": world, "domains": domains,
+                               "root": root, "impl": impl, "set": set, "force": force,
+                               "resume": resume, "workers": workers,
+                               "scheduler": scheduler, "plots": plots, "nvls": nvls})
+    nvls = check_nvls(nvls, "--nvls")
     impls = _names(impl)
     if not impls:
         raise ConfigError(f"--impl {impl!r}: give one or more of {', '.join(IMPLS)}")
     for name in impls:
         if name not in IMPLS:
             raise ConfigError(f"--impl: {name!r} is not one of {', '.join(IMPLS)}")
+        if impls.count(name) > 1:
+            raise ConfigError(f"--impl {impl!r}: {name} given twice")
     size = str(bytes) if isinstance(bytes, int) else bytes
     overrides = (set,) if isinstance(set, str) else tuple(set)
     axes = shape_axes(op, size, (shape,) if isinstance(shape, str) else tuple(shape))
@@ -153,12 +192,12 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
             case = Case(op, op, point, dtype, n, domains, root)
             check_case(loaded, case, option=lambda key: "--bytes" if size else
                        "--shape" if key == "bytes" else f"--shape {key}")
-            tasks.extend(Task(variant, case, name) for name in impls)
+            tasks.extend(Task(variant, case, name, nvls) for name in impls)
     out = _output(output, force or resume, report.sweep_files())
     _note(split_note(t.case for t in tasks))
     identity = {"command": "sweep", "op": op, "systems": list(refs), "set": list(overrides),
                 "dtype": dtype, "world": world, "domains": domains, "root": root,
-                "impls": list(impls)}
+                "impls": list(impls), "nvls": nvls}
     order = {(t.variant.ref, t.case, t.impl): i for i, t in enumerate(tasks)}
     kept, tasks = _resumed(resume, out, "sweep.json", identity, "results", tasks, variants)
     journal = _journal(out, "sweep.json", identity, kept, force or resume)
@@ -254,27 +293,36 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
            output: str | Path | None = None, force: bool = False, resume: bool = False,
            workers: int | None = None, scheduler: str | None = None, plots: bool = True,
            on_start: Callable[[int], None] | None = None,
-           on_done: Callable[[Row], None] | None = None) -> StudyResult:
+           on_done: Callable[[Row], None] | None = None,
+           nvls: str | None = None) -> StudyResult:
     """A study (a file, a shipped study's name or a ``Study``; None: the built-in study):
     the best schedule, its time, the baseline and the speed-up of each workload on each
     system. ``systems`` replaces the study's; ``set`` overrides every system's figures;
-    ``vary`` ("KEY=V1,V2", a value like 2x scales) changes one figure at a time."""
+    ``vary`` ("KEY=V1,V2", a value like 2x scales) changes one figure at a time; ``nvls``
+    ("on"/"off", None: the study's) NCCL_NVLS_ENABLE for the nccl rows of collectives."""
     start = time.perf_counter()
-    chosen = study if isinstance(study, Study) else find_study(study) if study else \
+    if not isinstance(study, Study):
+        check_kind("whatif", "study", study, "text")
+    _check_run_kinds("whatif", {"systems": systems, "set": set, "vary": vary, "force": force,
+                                "resume": resume, "workers": workers, "scheduler": scheduler,
+                                "plots": plots, "nvls": nvls})
+    chosen = study if isinstance(study, Study) else find_study(study) if study is not None else \
         default_study()
     overrides = (set,) if isinstance(set, str) else tuple(set)
     if systems and not _names(systems):
         raise ConfigError(f"--systems {systems!r}: names no system")
     chosen = chosen.with_options(_names(systems), overrides,
-                                 (vary,) if isinstance(vary, str) else tuple(vary))
+                                 (vary,) if isinstance(vary, str) else tuple(vary), nvls)
     pairs = load_variants(chosen, "--systems" if systems else "")
+    _check_timeline(chosen, pairs, bool(systems), plots)
     tasks, skipped = tasks_for(pairs, chosen.workloads, chosen.impls,
-                               chosen.path or chosen.name, chosen.programs)
+                               chosen.path or chosen.name, chosen.programs, chosen.nvls)
     out = _output(output, force or resume, report.study_files(chosen))
     _note(split_note(t.case for t in tasks))
     identity = {"command": "whatif", "study": chosen.name, "systems": list(chosen.systems),
                 "set": list(chosen.overrides),
-                "vary": [[k, list(v)] for k, v in chosen.vary], "impls": list(chosen.impls)}
+                "vary": [[k, list(v)] for k, v in chosen.vary], "impls": list(chosen.impls),
+                "nvls": chosen.nvls}
     kept, tasks = _resumed(resume, out, "results.json", identity, "rows", tasks, pairs)
     journal = _journal(out, "results.json", identity, kept, force or resume)
     result = _run(tasks, workers, scheduler, on_start, on_done, journal)

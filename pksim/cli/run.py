@@ -47,13 +47,13 @@ def run(virtual: bool, iters: int, warmup: int, blocks_per_rank: int, seed: int,
     if blocks_per_rank < 0:
         raise ConfigError(f"--blocks-per-rank must be at least 0 (0: the schedule's), got "
                           f"{blocks_per_rank}")
+    system, sched, pred = _choose_from(kw, runnable_only=True)   # bad input first, no GPU
     require("run --virtual")  # before anything is built
     out_dir = out_dir or out_alias
     if out_dir:
         check_writable(out_dir)
     ensure_eager_loading()  # before anything initialises CUDA
 
-    system, sched, pred = _choose_from(kw, runnable_only=True)
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="pksim-run-"))
     emitted = cg.emit(system, sched, pred, work)
     lib = Library(cg.build(emitted.source))

@@ -57,10 +57,11 @@ def _say_prepared(p, as_json: bool) -> None:
             f"not predicted: {f['not_predicted']}; in {p.out}/fused")
     if m.get("matrix_cases"):
         say(f"  correctness matrix: {m['matrix_cases']} cases in {p.out}/matrix")
-    for key, what in (("left_out", "cases"), ("matrix_left_out", "matrix cases")):
-        if m.get(key):
-            first = m[key][0]
-            say(f"  left out {len(m[key])} {what} that cannot fit the GPU (listed in "
+    for left, what in ((m.get("left_out"), "cases"), (m.get("matrix_left_out"), "matrix cases"),
+                       ((f or {}).get("left_out"), "fused cases")):
+        if left:
+            first = left[0]
+            say(f"  left out {len(left)} {what} that cannot fit the GPU (listed in "
                 f"prepare.json), e.g. {first['id']}: {first['reason']}")
     say(f"  estimated GPU time: {m['estimated_gpu_s']:.0f} s (from the predicted times; "
         f"measured ones may be several times longer)")
@@ -197,6 +198,9 @@ def validate(suite_ref: str, system_ref: str | None, out_dir: Path | None, do_pr
         raise ConfigError("--gpu-memory applies to a run or --prepare, not --report")
     if do_prepare and report_dir is not None:
         raise ConfigError("--prepare and --report are two halves of a split run: give one")
+    if do_prepare and measured:
+        raise ConfigError(f"--measured {measured[0]}: measurements are reported (--report DIR, "
+                          f"or a run), not prepared")
     if no_build and not do_prepare:
         raise ConfigError("--no-build only applies with --prepare (a run needs the libraries)")
     if report_dir is not None:

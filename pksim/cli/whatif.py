@@ -30,6 +30,15 @@ from pksim.workloads.fused import SHAPE_KEYS
 OUT_ROOT = Path("pksim-out")
 
 
+NVLS_HELP = ("NCCL's collectives with NVLink SHARP as NCCL_NVLS_ENABLE leaves it: off (=0, how "
+             "most clusters run NCCL) takes NVLS and NVLSTree out of its tuner's choices")
+
+
+def nvls_option(default_text: str):
+    return click.option("--nvls", type=click.Choice(("on", "off")), default=None,
+                        help=f"{NVLS_HELP} [default: {default_text}].")
+
+
 def run_options(fn):
     """Options shared by whatif and sweep: output folder, resume, parallelism, format."""
     for option in reversed([
@@ -78,8 +87,24 @@ class _Progress:
             self.bar.stop()
 
 
-def _interrupted(found) -> None:
-    """After Ctrl-C: say what was kept (with the rows a --resume brought) and exit 130."""
+def _with_progress(label: str, as_json: bool, call, *args, **kw):
+    """``call(*args, **kw)`` with a progress bar fed by its ``on_start``/``on_done``, stopped
+    however the call ends; what the call returns."""
+    progress = _Progress(label, as_json)
+    try:
+        return call(*args, on_start=progress.start, on_done=progress.advance, **kw)
+    finally:
+        progress.stop()
+
+
+def _finish(found, as_json: bool, print_tables, summary: str) -> None:
+    """A study's or sweep's result: JSON, or its tables and a summary line; then, after Ctrl-C,
+    what was kept (with the rows a --resume brought) and exit 130."""
+    if as_json:
+        emit_json(found.to_dict())
+    else:
+        print_tables()
+        click.echo(summary)
     if found.interrupted:
         click.echo(f"pksim: interrupted: kept {len(found.rows)} of {found.total} results in "
                    f"{found.output} (--resume completes them)", err=True)
@@ -96,29 +121,23 @@ def _interrupted(found) -> None:
               help="Override a figure of every system (repeatable).")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...",
               help="What-if: one change at a time; a value like 2x scales the system's figure.")
+@nvls_option("the study's nvls key, else on")
 @run_options
-def whatif(study_file, systems, overrides, vary, output, force, resume, workers, scheduler,
-           no_plots, as_json) -> None:
+def whatif(study_file, systems, overrides, vary, nvls, output, force, resume, workers,
+           scheduler, no_plots, as_json) -> None:
     """Run a study: the best schedule, its time, the baseline and the speed-up for each
     workload on each system; for each program of the study, its baseline (PyTorch + NCCL),
     pksim's best and roofline (with no options, the built-in 70B-class TP study)."""
     start = time.perf_counter()
-    study = find_study(study_file) if study_file else default_study()
-    progress = _Progress(f"whatif {study.name}", as_json)
-    try:
-        found = api.whatif(study, systems, overrides, vary, output or OUT_ROOT / study.name,
-                           force, resume, workers, scheduler, not no_plots,
-                           on_start=progress.start, on_done=progress.advance)
-    finally:
-        progress.stop()
-    if as_json:
-        emit_json(found.to_dict())
-    else:
-        _print_study(found.study, found.entries, found.skipped)
-        click.echo(f"{len(found.rows)} predictions ({found.run_s:.1f} s), "
-                   f"{len(found.files)} files in {found.output}/ "
-                   f"({time.perf_counter() - start:.1f} s in all)")
-    _interrupted(found)
+    if output is not None and not output.strip():
+        raise ConfigError(f"-o {output!r}: give the output folder (or leave -o out)")
+    study = find_study(study_file) if study_file is not None else default_study()
+    found = _with_progress(f"whatif {study.name}", as_json, api.whatif, study, systems,
+                           overrides, vary, output or OUT_ROOT / study.name, force, resume,
+                           workers, scheduler, not no_plots, nvls=nvls)
+    _finish(found, as_json, lambda: _print_study(found.study, found.entries, found.skipped),
+            f"{len(found.rows)} predictions ({found.run_s:.1f} s), {len(found.files)} files in "
+            f"{found.output}/ ({time.perf_counter() - start:.1f} s in all)")
 
 
 def _print_study(study, entries, skipped) -> None:
@@ -127,7 +146,8 @@ def _print_study(study, entries, skipped) -> None:
         mine = [e for e in entries if e["system"] == system and e["op"] != PROGRAM_OP]
         base = [e for e in mine if e["variant"] == "base"]
         if base:
-            table(f"{title}: {system} (baseline: {study.baseline})", report.TABLE_HEADERS,
+            nvls = ", NCCL with NVLS off" if study.nvls == "off" else ""
+            table(f"{title}: {system} (baseline: {study.baseline}{nvls})", report.TABLE_HEADERS,
                   report.table_rows(base))
         changed = [e for e in mine if e["variant"] != "base"
                    and e["status"] != report.NOT_SUPPORTED]
@@ -174,26 +194,21 @@ def _print_programs(title: str, system: str, entries: list[dict]) -> None:
 @click.option("--root", type=int, default=0, show_default=True)
 @click.option("--impl", "impls", default="pk,nccl", show_default=True, metavar="pk,nccl",
               help="Implementations side by side.")
+@nvls_option("on, where the switches reduce")
 @run_options
-def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, impls, output,
-          force, resume, workers, scheduler, no_plots, as_json) -> None:
+def sweep(systems, overrides, op, size, shapes, dtype, world, domains, root, impls, nvls,
+          output, force, resume, workers, scheduler, no_plots, as_json) -> None:
     """A size (or shape) sweep in the nccl-tests layout: size, time, algbw, busbw for
     pk and nccl side by side, and a plot."""
-    progress = _Progress(f"sweep {op}", as_json)
-    try:
-        found = api.sweep(systems, op, size, shapes, dtype, world, domains, root, impls,
-                          overrides, output or OUT_ROOT / f"sweep-{op}", force, resume,
-                          workers, scheduler, not no_plots,
-                          on_start=progress.start, on_done=progress.advance)
-    finally:
-        progress.stop()
-    if as_json:
-        emit_json(found.to_dict())
-    else:
-        _print_sweep(op, found.entries, found.impls, found.systems)
-        click.echo(f"{len(found.rows)} predictions ({found.wall_s:.1f} s), "
-                   f"{len(found.files)} files in {found.output}/")
-    _interrupted(found)
+    if output is not None and not output.strip():
+        raise ConfigError(f"-o {output!r}: give the output folder (or leave -o out)")
+    found = _with_progress(f"sweep {op}", as_json, api.sweep, systems, op, size, shapes, dtype,
+                           world, domains, root, impls, overrides,
+                           output or OUT_ROOT / f"sweep-{op}", force, resume, workers, scheduler,
+                           not no_plots, nvls=nvls or "on")
+    _finish(found, as_json, lambda: _print_sweep(op, found.entries, found.impls, found.systems),
+            f"{len(found.rows)} predictions ({found.wall_s:.1f} s), {len(found.files)} files in "
+            f"{found.output}/")
 
 
 def _print_sweep(op: str, entries: list[dict], impls, order: list[str]) -> None:

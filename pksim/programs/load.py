@@ -6,11 +6,11 @@ checks that need the whole program (tensors, shapes, splits, dependencies) are
 """
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ConfigError
+from hwmodels.files import read_toml
 from hwmodels.resources import package_dir
 from pksim.programs.check import check_program
 from pksim.programs.model import (COLLECTIVE_KINDS, DTYPE_BYTES, FUSED_KINDS, IN_PLACE, KINDS,
@@ -69,13 +69,21 @@ def list_programs() -> list[str]:
 
 
 def program_path(name_or_path: str) -> Path:
-    """A shipped program's file, or a path to a user's."""
+    """A shipped program's file, or a path to a user's. A bare name (no ``/``, no ``.toml``)
+    that is shipped means the shipped program even where a file or folder of that name is
+    here (``./name`` names that)."""
+    if not name_or_path.strip():
+        raise ConfigError(f"program {name_or_path!r}: give a shipped program's name or a "
+                          f"program file (pksim programs list)")
     candidate = Path(name_or_path)
-    if candidate.suffix == ".toml" or "/" in name_or_path or candidate.exists():
+    shipped = PROGRAMS_DIR / f"{name_or_path}.toml"
+    bare = candidate.suffix != ".toml" and "/" not in name_or_path
+    if not (bare and shipped.is_file()) and (not bare or candidate.exists()):
+        if candidate.is_dir():
+            raise ConfigError(f"program file {name_or_path}: is a folder, not a .toml file")
         if not candidate.is_file():
             raise ConfigError(f"program file {name_or_path}: no such file")
         return candidate
-    shipped = PROGRAMS_DIR / f"{name_or_path}.toml"
     if not shipped.exists():
         names = list_programs()
         raise ConfigError(f"unknown program {name_or_path!r} ({len(names)} shipped: "
@@ -86,14 +94,7 @@ def program_path(name_or_path: str) -> Path:
 def load_program(name_or_path: str) -> Program:
     """Read, unroll and check a program; ``ConfigError`` names what is wrong."""
     path = program_path(name_or_path)
-    try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    return parse_program(raw, str(path))
+    return parse_program(read_toml(path, "program file"), str(path))
 
 
 def parse_program(raw: dict[str, Any], path: str = "<program>") -> Program:

@@ -110,14 +110,14 @@ def check_shape(op: str, shape: dict[str, int], world: int,
         raise ConfigError(f"{name('seq')} {shape['seq']} is smaller than the world ({world}): "
                           f"each rank holds seq / world positions")
     if op == "ulysses-attention" and shape["heads"] % world:
-        raise InfeasibleError(f"ulysses needs heads ({shape['heads']}) divisible by the world "
-                              f"({world})")
+        raise InfeasibleError(f"{name('heads')} {shape['heads']}: ulysses needs heads divisible "
+                              f"by the world ({world})")
     if op.startswith("moe") and shape["topk"] > shape["experts"]:
         raise ConfigError(f"{name('topk')} {shape['topk']} is more than the "
                           f"{shape['experts']} experts")
     if op.startswith("moe") and shape["experts"] % world:
-        raise InfeasibleError(f"experts ({shape['experts']}) must divide evenly over the "
-                              f"world ({world})")
+        raise InfeasibleError(f"{name('experts')} {shape['experts']}: the experts must divide "
+                              f"evenly over the world ({world})")
 
 
 # The fused kernels' persistent GEMM walks its tiles in bands of GEMM_GROUP_M tile rows,

@@ -154,6 +154,52 @@ def test_options_are_checked_as_the_cli_checks_them():
                       world=6)
 
 
+AR = dict(system="dgx-h100", op="all-reduce", bytes="1MiB")
+
+
+@pytest.mark.parametrize("call, words", [
+    (dict(AR, world="8"), "predict: world='8': must be a whole number"),
+    (dict(AR, world=2.5), "world=2.5: must be a whole number"),
+    (dict(AR, world=True), "world=True: must be a whole number"),
+    (dict(AR, comm_sms=4.5), "comm_sms=4.5"),
+    (dict(AR, domains="2"), "domains='2'"),
+    (dict(AR, root="0"), "root='0'"),
+    (dict(AR, bytes=1.5), "bytes=1.5: must be bytes as an int or text"),
+    (dict(AR, bytes=[1]), "bytes=[1]"),
+    (dict(AR, set=5), "set=5: must be text or a list of text"),
+    (dict(AR, cold_l2="yes"), "cold_l2='yes': must be True or False"),
+    (dict(AR, full=1), "full=1: must be True or False"),
+    (dict(AR, nvls=True), "nvls=True: must be text"),
+    (dict(AR, system=5), "system=5: must be text"),
+    (dict(AR, dtype=None), "dtype=None: give a value"),
+    (dict(AR, impl=None), "impl=None: give a value"),
+    (dict(system="dgx-h100", op="moe-dispatch-gemm", tokens=1024, hidden=1024, experts=8,
+          topk=2, expert_hidden=1024, skew="x"), "skew='x': must be a number"),
+])
+def test_predict_keywords_of_the_wrong_kind_are_config_errors(call, words):
+    """A keyword of the wrong type is a ConfigError naming it and its value (it was a
+    TypeError from deep inside, or accepted: comm_sms=4.5, cold_l2='yes', impl=None)."""
+    with pytest.raises(ConfigError) as caught:
+        pksim.predict(**call)
+    assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: pksim.sweep(world="8", **AR), "sweep: world='8'"),
+    (lambda: pksim.sweep(plots="no", **AR), "sweep: plots='no': must be True or False"),
+    (lambda: pksim.sweep(nvls=False, **AR), "sweep: nvls=False"),
+    (lambda: pksim.sweep(nvls="maybe", **AR), "--nvls 'maybe': must be \"on\" or \"off\""),
+    (lambda: pksim.whatif(systems=5), "whatif: systems=5"),
+    (lambda: pksim.whatif(workers="2"), "whatif: workers='2': must be a whole number"),
+    (lambda: pksim.whatif(study=5), "whatif: study=5: must be text"),
+    (lambda: pksim.whatif(nvls="maybe"), "--nvls 'maybe'"),
+])
+def test_sweep_and_whatif_keywords_are_checked_before_any_work(call, words):
+    with pytest.raises(ConfigError) as caught:
+        call()
+    assert words in str(caught.value)
+
+
 def test_load_system_with_overrides():
     plain = pksim.load_system("dgx-h100")
     changed = pksim.load_system("dgx-h100", set=["gpu.nvlink.link_bandwidth_GBps=50"])

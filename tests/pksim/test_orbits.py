@@ -17,44 +17,26 @@ from pksim.nccl import nccl_schedule
 from pksim.orbits import RANK_FIELDS, _Layouts, _relabel_resources, flow_orbits, relabellings
 from pksim.program import Move, Transfer
 from pksim.schedule import Schedule
-from pksim.symmetry import FlowClass, reduce_flows
+from pksim.symmetry import FlowClass, _recolour, name_classes, reduce_flows, refine
 from pksim.workloads import phases as ph
 from pksim.workloads.collectives import COLLECTIVES, algorithms_for
 
 MiB = 1 << 20
 
 
-def _recolour(signatures: dict) -> dict:
-    ids: dict = {}
-    return {item: ids.setdefault(sig, len(ids)) for item, sig in signatures.items()}
-
-
 def _reference_reduce(patterns: dict[Hashable, list[FlowSpec]], capacity: dict[str, float]):
-    """The colour refinement of every flow, as the model ran it before the orbits."""
-    flows = [(key, i, spec) for key, specs in patterns.items() for i, spec in enumerate(specs)]
-    fcol = _recolour({(k, i): (k, s.nbytes, round(s.latency_s, 15)) for k, i, s in flows})
+    """The colour refinement of every flow, as the model ran it before the orbits (each
+    resource's signature the sorted list of every (flow colour, weight) it carries)."""
+    flows = {(key, i): spec for key, specs in patterns.items() for i, spec in enumerate(specs)}
+    fcol = _recolour({(k, i): (k, s.nbytes, round(s.latency_s, 15)) for (k, i), s in flows.items()})
     users: dict[str, list[tuple[tuple, float]]] = {}
-    for k, i, s in flows:
+    for f, s in flows.items():
         for name, w in s.usage:
-            users.setdefault(name, []).append(((k, i), w))
+            users.setdefault(name, []).append((f, w))
     rcol = _recolour({name: (name.cls, capacity[name]) for name in users})
-    n_f, n_r = len(set(fcol.values())), len(set(rcol.values()))
-    while True:
-        rcol = _recolour({name: (rcol[name], tuple(sorted((fcol[f], w) for f, w in fl)))
-                          for name, fl in users.items()})
-        fcol = _recolour({(k, i): (fcol[(k, i)], tuple(sorted((rcol[n], w) for n, w in s.usage)))
-                          for k, i, s in flows})
-        new_f, new_r = len(set(fcol.values())), len(set(rcol.values()))
-        if (new_f, new_r) == (n_f, n_r):
-            break
-        n_f, n_r = new_f, new_r
-    res_count: dict[int, int] = {}
-    res_name: dict[int, ResourceName] = {}
-    for name, c in rcol.items():
-        res_count[c] = res_count.get(c, 0) + 1
-        res_name.setdefault(c, ResourceName(f"{name.cls}#{c}", name.cls))
-    colour_of = {r: c for c, r in res_name.items()}
-    instances = {res_name[c]: name for name, c in rcol.items()}
+    fcol, rcol = refine(fcol, rcol, lambda r, fc: tuple(sorted((fc[f], w) for f, w in users[r])),
+                        lambda f, rc: tuple(sorted((rc[n], w) for n, w in flows[f].usage)))
+    res_name, res_count, colour_of, instances = name_classes(rcol, {name: 1 for name in rcol})
     out = {}
     for key, specs in patterns.items():
         members: dict[int, list[int]] = {}

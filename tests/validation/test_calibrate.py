@@ -185,6 +185,15 @@ def test_the_fit_on_the_committed_results_reproduces_the_shipped_file(fitted, sh
     assert all(stage.success for stage in fitted.stages)
 
 
+def _fitted(summary, bench: str, points: int, median: float, predicted: int | None = None):
+    """The bench's points (and of them, those the model predicts) and the calibrated model's
+    median error on them, to 0.2 percentage points."""
+    assert summary[bench].points == points, bench
+    if predicted is not None:
+        assert summary[bench].predicted == predicted, bench
+    assert summary[bench].median_abs_error == pytest.approx(median, abs=0.002), bench
+
+
 def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_median(
         results, shipped):
     summary = summarise(predict(shipped, results.records))
@@ -215,45 +224,35 @@ def test_the_calibrated_model_predicts_each_microbenchmark_within_5_percent_medi
     # (ce_burst: forked, or in rounds chained by events from the previous stream or from
     # every other one, with and without a kernel, each wait on an event costing
     # sync.event_wait_us), 5.0 %
-    assert summary["block_moves"].points == 1530 and summary["block_moves"].predicted == 1444
-    assert summary["block_moves"].median_abs_error == pytest.approx(0.062, abs=0.002)
-    assert summary["block_moves_own"].points == 72
-    assert summary["block_moves_own"].median_abs_error == pytest.approx(0.029, abs=0.002)
-    assert summary["ce_burst"].points == 96
-    assert summary["ce_burst"].median_abs_error == pytest.approx(0.050, abs=0.002)
+    _fitted(summary, "block_moves", 1530, 0.062, predicted=1444)
+    _fitted(summary, "block_moves_own", 72, 0.029)
+    _fitted(summary, "ce_burst", 96, 0.050)
     # peer copies around a ring of 2-8 groups with the generated kernels' hand-off between
     # them, 1-8 steps of 512 B - 1 MiB (h200-microbench-2026-12-03-run28.json.gz;
     # docs/decisions/D18.md): the 192 ring points predicted, 2.8 %; the 192 grid-barrier ones
     # measured only. The fused kernels' pull-reduce alone (rs and ar,
     # 2-8 ranks, 2-16 blocks each): 48 points, 3.7 %
-    assert summary["signal_chain"].points == 384 and summary["signal_chain"].predicted == 192
-    assert summary["signal_chain"].median_abs_error == pytest.approx(0.028, abs=0.002)
-    assert summary["fused_pull"].points == 48 and summary["fused_pull"].predicted == 48
-    assert summary["fused_pull"].median_abs_error == pytest.approx(0.037, abs=0.002)
+    _fitted(summary, "signal_chain", 384, 0.028, predicted=192)
+    _fitted(summary, "fused_pull", 48, 0.037, predicted=48)
     # its TMA form (tensor copies of 32-row boxes; D54): 48 points, 0.5 %
-    assert summary["fused_pull_tma"].points == 48 and summary["fused_pull_tma"].predicted == 48
-    assert summary["fused_pull_tma"].median_abs_error == pytest.approx(0.005, abs=0.002)
+    _fitted(summary, "fused_pull_tma", 48, 0.005, predicted=48)
     # the crossed sums (parts of 512 B - 64 KiB behind a write, 32 MiB back to back; 8 sources
     # by registers also 4 a round) and, from 17:20 UTC, crossed reads into one destination
     # (4 KiB - 4 MiB parts behind a write), fitted with the other moves (
     # docs/decisions/D6.md): 192 points from 2026-12-04, 3.5 %
-    assert summary["block_moves_cross"].points == 192
-    assert summary["block_moves_cross"].median_abs_error == pytest.approx(0.035, abs=0.002)
+    _fitted(summary, "block_moves_cross", 192, 0.035)
     assert summary["atomics"].predicted == 0 and "measured only" in summary["atomics"].note
     # our GEMM store-adding every tile into 1-8 outputs (4 shapes; the 12 plain stores into
     # several outputs measured only): 20 points, 3.8 %
-    assert summary["gemm_store_add"].points == 32 and summary["gemm_store_add"].predicted == 20
-    assert summary["gemm_store_add"].median_abs_error == pytest.approx(0.038, abs=0.002)
+    _fitted(summary, "gemm_store_add", 32, 0.038, predicted=20)
     # the sums through the epilogue routines beside the plain sum, S -> D x 4-132 blocks at
     # 64 MiB (bf16; fp32 2->1, 8->1): 340 points, the 8 fp32 max-scale-bias ones failed the
     # program's too strict check (not fitted), 6.5 % (the plain sum's own error at these points)
-    assert summary["epilogue_moves"].points == 332 and summary["epilogue_moves"].predicted == 332
-    assert summary["epilogue_moves"].median_abs_error == pytest.approx(0.065, abs=0.002)
+    _fitted(summary, "epilogue_moves", 332, 0.065, predicted=332)
     # block_moves --shift: 10 shapes x 7 points x shifts 0, 2, 4, 8 x TMA and registers x two
     # GPUs: 1120 points, 9.5 % (the aligned model's own error at these points; the shift's
     # share, each point over its aligned twin: tests/validation/test_calibrate_shift.py)
-    assert summary["block_moves_shift"].points == 1120
-    assert summary["block_moves_shift"].median_abs_error == pytest.approx(0.095, abs=0.002)
+    _fitted(summary, "block_moves_shift", 1120, 0.095)
 
 
 def test_a_measurement_taken_again_replaces_the_earlier_one(tmp_path):

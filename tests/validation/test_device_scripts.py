@@ -130,3 +130,61 @@ def test_gemm_script_runs_the_benchmark_as_a_module(tmp_path):
                          timeout=120)
     for step in ("bench v0-3", "bench v4-6,0", "bench v7-9,4", "baseline v4"):
         assert f"{step} rc=0" in res.stdout, res.stdout + res.stderr
+
+
+# A stand-in for the GPU programs of the device scripts: it writes a row for the first case of
+# --cases into the file after --out, found by name (a stand-in that took --out's place by
+# position once wrote its row to a file named "--out" in the repository root, 9b9bf5f).
+STAND_IN = """#!/bin/bash
+out=""; cases=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="$2"; shift;;
+    --cases) cases="$2"; shift;;
+  esac
+  shift
+done
+[ -n "$out" ] || exit 0
+case "$out" in /*) ;; *) echo "stand-in: --out $out is not an absolute path" >&2; exit 5;; esac
+exec {python} -c "import json, sys; c = json.load(open(sys.argv[1])); \\
+open(sys.argv[2], 'a').write(json.dumps({{'id': c[0]['id'], 'ok': True}}) + chr(10))" "$cases" "$out"
+"""
+
+
+def test_scale_script_writes_only_into_its_output(tmp_path):
+    """validation/device/scale.sh with stand-ins: each step's rows land in OUTDIR (then
+    OUTDIR.tgz) and the coverage lines count them; nothing is written where it runs."""
+    import subprocess
+    import sys
+    import tarfile
+    root = Path(__file__).resolve().parents[2]
+    bundle = tmp_path / "bundle"
+    (bundle / "matrix").mkdir(parents=True)
+    for path, ids in ((bundle / "cases.json", ["s1", "s2"]),
+                      (bundle / "matrix" / "cases.json", ["m1", "m2", "m3"])):
+        path.write_text(json.dumps([{"id": i, "op": "all-gather"} for i in ids]))
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "py").write_text(f"""#!/bin/bash
+case "$*" in
+  *validation.run.collectives*) exec {fake / 'stand-in'} "$@";;
+  *) exec {sys.executable} "$@";;
+esac
+""")
+    (fake / "stand-in").write_text(STAND_IN.format(python=sys.executable))
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho fake\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    before = sorted(p.name for p in root.iterdir())
+    env = dict(os.environ, PATH=f"{fake}:/usr/bin:/bin", PYTHON=str(fake / "py"),
+               PK_MEMCHECK_S="0")
+    res = subprocess.run(["bash", "validation/device/scale.sh", str(bundle),
+                          str(tmp_path / "out")], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "matrix: 1 of 3 cases ok, 0 failed, 2 not run; not run: m2 m3" in res.stdout
+    assert "suite: 1 of 2 cases ok, 0 failed, 1 not run; not run: s2" in res.stdout
+    with tarfile.open(tmp_path / "out.tgz") as tgz:
+        names = set(tgz.getnames())
+    assert {"out/matrix.jsonl", "out/measured.jsonl", "out/times.txt"} <= names
+    assert sorted(p.name for p in root.iterdir()) == before

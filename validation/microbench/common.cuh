@@ -330,6 +330,58 @@ inline bool has_flag(int argc, char** argv, const char* flag) {
   return false;
 }
 
+// ---------------------------------------------------------------- copy benchmarks
+// hbm_copy's and sm_copy's buffers: a source and a destination of `bytes` each, `want` halved
+// until both fit with 512 MiB to spare (down to 512 MiB), the source filled with hash(seed, i).
+struct CopyPair {
+  uint32_t* src = nullptr;
+  uint32_t* dst = nullptr;
+  size_t bytes = 0;
+  uint32_t seed = 0;
+
+  // The check before a point is timed: dst poisoned with 0xFF, op() enqueued on st (a copy of
+  // the first s bytes of src into dst), then all s bytes of dst compared with the source's.
+  template <class Op>
+  std::string check(size_t s, cudaStream_t st, Op op) const {
+    CHECK(cudaMemsetAsync(dst, 0xFF, s, st));
+    op();
+    CHECK(cudaStreamSynchronize(st));
+    return verify_words(dst, s / 4, seed, 0);
+  }
+};
+
+inline CopyPair alloc_copy_pair(size_t want, uint32_t seed) {
+  size_t free_b = 0, total_b = 0;
+  CHECK(cudaMemGetInfo(&free_b, &total_b));
+  while (want > 512 * MiB && 2 * want + 512 * MiB > free_b) want /= 2;
+  CopyPair p;
+  p.bytes = want;
+  p.seed = seed;
+  CHECK(cudaMalloc(&p.src, want));
+  CHECK(cudaMalloc(&p.dst, want));
+  fill_hash(p.src, want / 4, seed);
+  CHECK(cudaDeviceSynchronize());
+  return p;
+}
+
+// A copy benchmark's record of one point of s bytes (read once, written once).
+inline JsonObj copy_record(const char* bench, const JsonObj& params, size_t s) {
+  JsonObj o;
+  o.str("bench", bench).obj("params", params).integer("bytes", (long long)s)
+      .integer("traffic_bytes", (long long)(2 * s));
+  return o;
+}
+
+// A point whose check failed: emitted with the check's message and counted (true); false
+// where the check passed and the point is to be timed.
+inline bool emit_failed(JsonObj& o, const std::string& check, int& failures) {
+  if (check == "ok") return false;
+  ++failures;
+  o.str("check", check);
+  emit(o);
+  return true;
+}
+
 // ---------------------------------------------------------------- SM copy
 // Grid-stride int4 copy, 4 independent 16-byte loads in flight per thread
 // before the stores (memory-level parallelism).  n = number of int4.

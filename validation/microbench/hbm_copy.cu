@@ -24,17 +24,10 @@ int main(int argc, char** argv) {
   const int sms = sm_count();
   const uint32_t seed = 0x1234;
 
-  size_t max_s = quick ? 1 * GiB : 4 * GiB;
-  size_t free_b = 0, total_b = 0;
-  CHECK(cudaMemGetInfo(&free_b, &total_b));
-  while (max_s > 512 * MiB && 2 * max_s + 512 * MiB > free_b) max_s /= 2;
+  const CopyPair buffers = alloc_copy_pair(quick ? 1 * GiB : 4 * GiB, seed);
+  const size_t max_s = buffers.bytes;
+  uint32_t *src = buffers.src, *dst = buffers.dst;
   const size_t rot_pool = std::min<size_t>(512 * MiB, max_s);
-
-  uint32_t *src = nullptr, *dst = nullptr;
-  CHECK(cudaMalloc(&src, max_s));
-  CHECK(cudaMalloc(&dst, max_s));
-  fill_hash(src, max_s / 4, seed);
-  CHECK(cudaDeviceSynchronize());
 
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -56,10 +49,7 @@ int main(int argc, char** argv) {
         }
       };
       // ---- check: poison, one op on slot 0, verify.
-      CHECK(cudaMemsetAsync(dst, 0xFF, s, st));
-      copy_slot(0);
-      CHECK(cudaStreamSynchronize(st));
-      const std::string check = verify_words(dst, s / 4, seed, 0);
+      const std::string check = buffers.check(s, st, [&] { copy_slot(0); });
 
       for (int cold = 0; cold < 2; ++cold) {
         const size_t slots = cold ? std::max<size_t>(1, rot_pool / s) : 1;
@@ -67,15 +57,8 @@ int main(int argc, char** argv) {
         params.str("engine", eng).str("l2", cold ? "cold" : "hot").integer("size_bytes", (long long)s)
             .integer("rotation_slots", (long long)slots);
         if (engine == 0) params.integer("blocks", 2 * sms).integer("threads", 1024);
-        JsonObj o;
-        o.str("bench", "hbm_copy").obj("params", params).integer("bytes", (long long)s)
-            .integer("traffic_bytes", (long long)(2 * s));
-        if (check != "ok") {
-          ++failures;
-          o.str("check", check);
-          emit(o);
-          continue;
-        }
+        JsonObj o = copy_record("hbm_copy", params, s);
+        if (emit_failed(o, check, failures)) continue;
         Timing t = time_op(st, [&](long long i) { copy_slot((size_t)(i % (long long)slots)); }, cfg);
         add_timing(o, t);
         o.num("gbps", s / t.med / 1e9).num("traffic_gbps", 2.0 * s / t.med / 1e9).str("check", "ok");

@@ -23,16 +23,9 @@ int main(int argc, char** argv) {
   const int sms = sm_count();
   const uint32_t seed = 0x5eed;
 
-  size_t max_s = 4 * GiB;
-  size_t free_b = 0, total_b = 0;
-  CHECK(cudaMemGetInfo(&free_b, &total_b));
-  while (max_s > 512 * MiB && 2 * max_s + 512 * MiB > free_b) max_s /= 2;
-
-  uint32_t *src = nullptr, *dst = nullptr;
-  CHECK(cudaMalloc(&src, max_s));
-  CHECK(cudaMalloc(&dst, max_s));
-  fill_hash(src, max_s / 4, seed);
-  CHECK(cudaDeviceSynchronize());
+  const CopyPair buffers = alloc_copy_pair(4 * GiB, seed);
+  const size_t max_s = buffers.bytes;
+  uint32_t *src = buffers.src, *dst = buffers.dst;
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   TimeCfg cfg;
@@ -58,23 +51,13 @@ int main(int argc, char** argv) {
         copy_int4_kernel<<<nb, threads, 0, st>>>((const int4*)src, (int4*)dst, s / 16);
         CHECK_LAUNCH();
       };
-      CHECK(cudaMemsetAsync(dst, 0xFF, s, st));
-      op(0);
-      CHECK(cudaStreamSynchronize(st));
-      const std::string check = verify_words(dst, s / 4, seed, 0);
+      const std::string check = buffers.check(s, st, [&] { op(0); });
 
       JsonObj params;
       params.integer("blocks", nb).integer("threads", threads).integer("size_bytes", (long long)s)
           .integer("sm_count", sms);
-      JsonObj o;
-      o.str("bench", "sm_copy").obj("params", params).integer("bytes", (long long)s)
-          .integer("traffic_bytes", (long long)(2 * s));
-      if (check != "ok") {
-        ++failures;
-        o.str("check", check);
-        emit(o);
-        continue;
-      }
+      JsonObj o = copy_record("sm_copy", params, s);
+      if (emit_failed(o, check, failures)) continue;
       Timing t = time_op(st, op, cfg);
       add_timing(o, t);
       const double gbps = s / t.med / 1e9;

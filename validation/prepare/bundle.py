@@ -126,10 +126,13 @@ def prepare(suite: Suite, out: Path, system_ref: str | None = None, build: bool 
     out.mkdir(parents=True, exist_ok=True)
     libs = build_libs(out, system_ref, suite.kernels(), build=build) if suite.ops else {}
     capacity, memory = gpu_capacity(system, gpu_memory_GB)
-    cases, left_out = fitting(make_cases(suite, system, libs) if suite.ops else [], capacity,
-                              memory)
-    fused = prepare_fused(suite, system, out / FUSED_DIR, build) if suite.fused else None
-    matrix_cases, matrix_left_out = (write_matrix(out, cases, system_ref, build, capacity, memory)
+    every = make_cases(suite, system, libs) if suite.ops else []
+    cases, left_out = fitting(every, capacity, memory)
+    fused = (prepare_fused(suite, system, out / FUSED_DIR, build, capacity, memory)
+             if suite.fused else None)
+    # the matrix runs on the suite's libraries, those of cases left out too (its own cases
+    # are fitted to the memory on their own)
+    matrix_cases, matrix_left_out = (write_matrix(out, every, system_ref, build, capacity, memory)
                                      if matrix else (0, []))
     runs = [c for c in cases if c.get("op")]
     est = (WORKER_START_S if runs else 0) + sum(estimate_case_s(c) for c in runs)

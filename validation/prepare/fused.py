@@ -28,6 +28,7 @@ from validation.layout import CASES, MEMCHECK_LIBS, SANITIZE_FUSED
 from validation.prepare.collectives import build_libs
 from validation.prepare.estimate import WORKER_START_S, estimate_fused_case_s
 from validation.prepare.predict import PREDICT_SYSTEM, predict_fused_case, predict_variant
+from validation.runtime.memory import fitting
 from validation.run import gemm as gemm_runner
 from validation.suites.fused_kernels import (BASELINE, VARIANTS, fused_case,
                                              none_case, short)
@@ -176,9 +177,12 @@ def build_sanitizer(out: Path) -> Path:
     return exe
 
 
-def prepare_fused(suite: Suite, system: System, out: Path, build: bool) -> dict:
+def prepare_fused(suite: Suite, system: System, out: Path, build: bool,
+                  capacity_B: float | None = None, memory: str = "") -> dict:
     """Emit (and build) the fused libraries, the GEMM and the baseline collectives into
-    ``out`` (validation/run/fused.py's bundle layout) and write its cases; the summary."""
+    ``out`` (validation/run/fused.py's bundle layout) and write its cases, without those
+    that cannot fit ``capacity_B`` bytes of GPU memory (``memory`` names it; None: all);
+    the summary, with the cases left out and why (``left_out``)."""
     f = suite.fused
     capacity = system.domain.gpus_per_domain
     if max(f.worlds) > capacity:
@@ -188,7 +192,9 @@ def prepare_fused(suite: Suite, system: System, out: Path, build: bool) -> dict:
     libs = build_bundle(out, build=build)
     if build:
         build_sanitizer(out)
-    cases = make_fused_cases(suite, system, libs)
+    cases, left_out = make_fused_cases(suite, system, libs), []
+    if capacity_B is not None:
+        cases, left_out = fitting(cases, capacity_B, memory)
     (out / CASES).write_text(json.dumps(cases, indent=1) + "\n")
     (out / "libs.json").write_text(json.dumps(libs, indent=1) + "\n")
     memcheck = [libs[short(op, ov, mech)] for op, ov, _, mech in f.memcheck_variants()]
@@ -199,7 +205,8 @@ def prepare_fused(suite: Suite, system: System, out: Path, build: bool) -> dict:
             "cases_by_overlap": dict(Counter(c.get("overlap", "none") for c in cases)),
             "not_predicted": sum(1 for c in cases if c["predicted_s"] is None),
             "libraries": sorted(set(libs.values())), "memcheck_libraries": memcheck,
-            "estimated_gpu_s": round(WORKER_START_S + sum(map(estimate_fused_case_s, cases)), 1)}
+            "estimated_gpu_s": round(WORKER_START_S + sum(map(estimate_fused_case_s, cases)), 1),
+            "left_out": left_out}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,19 +54,22 @@ def _latency_us(system: str) -> float:
 
 PK = "ParallelKittens (arXiv 2511.13940) Table 1: all SMs move 1 GB to a peer"
 SAME = "the link efficiency of this mechanism was taken from this figure"
+# ParallelKittens Table 1: (GPU, system, mechanism, its name there, GB/s)
+TABLE_1 = (("H100", "dgx-h100", "copy-engine", "copy engine", 368.82),
+           ("H100", "dgx-h100", "tma", "TMA", 350.01),
+           ("H100", "dgx-h100", "register", "register ld/st", 342.68),
+           ("B200", "dgx-b200", "copy-engine", "copy engine", 726.13),
+           ("B200", "dgx-b200", "tma", "TMA", 669.12),
+           ("B200", "dgx-b200", "register", "register ld/st", 628.35))
+
+
+def _table_1(gpu: str, system: str, mechanism: str, name: str, GBps: float) -> Figure:
+    return Figure(f"{gpu} {name}, 1 GB", PK, system, GBps, "GB/s",
+                  lambda: _p2p_GBps(system, mechanism, 10**9), SAME)
+
+
 FIGURES = [
-    Figure("H100 copy engine, 1 GB", PK, "dgx-h100", 368.82, "GB/s",
-           lambda: _p2p_GBps("dgx-h100", "copy-engine", 10**9), SAME),
-    Figure("H100 TMA, 1 GB", PK, "dgx-h100", 350.01, "GB/s",
-           lambda: _p2p_GBps("dgx-h100", "tma", 10**9), SAME),
-    Figure("H100 register ld/st, 1 GB", PK, "dgx-h100", 342.68, "GB/s",
-           lambda: _p2p_GBps("dgx-h100", "register", 10**9), SAME),
-    Figure("B200 copy engine, 1 GB", PK, "dgx-b200", 726.13, "GB/s",
-           lambda: _p2p_GBps("dgx-b200", "copy-engine", 10**9), SAME),
-    Figure("B200 TMA, 1 GB", PK, "dgx-b200", 669.12, "GB/s",
-           lambda: _p2p_GBps("dgx-b200", "tma", 10**9), SAME),
-    Figure("B200 register ld/st, 1 GB", PK, "dgx-b200", 628.35, "GB/s",
-           lambda: _p2p_GBps("dgx-b200", "register", 10**9), SAME),
+    *(_table_1(*row) for row in TABLE_1),
     Figure("H100 TMA with 15 SMs, 1 GB",
            "ParallelKittens sec. 3.1.2: ~15 SMs saturate NVLink with TMA", "dgx-h100", 350.01,
            "GB/s", lambda: _p2p_GBps("dgx-h100", "tma", 10**9, 15),

@@ -49,7 +49,7 @@ from validation.runtime import reference, reference_comm
 from validation.runtime.collectives import (Collective, IpcRanks, Library, VirtualRanks,
                                             time_settled)
 from validation.runtime.library import HangError, ensure_eager_loading, torch_module
-from validation.runtime.memory import free_bytes, skip_reason
+from validation.runtime.memory import free_bytes, memory_skip
 from validation.runtime.timer import CE_LEAD_CYCLES, flush_buffer, time_calls
 
 
@@ -192,9 +192,9 @@ def worker(cases: list[dict], out: Path) -> int:
         t0 = time.time()
         row = {k: v for k, v in case.items() if k != "lib"}
         row["lib"] = Path(case["lib"]).name if "lib" in case else None
-        skip = skip_reason(case, free_bytes(torch))
+        skip = memory_skip(case, lambda: free_bytes(torch))
         if skip is not None:          # rather than an out-of-memory failure
-            row.update(ok=False, skipped=True, error=skip, wall_s=0.0, **info)
+            row.update(skip, **info)
             append_row(out, row)
             continue
         try:

@@ -8,7 +8,9 @@ validation.prepare.fused BUNDLE`` (where nvcc and the simulator are); its tables
 ``python -m validation.report.fused_run RESULTS.jsonl``. The GPU run needs only torch: a
 worker process runs the cases, and this process restarts it after a crash or hang (each case
 has a wall-clock limit, validation/run/supervisor.py), recording the case that was running as
-failed. Results already in RESULTS.jsonl are skipped (resume).
+failed. Results already in RESULTS.jsonl are skipped (resume). Before each case the worker
+checks the GPU's free memory: a case it cannot hold is a row with skipped and memory_skip set
+and the reason (validation.runtime.memory), not an out-of-memory failure.
 
 Case kinds and their JSON lines (one per case; device, date, torch, cuda on every line):
   fused     op, overlap, algorithm, mechanism, world, m, n, k, gemm_blocks, comm_blocks
@@ -55,6 +57,7 @@ from validation.runtime.collectives import Collective, Library, VirtualRanks
 from validation.runtime.fused import ABI_VERSION, FusedCall, FusedLib, PkfArgs
 from validation.runtime.library import as_pointer, host_array
 from validation.runtime.library import HangError, ensure_eager_loading, torch_module
+from validation.runtime.memory import free_bytes, memory_skip
 from validation.runtime.timer import FLUSH_BYTES, IDLE_LEAD_CYCLES, Request, time_in_turn
 
 
@@ -300,11 +303,12 @@ def worker(cases: list[dict], out: Path) -> int:
     def finished(case: dict, row: dict) -> None:
         row.update(**info)
         append_row(out, row)
-        print(f"{case['id']}: {'ok' if row.get('ok') else 'FAILED'}"
+        status = "ok" if row.get("ok") else "SKIPPED" if row.get("skipped") else "FAILED"
+        print(f"{case['id']}: {status}"
               + (f" {row['median_s'] * 1e3:.3f} ms" if "median_s" in row else "")
               + (f" ({row.get('error', '')[:200]})" if not row.get("ok") else ""),
               file=sys.stderr, flush=True)
-        if not row.get("ok") and not context_healthy():
+        if not row.get("ok") and not row.get("skipped") and not context_healthy():
             os._exit(4)  # a sticky CUDA error: the parent starts a fresh worker
 
     i = 0
@@ -321,6 +325,11 @@ def worker(cases: list[dict], out: Path) -> int:
             t0 = time.time()
             row = {key_: (Path(v).name if key_.endswith("lib") else v)
                    for key_, v in case.items()}
+            skip = memory_skip(case, lambda: free_bytes(torch))
+            if skip is not None:       # rather than an out-of-memory failure
+                row.update(skip)
+                finished(case, row)
+                continue
             it = steps(case)
             try:
                 runs.append([case, row, it, next(it), time.time() - t0])

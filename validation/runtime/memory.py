@@ -1,5 +1,5 @@
-"""What a case of the generated collectives allocates on the GPU, its virtual ranks together,
-and whether it fits: ``pksim validate --prepare`` leaves out the cases the GPU it will run on
+"""What a case of the generated collectives or of the fused kernels allocates on the GPU, its
+virtual ranks together, and whether it fits: ``pksim validate --prepare`` leaves out the cases the GPU it will run on
 cannot hold (its capacity: the system's, or ``--gpu-memory``), and the GPU run skips a case its
 free memory cannot hold, with the reason, rather than fail with an out-of-memory error
 (docs/decisions/D70.md).
@@ -9,11 +9,17 @@ A rank allocates (``Collective`` in validation/runtime/collectives.py) its input
 (SM mechanisms) or ``ce_scratch_bytes`` (copy engines), written out below from
 kernels/collectives/all_reduce.cuh, reduce_scatter.cuh and rhd.cuh (every other kernel has
 none); n is the kernel's count, elements. A copy-bandwidth case holds a source and a
-destination. Besides the cases, a run holds RESERVED_B: the L2 flush buffer
+destination. A fused case (``fused_case_bytes``: validation/runtime/fused.FusedCall, and the
+"none" baseline of validation/run/fused.none_case_steps) holds every rank's A, B and output
+(with its guard), the pull kernels' partials or ag-gemm's gathered copy (kernels/fused/entry.cuh
+``requirements``: m x n or m x k bf16 per rank), and for a checked case the fp32 reference and
+its temporaries (CHECK_COPIES of m x n fp32). Besides the cases, a run holds RESERVED_B: the L2 flush buffer
 (validation/runtime/timer.FLUSH_BYTES) and the CUDA context, libraries and allocator slack
 (an estimate).
 """
 from __future__ import annotations
+
+from typing import Callable
 
 from hwmodels.units import format_bytes
 from validation.runtime import reference, reference_comm
@@ -59,6 +65,51 @@ def scratch_bytes(op: str, algorithm: str, mechanism: str, n: int, world: int,
     return 0
 
 
+BF16 = 2
+FUSED_GUARD = 1024 * BF16        # validation/runtime/fused.GUARD elements after every output
+FUSED_TABLE = 1 << 20            # the device table, flags and error record: a few KiB at most
+CHECK_COPIES = 3                 # the fp32 reference, a rank's product and the difference
+
+
+def fused_case_bytes(case: dict) -> int:
+    """The GPU memory a fused case (kind fused, timeout or none) allocates, its ranks
+    together; 0 for an argument check (no buffers)."""
+    kind = case.get("kind")
+    if kind not in ("fused", "timeout", "none") or \
+            not all(x in case for x in ("op", "world", "m", "n", "k")):
+        return 0
+    op = case["op"]
+    w, m, n, k = (int(case[x]) for x in ("world", "m", "n", "k"))
+    b = w * k * n * BF16
+    check = CHECK_COPIES * m * n * 4 if case.get("check", True) else 0
+    if kind == "none":
+        algorithm, _, mechanism = case.get("collective", "direct/register").partition(" ")[2] \
+            .partition("/")
+        if op == "ag-gemm":                     # A gathered by all-gather, one C per rank
+            coll = {"op": "all-gather", "count": -(-m // w) * k}
+            rest = m * k * BF16 + w * m * n * BF16
+        else:                                   # the partial products reduced in place
+            coll = {"op": "reduce-scatter" if op == "gemm-rs" else "all-reduce",
+                    "count": m * n // w if op == "gemm-rs" else m * n}
+            rest = w * m * k * BF16
+        coll.update(world=w, algorithm=algorithm or "direct", mechanism=mechanism or "register",
+                    dtype="bf16")
+        return b + rest + case_bytes(coll) + check
+    a = 2 * m * k * BF16 if op == "ag-gemm" else w * m * k * BF16
+    out = (m * n * BF16 if op == "gemm-rs" else w * m * n * BF16) + w * FUSED_GUARD
+    inter = case.get("overlap") == "inter-sm"
+    partial = w * m * n * BF16 if inter and op in ("gemm-rs", "gemm-ar") else 0
+    gathered = w * m * k * BF16 if inter and op == "ag-gemm" else 0
+    return a + b + out + partial + gathered + w * FUSED_TABLE + check
+
+
+def needed_bytes(case: dict) -> int:
+    """What ``case`` allocates: a fused case's (``fused_case_bytes``) or a collective's."""
+    if case.get("kind") in ("fused", "timeout", "none", "arg_check"):
+        return fused_case_bytes(case)
+    return case_bytes(case)
+
+
 def case_bytes(case: dict) -> int:
     """The GPU memory a case allocates (every virtual rank's buffers together)."""
     if case.get("kind") == "copy_bw":
@@ -74,7 +125,7 @@ def case_bytes(case: dict) -> int:
 def too_big(case: dict, capacity_B: float, what: str) -> str | None:
     """Why ``case`` cannot run in ``capacity_B`` bytes of GPU memory (None if it can), with
     RESERVED_B kept for the run itself; ``what`` names the memory (e.g. "the 80 GB of an H100")."""
-    need = case_bytes(case)
+    need = needed_bytes(case)
     if need + RESERVED_B <= capacity_B:
         return None
     return (f"needs {format_bytes(need)} of GPU memory (+ {format_bytes(RESERVED_B)} for the "
@@ -103,9 +154,22 @@ def free_bytes(torch) -> int:
 def skip_reason(case: dict, free_B: int) -> str | None:
     """Why the GPU run skips ``case`` (None: it runs): its buffers do not fit the ``free_B``
     bytes free now."""
-    need = case_bytes(case)
+    need = needed_bytes(case)
     if need <= free_B:
         return None
     return (f"skipped: needs {format_bytes(need)} of GPU memory, {format_bytes(free_B)} free "
             f"(validation.runtime.memory)")
 
+
+
+def memory_skip(case: dict, free: Callable[[], int]) -> dict | None:
+    """The GPU step's check before each case: the row's fields if the memory ``free()``
+    reports now (``free_bytes`` of torch on the GPU; a stand-in in tests) cannot hold
+    ``case`` (ok False, skipped True, the reason; the report counts it as not run), else
+    None. A case that allocates nothing never asks."""
+    if needed_bytes(case) == 0:
+        return None
+    why = skip_reason(case, free())
+    if why is None:
+        return None
+    return {"ok": False, "skipped": True, "memory_skip": True, "error": why, "wall_s": 0.0}

@@ -14,13 +14,13 @@ Unknown keys, wrong types and kernels codegen does not emit are ConfigErrors nam
 from __future__ import annotations
 
 import random
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.plan import algorithms as codegen_algorithms
 from codegen.plan import mechanisms as codegen_mechanisms
 from hwmodels.errors import ConfigError
+from hwmodels.files import read_toml
 from hwmodels.resources import suites_dir
 from hwmodels.units import format_bytes, parse_bytes
 from pksim.kernel_contract import EPILOGUES, REDUCE_OPS
@@ -105,11 +105,7 @@ def load_comm_suite(ref: str | Path = "comm") -> CommSuite:
     path = p if p.is_file() else suites_dir() / f"{ref}.toml"
     if not path.is_file():
         raise ConfigError(f"comm suite {str(ref)!r}: no such file")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    return parse_comm_suite(data, str(path))
+    return parse_comm_suite(read_toml(path, "comm suite"), str(path))
 
 
 def _list(where: str, data: dict, key: str, kind: type) -> tuple:

@@ -38,13 +38,13 @@ the key.
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from codegen.plan import MAX_RANKS, OPS, RUNNABLE_MECHANISMS, algorithms
 from hwmodels.errors import ConfigError
+from hwmodels.files import read_toml
 from pksim.kernel_contract import world_reason
 from hwmodels.resources import suites_dir
 from hwmodels.units import format_bytes, parse_bytes
@@ -143,23 +143,25 @@ class Suite:
 
 def suite_path(ref: str | Path) -> Path:
     """A shipped suite's name (``default``, ``quick``) or a path to a suite file."""
+    names = ", ".join(sorted(x.stem for x in SUITES_DIR.glob("*.toml")))
+    if not str(ref).strip():
+        raise ConfigError(f"suite {str(ref)!r}: give a shipped suite's name ({names}) or a file")
     p = Path(ref)
+    shipped = SUITES_DIR / f"{ref}.toml"
+    bare = p.suffix != ".toml" and "/" not in str(ref)
+    if bare and shipped.is_file():          # a shipped name wins over ./name (./name: that)
+        return shipped
+    if p.is_dir():
+        raise ConfigError(f"suite {str(ref)!r}: is a folder, not a suite file")
     if p.is_file():
         return p
-    shipped = SUITES_DIR / f"{ref}.toml"
-    if shipped.is_file() and p.suffix != ".toml":
-        return shipped
     names = ", ".join(sorted(x.stem for x in SUITES_DIR.glob("*.toml")))
     raise ConfigError(f"suite {str(ref)!r}: no such file, and not a shipped suite ({names})")
 
 
 def load_suite(ref: str | Path) -> Suite:
     path = suite_path(ref)
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    return parse_suite(data, str(path))
+    return parse_suite(read_toml(path, "suite file"), str(path))
 
 
 def _check_keys(where: str, table: Any, allowed: set[str], prefix: str = "") -> dict:
