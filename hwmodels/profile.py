@@ -309,10 +309,17 @@ def nearest_profile(architecture: str) -> str:
     """The shipped profile a GPU of ``architecture`` takes (docs/design/hardware.md, "Kernel profiles",
     rule P1): the profile of its own architecture if one is measured, else that of the
     nearest architecture in ARCHITECTURES' order (ampere, hopper, blackwell, rubin), the
-    earlier of two as near (its kernels are the ones a later GPU also runs)."""
+    earlier of two as near (its kernels are the ones a later GPU also runs). Of several
+    profiles of one architecture the rule takes its reference profile, ``pk-<architecture>``
+    (pk-hopper, fitted on the H200); another (pk-hopper-h100) serves the calibrated system
+    fitted with it (rule P0) and ``pksim validate --ported`` (docs/decisions/D71.md)."""
     if architecture not in ARCHITECTURES:
         raise ConfigError(f"architecture {architecture!r} is not one of {', '.join(ARCHITECTURES)}")
-    measured = {load_profile(name).architecture: name for name in list_profiles()}
+    measured: dict[str, str] = {}
+    for name in sorted(list_profiles()):
+        arch = load_profile(name).architecture
+        if name == f"pk-{arch}" or arch not in measured:
+            measured[arch] = name
     if not measured:
         raise ConfigError(f"no kernel profile in {profiles_dir()}")
     here = ARCHITECTURES.index(architecture)

@@ -69,8 +69,10 @@ def test_portable_values_round_trip(local):
 
 
 def test_the_rule_picks_the_nearest_measured_architecture():
-    # only Hopper is measured: every architecture takes pk-hopper; the earlier of two
-    # equally near is taken (no case yet with one profile)
+    # only Hopper is measured: every architecture takes pk-hopper, Hopper's reference profile
+    # (pk-hopper-h100, fitted on the H100, is its calibrated system's: rule P0); the earlier
+    # of two equally near is taken (no case yet with one profile)
+    assert sorted(kp.list_profiles()) == ["pk-hopper", "pk-hopper-h100"]
     assert [kp.nearest_profile(a) for a in ARCHITECTURES] == ["pk-hopper"] * 4
     with pytest.raises(ConfigError, match="architecture 'volta'"):
         kp.nearest_profile("volta")
@@ -79,11 +81,15 @@ def test_the_rule_picks_the_nearest_measured_architecture():
 @pytest.mark.parametrize("name", list_systems())
 def test_every_catalog_system_names_the_profile_the_rule_gives_and_why(name):
     system = load_system(name)
-    assert system.profile.name == kp.nearest_profile(system.gpu.architecture)
+    # a calibrated system names the profile fitted with it (P0): the H100's, pk-hopper-h100
+    h100 = (system.calibrated or {}).get("device") == "NVIDIA H100 80GB HBM3"
+    assert system.profile.name == ("pk-hopper-h100" if h100 else
+                                   kp.nearest_profile(system.gpu.architecture))
     assert "rule P" in system.profile.why
     # carried: fitted on another GPU than this (calibrated) system's, so its figures count
     # as assumed; on the H200's calibrated systems they are the fit's own
-    fitted_here = (system.calibrated or {}).get("device") == "NVIDIA H200"
+    fitted_here = (system.calibrated or {}).get("device") in ("NVIDIA H200",
+                                                              "NVIDIA H100 80GB HBM3")
     assert system.profile.carried is not fitted_here
     tag = system.provenance["profile.move_knee"].tag
     assert tag == ("calibrated" if fitted_here else "assumed")

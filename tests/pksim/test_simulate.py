@@ -23,10 +23,10 @@ def test_one_nvlink_hop():
     # gpu.transfer_remote: tma_message_half_bytes / tma_write_per_sm), the root copies its own
     # locally (HBM, far from binding); the writes are local. The ranks are separate GPUs, so
     # the kernel meets both at its entry and exit (D43): an entry barrier (the arrivals'
-    # 0.31 us path, a release 0.55 us and a system-scope flag 0.918 us) and, after the data
-    # and a bulk-store round trip t, the exit's release and flag (1.468 us):
-    # launch (a kernel on a stream, 2.16 us, and a moving kernel's start, 0.77 us; its grid
-    # of 132 blocks, one per SM, adds nothing) + 1.778 us + 0.62 us + t + S / (450 GB/s x
+    # 0.31 us path, a release 0.5322 us and a system-scope flag 0.9053 us, dgx-h100's figures
+    # carried from h200-calibrated, D71) and, after the data and a bulk-store round trip t, the
+    # exit's release and flag (1.4375 us): launch (a kernel on a stream, 3.423 us, and a moving
+    # kernel's start, 0.6941 us; its grid of 132 blocks, one per SM, adds nothing) + 1.7475 us + 0.62 us + t + S / (450 GB/s x
     # 0.78 TMA efficiency) + t + 1.468 us. S = 1 GiB: 1073741824 / 351e9 = 3.059094 ms.
     from hwmodels.sm import grid_start_s
     from pksim.mechanisms import tma_latency_s
@@ -37,14 +37,14 @@ def test_one_nvlink_hop():
     t = tma_latency_s(s.gpu, remote=True)
     r = s.gpu.transfer_remote
     assert t == pytest.approx(r.tma_message_half_B / r.tma_write_Bps_per_sm)
-    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
+    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.6941e-6)
     flag = s.gpu.sync.release_s + s.gpu.sync.flag_latency_sys_s
-    assert flag == pytest.approx(1.468e-6)
+    assert flag == pytest.approx(1.4375e-6)
     barriers = s.gpu.nvlink.latency_s + 2 * flag
-    expected = s.gpu.sync.stream_launch_s + 0.77e-6 + lat + 2 * t + GiB / link + barriers
+    expected = s.gpu.sync.stream_launch_s + 0.6941e-6 + lat + 2 * t + GiB / link + barriers
     assert p.time_s == pytest.approx(expected, rel=1e-9)
-    assert p.time_s == pytest.approx(2.16e-6 + 0.77e-6 + 0.62e-6 + 2 * t + 1073741824 / 351e9
-                                     + 1.778e-6 + 1.468e-6, rel=1e-6)
+    assert p.time_s == pytest.approx(3.423e-6 + 0.6941e-6 + 0.62e-6 + 2 * t + 1073741824 / 351e9
+                                     + 1.7475e-6 + 1.4375e-6, rel=1e-6)
     assert p.bound_resource in ("nvl_out", "nvl_in")
 
 
@@ -197,12 +197,12 @@ def test_ring_all_reduce_on_8_gpus():
     # The generated ring: 8 reduce-scatter phases (the last one local), 7 all-gather phases;
     # SMs made fast enough never to bind. 14 phases store S/8 over one link at 450 x 0.78 =
     # 351 GB/s: 0.31 us path latency, the data, 0.31 us for the writes to land, the block's
-    # release (sync.release_ns, r) and a 0.918 us system-scope flag; the local phase sums two
+    # release (sync.release_ns, r) and a 0.9053 us system-scope flag; the local phase sums two
     # of the rank's own chunks into its output (3 x S/8 of HBM traffic at C = 3.35 TB/s x
-    # hbm.efficiency) and hands off (r + 0.918 us); the last phase's hand-off is the kernel's
+    # hbm.efficiency) and hands off (r + 0.9053 us); the last phase's hand-off is the kernel's
     # exit barrier, and its entry barrier costs the arrivals' 0.31 us, r and the flag (D43):
-    # time = 2.16 us + 14 x (1.538 us + r + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
-    #        + (0.31 us + r + 0.918 us)
+    # time = 3.423 us + 14 x (1.538 us + r + (1 GiB / 8) / 351 GB/s) + (3 GiB / 8) / C
+    #        + (0.31 us + r + 0.9053 us)
     # Every phase also pays a TMA message's round trip before its data and after it (bulk
     # stores completing): 2 t, t = tma_latency_s; the 7 phases that sum two sources pay
     # for the second buffer: the 6 that store to the next GPU at the profile's per-buffer
@@ -211,7 +211,7 @@ def test_ring_all_reduce_on_8_gpus():
     # local one waits for a stage slot (32 KiB / 3) of both at the per-SM TMA rate
     # (pksim.mechanisms.tma_fill_s: f = 2 x 32768 / 3 B / 38.5 GB/s): + 6 n + b + f. Each GPU's
     # kernel starts in
-    # transfer.move_start (0.77 us; 132 blocks, one per SM, add nothing).
+    # transfer.move_start (0.6941 us; 132 blocks, one per SM, add nothing).
     from hwmodels.sm import grid_start_s
     from pksim.mechanisms import tma_latency_s
     s = load_system("dgx-h100", FAST_SMS)
@@ -224,8 +224,8 @@ def test_ring_all_reduce_on_8_gpus():
     entry = s.gpu.nvlink.latency_s + handoff
     fill = 2 * (32768 / 3) / s.gpu.transfer.tma_local_Bps_per_sm
     k = s.gpu.kernel
-    extra = 6 * k.nvlink_buffer_latency_s + k.move_buffer_latency_s + fill + 0.77e-6
-    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.77e-6)
+    extra = 6 * k.nvlink_buffer_latency_s + k.move_buffer_latency_s + fill + 0.6941e-6
+    assert grid_start_s(s.gpu, 132, 256) == pytest.approx(0.6941e-6)
     assert p.time_s == pytest.approx(s.gpu.sync.stream_launch_s + 14 * step + local + entry
                                      + extra, rel=1e-6)
     assert p.busbw_GBps == pytest.approx(GiB / p.time_s / 1e9 * 14 / 8)

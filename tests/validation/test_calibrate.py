@@ -95,24 +95,41 @@ PULL_TMA = CAL / "h200-fused-pull-tma-2026-12-04.json"
 # fitted on each point's time over its aligned twin's (docs/decisions/D63.md)
 SHIFT = CAL / "h200-block-moves-shift-2026-12-04.json.gz"
 INPUTS = tuple(i.path for i in manifest.inputs())
+# the H100's (MANIFEST-h100.toml): validation/device/portability.sh --steps hardware,profile on
+# one H100 80GB HBM3, 2026-12-07: the hardware's primitives (pksim calibrate --hardware-only's
+# run) and the kernel profile's (block_moves, epilogue_moves, fused_pull, signal_chain)
+H100_HARDWARE = CAL / "h100-hardware-2026-12-07.json.gz"
+H100_PROFILE = CAL / "h100-profile-2026-12-07.json.gz"
 PREDICTED = ("hbm_copy", "sm_copy", "tma_copy", "tma_reduce", "launch_latency",
              "flag_latency", "gemm", "attention")
 
 
-def test_the_manifest_lists_the_inputs_the_shipped_file_records_with_their_digests():
-    """Every calibration input as MANIFEST.toml lists it: the files the shipped calibrated
-    file records (its [calibration] results, by name, in order), each with its sha256."""
+@pytest.mark.parametrize("system", sorted(manifest.MANIFESTS))
+def test_the_manifest_lists_the_inputs_the_shipped_file_records_with_their_digests(system):
+    """Every calibration input as its manifest lists it (MANIFEST.toml for the H200,
+    MANIFEST-h100.toml for the H100): the files the shipped calibrated file records (its
+    [calibration] results, by name, in order), each with its sha256."""
     recorded = [x.strip().rsplit("/", 1)[-1]
-                for x in load_system("h200-calibrated").calibration["results"].split(",")]
-    listed = manifest.inputs()
+                for x in load_system(system).calibration["results"].split(",")]
+    listed = manifest.inputs(manifest.MANIFESTS[system])
     assert [i.file for i in listed] == recorded
-    assert INPUTS == (RESULTS, SUITE3, LAUNCH3, RUN14, BIG, RUN18, RUN19, BM256, RUN20, RUN22,
-                      RUN21, RUN27, RUN28, RUN29, GEMM_SMS, GEMM_SWEEP, STORE_ADD, RUN36, RUN45,
-                      BM256_46, BIG_46, EPI, PULL_TMA, SHIFT)
+    if system == "h200-calibrated":
+        assert INPUTS == (RESULTS, SUITE3, LAUNCH3, RUN14, BIG, RUN18, RUN19, BM256, RUN20,
+                          RUN22, RUN21, RUN27, RUN28, RUN29, GEMM_SMS, GEMM_SWEEP, STORE_ADD,
+                          RUN36, RUN45, BM256_46, BIG_46, EPI, PULL_TMA, SHIFT)
+    else:
+        assert [i.path for i in listed] == [H100_HARDWARE, H100_PROFILE]
+    gpu = load_system(system).calibrated["device"]
     for i in listed:
         assert manifest.sha256(i.path) == i.sha256, i.file
-        assert i.gpu and i.date and i.command, i.file
-    assert sorted(p.name for p in CAL.iterdir() if p.name != "MANIFEST.toml") == sorted(recorded)
+        assert i.gpu == gpu and i.date and i.command, i.file
+
+
+def test_every_calibration_input_is_in_one_manifest():
+    listed = [i.file for m in manifest.MANIFESTS.values() for i in manifest.inputs(m)]
+    assert len(listed) == len(set(listed)) == 26
+    assert sorted(p.name for p in CAL.iterdir() if not p.name.startswith("MANIFEST")) == \
+        sorted(listed)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +144,13 @@ def fitted(results):
 
 # Figures where the fit's objective is flat, so that the optimizer's stopping point moves with
 # the scipy / numpy release (the TMA shared reads' reuse knee: by about 0.3 % between releases).
-LOOSE = {"gpu.kernel.tma_shared_reuse_MiB": 5e-3}
+# From 2026-12-07 the start (h200-single, through hgx-h200) holds the H100's carried figures
+# (docs/decisions/D71.md); on the flat directions the fit then stops up to 1.4 % from the
+# shipped file's figures (refit of 2026-12-07: gemm_k_overhead 53.44 for 54.22, the fan-out's
+# reach 1.181 for 1.169, the reuse knee 219.6 for 220.7); the shipped file is not refitted.
+LOOSE = {"gpu.kernel.tma_shared_reuse_MiB": 1e-2, "gpu.kernel.ldst_fanout_write": 5e-3,
+         "gpu.kernel.ldst_fanout_reach_MiB": 1.5e-2, "gpu.tensor.gemm_k_overhead": 2e-2,
+         "gpu.tensor.sustained_after_us": 3e-3, "gpu.tensor.sustained_sm_exponent": 5e-3}
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from pksim.cli.main import cli
-from validation.report.ported import TARGETS, judge, p90
+from validation.report.ported import TARGETS, judge, p90, unstable
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +84,18 @@ def test_targets_and_p90_in_closed_form():
     # on fewer groups the count scales: 14 of 15 fused picks is 3 of 3 (14/15 x 3 -> 3)
     hw = judge(rep, TARGETS["hardware-only"])
     assert hw["fused_groups_within_5"] == {"value": 2, "of": 3, "target": 3, "met": False}
+
+
+def test_unstable_cases_are_reported_apart(tmp_path):
+    """D73: a case whose repeats' interquartile range is over 20 % of their median is listed,
+    and the median and max |error| are also given without it."""
+    rows = [{"id": "a", "ok": True, "median_s": 1.0, "times_s": [1.0, 1.0, 1.01, 0.99, 1.0]},
+            {"id": "b", "ok": True, "median_s": 1.0, "times_s": [0.5, 1.0, 1.0, 2.0, 3.0]},
+            {"id": "c", "ok": True, "median_s": 1.0}]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rep = {"cases": [{"id": "a", "error": 0.02}, {"id": "b", "error": -0.8},
+                     {"id": "c", "error": 0.1}, {"id": "d", "error": None}]}
+    got = unstable(rep, [path])
+    assert got == {"unstable_cases": ["b"], "stable_median_abs_error": pytest.approx(0.06),
+                   "stable_max_abs_error": 0.1}

@@ -1,6 +1,6 @@
-"""The calibration inputs: exactly the microbenchmark results the shipped calibrated system
-(hwmodels/systems/h200-calibrated.toml, inherited by h200-virtual-calibrated) was fitted from,
-in validation/data/calibration/ with ``MANIFEST.toml``: per file, in the order of the fit
+"""The calibration inputs: exactly the microbenchmark results each shipped calibrated system
+(hwmodels/systems/h200-calibrated.toml, inherited by h200-virtual-calibrated; h100-calibrated)
+was fitted from, in validation/data/calibration/ with ``MANIFEST.toml`` (``MANIFEST-h100.toml``): per file, in the order of the fit
 (a later file's points replace an earlier one's repeats), its GPU, date, the command that
 measured it and its sha256. The tests check every file against its digest and refit from
 the manifest; ``locate`` finds a result file that a calibrated file or a command line still
@@ -18,6 +18,9 @@ from hwmodels.resources import data_dir, import_root
 DATA_DIR = data_dir()
 CALIBRATION_DIR = DATA_DIR / "calibration"
 MANIFEST = CALIBRATION_DIR / "MANIFEST.toml"
+# each calibrated system with its manifest: the H200's (h200-calibrated) and the H100's
+# (h100-calibrated, MANIFEST-h100.toml)
+MANIFESTS = {"h200-calibrated": MANIFEST, "h100-calibrated": CALIBRATION_DIR / "MANIFEST-h100.toml"}
 ROOT = import_root()                # where a path such as validation/data/NAME resolves
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ from validation.report.data import build_report, load_measured
 from validation.suites.suite import Suite
 
 NVLINK_NOTE = "virtual ranks on one GPU never exercise NVLink"
+# A case whose repeats spread over more than this share of their median between the first and
+# third quartile is unstable: re-timed, and its error reported apart (docs/decisions/D73.md)
+UNSTABLE_IQR = 0.20
 TARGETS = {
     "datasheet": {"median_abs_error": 0.10, "p90_abs_error": 0.20, "groups_within_5": 85 / 90,
                   "fused_median_abs_error": 0.10},
@@ -68,6 +72,28 @@ def p90(errors: list[float]) -> float | None:
         return None
     values = sorted(abs(e) for e in errors)
     return values[max(0, math.ceil(0.9 * len(values)) - 1)]
+
+
+def unstable(rep: dict, measured: list[Path]) -> dict[str, Any]:
+    """The cases whose measured repeats are unstable (interquartile range over UNSTABLE_IQR
+    of the median, D73), and the median and max |error| of the others, reported apart."""
+    rows: dict[str, dict] = {}
+    for path in measured:
+        rows |= load_measured(path)
+    ids, stable = [], []
+    for c in rep["cases"]:
+        if c.get("error") is None:
+            continue
+        times = sorted(rows.get(c["id"], {}).get("times_s") or [])
+        if len(times) >= 4:
+            q1, _, q3 = statistics.quantiles(times, n=4)
+            if (q3 - q1) / statistics.median(times) > UNSTABLE_IQR:
+                ids.append(c["id"])
+                continue
+        stable.append(abs(c["error"]))
+    return {"unstable_cases": sorted(ids), "stable_median_abs_error":
+            statistics.median(stable) if stable else None,
+            "stable_max_abs_error": max(stable) if stable else None}
 
 
 def judge(rep: dict, target: dict[str, float]) -> dict[str, dict[str, Any]]:
@@ -149,6 +175,6 @@ def ported(suite: Suite, out: Path, profile_ref: str, system_ref: str,
         "targets_kind": kind, "targets": judge(rep, TARGETS[kind]),
         "p90_abs_error": p90([c["error"] for c in rep["cases"] if c.get("error") is not None]),
         "culprits": culprits(rep, str(system_file)), "note": NVLINK_NOTE,
-    }
+    } | unstable(rep, measured)
     summary["targets_met"] = all(t["met"] for t in summary["targets"].values())
     return rep, summary
