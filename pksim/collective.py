@@ -37,7 +37,8 @@ from pksim.prediction import Prediction, TimelineEvent
 from pksim.program import Program
 from pksim.schedule import Schedule
 from pksim.orbits import flow_orbits
-from pksim.symmetry import FlowClass, FlowOrbit, identity_flows, reduce_orbits
+from pksim.symmetry import (FlowClass, FlowOrbit, classes_of, equality_pattern, identity_flows,
+                            partition)
 from pksim.workloads.collectives import COLLECTIVES, build_program, busbw_factor
 from pksim.workloads.phases import plain
 
@@ -216,6 +217,7 @@ def _host_issue(system: System, schedule: Schedule, program: Program) -> tuple[f
 FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
 ORBITS = BoundedCache(64)       # flow orbits per (topology shape, schedule but its SM count, ...)
 INSTANCE_CAPS = BoundedCache(64)  # _instance_caps and _equal_capacities per (system, schedule)
+PARTITIONS = BoundedCache(64)   # the classes of the orbits per (orbits' key, equality pattern)
 
 
 def _flows(system: System, schedule: Schedule, topo: Topology, program: Program, lanes: int,
@@ -273,8 +275,12 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
             else:
                 sync[pkey] = transfer_sync_s(system, specs)
         orbits[pkey] = [FlowOrbit(pkey, i, sizes[i], spec) for i, spec in zip(firsts, specs)]
-    if reduced:
-        classes, members = reduce_orbits(orbits, instance_caps, relabel)
+    if reduced:     # the refinement compares the numbers only for equality: kept per pattern
+        pat = (okey, equality_pattern(orbits, instance_caps))
+        part = PARTITIONS.lookup(found, pat)
+        if part is None:
+            part = PARTITIONS.store(found, pat, partition(orbits, instance_caps, relabel))
+        classes, members = classes_of(orbits, part)
     else:
         patterns = {pkey: [o.spec for o in os] for pkey, os in orbits.items()}
         classes = identity_flows(patterns)

@@ -91,6 +91,42 @@ def reduce_orbits(orbits: dict[Hashable, list[FlowOrbit]], capacity: dict[str, f
     colour at every round (its flows and resources map onto each other's), and a class's
     colour number is that of its first resource in the order the flows first use them, which
     the first flow of some class uses (a class's flows use the same resource classes)."""
+    return classes_of(orbits, partition(orbits, capacity, relabel))
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Which orbits ``reduce_orbits`` merges into a class and onto which class resource each
+    resource falls: per pattern the classes' orbit indices (its first the representative),
+    each used resource's class resource, each class resource's count and one instance."""
+    groups: dict[Hashable, list[list[int]]]
+    class_of: dict[str, str]
+    count: dict[str, int]
+    instances: dict[str, str]
+
+
+def equality_pattern(orbits: dict[Hashable, list[FlowOrbit]], capacity: dict[str, float]
+                     ) -> tuple:
+    """What of the orbits and capacities ``partition`` reads, the numbers replaced by the
+    order of their first appearance: it compares the weights, sizes, latencies (to 1e-15 s)
+    and capacities only for equality (in its signatures and their sorted multisets), so two
+    inputs of one pattern (and one ``relabel``) give one partition, whatever the numbers."""
+    ids: dict = {}
+    out = []
+    for key, pattern in orbits.items():
+        for o in pattern:
+            s = o.spec
+            out.append((key, o.first, o.size,
+                        ids.setdefault((s.nbytes, round(s.latency_s, 15)), len(ids)),
+                        tuple((n, ids.setdefault(w, len(ids)),
+                               ids.setdefault(("c", capacity.get(n)), len(ids)))
+                              for n, w in s.usage)))
+    return tuple(out)
+
+
+def partition(orbits: dict[Hashable, list[FlowOrbit]], capacity: dict[str, float],
+              relabel: list[dict[str, str]] = ()) -> Partition:
+    """The refinement of ``reduce_orbits``: its classes before their weights are summed."""
     flows = [o for key in orbits for o in orbits[key]]
     res: dict[str, str] = {}        # resource -> the first of its orbit the flows use
     size: dict[str, int] = {}       # an orbit's resources, by its first
@@ -118,26 +154,38 @@ def reduce_orbits(orbits: dict[Hashable, list[FlowOrbit]], capacity: dict[str, f
         fcol, rcol, lambda r, fc: _users_signature(users[r], fc),
         lambda j, rc: tuple(sorted((rc[res[n]], w) for n, w in flows[j].spec.usage)))
     res_name, res_count, colour_of, instances = name_classes(rcol, size)
-    out: dict[Hashable, list[FlowClass]] = {}
+    groups: dict[Hashable, list[list[int]]] = {}
     j = 0
     for key, pattern in orbits.items():
-        members: dict[int, list[FlowOrbit]] = {}
-        for o in pattern:
-            members.setdefault(fcol[j], []).append(o)
+        members: dict[int, list[int]] = {}
+        for _ in pattern:
+            members.setdefault(fcol[j], []).append(j)
             j += 1
+        groups[key] = list(members.values())
+    class_of = {name: res_name[rcol[r]] for name, r in res.items()}
+    count = {name: res_count[c] for c, name in res_name.items()}
+    return Partition(groups, class_of, count, instances)
+
+
+def classes_of(orbits: dict[Hashable, list[FlowOrbit]], part: Partition
+               ) -> tuple[dict[Hashable, list[FlowClass]], dict[str, str]]:
+    """The classes of ``part`` with the orbits' numbers: each class's representative's
+    weights summed per class resource and spread over its resources."""
+    flows = [o for key in orbits for o in orbits[key]]
+    out: dict[Hashable, list[FlowClass]] = {}
+    for key, groups in part.groups.items():
         classes = []
-        for group in members.values():
-            rep = group[0].spec
+        for group in groups:
+            rep = flows[group[0]].spec
             per_class: dict[str, float] = {}
             for name, w in rep.usage:
-                c = rcol[res[name]]
-                per_class[res_name[c]] = per_class.get(res_name[c], 0.0) + w
-            count = sum(o.size for o in group)
-            usage = tuple(sorted((r, count * u / res_count[colour_of[r]])
-                                 for r, u in per_class.items()))
+                r = part.class_of[name]
+                per_class[r] = per_class.get(r, 0.0) + w
+            count = sum(flows[j].size for j in group)
+            usage = tuple(sorted((r, count * u / part.count[r]) for r, u in per_class.items()))
             classes.append(FlowClass(usage, count, rep.latency_s, rep.nbytes, rep.issuer))
         out[key] = classes
-    return out, instances
+    return out, part.instances
 
 
 def _close(name: str, relabel, res: dict[str, str], size: dict[str, int]) -> None:
