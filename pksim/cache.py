@@ -8,6 +8,7 @@ what the same computation returned before.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Hashable
 
 from hwmodels.system import System
@@ -20,6 +21,7 @@ class BoundedCache:
     def __init__(self, size: int):
         self.size = size
         self._entries: dict[Hashable, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
 
     def lookup(self, system: Any, key: Hashable) -> Any:
         """The value stored for ``key`` and ``system``, or None."""
@@ -28,9 +30,10 @@ class BoundedCache:
 
     def store(self, system: Any, key: Hashable, value: Any) -> Any:
         """Keep ``value`` for ``key`` (dropping the oldest entry past ``size``); returns it."""
-        if len(self._entries) >= self.size:
-            self._entries.pop(next(iter(self._entries)))
-        self._entries[key] = (system, value)
+        with self._lock:    # a Dask worker's threads share the caches
+            while len(self._entries) >= self.size:
+                self._entries.pop(next(iter(self._entries)), None)
+            self._entries[key] = (system, value)
         return value
 
     def clear(self) -> None:

@@ -134,9 +134,9 @@ def test_claim_rules_compute_what_they_say():
     table = "table = whatif -o default | title ~ dgx-h100"
     assert run_examples.evaluate(f"count workload | {table}", guide) == "16"
     assert run_examples.evaluate(f"range speed-up | {table} | workload = tp-allreduce",
-                                 guide) == "1.07-1.11x"
+                                 guide) == "1.09-1.16x"
     assert run_examples.evaluate(f"value time (us) | {table} | workload = allreduce-1GiB | "
-                                 f"in ms", guide) == "3.96"
+                                 f"in ms", guide) == "3.98"
     assert run_examples.evaluate("figure dgx-h100 gpu.sm.count", guide) == "132"
     bench = "bench/results-programs-2026-12-04.json"
     assert run_examples.evaluate(rf'grep "wall_s": ([\d.]+) | table = {bench}', guide) == \

@@ -10,15 +10,16 @@ from tests.pksim.cases import H100, sched
 
 
 def test_grid_start_beyond_one_block_per_sm():
-    # dgx-h100 (132 SMs, move_start 770 ns, thread_start 31 ps): a moving kernel starts in
-    # 0.77 us up to one block per SM; each thread of the blocks beyond adds 31 ps: 133 blocks
-    # of 256 threads 0.77 us + 7.936 ns, 264 of 512 0.77 us + 132 x 512 x 31 ps = 2.865 us.
+    # dgx-h100 (132 SMs, move_start 694.1 ns, thread_start 21.18 ps, carried from the H200
+    # by rule C2): a moving kernel starts in 0.6941 us up to one block per SM; each thread of
+    # the blocks beyond adds 21.18 ps: 133 blocks of 256 threads 0.6941 us + 5.422 ns, 264 of
+    # 512 0.6941 us + 132 x 512 x 21.18 ps = 2.1255 us.
     from hwmodels.sm import grid_start_s
     gpu = H100.gpu
-    assert grid_start_s(gpu, 4, 512) == pytest.approx(0.77e-6, rel=1e-9)
-    assert grid_start_s(gpu, 132, 512) == pytest.approx(0.77e-6, rel=1e-9)
-    assert grid_start_s(gpu, 133, 256) == pytest.approx(0.77e-6 + 7.936e-9, rel=1e-9)
-    assert grid_start_s(gpu, 264, 512) == pytest.approx(2.865e-6, rel=1e-3)
+    assert grid_start_s(gpu, 4, 512) == pytest.approx(0.6941e-6, rel=1e-9)
+    assert grid_start_s(gpu, 132, 512) == pytest.approx(0.6941e-6, rel=1e-9)
+    assert grid_start_s(gpu, 133, 256) == pytest.approx(0.6941e-6 + 256 * 21.18e-12, rel=1e-9)
+    assert grid_start_s(gpu, 264, 512) == pytest.approx(2.1255e-6, rel=1e-3)
 
 
 def test_tma_copies_use_only_the_blocks_dealt_a_chunk():

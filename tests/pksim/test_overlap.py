@@ -188,7 +188,7 @@ def test_skewed_routing_loads_one_rank_more():
 def test_bad_shapes_and_infeasible_ops():
     with pytest.raises(ConfigError, match="needs --k"):
         predict(H100, fused("gemm-rs", shape=dict(m=8192, n=8192)))
-    with pytest.raises(InfeasibleError, match="heads \\(12\\) divisible by the world"):
+    with pytest.raises(InfeasibleError, match="--heads 12: ulysses needs heads divisible by the world \\(8\\)"):
         predict(H100, fused("ulysses-attention", shape=dict(batch=1, heads=12, seq=1024,
                                                             head_dim=128)))
     with pytest.raises(InfeasibleError, match="leaves no SM to compute"):
