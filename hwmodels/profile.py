@@ -55,6 +55,7 @@ def kfig(key: str, factor: float, portable: str, per: str = "", scale: float = 1
 
 _NS_KIB = 1e-9 / 1024
 MOVES, EPILOGUE, SHIFTED, PULL = "collective_moves", "epilogue_moves", "shifted_moves", "fused_pull"
+CROSSED = "crossed_sums"
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,12 @@ class KernelSpec:
         "tma_move_realign_ns_per_KiB", _NS_KIB, "tma_move_realign_cycles_per_KiB", "clock",
         table=SHIFTED, doc="TMA move: SM cycles per KiB per shifted source, realigned in the "
                            "stage (a shifted copy costs the one-source sum besides)")
+    # What a TMA sum whose groups read every source crossed (group g its part g of each: the
+    # direct reduce-scatter's and the two-shot all-reduce's moves) adds to the same sum of
+    # sources of its own, measured by block_moves' crossed sums (docs/decisions/D83.md).
+    tma_move_cross_s_per_B: float = kfig(
+        "tma_move_cross_ns_per_KiB", _NS_KIB, "tma_move_cross_cycles_per_KiB", "clock",
+        table=CROSSED, doc="TMA sum read crossed: SM cycles per KiB per summed source")
     # The inter-SM fused kernels' pull-reduce (kernels/fused/comm.cuh), base + source x S +
     # dest x D per KiB of sums, by registers and in its TMA form (D54), measured by
     # validation/microbench/fused_pull.cu.

@@ -197,7 +197,7 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
                 dests: int, blocks: int, readers: int = 1, groups: int = 1,
                 hot: bool = True, routine: str = "", threads: int | None = None,
                 load_rounds: int = 1, epilogue: str = "", elem_bytes: float = 2.0,
-                shifts: tuple[int, ...] = ()) -> float:
+                shifts: tuple[int, ...] = (), crossed: bool = False) -> float:
     """A generated collective's routine on ``blocks`` blocks (one per SM up to the SM
     count; more share the SMs): (S + D) x payload of memory traffic. ``readers`` > 1: that
     many groups of ``blocks`` blocks move the same sources, each into its own destinations
@@ -209,9 +209,11 @@ def _block_move(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sources:
     ``routine`` "pull" (with its ``threads``): the fused kernels' pull-reduce instead of the
     collectives' routines (pksim.mechanisms.Mechanism.time_per_B). ``epilogue`` (with ``elem_bytes``):
     a sum through the epilogue routines (Mechanism.epilogue_s_per_B). ``shifts``: each
-    source's shift off the destinations' 16-byte grid (Mechanism.shift_s_per_B)."""
+    source's shift off the destinations' 16-byte grid (Mechanism.shift_s_per_B). ``crossed``:
+    group g sums part g of every source (Mechanism.cross_s_per_B)."""
     body = _block_move_body(gpu, nbytes, mechanism, kind, sources, dests, blocks, readers,
-                            groups, hot, routine, load_rounds, epilogue, elem_bytes, shifts)
+                            groups, hot, routine, load_rounds, epilogue, elem_bytes, shifts,
+                            crossed)
     start = grid_start_s(gpu, blocks * readers * groups, threads or BLOCK_THREADS[mechanism])
     return _back_to_back(gpu, gpu.sync.stream_launch_s + start + body)
 
@@ -220,7 +222,7 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
                      dests: int, blocks: int, readers: int = 1, groups: int = 1,
                      hot: bool = True, routine: str = "", load_rounds: int = 1,
                      epilogue: str = "", elem_bytes: float = 2.0,
-                     shifts: tuple[int, ...] = ()) -> float:
+                     shifts: tuple[int, ...] = (), crossed: bool = False) -> float:
     """_block_move's data movement alone, from its first read to its last write; a register
     sum loading its sources in ``load_rounds`` rounds waits ``the profile's load_round`` more
     per further round (as pksim.mechanisms.flow.move_flow). A TMA copy deals its stage chunks over the
@@ -234,7 +236,7 @@ def _block_move_body(gpu: GpuSpec, nbytes: float, mechanism: str, kind: str, sou
     mem, cap, lat = _memory(gpu, hot, (sources * groups + dests * copies) * nbytes)
     rate = routine_mechanism(mechanism, routine).local_rate_Bps(
         gpu, sources, dests, kind == "reduce", n, cap, nbytes, readers, routine=routine,
-        epilogue=epilogue, elem_bytes=elem_bytes, shifts=shifts)
+        epilogue=epilogue, elem_bytes=elem_bytes, shifts=shifts, crossed=crossed)
     lat += component.latency_s(gpu, sources, dests, kind == "reduce", nbytes / working,
                                routine, shifts=shifts)
     lat += component.rounds_latency_s(gpu, kind == "reduce", sources, shifts, load_rounds)
@@ -366,7 +368,8 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         rounds = load_rounds(p["sources"], p.get("load_batch", 8))
         return _block_move(gpu, record["bytes"], p["mechanism"], "reduce", p["sources"],
                            p["dests"], p["blocks"], groups=p["groups"],
-                           hot=p.get("timing") != "behind_write", load_rounds=rounds)
+                           hot=p.get("timing") != "behind_write", load_rounds=rounds,
+                           crossed=p["dests"] == 1)
     if bench == "epilogue_moves":
         # a sum of S sources into D destinations through the epilogue routines ("variant"
         # other than "sum"), back to back, from HBM (64 MiB a destination)

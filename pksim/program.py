@@ -54,7 +54,9 @@ class Move:
     reduce op or a scale, "bias": with a bias vector; kernels/collectives/epilogue.cuh), of
     ``elem_bytes`` elements (pksim.mechanisms.epilogue_time_per_B). ``shifts``: each source's
     shift off the destinations' 16-byte grid, in bytes (pksim.shifts; () when none is shifted):
-    what it costs, pksim.mechanisms.shift_time_per_B (docs/decisions/D63.md)."""
+    what it costs, pksim.mechanisms.shift_time_per_B (docs/decisions/D63.md). ``crossed``: a
+    sum whose issuers each read their own part of every source (the direct reduce-scatter,
+    the two-shot all-reduce), which a TMA sum pays for (docs/decisions/D83.md)."""
     issuer: int
     payload: float
     sources: tuple[int, ...]
@@ -71,6 +73,7 @@ class Move:
     epilogue: str = ""   # "op" / "bias": a sum through the epilogue routines
     elem_bytes: float = 2.0  # its element size (a bias is read per element by registers)
     shifts: tuple[int, ...] = ()  # bytes each source sits off the destinations' grid (D63)
+    crossed: bool = False  # every issuer sums its own part of each source (D83)
 
 
 @dataclass

@@ -115,6 +115,11 @@ class Mechanism:
         return (gpu.kernel.ldst_move_word_s_per_B * source_reads(sources, dests, reduce)
                 * (VECTOR_BYTES // word_bytes(shifts) - 1))
 
+    def cross_s_per_B(self, gpu: GpuSpec, sources: int, reduce: bool, crossed: bool) -> float:
+        """SM time per payload byte a sum whose sources are read crossed adds (each group of
+        blocks its own part of every source; D83): none for the register routines."""
+        return 0.0
+
     def word_l2_Bps(self, gpu: GpuSpec, sources: int, dests: int, reduce: bool,
                     shifts: tuple[int, ...] = ()) -> float:
         """The payload rate the L2 allows a move whose sources are read in W-byte words: each
@@ -159,11 +164,12 @@ class Mechanism:
     # ---- a move's cost, the same for every mechanism ------------------------------------
     def time_per_B(self, gpu: GpuSpec, sources: int, dests: int, reduce: bool,
                    readers: int = 1, routine: str = "", epilogue: str = "",
-                   elem_bytes: float = 2.0, shifts: tuple[int, ...] = ()) -> float:
+                   elem_bytes: float = 2.0, shifts: tuple[int, ...] = (),
+                   crossed: bool = False) -> float:
         """SM time per payload byte of one of the generated kernels' moves inside one GPU:
         linear in S and D (the profile's terms), a source shared by ``readers`` moves costing
         the other readers only the profile's share, plus the mechanism's messages, its
-        epilogue's and its shifted sources' terms; ``routine`` "pull": the fused kernels'
+        epilogue's, its shifted sources' and its crossed reads' (``crossed``) terms; ``routine`` "pull": the fused kernels'
         pull-reduce at its own terms. A copy to more than SET_SLOTS destinations runs as
         copy_list does, one whole move per SET_SLOTS of them (D64)."""
         if routine == "pull":
@@ -183,6 +189,7 @@ class Mechanism:
         tau += self.messages_s_per_B(gpu, sources if reduce else 1, dests, reduce)
         if reduce:
             tau += self.epilogue_s_per_B(gpu, sources, epilogue, elem_bytes)
+            tau += self.cross_s_per_B(gpu, sources, reduce, crossed)
         return tau + self.shift_s_per_B(gpu, sources, dests, reduce, shifts)
 
     def far_time_per_B(self, gpu: GpuSpec, far_sources: int, far_dests: int) -> float:
@@ -200,7 +207,8 @@ class Mechanism:
     def rate_Bps(self, gpu: GpuSpec, sources: int, dests: int, reduce: bool, n_sms: float,
                  shared_Bps: float | None, far_sources: int = 0, far_dests: int = 0,
                  readers: int = 1, routine: str = "", epilogue: str = "",
-                 elem_bytes: float = 2.0, shifts: tuple[int, ...] = ()) -> float:
+                 elem_bytes: float = 2.0, shifts: tuple[int, ...] = (),
+                 crossed: bool = False) -> float:
         """Combined payload rate of ``n_sms`` SMs doing such moves, meeting the memory they
         all use (payload capacity ``shared_Bps``) through the profile's knee; a move with a
         buffer on another GPU at the NVLink rates, no knee (D38)."""
@@ -208,7 +216,7 @@ class Mechanism:
             tau = self.far_time_per_B(gpu, far_sources, far_dests)
         else:
             tau = self.time_per_B(gpu, sources, dests, reduce, readers, routine, epilogue,
-                                  elem_bytes, shifts)
+                                  elem_bytes, shifts, crossed)
             if shared_Bps is not None:
                 shared_Bps = min(shared_Bps, self.word_l2_Bps(gpu, sources, dests, reduce,
                                                               shifts))
@@ -253,7 +261,8 @@ class Mechanism:
     def local_rate_Bps(self, gpu: GpuSpec, sources: int, dests: int, reduce: bool,
                        n_sms: float, memory_Bps: float, payload_B: float, readers: int = 1,
                        cold_sources: int | None = None, routine: str = "", epilogue: str = "",
-                       elem_bytes: float = 2.0, shifts: tuple[int, ...] = ()) -> float:
+                       elem_bytes: float = 2.0, shifts: tuple[int, ...] = (),
+                       crossed: bool = False) -> float:
         """The combined payload rate of ``n_sms`` blocks' worth of SMs (every rank's on the GPU
         that move together) doing a move inside one GPU over a memory of ``memory_Bps``: the
         SMs meet the memory's plain traffic (``cold_sources`` of the sources from memory, the
@@ -264,7 +273,7 @@ class Mechanism:
         queued = self.traffic(gpu, cold, dests, readers, payload_B, ceiling=False)
         return self.rate_Bps(gpu, sources, dests, reduce, n_sms, memory_Bps / queued,
                              readers=readers, routine=routine, epilogue=epilogue,
-                             elem_bytes=elem_bytes, shifts=shifts)
+                             elem_bytes=elem_bytes, shifts=shifts, crossed=crossed)
 
     def rounds_latency_s(self, gpu: GpuSpec, reduce: bool, sources: int,
                          shifts: tuple[int, ...] = (), rounds: int = 1) -> float:

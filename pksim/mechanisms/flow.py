@@ -239,7 +239,7 @@ def move_issue_weight(topo: Topology, m: Move, mech: str, n: int, resident: bool
         cold = s - warm_sources(topo, m, resident)    # what queues at the memory
         rate = routines.local_rate_Bps(gpu, s, d, m.reduce, n * ranks, memory, m.payload,
                                        m.readers, cold, m.routine, m.epilogue, m.elem_bytes,
-                                       m.shifts) / ranks
+                                       m.shifts, m.crossed) / ranks
     return capacity / rate if rate > 0 else INF
 
 

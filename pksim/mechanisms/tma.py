@@ -78,6 +78,10 @@ class Tma(Mechanism):
         return gpu.kernel.tma_move_realign_s_per_B * source_reads(shifted_sources(shifts), dests,
                                                                   reduce)
 
+    def cross_s_per_B(self, gpu: GpuSpec, sources: int, reduce: bool, crossed: bool) -> float:
+        """A TMA sum read crossed: the profile's tma_move_cross per summed source (D83)."""
+        return gpu.kernel.tma_move_cross_s_per_B * sources if reduce and crossed else 0.0
+
     def word_l2_Bps(self, gpu: GpuSpec, sources: int, dests: int, reduce: bool,
                     shifts: tuple[int, ...] = ()) -> float:
         return INF                        # bulk loads use every sector byte they fetch

@@ -130,7 +130,8 @@ def _rs_direct(w, nbytes, root, ce, dtype):
                     Move(r, shard, (r,) * w, (r,), True, SM) for r in range(w)])]
     # phase: rank r pulls shard r (at r x count) of every input, sums, writes its output (at 0)
     return [_phase(("krs", "direct", w, shard), lambda: [
-        Move(r, shard, _all(w), (r,), True, shifts=move_shifts((r * cb,) * w, 0, shard))
+        Move(r, shard, _all(w), (r,), True, shifts=move_shifts((r * cb,) * w, 0, shard),
+             crossed=True)
         for r in range(w)])]
 
 
@@ -302,7 +303,7 @@ def _reduce_two_shot(w, nbytes, root, ce, dtype):
     # phase: rank r reduces chunk r of every input into chunk r of the root's output
     chunk = nbytes / w
     return [_phase(("kred", "two-shot", w, chunk, root), lambda: [
-        Move(r, chunk, _all(w), (root,), True) for r in range(w)])]
+        Move(r, chunk, _all(w), (root,), True, crossed=True) for r in range(w)])]
 
 
 def _gather_direct(w, nbytes, root, ce, dtype):
