@@ -143,11 +143,10 @@ def fitted(results):
 
 
 # Figures where the fit's objective is flat, so that the optimizer's stopping point moves with
-# the scipy / numpy release (the TMA shared reads' reuse knee: by about 0.3 % between releases).
-# From 2026-12-07 the start (h200-single, through hgx-h200) holds the H100's carried figures
-# (docs/decisions/D71.md); on the flat directions the fit then stops up to 1.4 % from the
-# shipped file's figures (refit of 2026-12-07: gemm_k_overhead 53.44 for 54.22, the fan-out's
-# reach 1.181 for 1.169, the reuse knee 219.6 for 220.7); the shipped file is not refitted.
+# the scipy / numpy release (the TMA shared reads' reuse knee: by about 0.3 % between releases)
+# and with the start: the start (h200-single, through hgx-h200) holds the H100's carried
+# figures (docs/decisions/D71.md), from which the fit stops on the flat directions up to 1.4 %
+# from the shipped file's figures (D71, "Refit"); the shipped file is not refitted.
 LOOSE = {"gpu.kernel.tma_shared_reuse_MiB": 1e-2, "gpu.kernel.ldst_fanout_write": 5e-3,
          "gpu.kernel.ldst_fanout_reach_MiB": 1.5e-2, "gpu.tensor.gemm_k_overhead": 2e-2,
          "gpu.tensor.sustained_after_us": 3e-3, "gpu.tensor.sustained_sm_exponent": 5e-3}

@@ -80,19 +80,24 @@ def _residual_lines(fit_result: FitResult, kernel: bool) -> list[str]:
     """``[calibration.residual.GROUP]`` of the stages that fitted hardware figures
     (``kernel`` False) or kernel-profile figures (True): a stage that fitted both (the
     collective moves: the kernels' routines and a moving kernel's start) goes in both files."""
-    lines: list[str] = []
+    fitted: dict[str, tuple[list[str], list[str]]] = {}   # group: (its stages, their figures)
     for stage in fit_result.stages:
         if not any(k.startswith(KERNEL) is kernel for k in stage.params):
             continue
-        for group in stage.groups:
-            s = fit_result.summary[group]
-            lines += [f"[calibration.residual.{group}]",
-                      f"points = {s.predicted}",
-                      f"median_abs_error = {_num(round(s.median_abs_error, 4))}",
-                      f"max_abs_error = {_num(round(s.max_abs_error, 4))}",
-                      f"rms_log_error = {_num(round(s.rms_log_error, 4))}",
-                      f"stage = {_q(stage.name)}",
-                      f"fitted = [{', '.join(_q(k) for k in stage.params)}]", ""]
+        for group in stage.groups:     # a group two stages fit (D83) is written once
+            names, keys = fitted.setdefault(group, ([], []))
+            names.append(stage.name)
+            keys += stage.params
+    lines: list[str] = []
+    for group, (names, keys) in fitted.items():
+        s = fit_result.summary[group]
+        lines += [f"[calibration.residual.{group}]",
+                  f"points = {s.predicted}",
+                  f"median_abs_error = {_num(round(s.median_abs_error, 4))}",
+                  f"max_abs_error = {_num(round(s.max_abs_error, 4))}",
+                  f"rms_log_error = {_num(round(s.rms_log_error, 4))}",
+                  f"stage = {_q(' + '.join(names))}",
+                  f"fitted = [{', '.join(_q(k) for k in keys)}]", ""]
     return lines
 
 
