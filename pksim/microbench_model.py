@@ -62,6 +62,7 @@ REQUIRED = {
                                        "shift")),
     "block_moves_own": (("bytes",), ("mechanism", "kind", "sources", "dests", "groups", "blocks")),
     "block_moves_cross": (("bytes",), ("mechanism", "sources", "dests", "groups", "blocks")),
+    "crossed_sums": (("bytes",), ("mechanism", "sources", "dests", "groups", "blocks")),
     "epilogue_moves": (("bytes",), ("mechanism", "variant", "dtype", "sources", "dests", "blocks")),
     "fused_pull": (("bytes",), ("kind", "world", "blocks", "threads")),
     "fused_pull_tma": (("bytes",), ("kind", "world", "blocks", "threads")),
@@ -361,10 +362,12 @@ def predict_time_s(system: System, record: Mapping[str, Any]) -> float | None:
         # it (back to back; S = 0: the same sweep's aligned moves)
         return _block_move(gpu, record["bytes"], p["mechanism"], p["kind"], p["sources"],
                            p["dests"], p["blocks"], shifts=(int(p["shift"]),) * p["sources"])
-    if bench == "block_moves_cross":
+    if bench in ("block_moves_cross", "crossed_sums"):
         # G groups, group g summing part g of all G sources into part g of all G destinations
         # (the two-shot all-reduce's move; "bytes" = one part), registers loading "load_batch"
-        # sources a round (default 8: all at once)
+        # sources a round (default 8: all at once); "dests" = 1: group g sums part g of every
+        # source into its own destination (a direct reduce-scatter's ranks). "crossed_sums":
+        # the same moves at the parts of block_moves --cross-parts (D83)
         rounds = load_rounds(p["sources"], p.get("load_batch", 8))
         return _block_move(gpu, record["bytes"], p["mechanism"], "reduce", p["sources"],
                            p["dests"], p["blocks"], groups=p["groups"],

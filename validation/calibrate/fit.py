@@ -121,7 +121,7 @@ STAGES = (
         Param("gpu.kernel.load_round_ns", 1, 1e5)), starts=3),
     # the crossed sums alone: what reading every source crossed adds to a TMA sum, with the
     # collective moves' figures as that stage fits them with it at its floor (D83)
-    Stage("crossed sums", ("block_moves_cross",), (
+    Stage("crossed sums", ("block_moves_cross", "crossed_sums"), (
         Param("gpu.kernel.tma_move_cross_ns_per_KiB", 1e-6, 1e4, start=10.0),), additive=True),
     Stage("epilogue moves", ("epilogue_moves",), (
         Param("gpu.kernel.tma_move_bias_ns", 0.01, 1e5),

@@ -55,7 +55,10 @@
 // (the collectives' shifted moves: registers read words, TMA realigns in the stage; moves.cuh,
 // docs/decisions/D58.md); only the first sweep (back to back, records carry "shift"; 0 for
 // the aligned moves of the same sweep).
-// Usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N] [--shift BYTES]
+// --cross-parts KIB,...: only the crossed sums ("crossed_sums" records, D83): G in {2, 4, 8}
+// groups of 132 / G, 64 / G, 32 / G blocks, TMA and registers, into one destination (as
+// block_moves_cross "dests" = 1) and into every one (G), each part alone behind the write.
+// Usage: block_moves [--quick] [--stagger B] [--payload-mib N] [--shift B] [--cross-parts KIB,...]
 #include "moves_check.cuh"
 #include "pk/host.cuh"
 
@@ -170,14 +173,20 @@ int main(int argc, char** argv) {
   size_t payload_mib = 0;  // 0: 64 MiB (16 with --quick)
   size_t shift = 0;        // sources start this many bytes past a 16-byte boundary
   bool sweep_only = false; // --shift given: the first sweep only
+  std::vector<size_t> cross_parts;  // --cross-parts: the crossed sums alone, parts in bytes
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--stagger" && i + 1 < argc) stagger = std::stoull(argv[++i]);
     else if (a == "--payload-mib" && i + 1 < argc) payload_mib = std::stoull(argv[++i]);
     else if (a == "--shift" && i + 1 < argc) shift = std::stoull(argv[++i]), sweep_only = true;
-    else {
-      fprintf(stderr, "block_moves: unknown argument %s (usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N] [--shift BYTES])\n", a.c_str());
+    else if (a == "--cross-parts" && i + 1 < argc) {
+      for (char* e = argv[++i]; *e;) {  // KiB, comma-separated; a bad list gives a part of 0
+        cross_parts.push_back(std::strtoull(e, &e, 10) * KiB);
+        if (*e && *e++ != ',') cross_parts.push_back(0), e += strlen(e);
+      }
+    } else {
+      fprintf(stderr, "block_moves: unknown argument %s (usage: block_moves [--quick] [--stagger BYTES] [--payload-mib N] [--shift BYTES] [--cross-parts KIB,...])\n", a.c_str());
       return 2;
     }
   }
@@ -185,6 +194,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "block_moves: --shift %zu is not a multiple of 2 below 16 bytes\n", shift);
     return 2;
   }
+  if (std::find(cross_parts.begin(), cross_parts.end(), size_t{0}) != cross_parts.end())
+    return fprintf(stderr, "block_moves: --cross-parts takes sizes in KiB above 0, comma-separated\n"), 2;
   if (stagger % 128 != 0) {
     fprintf(stderr, "block_moves: --stagger %zu is not a multiple of 128 bytes\n", stagger);
     return 2;
@@ -202,7 +213,10 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"copy", 1, 1}, {"copy", 1, 2}, {"copy", 1, 4}, {"copy", 1, 8},
                           {"reduce", 2, 1}, {"reduce", 4, 1}, {"reduce", 8, 1},
                           {"reduce", 2, 2}, {"reduce", 4, 4}, {"reduce", 8, 8}};
-  const size_t big = (payload_mib ? payload_mib : quick ? 16 : 64) * MiB, small = 256 * KiB;
+  size_t widest = 0;
+  for (size_t part : cross_parts) widest = std::max(widest, 8 * part);
+  const size_t big = payload_mib ? payload_mib * MiB : widest ? widest : (quick ? 16 : 64) * MiB;
+  const size_t small = 256 * KiB;
   const size_t n_big = big / sizeof(bf16);
   std::vector<bf16*> srcs(8), dsts(8);
   for (int k = 0; k < 8; ++k) {
@@ -280,7 +294,7 @@ int main(int argc, char** argv) {
     emit(j);
   };
 
-  for (int mi = 0; mi < 2; ++mi) {
+  for (int mi = 0; mi < 2 && cross_parts.empty(); ++mi) {
     const bool tma = mi == 0;
     for (const Shape& sh : shapes) {
       const auto buf = buffers(sh);
@@ -333,6 +347,34 @@ int main(int argc, char** argv) {
     t.reps = 1;
     return t;
   };
+  // --cross-parts: the crossed sums alone (own 4: into one destination, 2: into every one)
+  for (int mi = 0; mi < 2 && !cross_parts.empty(); ++mi)
+    for (int groups : {2, 4, 8}) {
+      const auto buf = buffers(Shape{"reduce", groups, groups});
+      auto parts_of = [&](int g, size_t n) {  // destination g of own 4: part g of every source
+        pkc::cptrs<bf16> at{};
+        for (int q = 0; q < groups; ++q) at.add(srcs[q] + g * n);
+        return at; };
+      for (int total : {132, 64, 32})
+        for (size_t part : cross_parts)
+          for (int own : {4, 2}) {
+            if (part * groups > big) continue;
+            const int per = total / groups, dests = own == 4 ? 1 : groups;
+            const size_t n = part / sizeof(bf16);
+            const Timing t = time_alone([&] { run(mi == 0, buf.first, buf.second, n, 1, per * groups,
+                                                  groups, own); }, flush_kind::memset);
+            const std::string check = own == 2 ? verify(groups, [&](int) { return buf.second; }, n * groups)
+                                               : verify(groups, [&](int g) { return parts_of(g, n); }, n);
+            JsonObj params;
+            params.str("mechanism", mi == 0 ? "tma" : "register").str("kind", "reduce");
+            params.integer("sources", groups).integer("dests", dests).integer("groups", groups)
+                .integer("blocks", per).str("timing", "behind_write").str("flush", "memset");
+            add_config(params, mi == 0);
+            emit_point("crossed_sums", params, (double)part, (double)part * groups * (groups + dests),
+                       (double)part * groups, t, check);
+          }
+    }
+  if (!cross_parts.empty()) return exit_status(err, "block_moves");
   {
     const int fit[2] = {
         pk::max_coresident_blocks(move_kernel<move_config<pkc::mech::reg>, true>, 512, 0),
