@@ -87,10 +87,10 @@ def test_a_path_owns_its_latencies():
     assert path.round_trip_s == 2 * path.one_way_s and path.drain_s == path.one_way_s
 
 
-@pytest.mark.parametrize("mech, reduce, s, d", [("tma", False, 1, 1), ("tma", True, 4, 1),
-                                                ("register", True, 8, 8),
-                                                ("register", False, 1, 4)])
-def test_the_des_and_the_microbenchmark_model_cost_a_move_alike(mech, reduce, s, d):
+@pytest.mark.parametrize("mech, reduce, s, d, crossed", [
+    ("tma", False, 1, 1, False), ("tma", True, 4, 1, False), ("register", True, 8, 8, False),
+    ("register", False, 1, 4, False), ("tma", True, 4, 1, True), ("register", True, 8, 1, True)])
+def test_the_des_and_the_microbenchmark_model_cost_a_move_alike(mech, reduce, s, d, crossed):
     # one rank of h200-virtual-calibrated, alone (world 1), moving 64 MiB on 16 blocks from
     # HBM: the DES's move (pksim.mechanisms.flow.move_flow) and block_moves' model
     # (pksim.microbench_model._block_move_body) ask the same component for the rate and
@@ -101,12 +101,39 @@ def test_the_des_and_the_microbenchmark_model_cost_a_move_alike(mech, reduce, s,
     topo = Topology.build(system_, 1)
     nbytes = 64 * 2**20
     move = Move(issuer=0, payload=nbytes, sources=(0,) * s, dests=(0,) * d, reduce=reduce,
-                dealt=mech == "tma" and not reduce)
+                dealt=mech == "tma" and not reduce, crossed=crossed)
     schedule = sched("all-gather", world=1, mechanism=mech, comm_sms=16)
     spec = move_flow(topo, schedule, move, nbytes, False, 1.0)
     caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
     caps["issue[0]"] = 16 * of(mech).per_sm_Bps(system_.gpu, remote=False)
     des = single_flow_time_s(caps, dict(spec.usage), nbytes, spec.latency_s)
     model = _block_move_body(system_.gpu, nbytes, mech, "reduce" if reduce else "copy", s, d,
-                             16, hot=False)
+                             16, hot=False, crossed=crossed)
     assert des == pytest.approx(model, rel=1e-9)
+
+
+def test_a_crossed_tma_sum_pays_the_profiles_term_per_source_and_a_register_one_none():
+    # D83: a sum into one destination from its part of every source, inside one GPU
+    gpu = load_system("h100-calibrated").gpu
+    term = gpu.kernel.tma_move_cross_s_per_B
+    assert term * 1e9 * 1024 == pytest.approx(5.541, rel=1e-3)      # pk-hopper-h100's fit
+    for sources in (2, 4, 8):
+        plain = of("tma").time_per_B(gpu, sources, 1, True)
+        assert of("tma").time_per_B(gpu, sources, 1, True, crossed=True) == \
+            pytest.approx(plain + sources * term, rel=1e-12)
+        assert of("register").time_per_B(gpu, sources, 1, True, crossed=True) == \
+            of("register").time_per_B(gpu, sources, 1, True)
+    assert of("tma").time_per_B(gpu, 1, 4, False, crossed=True) == \
+        of("tma").time_per_B(gpu, 1, 4, False)                       # a copy sums nothing
+
+
+def test_the_moves_read_crossed_are_the_direct_reduce_scatter_and_the_two_shot_reduce():
+    from pksim.workloads import phases
+
+    def moves(build, ce=False):
+        return [m for step in build(4, 4 * 2**20, 0, ce, "bf16") for m in step.build_moves()]
+    assert all(m.crossed for m in moves(phases._rs_direct) + moves(phases._reduce_two_shot))
+    # the two-shot all-reduce's sums write every destination (no term, D83); the copy-engine
+    # form copies, then sums its own scratch
+    assert not any(m.crossed for m in moves(phases._ar_two_shot) + moves(phases._rs_direct, True)
+                   + moves(phases._ar_one_shot))
