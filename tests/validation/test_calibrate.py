@@ -149,7 +149,10 @@ def fitted(results):
 # from the shipped file's figures (D71, "Refit"); the shipped file is not refitted.
 LOOSE = {"gpu.kernel.tma_shared_reuse_MiB": 1e-2, "gpu.kernel.ldst_fanout_write": 5e-3,
          "gpu.kernel.ldst_fanout_reach_MiB": 1.5e-2, "gpu.tensor.gemm_k_overhead": 2e-2,
-         "gpu.tensor.sustained_after_us": 3e-3, "gpu.tensor.sustained_sm_exponent": 5e-3}
+         "gpu.tensor.sustained_after_us": 3e-3, "gpu.tensor.sustained_sm_exponent": 5e-3,
+         # the crossed sums' term (D83) was fitted as pksim calibrate fits, with the points on a
+         # suite's size and world left out (3.156 ns/KiB); this fit keeps them (3.167)
+         "gpu.kernel.tma_move_cross_ns_per_KiB": 5e-3}
 
 
 @pytest.fixture(scope="module")
