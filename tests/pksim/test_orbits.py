@@ -241,7 +241,7 @@ def test_move_fields_are_ranks_or_rank_free():
     # be added to RANK_FIELDS (and to _Layouts.form). ``shifts`` (one per source) enters the
     # flow as a whole only (pksim.mechanisms.flow: the move's rate, latency and load rounds)
     rank_free = {"payload", "reduce", "engine", "serial", "readers", "dealt", "warm",
-                 "load_rounds", "routine", "active", "epilogue", "elem_bytes", "shifts"}
+                 "load_rounds", "routine", "active", "epilogue", "elem_bytes", "shifts", "crossed"}
     assert {f.name for f in fields(Move)} == set(RANK_FIELDS) | rank_free
 
 
