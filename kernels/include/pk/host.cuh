@@ -305,7 +305,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // cuTensorMapEncodeTiled of a 2-D map (element strides 1, no interleave), or the map this
 // thread encoded before from exactly these arguments (pk/tensor_map_cache.cuh: a map is a pure
-// function of them). Only maps the driver accepted are stored.
+// function of them). Only maps the driver accepted are stored. Built with
+// -DPK_NO_TENSOR_MAP_CACHE every call encodes (the host-cost comparison of the device session).
 inline CUresult encode_2d_cached(CUtensorMap* map, CUtensorMapDataType dtype, const void* base,
                                  const cuuint64_t dims[2], cuuint64_t stride,
                                  const cuuint32_t box[2], CUtensorMapSwizzle swizzle,
@@ -322,10 +323,12 @@ inline CUresult encode_2d_cached(CUtensorMap* map, CUtensorMapDataType dtype, co
   k.swizzle = static_cast<int>(swizzle);
   k.l2 = static_cast<int>(l2);
   k.oob = static_cast<int>(oob);
+#ifndef PK_NO_TENSOR_MAP_CACHE
   if (const CUtensorMap* hit = cache.find(k)) {
     *map = *hit;
     return CUDA_SUCCESS;
   }
+#endif
   const cuuint64_t strides[1] = {stride};
   const cuuint32_t elem_strides[2] = {1, 1};
   const CUresult r = tensor_map_encoder()(map, dtype, 2, const_cast<void*>(base), dims, strides,

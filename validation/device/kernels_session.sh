@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Issue #38's device session in one call, from the repository root of a GPU machine (nvcc,
+# python3 + torch; the simpy wheel in .whl/, validation/device/env.sh):
+#
+#   validation/device/kernels_session.sh [--budget S] [--hostcost DIR] OUTDIR
+#
+# 1. the random-shape matrix with its memcheck and timed slices (random_matrix.sh --timed:
+#    correctness of every kernel at >= 2,000 shapes, compute-sanitizer on a slice, a few hundred
+#    random shapes timed and judged against this GPU's own calibration);
+# 2. the host's time per fused launch with the tensor maps cached and encoded on every launch
+#    (validation/run/fused_host.py; --hostcost: the libraries validation.prepare.fused_host
+#    built, DIR/libs.json; skipped without it);
+# 3. the GEMM against torch.matmul in turn (gemm.sh --no-profile, library built here).
+# Everything ends in OUTDIR/kernels-session.tgz (one file: a device call returns at most 8);
+# the reports are printed. The matrix gets what the GEMM's own timeouts (250 s) leave of the
+# budget (540 s).
+set -u
+budget=540
+hostcost=
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --budget) budget=$2; shift 2;;
+    --hostcost) hostcost=$2; shift 2;;
+    *) echo "kernels_session.sh: unknown option $1" >&2; exit 2;;
+  esac
+done
+out="${1:?usage: validation/device/kernels_session.sh [--budget S] [--hostcost DIR] OUTDIR}"
+t0=$(date +%s)
+mkdir -p "$out/ks"
+source validation/device/env.sh
+rm_budget=$(( budget - 250 - 40 ))
+bash validation/device/random_matrix.sh --timed --budget "$rm_budget" "$out/ks/matrix"
+echo "matrix exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/ks/times.txt"
+if [ -n "$hostcost" ] && [ -f "$hostcost/libs.json" ]; then
+  timeout 30 python3 -m validation.run.fused_host --libs "$hostcost/libs.json" \
+    --out "$out/ks/fused-host.jsonl" 2>&1 | tail -n 12 | tee "$out/ks/fused-host.txt"
+  echo "host cost exit ${PIPESTATUS[0]} at $(( $(date +%s) - t0 )) s" | tee -a "$out/ks/times.txt"
+fi
+bash validation/device/gemm.sh --no-profile "$out/ks/gemm" > "$out/ks/gemm.log" 2>&1
+echo "gemm exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/ks/times.txt"
+python3 -m validation.report.gemm "$out"/ks/gemm/gemm*.jsonl --smi "$out/ks/gemm/smi.csv" \
+  > "$out/ks/gemm-report.md" 2>&1
+tail -n 40 "$out/ks/gemm-report.md"
+tar czf "$out/kernels-session.tgz" -C "$out" ks && rm -rf "$out/ks"
