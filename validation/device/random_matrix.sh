@@ -48,7 +48,7 @@ bundle=build/rm
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 timed_args=()
 reserve=0
-if [ -n "$timed" ]; then timed_args=(--timed "$gpu"); reserve=200; fi
+if [ -n "$timed" ]; then timed_args=(--timed "$gpu"); reserve=160; fi
 python3 -m validation.prepare.random_matrix --out "$bundle" --seed "$seed" $cases $fast \
   ${timed_args[@]+"${timed_args[@]}"} > "$out/rm/prepare.log" 2>&1
 echo "prepare exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/rm/times.txt"

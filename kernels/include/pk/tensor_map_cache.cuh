@@ -58,9 +58,11 @@ inline uint64_t key_hash(const tensor_map_key& k) {
   return h;
 }
 
-// Sets x Ways entries; a world-8 launch asks for at most 8 x 9 + 16 maps, so the default
-// 64 x 4 holds every map of a few launches of different shapes.
-template <class Value, int Sets = 64, int Ways = 4>
+// Sets x Ways entries. The intra-SM ag-gemm's world-8 launch asks for 8 x 9 + 16 maps, the
+// most of any fused op; spread by the hash over 64 sets (1.4 a set), one of 8 ways overflows
+// for fewer than 1 in 1000 such key sets, so the default holds every map of several launches
+// of different shapes (about 100 KiB per thread with CUtensorMap values).
+template <class Value, int Sets = 64, int Ways = 8>
 struct tensor_map_cache {
   static_assert(Sets >= 1 && Ways >= 1, "a cache needs at least one entry");
   tensor_map_key keys[Sets][Ways] = {};
