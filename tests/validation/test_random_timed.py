@@ -31,7 +31,7 @@ def _libs():
 @pytest.fixture(scope="module")
 def slice_h100():
     coll, fused = _libs()
-    return rt.draw(38, H100, coll, fused, collectives=40, groups=9)
+    return rt.draw(38, H100, coll, fused, rm.fused_shape, collectives=40, groups=9)
 
 
 def test_own_calibration_by_device_name():
@@ -45,7 +45,7 @@ def test_own_calibration_by_device_name():
 
 def test_reproducible_and_predicted(slice_h100):
     coll, fused = _libs()
-    again = rt.draw(38, H100, coll, fused, collectives=40, groups=9)
+    again = rt.draw(38, H100, coll, fused, rm.fused_shape, collectives=40, groups=9)
     assert again[0] == slice_h100[0] and again[1] == slice_h100[1]
     colls, fuseds, info = slice_h100
     assert (len(colls), info["system"], info["own_calibration"]) == (40, "h100-virtual-calibrated", True)

@@ -40,6 +40,7 @@ from pksim import algorithms
 from validation.prepare import collectives as coll_prep
 from validation.prepare import comm as comm_prep
 from validation.prepare import fused as fused_prep
+from validation.prepare import random_timed
 from validation.runtime.reference import ELEM, count_for_bytes
 from validation.suites.comm_suite import Variant, epilogue_fields, load_comm_suite, sizes_for
 from validation.layout import MEMCHECK_LIBS
@@ -255,8 +256,8 @@ def prepare(out: Path, seed: int, cases: int, build: bool = True,
     (fdir / MEMCHECK_LIBS).write_text("".join(f"{p}\n" for p in runnable))
     info = summary(colls, fuseds, seed)
     if timed_device is not None:
-        from validation.prepare import random_timed
-        tcolls, tfused, info["timed"] = random_timed.draw(seed, timed_device or None, libs, flibs)
+        tcolls, tfused, info["timed"] = random_timed.draw(seed, timed_device or None, libs, flibs,
+                                                          fused_shape)
         (cdir / "timed.json").write_text(json.dumps(tcolls, indent=1))
         (out / "timed").mkdir(exist_ok=True)
         (out / "timed" / "cases.json").write_text(json.dumps(tfused, indent=1))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Callable
 
 from hwmodels.catalog import load_system
 from hwmodels.system import System
@@ -34,7 +35,6 @@ from pksim.kernel_contract import world_reason
 from validation.prepare import collectives as coll_prep
 from validation.prepare.bundle import calibration_inputs
 from validation.prepare.predict import predict_candidate, predict_case, predict_fused_case
-from validation.prepare.random_matrix import fused_shape
 from validation.runtime.reference import count_for_bytes, nccl_bytes
 from validation.suites.comm_suite import Variant
 from validation.suites.fused_kernels import BASELINE, VARIANTS, fused_case, none_case
@@ -106,16 +106,18 @@ def _group_variants(op: str) -> list[tuple[str, str, str, str]]:
 
 
 def fused_cases(rng: random.Random, system: System, libs: dict[str, str], groups: int,
-                seed: int, prefix: str = "../fused/", first: int = 1) -> list[dict]:
-    """``groups`` timed groups of fused cases; library paths are ``prefix`` + the bundle's
-    (the slice's cases live beside the matrix's fused bundle)."""
+                seed: int, shape_of: Callable, prefix: str = "../fused/", first: int = 1
+                ) -> list[dict]:
+    """``groups`` timed groups of fused cases, each shape ``shape_of(rng, world)`` (world, M,
+    N, K); library paths are ``prefix`` + the bundle's (the slice's cases live beside the
+    matrix's fused bundle)."""
     rel = {k: prefix + v for k, v in libs.items()}
     ops = list(BASELINE)
     out, k = [], first
     for g in range(groups):
         op = ops[g % len(ops)]
         w = WORLDS[rng.randrange(len(WORLDS))]
-        w, m, n, kk = fused_shape(rng, w)
+        w, m, n, kk = shape_of(rng, w)
         m -= m % w                  # gemm-rs's "none" reduce-scatters equal shares
         shape = (w, m, n, kk)
         tag = f"{op} {m}x{n}x{kk} w{w}"
@@ -143,13 +145,14 @@ def fused_cases(rng: random.Random, system: System, libs: dict[str, str], groups
 
 
 def draw(seed: int, device: str | None, coll_libs: dict, fused_libs: dict[str, str],
-         collectives: int = TIMED_COLLECTIVES, groups: int = TIMED_FUSED_GROUPS
-         ) -> tuple[list[dict], list[dict], dict]:
-    """(collective cases, fused cases, what matrix.json records of the slice)."""
+         shape_of: Callable, collectives: int = TIMED_COLLECTIVES,
+         groups: int = TIMED_FUSED_GROUPS) -> tuple[list[dict], list[dict], dict]:
+    """(collective cases, fused cases, what matrix.json records of the slice); the fused
+    shapes from ``shape_of`` (validation.prepare.random_matrix.fused_shape)."""
     system, own = system_for(device)
     rng = random.Random(seed * 7919 + 38)
     colls = collective_cases(rng, system, coll_libs, collectives, seed)
-    fused = fused_cases(rng, system, fused_libs, groups, seed)
+    fused = fused_cases(rng, system, fused_libs, groups, seed, shape_of)
     info = {"system": system.name, "device": device, "own_calibration": own,
             "calibration": calibration_inputs(system), "collective_cases": len(colls),
             "fused_cases": len(fused), "fused_groups": groups,

@@ -24,6 +24,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from validation.report import random_timed
+
 SHAPE_KEYS = ("world", "dtype", "count", "splits", "root", "peers", "blocks_per_rank", "m", "n", "k",
               "comm_blocks", "tile_order")
 
@@ -138,7 +140,6 @@ def main(argv: list[str] | None = None) -> int:
     s = build(cases + timed, rows, memcheck, matrix)
     text = markdown(s)
     if timed:
-        from validation.report import random_timed
         s["timed"] = random_timed.build([c for c in timed if c.get("kind") not in ("fused", "none")],
                                         [c for c in timed if c.get("kind") in ("fused", "none")],
                                         rows, (matrix or {}).get("timed"))
