@@ -80,8 +80,9 @@ def _rows(colls, fuseds, slow: dict, device=H100):
     rows = []
     for c in colls + fuseds:
         row = {k: c[k] for k in ("id", "op", "world") if k in c}
-        row.update(ok=True, device=device, date="2026-12-07",
-                   median_s=c["predicted_s"] * slow.get(c["id"], 1.0))
+        t = c["predicted_s"] * slow.get(c["id"], 1.0)
+        row.update(ok=True, device=device, date="2026-12-07", median_s=t,
+                   times_s=[t * 0.9, t, t * 1.1])
         rows.append(row)
     return rows
 
@@ -104,6 +105,7 @@ def test_cliffs_flagged(slice_h100):
     assert [b["pick"] for b in t["cliffs"]["picks_slower_than_none"]] == [pick["id"]]
     text = timed_report.markdown(t)
     assert "its own calibration" in text and colls[0]["id"] in text
+    assert f"`{colls[0]['id']}`: 1.51x over all calls, timed 1x" in text
 
 
 def test_other_gpu_is_not_own_calibration(slice_h100):
