@@ -69,7 +69,9 @@ rm -f "$out"/rm/*.ids "$out"/rm/*.current
 nvcc -O2 -std=c++17 -I kernels -o /tmp/pk_sanitize_fused validation/device/sanitize_fused.cpp -ldl \
   >> "$out/rm/device.txt" 2>&1
 libs=$(sed "s|^|$bundle/fused/|" "$bundle/fused/memcheck_libs.txt")
-timeout --signal=KILL $(( $(left) - 25 )) compute-sanitizer --tool memcheck --error-exitcode 9 \
+mc_s=$(( $(left) - 25 - reserve ))
+[ "$mc_s" -ge 30 ] || mc_s=30
+timeout --signal=KILL "$mc_s" compute-sanitizer --tool memcheck --error-exitcode 9 \
   /tmp/pk_sanitize_fused --shape 3,1003,264,72 --shape 5,341,136,200 --shape 7,707,520,392 $libs \
   > "$out/rm/memcheck.txt" 2>&1
 echo "memcheck exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/rm/times.txt"
@@ -99,3 +101,4 @@ echo "report exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/rm/times.txt"
 cp "$out/rm/report.md" "$out/rm/summary.json" "$out/" 2>/dev/null
 tar czf "$out/random-matrix.tgz" -C "$out" rm && rm -rf "$out/rm"
 head -n 40 "$out/report.md"
+[ -z "$timed" ] || sed -n '/^## Timed slice/,$p' "$out/report.md" | head -n 60
