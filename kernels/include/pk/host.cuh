@@ -311,6 +311,7 @@ inline CUresult encode_2d_cached(CUtensorMap* map, CUtensorMapDataType dtype, co
                                  const cuuint64_t dims[2], cuuint64_t stride,
                                  const cuuint32_t box[2], CUtensorMapSwizzle swizzle,
                                  CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+#ifndef PK_NO_TENSOR_MAP_CACHE
   static thread_local tensor_map_cache<CUtensorMap> cache;
   tensor_map_key k;
   k.base = base;
@@ -323,7 +324,6 @@ inline CUresult encode_2d_cached(CUtensorMap* map, CUtensorMapDataType dtype, co
   k.swizzle = static_cast<int>(swizzle);
   k.l2 = static_cast<int>(l2);
   k.oob = static_cast<int>(oob);
-#ifndef PK_NO_TENSOR_MAP_CACHE
   if (const CUtensorMap* hit = cache.find(k)) {
     *map = *hit;
     return CUDA_SUCCESS;
@@ -334,7 +334,9 @@ inline CUresult encode_2d_cached(CUtensorMap* map, CUtensorMapDataType dtype, co
   const CUresult r = tensor_map_encoder()(map, dtype, 2, const_cast<void*>(base), dims, strides,
                                           box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                           swizzle, l2, oob);
+#ifndef PK_NO_TENSOR_MAP_CACHE
   if (r == CUDA_SUCCESS) cache.put(k, *map);
+#endif
   return r;
 }
 }  // namespace detail
