@@ -7,7 +7,8 @@
 //     with its own code;
 //   * make_swizzled_map(base, rows, cols, box_rows): a bf16 row-major tensor map with
 //     64-column boxes and 128-byte swizzling (cuTensorMapEncodeTiled through the runtime's
-//     driver entry point, so no -lcuda);
+//     driver entry point, so no -lcuda; a map this thread encoded before from the same
+//     arguments is copied, pk/tensor_map_cache.cuh);
 //   * make_params<Cfg>(...): the kernel parameters of the plain store epilogue;
 //   * launch<Cfg, Epi, Pro, Sched>(params, stream, set_limit): sets the shared-memory limit
 //     (unless told it is set) and launches gemm_kernel;
@@ -86,20 +87,16 @@ inline int check_args(const void* A, const void* B, const void* C, long long M, 
 inline bool make_swizzled_map(CUtensorMap* map, const void* base, uint64_t rows, uint64_t cols,
                               uint32_t box_rows) {
   const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * sizeof(__nv_bfloat16)};
   const cuuint32_t box[2] = {64, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   try {
-    encode = pk::detail::tensor_map_encoder();
+    return pk::detail::encode_2d_cached(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, dims,
+                                        cols * sizeof(__nv_bfloat16), box,
+                                        CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   } catch (const std::exception&) {
-    return false;
+    return false;  // the driver exports no encoder
   }
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base),
-                            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS;
 }
 
 // B descriptor strides (bytes) for an N-major operand made of [BK rows][64 cols] boxes: the

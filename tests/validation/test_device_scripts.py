@@ -188,3 +188,41 @@ esac
         names = set(tgz.getnames())
     assert {"out/matrix.jsonl", "out/measured.jsonl", "out/times.txt"} <= names
     assert sorted(p.name for p in root.iterdir()) == before
+
+
+def test_kernels_session_runs_every_step_into_one_archive(tmp_path):
+    """validation/device/kernels_session.sh (issue #38's one call) with stand-ins that do
+    nothing for python3, nvcc and compute-sanitizer: every step runs (the matrix with its
+    timed slice, the host cost, the GEMM), within the budget, and all of it ends in one
+    archive (a device call returns at most 8 files)."""
+    import subprocess
+    import tarfile
+    root = Path(__file__).resolve().parents[2]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")
+    for name in ("python3", "nvcc", "compute-sanitizer"):
+        (fake / name).write_text("#!/bin/sh\necho \"$0 $*\" >> \"$CALLS\"\nexit 0\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "libs.json").write_text("{}")
+    calls = tmp_path / "calls.txt"
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path), "CALLS": str(calls)}
+    out = tmp_path / "out"
+    res = subprocess.run(["bash", "validation/device/kernels_session.sh", "--hostcost", str(host),
+                          str(out)], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["kernels-session.tgz"]
+    with tarfile.open(out / "kernels-session.tgz") as tar:
+        names = tar.getnames()
+        times = tar.extractfile("ks/times.txt").read().decode()
+    assert "ks/matrix/random-matrix.tgz" in names and "ks/gemm/device.txt" in names
+    for step in ("matrix exit", "host cost exit", "gemm exit"):
+        assert step in times, times
+    ran = calls.read_text()
+    for module in ("validation.prepare.random_matrix", "--timed NVIDIA H100 80GB HBM3",
+                   "coll/timed.json", "--bundle build/rm/timed", "validation.run.fused_host",
+                   "--timed-cases", "validation.run.gemm"):
+        assert module in ran, module

@@ -40,6 +40,7 @@ from pksim import algorithms
 from validation.prepare import collectives as coll_prep
 from validation.prepare import comm as comm_prep
 from validation.prepare import fused as fused_prep
+from validation.prepare import random_timed
 from validation.runtime.reference import ELEM, count_for_bytes
 from validation.suites.comm_suite import Variant, epilogue_fields, load_comm_suite, sizes_for
 from validation.layout import MEMCHECK_LIBS
@@ -230,9 +231,13 @@ def fused_cases(specs: list[dict], libs: dict[str, str]) -> list[dict]:
     return out
 
 
-def prepare(out: Path, seed: int, cases: int, build: bool = True) -> dict:
+def prepare(out: Path, seed: int, cases: int, build: bool = True,
+            timed_device: str | None = None) -> dict:
     """Build every library into ``out`` and write the two case files and matrix.json
-    (``build=False``: emit the sources only, the paths the libraries will have)."""
+    (``build=False``: emit the sources only, the paths the libraries will have). With
+    ``timed_device`` (the GPU's name, "" when unknown) also the timed slice
+    (validation.prepare.random_timed): ``coll/timed.json`` and ``timed/cases.json``, predicted
+    with that GPU's own calibration, and its record in matrix.json (``timed``)."""
     sms = load_system(SYSTEM).gpu.sm.count
     colls, fuseds = draw(seed, cases, sms)
     cdir, fdir = out / "coll", out / "fused"
@@ -250,6 +255,12 @@ def prepare(out: Path, seed: int, cases: int, build: bool = True) -> dict:
     runnable = [flibs[short(op, ov, mech)] for op, ov, _, mech in VARIANTS if mech != "multimem"]
     (fdir / MEMCHECK_LIBS).write_text("".join(f"{p}\n" for p in runnable))
     info = summary(colls, fuseds, seed)
+    if timed_device is not None:
+        tcolls, tfused, info["timed"] = random_timed.draw(seed, timed_device or None, libs, flibs,
+                                                          fused_shape)
+        (cdir / "timed.json").write_text(json.dumps(tcolls, indent=1))
+        (out / "timed").mkdir(exist_ok=True)
+        (out / "timed" / "cases.json").write_text(json.dumps(tfused, indent=1))
     (out / "matrix.json").write_text(json.dumps(info, indent=1))
     return info
 
@@ -260,10 +271,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=38)
     ap.add_argument("--cases", type=int, default=DEFAULT_CASES)
     ap.add_argument("--fast", action="store_true", help=f"the default session's slice ({FAST_CASES} cases)")
+    ap.add_argument("--timed", metavar="DEVICE", help="also the timed slice, predicted with the "
+                    "calibration of the GPU of this name (validation.prepare.random_timed)")
     ns = ap.parse_args(argv)
-    info = prepare(ns.out, ns.seed, FAST_CASES if ns.fast else ns.cases)
+    info = prepare(ns.out, ns.seed, FAST_CASES if ns.fast else ns.cases, timed_device=ns.timed)
     print(f"random matrix seed {info['seed']}: {info['cases']} cases ({info['collective_cases']} "
           f"collective, {info['fused_cases']} fused) over {info['kernels']} kernels in {ns.out}")
+    if "timed" in info:
+        t = info["timed"]
+        print(f"timed slice: {t['collective_cases']} collective + {t['fused_cases']} fused cases, "
+              f"predicted on {t['system']} (own calibration of {t['device']!r}: "
+              f"{t['own_calibration']})")
     return 0
 
 

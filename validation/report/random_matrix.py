@@ -4,6 +4,12 @@ with its seed and shape, so that it can be re-run alone.
 
     python -m validation.report.random_matrix --cases C.json [--cases ...] --results R.jsonl
         [--results ...] [--memcheck memcheck.txt] [--matrix matrix.json] [--json summary.json]
+        [--timed-cases T.json --timed-cases T2.json]
+
+``--timed-cases``: the timed slice's collective and fused case files (validation/prepare/
+random_timed.py; their results among ``--results``): their correctness counts with the
+matrix's, and the section "Timed slice" judges their times (validation/report/random_timed.py:
+every case above 1.5x its prediction, every fused pick more than 10 % slower than its "none").
 
 Prints markdown; a case with no result row is "not run" (the run's deadline left it out, or the
 worker died before it: the runners record a crashed case as failed).
@@ -17,6 +23,8 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from validation.report import random_timed
 
 SHAPE_KEYS = ("world", "dtype", "count", "splits", "root", "peers", "blocks_per_rank", "m", "n", "k",
               "comm_blocks", "tile_order")
@@ -122,15 +130,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memcheck", type=Path)
     ap.add_argument("--matrix", type=Path)
     ap.add_argument("--json", type=Path, help="also write the summary as JSON")
+    ap.add_argument("--timed-cases", action="append", type=Path, default=[])
     ns = ap.parse_args(argv)
     cases = [c for p in ns.cases for c in json.loads(p.read_text())]
+    timed = [c for p in ns.timed_cases if p.exists() for c in json.loads(p.read_text())]
     rows = [r for p in ns.results if p.exists() for r in _lines(p)]
     memcheck = ns.memcheck.read_text(errors="replace") if ns.memcheck and ns.memcheck.exists() else None
     matrix = json.loads(ns.matrix.read_text()) if ns.matrix and ns.matrix.exists() else None
-    s = build(cases, rows, memcheck, matrix)
+    s = build(cases + timed, rows, memcheck, matrix)
+    text = markdown(s)
+    if timed:
+        s["timed"] = random_timed.build([c for c in timed if c.get("kind") not in ("fused", "none")],
+                                        [c for c in timed if c.get("kind") in ("fused", "none")],
+                                        rows, (matrix or {}).get("timed"))
+        text += "\n" + random_timed.markdown(s["timed"])
     if ns.json:
         ns.json.write_text(json.dumps(s, indent=1))
-    sys.stdout.write(markdown(s))
+    sys.stdout.write(text)
     return 0
 
 

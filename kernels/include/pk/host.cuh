@@ -43,6 +43,7 @@
 #include <cuda_bf16.h>
 
 #include "pgl.cuh"
+#include "tensor_map_cache.cuh"
 
 namespace pk {
 
@@ -301,6 +302,43 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   }
   return fn;
 }
+
+// cuTensorMapEncodeTiled of a 2-D map (element strides 1, no interleave), or the map this
+// thread encoded before from exactly these arguments (pk/tensor_map_cache.cuh: a map is a pure
+// function of them). Only maps the driver accepted are stored. Built with
+// -DPK_NO_TENSOR_MAP_CACHE every call encodes (the host-cost comparison of the device session).
+inline CUresult encode_2d_cached(CUtensorMap* map, CUtensorMapDataType dtype, const void* base,
+                                 const cuuint64_t dims[2], cuuint64_t stride,
+                                 const cuuint32_t box[2], CUtensorMapSwizzle swizzle,
+                                 CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+#ifndef PK_NO_TENSOR_MAP_CACHE
+  static thread_local tensor_map_cache<CUtensorMap> cache;
+  tensor_map_key k;
+  k.base = base;
+  k.dtype = static_cast<int>(dtype);
+  k.dims[0] = dims[0];
+  k.dims[1] = dims[1];
+  k.stride = stride;
+  k.box[0] = box[0];
+  k.box[1] = box[1];
+  k.swizzle = static_cast<int>(swizzle);
+  k.l2 = static_cast<int>(l2);
+  k.oob = static_cast<int>(oob);
+  if (const CUtensorMap* hit = cache.find(k)) {
+    *map = *hit;
+    return CUDA_SUCCESS;
+  }
+#endif
+  const cuuint64_t strides[1] = {stride};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(map, dtype, 2, const_cast<void*>(base), dims, strides,
+                                          box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          swizzle, l2, oob);
+#ifndef PK_NO_TENSOR_MAP_CACHE
+  if (r == CUDA_SUCCESS) cache.put(k, *map);
+#endif
+  return r;
+}
 }  // namespace detail
 
 // Throws std::invalid_argument naming the broken rule, or cuda_error if the driver refuses.
@@ -330,12 +368,10 @@ inline CUtensorMap make_tile_map_2d(T* base, size_t rows, size_t cols, size_t pi
 
   CUtensorMap m;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(pitch * E)};
   const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = detail::tensor_map_encoder()(
-      &m, detail::tensor_map_dtype<T>::value, 2, static_cast<void*>(base), dims, strides, box,
-      elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+  const CUresult r = detail::encode_2d_cached(
+      &m, detail::tensor_map_dtype<T>::value, static_cast<void*>(base), dims,
+      static_cast<cuuint64_t>(pitch * E), box, CU_TENSOR_MAP_SWIZZLE_NONE,
       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     std::ostringstream os;
