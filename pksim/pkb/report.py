@@ -60,8 +60,9 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
         f"run (the reference's compute, each collective as the generated kernel pksim.torch picks "
         f"with its copies into and out of the symmetric buffers: pksim.pkb.predict): "
         f"{len(faster)} of {len(entries)}; the reference priced by the NCCL model `pksim validate "
-        f"--published` judges. pksim's best plan (`pksim predict --program`) is faster for "
-        f"{len(plan_faster)}, but it gains by rewrites no solution generates (last section).",
+        f"--published` judges; the one fold the solutions generate counted (below). pksim's best "
+        f"plan (`pksim predict --program`) is faster for {len(plan_faster)}, but it gains by "
+        f"rewrites no solution generates (last section).",
         "",
         "How a solution runs: the reference's own compute in torch, each torch.distributed call on "
         "CUDA tensors as a pksim.torch generated kernel (host-side metadata, such as split sizes "
@@ -102,6 +103,24 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
               f"at these sizes, and the copies and their launches then make the solution slower. "
               f"pksim's best plan gains by what no solution generates: multimem kernels, copies and "
               f"element-wise work folded into the collectives, compute launches fused (last section)."]
+    folded = [e for e in entries if e.get("folds")]
+    lines += ["", "## Folds the solutions generate", "",
+              "pksim.pkb.folds rewrites the reference's text as the solution loads it: "
+              "`dist.all_reduce(X)` (a sum) followed by `X.div_(E)` becomes one generated "
+              "all-reduce with the average's epilogue (the sum scaled by 1 / world in the kernel's "
+              "last pass) when E is the group's size at run time; the prediction drops the "
+              "division's launch and pass over HBM and prices the kernel with the avg reduce op. "
+              "The other folds of pksim's best plan are not generated (last section)."]
+    if not folded:
+        lines.append("- none")
+    for e in folded:
+        pred = e.get("prediction") or {}
+        was, now = pred.get("solution_unfolded_steady_s"), pred.get("solution_steady_s")
+        ran = (by_id.get(e["id"]) or {}).get("tally", {})
+        lines.append(f"- {e['id']} {e['stem']}: {'; '.join(e['folds'])}; ran "
+                     f"{ran.get('all_reduce_div (avg epilogue)', 0)} folded calls"
+                     f"{', ' + str(ran['all_reduce_div (not folded)']) + ' not folded' if ran.get('all_reduce_div (not folded)') else ''}"
+                     f" in the check; predicted {_us(was)} -> {_us(now)} us")
     lines += ["", "## Failures", ""]
     for row in rows:
         if not row["ok"]:
@@ -126,7 +145,8 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
     lines += ["", "## The plan's rewrites that solutions do not generate", "",
               "pksim's best plan folds copies and element-wise work into collectives and picks "
               "in-network (multimem) kernels; those are predicted, not emitted (NVLink multicast "
-              "never runs, and no fold is generated yet). Problems with such rewrites: "
+              "never runs; of the folds only the all-reduce's division is generated, above). "
+              "Problems with such rewrites: "
               + ", ".join(str(e["id"]) for e in entries if e.get("not_generated")) + "."]
     notes = sorted({n for r in rows for n in r.get("notes", [])})
     if notes:

@@ -1,0 +1,110 @@
+"""The folds a solution makes in its reference: neighbouring element-wise work run inside the
+generated collective instead of as a torch launch of its own (docs/decisions/D83.md).
+
+One fold is generated so far, the epilogue that divides an all-reduce's sum by the group's
+size: two consecutive statements of the reference
+
+    dist.all_reduce(X, op=dist.ReduceOp.SUM, group=G)   # op SUM or left out
+    X.div_(E)                                           # or X /= E
+
+become ``dist.all_reduce_div(X, E, op=..., group=G)`` (``PksimDist.all_reduce_div``), which
+runs the generated all-reduce with the average's epilogue (the reduce op ``avg`` of
+collectives/epilogue.cuh: the sum in fp32 scaled by 1 / world in the kernel's last pass, one
+rounding) when E is the group's size at run time, and the two calls as written otherwise.
+
+``folded_source`` rewrites the reference's text as the solution loads it (no PKB code is
+copied into a solution); ``program_folds`` names the program's ops that the same fold removes
+from the solution's plan (``pksim.pkb.predict``): an elementwise op reading and writing only the
+tensor of the all-reduce (sum) just before it, in a problem whose reference has the fold.
+"""
+from __future__ import annotations
+
+import ast
+
+FOLD = "all-reduce + divide"
+
+
+def _dist_call(node: ast.stmt, name: str) -> ast.Call | None:
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        f = node.value.func
+        if isinstance(f, ast.Attribute) and f.attr == name and isinstance(f.value, ast.Name) \
+                and f.value.id == "dist":
+            return node.value
+    return None
+
+
+def _sum_op(call: ast.Call) -> bool:
+    for k in call.keywords:
+        if k.arg == "op":
+            return isinstance(k.value, ast.Attribute) and k.value.attr == "SUM"
+    return len(call.args) < 2          # op left out (a second positional op: not folded)
+
+
+def _divides(node: ast.stmt, target: str) -> ast.expr | None:
+    """E of ``target.div_(E)`` or ``target /= E``; None otherwise."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div) \
+            and isinstance(node.target, ast.Name) and node.target.id == target:
+        return node.value
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        f = node.value.func
+        if isinstance(f, ast.Attribute) and f.attr == "div_" and isinstance(f.value, ast.Name) \
+                and f.value.id == target and len(node.value.args) == 1 and not node.value.keywords:
+            return node.value.args[0]
+    return None
+
+
+class _Folder(ast.NodeTransformer):
+    def __init__(self):
+        self.sites: list[int] = []          # line of each folded all_reduce
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                setattr(node, field, self._fold(stmts))
+        return node
+
+    def _fold(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out, i = [], 0
+        while i < len(stmts):
+            call = _dist_call(stmts[i], "all_reduce")
+            if call is not None and call.args and isinstance(call.args[0], ast.Name) \
+                    and _sum_op(call) and i + 1 < len(stmts):
+                divisor = _divides(stmts[i + 1], call.args[0].id)
+                if divisor is not None:
+                    new = ast.Call(
+                        func=ast.Attribute(value=ast.Name("dist", ast.Load()), attr="all_reduce_div",
+                                           ctx=ast.Load()),
+                        args=[call.args[0], divisor], keywords=call.keywords)
+                    out.append(ast.copy_location(ast.Expr(new), stmts[i]))
+                    self.sites.append(stmts[i].lineno)
+                    i += 2
+                    continue
+            out.append(stmts[i])
+            i += 1
+        return out
+
+
+def folded_source(text: str) -> tuple[str, list[int]]:
+    """The reference's text with the folds made (see the module), and the lines folded; the
+    text unchanged when there is none."""
+    tree = ast.parse(text)
+    folder = _Folder()
+    tree = folder.visit(tree)
+    if not folder.sites:
+        return text, []
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n", sorted(folder.sites)
+
+
+def program_folds(program) -> set[str]:
+    """The elementwise ops of ``program`` that the fold removes (see the module)."""
+    folded = set()
+    ops = program.ops
+    for prev, op in zip(ops, ops[1:]):
+        target = prev.param("input")
+        if prev.kind == "all-reduce" and prev.param("reduce", "sum") == "sum" \
+                and op.kind == "elementwise" and op.reads == (target,) and op.writes == (target,) \
+                and op.param("kernels", 1) == 1:
+            folded.add(op.name)
+    return folded

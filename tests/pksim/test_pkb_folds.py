@@ -1,0 +1,131 @@
+"""pksim.pkb.folds without a GPU: the reference's all-reduce and the division after it made one
+call in the solution's text, the shim's folded call, and the prediction counting the fold."""
+from __future__ import annotations
+
+import pytest
+
+from hwmodels.catalog import load_system
+from pksim.pkb.folds import folded_source, program_folds
+from pksim.pkb.predict import predict_solution
+from pksim.programs.load import load_program
+
+REF = '''import torch.distributed as dist
+
+def solution(g, h, k, world_size):
+    dist.all_reduce(g, op=dist.ReduceOp.SUM)
+    g.div_(world_size)
+    dist.all_reduce(h)
+    h /= world_size
+    dist.all_reduce(k, op=dist.ReduceOp.MAX)
+    k.div_(world_size)
+    for t in (g, h):
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=None)
+        t.div_(2)
+    dist.all_reduce(g)
+    x = 1
+    g.div_(world_size)
+    return g, h, k
+'''
+
+
+class _Dist:
+    """A stand-in torch.distributed of one rank whose all-reduce doubles (a world of two)."""
+
+    class ReduceOp:
+        SUM, MAX = "sum", "max"
+
+    def __init__(self):
+        self.calls = []
+
+    def all_reduce(self, t, op=None, group=None):
+        self.calls.append(("all_reduce", op))
+        t[0] = t[0] * 2 if op != "max" else t[0]
+
+    def all_reduce_div(self, t, divisor, op=None, group=None):
+        self.calls.append(("all_reduce_div", op, divisor))
+        self.all_reduce(t, op, group)
+        self.calls.pop()
+        t[0] = t[0] / divisor
+
+
+class _T(list):
+    """A one-number tensor: t[0], div_ and /= in place."""
+
+    def div_(self, d):
+        self[0] = self[0] / d
+        return self
+
+    def __itruediv__(self, d):
+        return self.div_(d)
+
+
+def _run(text: str):
+    ns: dict = {}
+    exec(compile(text, "<reference>", "exec"), ns)
+    ns["dist"] = _Dist()
+    out = ns["solution"](_T([1.0]), _T([3.0]), _T([5.0]), 2)
+    return [list(t) for t in out], ns["dist"].calls
+
+
+def test_the_sum_and_its_division_become_one_call_and_compute_the_same():
+    text, sites = folded_source(REF)
+    # lines 4 (op SUM), 6 (op left out, /=) and 11 (in the loop); not the MAX (8) nor the
+    # division that does not follow its all-reduce (13, 15)
+    assert sites == [4, 6, 11]
+    assert text.count("dist.all_reduce_div(") == 3 and text.count("dist.all_reduce(") == 2
+    folded, calls = _run(text)
+    plain, plain_calls = _run(REF)
+    assert folded == plain
+    assert [c[0] for c in calls] == ["all_reduce_div", "all_reduce_div", "all_reduce",
+                                     "all_reduce_div", "all_reduce_div", "all_reduce"]
+    assert len(plain_calls) == 6 and all(c[0] == "all_reduce" for c in plain_calls)
+
+
+def test_a_reference_without_the_pattern_is_left_as_written():
+    text = "import torch.distributed as dist\n\ndef solution(x):\n    dist.all_reduce(x)\n    return x\n"
+    assert folded_source(text) == (text, [])
+
+
+def test_the_program_ops_the_fold_removes():
+    assert program_folds(load_program("ddp")) == {"average"}
+    assert program_folds(load_program("ring-attention-backward-dp")) == {
+        "average_dq", "average_dk", "average_dv"}
+    assert program_folds(load_program("allreduce")) == set()
+
+
+def test_the_prediction_counts_the_fold_and_nothing_else():
+    system = load_system("dgx-h100")
+    program = load_program("ddp")
+    plain = predict_solution(system, program)
+    folded = predict_solution(system, program, frozenset({"average"}))
+    assert folded.steady_s < plain.steady_s and folded.calls == plain.calls
+    # the division's task alone: its time and launch are what the fold saves at most
+    assert plain.steady_s - folded.steady_s < 20e-6
+
+
+def test_the_shim_runs_the_average_kernel_only_for_the_group_size():
+    torch = pytest.importorskip("torch")
+    from pksim.pkb.shim import PksimDist
+
+    class Comm:
+        world, torch = 4, None
+
+        def __init__(self):
+            self.torch, self.ops = torch, []
+
+        def all_reduce(self, t, op="sum"):
+            self.ops.append(op)
+            return t * self.world / (self.world if op == "avg" else 1)
+
+    comm = Comm()
+    shim = PksimDist(torch.distributed)
+    shim.comm = lambda group=None: comm
+    x = torch.ones(3)
+    shim.all_reduce_div(x, 4)
+    assert comm.ops == ["avg"] and torch.equal(x, torch.ones(3))
+    shim.all_reduce_div(x, 2)                        # not the group's size: the two calls
+    assert comm.ops == ["avg", "sum"] and torch.equal(x, torch.full((3,), 2.0))
+    shim.all_reduce_div(x.double(), 4)               # a type the kernel does not reduce
+    assert comm.ops[-1] == "sum"
+    assert shim.tally["all_reduce_div (avg epilogue)"] == 1
+    assert shim.tally["all_reduce_div (not folded)"] == 2
