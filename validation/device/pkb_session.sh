@@ -4,12 +4,13 @@
 # PKB: a ParallelKernelBench checkout (carried; no PKB code is part of pksim) holding the
 # solutions `pksim pkb solve --pkb PKB` wrote (PKB/solutions_pksim). Within BUDGET_S seconds
 # (530): the device's facts; `pksim pkb check` of PK_PKB_FIRST (every problem but 68 and 77)
-# at world 8, five trials (every kernel built first), stopping resumably at its share; then a
-# second launch over PK_PKB_ALL (1-87) that resumes it (68 and 77, the largest, are left for
-# it) with the deadline PK_PKB_LARGE_DEADLINE (120 s) a problem; then `pksim pkb check --time`
-# of PK_PKB_TIME_PROBLEMS (1,16; one trial, PK_PKB_WARMUP / PK_PKB_ITERS iterations: 3 / 5)
-# into pkb-time.jsonl; then pksim.torch's selftest at worlds PK_TORCH_WORLDS (2,4,8; empty: none),
-# the fused ops launched per rank too, in what is left (at least 45 s).
+# at world 8, five trials (every kernel built first), stopping resumably at its share (all but
+# PK_PKB_SECOND_S (150) + PK_PKB_TIME_S (40) + the selftest's 50 s); then a second launch over
+# PK_PKB_ALL (1-87) that resumes it (68 and 77, the largest, are left for it) with the deadline
+# PK_PKB_LARGE_DEADLINE (100 s) a problem; then `pksim pkb check --time` of PK_PKB_TIME_PROBLEMS
+# (1,16; one trial, PK_PKB_WARMUP / PK_PKB_ITERS iterations: 3 / 5) into pkb-time.jsonl; then
+# pksim.torch's selftest at worlds PK_TORCH_WORLDS (2,4,8; empty: none, and no 50 s kept for
+# it), the fused ops launched per rank too, in what is left (at least 45 s).
 # PK_PKB_DRY_RUN=1: on a machine without a GPU, every check with --dry-run (pksim.pkb.dryrun:
 # the kernels emulated by gloo), no --time and no selftest: the script's flow end to end.
 # Writes OUTDIR/device.txt, pkb.jsonl, pkb.log, pkb-time.jsonl, torch_check.jsonl (+ .notes.json),
@@ -23,7 +24,7 @@ source validation/device/env.sh
 export PYTHONUNBUFFERED=1 PKSIM_CACHE=${PKSIM_CACHE:-/tmp/pksim-cache}
 export PKSIM_TORCH_DEADLINE_S=${PKSIM_TORCH_DEADLINE_S:-30}     # a kernel wait, then CommError
 deadline=${PK_PKB_DEADLINE:-45}
-large=${PK_PKB_LARGE_DEADLINE:-120}
+large=${PK_PKB_LARGE_DEADLINE:-100}
 dry=${PK_PKB_DRY_RUN:-0}
 mode=(); [ "$dry" = 1 ] && mode=(--dry-run)
 {
@@ -43,9 +44,12 @@ check() {  # PROBLEMS SECONDS DEADLINE [OPTION...]: one launch, stopping resumab
     --deadline-s "$d" --budget-s $(( s - d - 20 )) "${mode[@]}" "$@" >> "$out/pkb.log" 2>&1
   echo "pkb check $ids: exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/pkb.log"
 }
-check "${PK_PKB_FIRST:-1-67,69-76,78-87}" $(( $(left) - 150 )) "$deadline"
-check "${PK_PKB_ALL:-1-87}" $(( $(left) - 70 )) "$large" --no-prebuild
-s=$(( $(left) - 45 ))
+worlds=${PK_TORCH_WORLDS-2,4,8}
+after_time=5; [ -n "$worlds" ] && after_time=50     # what the selftest keeps after --time
+time_s=${PK_PKB_TIME_S:-40}                         # kept for --time after the second launch
+check "${PK_PKB_FIRST:-1-67,69-76,78-87}" $(( $(left) - ${PK_PKB_SECOND_S:-150} - time_s - after_time )) "$deadline"
+check "${PK_PKB_ALL:-1-87}" $(( $(left) - time_s - after_time )) "$large" --no-prebuild
+s=$(( $(left) - after_time ))
 if [ "$dry" != 1 ] && [ "$s" -ge 20 ]; then
   timeout --signal=KILL "$s" python3 -m pksim.cli.main pkb check --pkb "$pkb" \
     --results "$out/pkb-time.jsonl" --problems "${PK_PKB_TIME_PROBLEMS:-1,16}" --world 8 \
@@ -56,7 +60,6 @@ else
   echo "pkb check --time: SKIPPED (dry run or $s s left)" | tee -a "$out/pkb-time.log"
 fi
 s=$(( $(left) - 5 ))
-worlds=${PK_TORCH_WORLDS-2,4,8}
 if [ "$dry" != 1 ] && [ -n "$worlds" ] && [ "$s" -ge 45 ]; then
   timeout --signal=KILL "$s" python3 -m pksim.torch.selftest --worlds "$worlds" \
     --cases 1 --fused-per-rank --out "$out/torch_check.jsonl" > "$out/torch_check.log" 2>&1
