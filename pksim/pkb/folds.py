@@ -5,7 +5,7 @@ One fold is generated so far, the epilogue that divides an all-reduce's sum by t
 size: two consecutive statements of the reference
 
     dist.all_reduce(X, op=dist.ReduceOp.SUM, group=G)   # op SUM or left out
-    X.div_(E)                                           # or X /= E
+    X.div_(E)                  # or X /= E, or X = X / E where X is no parameter of the function
 
 become ``dist.all_reduce_div(X, E, op=..., group=G)`` (``PksimDist.all_reduce_div``), which
 runs the generated all-reduce with the average's epilogue (the reduce op ``avg`` of
@@ -14,8 +14,9 @@ rounding) when E is the group's size at run time, and the two calls as written o
 
 ``folded_source`` rewrites the reference's text as the solution loads it (no PKB code is
 copied into a solution); ``program_folds`` names the program's ops that the same fold removes
-from the solution's plan (``pksim.pkb.predict``): an elementwise op reading and writing only the
-tensor of the all-reduce (sum) just before it, in a problem whose reference has the fold.
+from the solution's plan (``pksim.pkb.predict``): a one-kernel elementwise op reading only the
+tensor of the all-reduce (sum) just before it and writing it (or one tensor of its shape and
+type), in a problem whose reference has the fold.
 """
 from __future__ import annotations
 
@@ -40,8 +41,15 @@ def _sum_op(call: ast.Call) -> bool:
     return len(call.args) < 2          # op left out (a second positional op: not folded)
 
 
-def _divides(node: ast.stmt, target: str) -> ast.expr | None:
-    """E of ``target.div_(E)`` or ``target /= E``; None otherwise."""
+def _divides(node: ast.stmt, target: str, local: bool) -> ast.expr | None:
+    """E of ``target.div_(E)``, ``target /= E`` or (``local``: target is no parameter of the
+    function, so that dividing it in place changes no tensor of the caller) ``target = target
+    / E``; None otherwise."""
+    if local and isinstance(node, ast.Assign) and len(node.targets) == 1 \
+            and isinstance(node.targets[0], ast.Name) and node.targets[0].id == target \
+            and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Div) \
+            and isinstance(node.value.left, ast.Name) and node.value.left.id == target:
+        return node.value.right
     if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div) \
             and isinstance(node.target, ast.Name) and node.target.id == target:
         return node.value
@@ -56,6 +64,16 @@ def _divides(node: ast.stmt, target: str) -> ast.expr | None:
 class _Folder(ast.NodeTransformer):
     def __init__(self):
         self.sites: list[int] = []          # line of each folded all_reduce
+        self.params: list[set[str]] = [set()]   # the parameters of the functions entered
+
+    def visit_FunctionDef(self, node):
+        a = node.args
+        self.params.append({x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+                           | {x.arg for x in (a.vararg, a.kwarg) if x is not None})
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.params.pop()
 
     def generic_visit(self, node):
         super().generic_visit(node)
@@ -71,7 +89,8 @@ class _Folder(ast.NodeTransformer):
             call = _dist_call(stmts[i], "all_reduce")
             if call is not None and call.args and isinstance(call.args[0], ast.Name) \
                     and _sum_op(call) and i + 1 < len(stmts):
-                divisor = _divides(stmts[i + 1], call.args[0].id)
+                name = call.args[0].id
+                divisor = _divides(stmts[i + 1], name, name not in self.params[-1])
                 if divisor is not None:
                     new = ast.Call(
                         func=ast.Attribute(value=ast.Name("dist", ast.Load()), attr="all_reduce_div",
@@ -97,6 +116,11 @@ def folded_source(text: str) -> tuple[str, list[int]]:
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n", sorted(folder.sites)
 
 
+def _alike(program, a: str, b: str) -> bool:
+    ta, tb = program.tensors[a], program.tensors[b]
+    return ta.shape == tb.shape and ta.dtype == tb.dtype
+
+
 def program_folds(program) -> set[str]:
     """The elementwise ops of ``program`` that the fold removes (see the module)."""
     folded = set()
@@ -104,7 +128,7 @@ def program_folds(program) -> set[str]:
     for prev, op in zip(ops, ops[1:]):
         target = prev.param("input")
         if prev.kind == "all-reduce" and prev.param("reduce", "sum") == "sum" \
-                and op.kind == "elementwise" and op.reads == (target,) and op.writes == (target,) \
-                and op.param("kernels", 1) == 1:
+                and op.kind == "elementwise" and op.reads == (target,) and len(op.writes) == 1 \
+                and _alike(program, op.writes[0], target) and op.param("kernels", 1) == 1:
             folded.add(op.name)
     return folded

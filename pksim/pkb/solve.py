@@ -75,6 +75,8 @@ def plan_for(problem: Problem, system_name: str) -> Planned:
     else:
         program = load_program(name)
         folded = frozenset(program_folds(program)) if sites else frozenset()
+        if len(folded) < len(sites):        # a site the program does not show: count none
+            folded = frozenset()
         sol = predict_solution(system, program, folded)
         keep.update(solution_steady_s=sol.steady_s, solution_unserved=list(sol.unserved),
                     generated_calls=sol.calls, kernel_faster_than_nccl=sol.kernel_faster,

@@ -81,6 +81,17 @@ def test_the_sum_and_its_division_become_one_call_and_compute_the_same():
     assert len(plain_calls) == 6 and all(c[0] == "all_reduce" for c in plain_calls)
 
 
+def test_a_division_into_a_new_tensor_folds_only_for_a_local_name():
+    text = ("import torch.distributed as dist\n\ndef solution(x, n):\n    y = x * 2\n"
+            "    dist.all_reduce(y)\n    y = y / n\n    dist.all_reduce(x)\n    x = x / n\n"
+            "    return x, y\n")
+    folded, sites = folded_source(text)
+    # y is the function's own: divided in place, no caller's tensor changes; x is the
+    # caller's: in place it would change the caller's input, so it is left as written
+    assert sites == [5]
+    assert "dist.all_reduce_div(y, n)" in folded and "x = x / n" in folded
+
+
 def test_a_reference_without_the_pattern_is_left_as_written():
     text = "import torch.distributed as dist\n\ndef solution(x):\n    dist.all_reduce(x)\n    return x\n"
     assert folded_source(text) == (text, [])
@@ -90,6 +101,7 @@ def test_the_program_ops_the_fold_removes():
     assert program_folds(load_program("ddp")) == {"average"}
     assert program_folds(load_program("ring-attention-backward-dp")) == {
         "average_dq", "average_dk", "average_dv"}
+    assert program_folds(load_program("load-balancing-loss")) == {"average"}   # into a new tensor
     assert program_folds(load_program("allreduce")) == set()
 
 
