@@ -141,3 +141,38 @@ def test_the_shim_runs_the_average_kernel_only_for_the_group_size():
     assert comm.ops[-1] == "sum"
     assert shim.tally["all_reduce_div (avg epilogue)"] == 1
     assert shim.tally["all_reduce_div (not folded)"] == 2
+
+
+def test_check_time_runs_pkbs_measure_on_both_and_keeps_the_slowest_rank(tmp_path, monkeypatch):
+    """``pksim pkb check --time`` without a GPU: PKB's measure_solution_performance (a stand-in
+    in a checkout made here) called on the reference and on the solution with the first tensor
+    argument, the solution under the guard on torch.distributed; the row keeps the slowest rank."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from pksim.pkb import check
+
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "performance.py").write_text(
+        "def measure_solution_performance(fn, t, warmup_iters=500, measure_iters=100):\n"
+        "    out = [fn(t) for _ in range(warmup_iters + measure_iters)]\n"
+        "    return {'wall_time_ms': float(out[-1].sum()) + measure_iters / 1000}\n")
+    monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: None)
+    guarded, real = [], torch.distributed.all_reduce
+
+    def sol(x, k):
+        guarded.append(torch.distributed.all_reduce is not real)
+        return x * k + 1
+
+    def make_inputs(rank, world, pid, shape, dtype, trial=0, device=None):
+        return torch.ones(4), 3
+
+    cfg = {"pkb": str(tmp_path), "warmup": 2, "iters": 5}
+    got = check._time(cfg, 0, 8, {"id": 1}, SimpleNamespace(solution=lambda x, k: x * k),
+                      SimpleNamespace(solution=sol), make_inputs, torch.device("cpu"))
+    assert got == {"reference": 12.005, "solution": 16.005}
+    assert len(guarded) == 7 and all(guarded) and torch.distributed.all_reduce is real
+    ranks = [{"trials": [{"ok": True, "max_abs_diff": 0.0, "why": ""}], "seconds": 1.0,
+              "time": {"reference": 1.0 + r, "solution": 2.0 - r / 10}} for r in range(3)]
+    row = check.merge({"id": 1, "stem": "1_x"}, ranks, 3)
+    assert row["reference_ms"] == 3.0 and row["solution_ms"] == 2.0
