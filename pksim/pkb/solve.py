@@ -23,7 +23,7 @@ from pathlib import Path
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from pksim import __version__
-from pksim.pkb.folds import FOLD, folded_source, program_folds
+from pksim.pkb.folds import folded_source, program_folds
 from pksim.pkb.predict import predict_solution
 from pksim.pkb.problems import BACKEND, NO_PROGRAM, Problem
 from pksim.programs.load import load_program
@@ -54,7 +54,7 @@ def plan_for(problem: Problem, system_name: str) -> Planned:
     text = problem.path.read_text()
     calls = tuple(sorted(set(_DIST_CALL.findall(text))))
     sites = folded_source(text)[1]
-    folds = tuple(f"{FOLD} (reference line {n})" for n in sites)
+    folds = tuple(f"{label} (reference line {n})" for n, label in sites)
     if not problem.programs:
         return Planned(problem, None, None, None, (), calls, folds)
     name = problem.programs[0]
@@ -98,7 +98,7 @@ def render(p: Planned, system_name: str) -> str:
         runs = ("the reference's compute in torch; its collectives on CUDA tensors as "
                 "pksim.torch's generated kernels")
         if p.folds:
-            runs += ("; folded into the generated all-reduce (its average's epilogue): "
+            runs += ("; folded into the generated collective (its average's epilogue): "
                      + ", ".join(p.folds))
     if p.program:
         plan = (f"pksim predict --program {p.program} --system {system_name}: baseline "

@@ -71,7 +71,8 @@ def test_the_sum_and_its_division_become_one_call_and_compute_the_same():
     text, sites = folded_source(REF)
     # lines 4 (op SUM), 6 (op left out, /=) and 11 (in the loop); not the MAX (8) nor the
     # division that does not follow its all-reduce (13, 15)
-    assert sites == [4, 6, 11]
+    assert [n for n, _ in sites] == [4, 6, 11]
+    assert {label for _, label in sites} == {"all-reduce + divide"}
     assert text.count("dist.all_reduce_div(") == 3 and text.count("dist.all_reduce(") == 2
     folded, calls = _run(text)
     plain, plain_calls = _run(REF)
@@ -88,8 +89,20 @@ def test_a_division_into_a_new_tensor_folds_only_for_a_local_name():
     folded, sites = folded_source(text)
     # y is the function's own: divided in place, no caller's tensor changes; x is the
     # caller's: in place it would change the caller's input, so it is left as written
-    assert sites == [5]
+    assert sites == [(5, "all-reduce + divide")]
     assert "dist.all_reduce_div(y, n)" in folded and "x = x / n" in folded
+
+
+def test_a_reduce_scatter_and_its_division_become_one_call():
+    text = ("import torch.distributed as dist\n\ndef solution(x, w):\n"
+            "    out = x.new_empty(2)\n"
+            "    dist.reduce_scatter_tensor(out, x, op=dist.ReduceOp.SUM)\n    out.div_(w)\n"
+            "    dist.reduce_scatter_tensor(out, x, dist.ReduceOp.MAX)\n    out.div_(w)\n"
+            "    return out\n")
+    folded, sites = folded_source(text)
+    # the MAX (positional op) is left as written
+    assert sites == [(5, "reduce-scatter + divide")]
+    assert "dist.reduce_scatter_tensor_div(out, x, w, op=dist.ReduceOp.SUM)" in folded
 
 
 def test_a_reference_without_the_pattern_is_left_as_written():
@@ -102,6 +115,7 @@ def test_the_program_ops_the_fold_removes():
     assert program_folds(load_program("ring-attention-backward-dp")) == {
         "average_dq", "average_dk", "average_dv"}
     assert program_folds(load_program("load-balancing-loss")) == {"average"}   # into a new tensor
+    assert program_folds(load_program("fsdp-step-e2e")) == {"average"}   # after a reduce-scatter
     assert program_folds(load_program("allreduce")) == set()
 
 
@@ -141,6 +155,12 @@ def test_the_shim_runs_the_average_kernel_only_for_the_group_size():
     assert comm.ops[-1] == "sum"
     assert shim.tally["all_reduce_div (avg epilogue)"] == 1
     assert shim.tally["all_reduce_div (not folded)"] == 2
+
+    comm.reduce_scatter = lambda t, op="sum": (comm.ops.append("rs " + op), t.sum(0) / 4)[1]
+    out = torch.empty(2)
+    shim.reduce_scatter_tensor_div(out, torch.ones(8), 4)
+    assert comm.ops[-1] == "rs avg" and torch.equal(out, torch.ones(2))
+    assert shim.tally["reduce_scatter_tensor_div (avg epilogue)"] == 1
 
 
 def test_check_time_runs_pkbs_measure_on_both_and_keeps_the_slowest_rank(tmp_path, monkeypatch):
