@@ -70,7 +70,7 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
         f"run (the reference's compute, each collective as the generated kernel pksim.torch picks "
         f"with its copies into and out of the symmetric buffers: pksim.pkb.predict): "
         f"{len(faster)} of {len(entries)}; the reference priced by the NCCL model `pksim validate "
-        f"--published` judges; the one fold the solutions generate counted (below). pksim's best "
+        f"--published` judges; the folds the solutions generate counted (below). pksim's best "
         f"plan (`pksim predict --program`) is faster for {len(plan_faster)}, but it gains by "
         f"rewrites no solution generates (last section).",
         "",
@@ -159,7 +159,7 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
     lines += ["", "## The plan's rewrites that solutions do not generate", "",
               "pksim's best plan folds copies and element-wise work into collectives and picks "
               "in-network (multimem) kernels; those are predicted, not emitted (NVLink multicast "
-              "never runs; of the folds only the all-reduce's division is generated, above). "
+              "never runs; of the folds only a reduction's division is generated, above). "
               "Problems with such rewrites: "
               + ", ".join(str(e["id"]) for e in entries if e.get("not_generated")) + "."]
     notes = sorted({n for r in rows for n in r.get("notes", [])})
