@@ -1,5 +1,5 @@
 """The folds a solution makes in its reference: neighbouring element-wise work run inside the
-generated collective instead of as a torch launch of its own (docs/decisions/D83.md).
+generated collective instead of as a torch launch of its own (docs/decisions/D85.md).
 
 One fold is generated so far, the epilogue that divides a reduction's sum by the group's size:
 two consecutive statements of the reference
