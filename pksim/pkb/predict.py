@@ -10,8 +10,9 @@ tensor (pksim.torch), and that tensor into the caller's (the shim keeps torch.di
 in-place calls): three more launches and their bytes through HBM. A collective no generated kernel serves keeps
 NCCL's price and is named (``unserved``); object collectives (host metadata on gloo) keep
 theirs. A problem whose solution is one fused kernel is priced as the program's best plan when
-that plan is the fused task alone. No fold, coalescing or overlap of the best plan counts here:
-only what the solution runs.
+that plan is the fused task alone. Of the best plan's folds only those the solution generates
+count (``pksim.pkb.folds``: an all-reduce with the division after it); no other fold, coalescing
+or overlap of the best plan does: only what the solution runs.
 """
 from __future__ import annotations
 
@@ -46,16 +47,17 @@ class SolutionPrediction:
     kernel_faster: int = 0              # of them, those whose kernel alone beats NCCL's call
 
 
-def generated_s(system: System, call: Call) -> tuple[float, str, float] | None:
+def generated_s(system: System, call: Call, reduce_op: str = "sum") -> tuple[float, str, float] | None:
     """(time, label, the kernel's time alone) of the kernel pksim.torch runs for ``call``
     (``choice.choose``: the model's fastest runnable schedule of its size bucket), priced at the
     call's own size and splits, copies included; None when no generated kernel serves it."""
     try:
-        chosen = choose(system.name, call.op, call.nbytes, call.world, call.dtype).schedule
+        chosen = choose(system.name, call.op, call.nbytes, call.world, call.dtype, reduce_op).schedule
     except CommError:
         return None
     sched = chosen.with_(shape=(("bytes", call.nbytes),), root=call.root,
-                         extra=tuple(call.extra) or chosen.extra)
+                         extra=tuple(call.extra) + tuple(
+                             e for e in chosen.extra if e[0] not in dict(call.extra)) or chosen.extra)
     try:
         time_s = search(system, [sched], top=1).ranked[0].time_s
     except InfeasibleError:
@@ -66,8 +68,12 @@ def generated_s(system: System, call: Call) -> tuple[float, str, float] | None:
     return time_s + memory_s(system, moved), sched.label(), time_s
 
 
-def predict_solution(system: System, program: Program) -> SolutionPrediction:
-    """The solution's plan (see the module), run once and back to back."""
+def predict_solution(system: System, program: Program, folded: frozenset[str] = frozenset()
+                     ) -> SolutionPrediction:
+    """The solution's plan (see the module), run once and back to back. ``folded``: the
+    elementwise ops the solution runs inside the all-reduce before them (pksim.pkb.folds:
+    the average's epilogue of the generated kernel): their tasks go, and that all-reduce is
+    priced as the kernel with the ``avg`` reduce op."""
     plan = baseline_plan(system, program)
     launch = system.gpu.sync.stream_launch_s
     priced: dict[str, list[tuple[float, str, float] | None]] = {}
@@ -75,8 +81,13 @@ def predict_solution(system: System, program: Program) -> SolutionPrediction:
     tasks: list[Task] = []
     unserved = []
     seen: dict[str, int] = {}
+    names = [o.name for o in program.ops]
+    epilogue = {names[names.index(n) - 1] for n in folded}    # the all-reduces that fold them
     for t in plan.tasks:
         op = program.op(t.ops[0])
+        if t.kind != "comm" and set(t.ops) <= folded:       # run inside the kernel: no time,
+            tasks.append(replace(t, duration_s=0.0, launches=0, label="folded"))   # no launch
+            continue
         if t.kind != "comm" or op.kind == "all-gather-object":
             tasks.append(t)
             continue
@@ -84,7 +95,8 @@ def predict_solution(system: System, program: Program) -> SolutionPrediction:
             kernel = kernel_call(program, op)
             todo = [kernel] if kernel is not None else [] if op.kind == "sendrecv" \
                 else calls(program, op)
-            priced[op.name] = [generated_s(system, c) if c.world > 1 else None for c in todo]
+            rop = "avg" if op.name in epilogue else "sum"
+            priced[op.name] = [generated_s(system, c, rop) if c.world > 1 else None for c in todo]
         i = seen.get(op.name, 0)
         seen[op.name] = i + 1
         got = priced[op.name][min(i, len(priced[op.name]) - 1)] if priced[op.name] else None

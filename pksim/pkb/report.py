@@ -12,6 +12,12 @@ from typing import Any
 from pksim.pkb.harness import ADAPTATIONS
 from pksim.pkb.problems import NO_PROGRAM
 
+FOLDED = " (avg epilogue)"          # the shim's tally of a folded call ends so
+
+
+def _folded_calls(row: dict | None) -> int:
+    return sum(v for k, v in (row or {}).get("tally", {}).items() if k.endswith(FOLDED))
+
 
 def read_rows(path: Path) -> list[dict]:
     rows: dict[int, dict] = {}
@@ -40,6 +46,7 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
     entries = index["problems"]
     checked = [e for e in entries if e["id"] in by_id]
     ok = [e for e in checked if by_id[e["id"]]["ok"]]
+    unfolded = [e for e in ok if e.get("folds") and not _folded_calls(by_id[e["id"]])]
     faster = [e for e in entries if (e.get("prediction") or {}).get("solution_speedup", 0) > 1.0]
     plan_faster = [e for e in entries if (e.get("prediction") or {}).get("steady_speedup", 0) > 1.0]
     devices = sorted({g for r in rows for g in r.get("device", {}).get("gpus", [])})
@@ -55,13 +62,17 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
         f"world {', '.join(map(str, worlds)) or '-'}, system of the predictions `{index['system']}`.",
         "",
         f"Checked: {len(checked)} of {len(entries)} problems; correct (every trial on every rank "
-        f"within atol = rtol = 1e-2): {len(ok)}. Predicted faster than the reference by PKB's "
+        f"within atol = rtol = 1e-2): {len(ok)}"
+        + (f" ({len(unfolded)} of them, {', '.join(str(e['id']) for e in unfolded)}, checked "
+           f"before their solutions' fold: not yet checked with it)" if unfolded else "")
+        + f". Predicted faster than the reference by PKB's "
         f"metric (back-to-back calls, the program's rank) on `{index['system']}`, as the solutions "
         f"run (the reference's compute, each collective as the generated kernel pksim.torch picks "
         f"with its copies into and out of the symmetric buffers: pksim.pkb.predict): "
         f"{len(faster)} of {len(entries)}; the reference priced by the NCCL model `pksim validate "
-        f"--published` judges. pksim's best plan (`pksim predict --program`) is faster for "
-        f"{len(plan_faster)}, but it gains by rewrites no solution generates (last section).",
+        f"--published` judges; the folds the solutions generate counted (below). pksim's best "
+        f"plan (`pksim predict --program`) is faster for {len(plan_faster)}, but it gains by "
+        f"rewrites no solution generates (last section).",
         "",
         "How a solution runs: the reference's own compute in torch, each torch.distributed call on "
         "CUDA tensors as a pksim.torch generated kernel (host-side metadata, such as split sizes "
@@ -81,6 +92,8 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
             verdict, trials, diff = "not run", "-", "-"
         else:
             verdict = "yes" if row["ok"] else "no"
+            if e.get("folds") and not _folded_calls(row):
+                verdict += " (checked without the fold)"
             ts = row.get("trials") or []
             trials = f"{sum(t['ok'] for t in ts)}/{len(ts)}" if ts else "0"
             diff = " ".join("-" if t.get("max_abs_diff") is None else f"{t['max_abs_diff']:.3g}"
@@ -102,6 +115,26 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
               f"at these sizes, and the copies and their launches then make the solution slower. "
               f"pksim's best plan gains by what no solution generates: multimem kernels, copies and "
               f"element-wise work folded into the collectives, compute launches fused (last section)."]
+    folded = [e for e in entries if e.get("folds")]
+    lines += ["", "## Folds the solutions generate", "",
+              "pksim.pkb.folds rewrites the reference's text as the solution loads it: "
+              "`dist.all_reduce(X)` (a sum) followed by `X.div_(E)` becomes one generated "
+              "all-reduce with the average's epilogue (the sum scaled by 1 / world in the kernel's "
+              "last pass) when E is the group's size at run time, `dist.reduce_scatter_tensor(Y, "
+              "X)` followed by `Y.div_(E)` one generated reduce-scatter so; the prediction drops the "
+              "division's launch and pass over HBM and prices the kernel with the avg reduce op. "
+              "The other folds of pksim's best plan are not generated (last section).", ""]
+    if not folded:
+        lines.append("- none")
+    for e in folded:
+        pred = e.get("prediction") or {}
+        was, now = pred.get("solution_unfolded_steady_s"), pred.get("solution_steady_s")
+        ran = (by_id.get(e["id"]) or {}).get("tally", {})
+        unfolded_n = sum(v for k, v in ran.items() if k.endswith(" (not folded)"))
+        lines.append(f"- {e['id']} {e['stem']}: {'; '.join(e['folds'])}; ran "
+                     f"{_folded_calls(by_id.get(e['id']))} folded calls"
+                     f"{', ' + str(unfolded_n) + ' not folded' if unfolded_n else ''}"
+                     f" in the check; predicted {_us(was)} -> {_us(now)} us")
     lines += ["", "## Failures", ""]
     for row in rows:
         if not row["ok"]:
@@ -126,7 +159,8 @@ def render(index: dict, rows: list[dict], results_name: str, pkb_commit: str) ->
     lines += ["", "## The plan's rewrites that solutions do not generate", "",
               "pksim's best plan folds copies and element-wise work into collectives and picks "
               "in-network (multimem) kernels; those are predicted, not emitted (NVLink multicast "
-              "never runs, and no fold is generated yet). Problems with such rewrites: "
+              "never runs; of the folds only a reduction's division is generated, above). "
+              "Problems with such rewrites: "
               + ", ".join(str(e["id"]) for e in entries if e.get("not_generated")) + "."]
     notes = sorted({n for r in rows for n in r.get("notes", [])})
     if notes:

@@ -4,7 +4,8 @@
 (``<pkb>/reference/<stem>.py``, the solutions folder being one level below the checkout;
 ``$PKB_ROOT`` overrides), loads it as a module of its own and puts a ``PksimDist`` in place of
 its ``dist``: the reference's compute runs as written, its collectives on CUDA tensors run on
-pksim.torch's generated kernels. A problem whose plan runs a fused GEMM kernel instead
+pksim.torch's generated kernels, and the folds of ``pksim.pkb.folds`` (an all-reduce and the
+division after it, as one generated kernel) are made in its text as it loads. A problem whose plan runs a fused GEMM kernel instead
 (``kernel``, one of ``FUSED``) runs that kernel on the reference's inputs and none of the
 reference.
 """
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pksim.pkb.folds import folded_source
 from pksim.pkb.shim import PksimDist, replace_dist
 from pksim.torch.errors import CommError
 
@@ -38,11 +40,17 @@ def reference_path(solution_file: str, stem: str) -> Path:
     return path
 
 
-def load_reference(path: Path, name: str):
+def load_reference(path: Path, name: str, fold: bool = False):
+    """The reference at ``path`` as module ``name``; with ``fold``, its text with the folds of
+    pksim.pkb.folds made (compiled under the reference's own file name)."""
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    if not fold:
+        spec.loader.exec_module(mod)
+        return mod
+    text, mod.__pksim_folds__ = folded_source(path.read_text())
+    exec(compile(text, str(path), "exec"), mod.__dict__)
     return mod
 
 
@@ -62,7 +70,7 @@ class Solution:
         self.shim = PksimDist(dist, self.system)
         if self.kernel is None:
             self.module = load_reference(reference_path(self.file, self.stem),
-                                         f"pksim_pkb_reference_{self.stem}")
+                                         f"pksim_pkb_reference_{self.stem}", fold=True)
             replace_dist(self.module, self.shim)
 
     def __call__(self, *args, **kwargs):

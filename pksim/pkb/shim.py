@@ -109,6 +109,34 @@ class PksimDist:
         tensor.copy_(self.comm(group).all_reduce(tensor, _op(op)))
         return self._done("all_reduce", async_op)
 
+    def all_reduce_div(self, tensor, divisor, op=None, group=None, async_op=False):
+        """``all_reduce(tensor, op, group); tensor.div_(divisor)`` as pksim.pkb.folds writes it:
+        one generated all-reduce with the average's epilogue when ``divisor`` is the group's
+        size and the op a sum of bf16 / fp32, else the two calls as written."""
+        c = self.comm(group)
+        if _op(op) == "sum" and not hasattr(divisor, "shape") and divisor == c.world \
+                and tensor.dtype in (c.torch.bfloat16, c.torch.float32):
+            tensor.copy_(c.all_reduce(tensor, "avg"))
+            return self._done("all_reduce_div (avg epilogue)", async_op)
+        self.all_reduce(tensor, op, group)
+        tensor.div_(divisor)
+        self.tally["all_reduce_div (not folded)"] += 1
+        return Done() if async_op else None
+
+    def reduce_scatter_tensor_div(self, output, input, divisor, op=None, group=None, async_op=False):
+        """``reduce_scatter_tensor(output, input, op, group); output.div_(divisor)`` as
+        pksim.pkb.folds writes it: the generated reduce-scatter with the average's epilogue
+        when ``divisor`` is the group's size and the op a sum of bf16 / fp32."""
+        c = self.comm(group)
+        if _op(op) == "sum" and not hasattr(divisor, "shape") and divisor == c.world \
+                and input.dtype in (c.torch.bfloat16, c.torch.float32):
+            output.view(-1).copy_(c.reduce_scatter(input.reshape(c.world, -1), "avg").view(-1))
+            return self._done("reduce_scatter_tensor_div (avg epilogue)", async_op)
+        self.reduce_scatter_tensor(output, input, op, group)
+        output.div_(divisor)
+        self.tally["reduce_scatter_tensor_div (not folded)"] += 1
+        return Done() if async_op else None
+
     def reduce(self, tensor, dst=None, op=None, group=None, async_op=False, group_dst=None):
         root = group_dst if group_dst is not None else self._grank(group, dst or 0)
         got = self.comm(group).reduce(tensor, root, _op(op))

@@ -8,8 +8,10 @@ where that plan fuses a GEMM with its collective into a generated kernel pksim.t
 (gemm-rs, ag-gemm, gemm-ar on a plain matrix product), the solution is that kernel alone;
 everywhere else the reference's compute runs as written in torch and each of its collectives on
 CUDA tensors runs as pksim.torch's generated kernel (``pksim.pkb.runtime``). The plan's other
-rewrites (a collective folding the copies or element-wise work next to it, in-network
-multimem kernels) are predicted but not generated; the index says so per problem.
+rewrites are generated where ``pksim.pkb.folds`` makes them (an all-reduce and the division
+after it, as one generated kernel with the average's epilogue); the others (a collective folding
+the copies or other element-wise work next to it, in-network multimem kernels) are predicted
+but not generated; the index says so per problem.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from pksim import __version__
+from pksim.pkb.folds import folded_source, program_folds
 from pksim.pkb.predict import predict_solution
 from pksim.pkb.problems import BACKEND, NO_PROGRAM, Problem
 from pksim.programs.load import load_program
@@ -43,13 +46,17 @@ class Planned:
     prediction: dict | None
     not_generated: tuple[str, ...]   # the plan's rewrites the solution runs otherwise
     calls: tuple[str, ...]        # the reference's torch.distributed calls, by name
+    folds: tuple[str, ...] = ()   # the folds the solution makes (pksim.pkb.folds), one a site
 
 
 def plan_for(problem: Problem, system_name: str) -> Planned:
     """The plan of the problem's first covering program, and what the solution runs of it."""
-    calls = tuple(sorted(set(_DIST_CALL.findall(problem.path.read_text()))))
+    text = problem.path.read_text()
+    calls = tuple(sorted(set(_DIST_CALL.findall(text))))
+    sites = folded_source(text)[1]
+    folds = tuple(f"{label} (reference line {n})" for n, label in sites)
     if not problem.programs:
-        return Planned(problem, None, None, None, (), calls)
+        return Planned(problem, None, None, None, (), calls, folds)
     name = problem.programs[0]
     system = load_system(system_name)
     pred = predict_program(system, load_program(name))
@@ -66,13 +73,20 @@ def plan_for(problem: Problem, system_name: str) -> Planned:
         # the solution is the plan's fused kernel alone: the best plan is what it runs
         keep.update(solution_steady_s=pred.best.steady_s, solution_unserved=[])
     else:
-        sol = predict_solution(system, load_program(name))
+        program = load_program(name)
+        folded = frozenset(program_folds(program)) if sites else frozenset()
+        if len(folded) < len(sites):        # a site the program does not show: count none
+            folded = frozenset()
+        sol = predict_solution(system, program, folded)
         keep.update(solution_steady_s=sol.steady_s, solution_unserved=list(sol.unserved),
-                    generated_calls=sol.calls, kernel_faster_than_nccl=sol.kernel_faster)
+                    generated_calls=sol.calls, kernel_faster_than_nccl=sol.kernel_faster,
+                    folded_ops=sorted(folded))
+        if folded:     # what the same solution without the fold is predicted to take
+            keep["solution_unfolded_steady_s"] = predict_solution(system, program).steady_s
     keep["solution_speedup"] = keep["baseline_steady_s"] / keep["solution_steady_s"]
     keep["best_tasks"] = [{"name": t["name"], "kind": t["kind"], "label": t["label"]}
                           for t in pred.best.tasks if t["kind"] != "compute"]
-    return Planned(problem, name, kernel, keep, others, calls)
+    return Planned(problem, name, kernel, keep, others, calls, folds)
 
 
 def render(p: Planned, system_name: str) -> str:
@@ -83,6 +97,9 @@ def render(p: Planned, system_name: str) -> str:
     else:
         runs = ("the reference's compute in torch; its collectives on CUDA tensors as "
                 "pksim.torch's generated kernels")
+        if p.folds:
+            runs += ("; folded into the generated collective (its average's epilogue): "
+                     + ", ".join(p.folds))
     if p.program:
         plan = (f"pksim predict --program {p.program} --system {system_name}: baseline "
                 f"{p.prediction['baseline_steady_s'] * 1e6:.1f} us, this solution "
@@ -124,6 +141,7 @@ def solve(problems: list[Problem], out_dir: str | Path, system_name: str,
         rows.append({"id": pr.id, "stem": pr.stem, "file": target.name, "program": p.program,
                      "kernel": p.kernel, "prediction": p.prediction,
                      "not_generated": list(p.not_generated), "reference_calls": list(p.calls),
+                     "folds": list(p.folds),
                      "no_program": NO_PROGRAM.get(pr.id) if not p.program else None})
     index = out / INDEX
     index.write_text(json.dumps({"system": system_name, "pksim": __version__,
