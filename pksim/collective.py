@@ -11,6 +11,7 @@ into lanes, ``pipeline_depth`` of them in flight at once.
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from dataclasses import dataclass
 from typing import Hashable
@@ -251,17 +252,18 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
                 tuple((k, id(its)) for k, its in items.items()), equal_caps)
         found = ORBITS.lookup(ORBITS, okey)
         if found is None:
-            found = ORBITS.store(ORBITS, okey, (flow_orbits(topo, instance_caps, items), items))
-        orbit_of, relabel = found[0]
+            orbit_of, relabel = flow_orbits(topo, instance_caps, items)
+            found = ORBITS.store(ORBITS, okey, ((orbit_of, relabel), items,
+                                                _orbit_sizes(orbit_of, items)))
+        (orbit_of, relabel), _, counted = found
     else:
         orbit_of, relabel = {pkey: list(range(len(its))) for pkey, its in items.items()}, []
+        counted = _orbit_sizes(orbit_of, items)
     orbits, sync = {}, {}
     for pkey, step in steps.items():
-        sizes = Counter(orbit_of[pkey])
-        firsts = sorted(sizes)
+        sizes, firsts, queued = counted[pkey]
         reps = [items[pkey][i] for i in firsts]
         if step.moves() is not None:
-            queued = Counter(m.issuer for m in items[pkey] if m.engine != "sm")
             specs = [move_flow(topo, schedule, m, m.payload / lanes, resident, link_eff,
                                queued[m.issuer] if m.engine != "sm" else 1)
                      for m in reps]
@@ -288,6 +290,19 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     return FLOWS.store(system, key, (classes, members, sync))
 
 
+def _orbit_sizes(orbit_of: dict, items: dict) -> dict:
+    """Per pattern: each orbit's size by its first item, the firsts in order, and the copy
+    commands each rank queues (its items not moved by SMs): what the orbits alone decide,
+    kept with them for every system that shares them."""
+    out = {}
+    for pkey, of in orbit_of.items():
+        sizes = Counter(of)
+        queued = Counter(getattr(m, "issuer", None) for m in items[pkey]
+                         if getattr(m, "engine", "sm") != "sm")
+        out[pkey] = (sizes, sorted(sizes), queued)
+    return out
+
+
 def _kept_instance_caps(system: System, topo: Topology, schedule: Schedule) -> tuple[dict, tuple]:
     """``_instance_caps`` and its ``_equal_capacities``, made once per (system, shape,
     schedule without its SM count): at 4,096 ranks 0.5 s a build, asked for by every candidate
@@ -308,12 +323,22 @@ def _equal_capacities(caps: dict) -> tuple:
     differ (one figure sets a class's instances alike, so mostly none)."""
     first: dict[str, float] = {}
     mixed: set[str] = set()
-    for name, c in caps.items():
-        cls = getattr(name, "cls", name)
+    # each distinct (class, capacity) once, in the order of the names (9,216 ranks: 65,000
+    # resources, a few dozen pairs)
+    try:
+        classes = list(map(_CLS, caps))
+    except AttributeError:      # a name without a class stands for its own
+        classes = [getattr(name, "cls", name) for name in caps]
+    for cls, c in dict.fromkeys(zip(classes, caps.values())):
         if first.setdefault(cls, c) != c:
             mixed.add(cls)
+    if not mixed:
+        return tuple(sorted(first)), ()
     return (tuple(sorted(first)),
             tuple(sorted((n, c) for n, c in caps.items() if getattr(n, "cls", n) in mixed)))
+
+
+_CLS = operator.attrgetter("cls")
 
 
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
@@ -347,9 +372,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         time_s, busy_s, records = _run_sequential(model, record)
     else:
         time_s, busy_s, records = _run_lanes(model, record)
-    if model.host_issue_s:
-        time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
-    time_s = max(time_s, model.host_floor_s) + model.tail_s
+    time_s = _ended_s(model, time_s)
     breakdown: dict[str, float] = {}
     for name, busy in busy_s.items():
         cls = name.cls
@@ -372,6 +395,26 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         busbw_GBps=algbw * busbw_factor(model.schedule.op, model.topo.world),
         exposed_comm_s=time_s, depends_on_assumed=tuple(assumed_inputs(model)),
         reduced=model.reduced, timeline=timeline, profile=model.system.profile.name)
+
+
+def simulated_time(model: Model) -> float:
+    """``simulate(model).time_s`` alone, by the same runs in the same order, without what
+    only the rest of the prediction needs (busy times, the bound, the analysis): what the
+    guessed-figure swings of ``pksim predict`` ask of each changed system."""
+    if model.cut is not None:
+        time_s = _run_cut_through(model, False)[0]
+    elif model.lanes == 1:
+        time_s = _run_sequential(model, False, busy_times=False)[0]
+    else:
+        time_s = _run_lanes(model, False)[0]
+    return _ended_s(model, time_s)
+
+
+def _ended_s(model: Model, time_s: float) -> float:
+    """The run's end with the host's issue, NCCL's floor and a streamed kernel's tail."""
+    if model.host_issue_s:
+        time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
+    return max(time_s, model.host_floor_s) + model.tail_s
 
 
 def _run_lanes(model: Model, record: bool):
@@ -458,21 +501,42 @@ def _run_step(classes: list[FlowClass], capacity, record: bool, step: int, key):
     return env.now, engine.busy_s, engine.records
 
 
-def _run_sequential(model: Model, record: bool):
+STEP_RUNS = BoundedCache(256)   # one step on an idle network, by what it runs (_idle_step)
+
+
+def _idle_step(classes: list[FlowClass], capacity: dict, step: int, key):
+    """``_run_step`` without records, kept by its input: the flows and the capacities of the
+    resources they use (the engine reads no other). The swings of ``pksim predict`` run the
+    same schedule on systems with one figure changed, most of which leave a step's flows
+    and capacities as they were; the run is then the one before, exactly."""
+    used = {n for fc in classes for n, _ in fc.usage}
+    content = (tuple((fc.usage, fc.latency_s, fc.nbytes) for fc in classes),
+               tuple(sorted((n, capacity[n]) for n in used)))
+    hit = STEP_RUNS.lookup(STEP_RUNS, content)
+    if hit is None:
+        hit = STEP_RUNS.store(STEP_RUNS, content, _run_step(classes, capacity, False, 0, key))
+    return hit
+
+
+def _run_sequential(model: Model, record: bool, busy_times: bool = True):
     """One lane: every step starts on an idle network, so a step's duration depends
     only on its traffic pattern. Each distinct pattern runs once on the fluid engine;
-    repeats reuse it (exact, and what makes 576-rank rings cheap)."""
+    repeats reuse it (exact, and what makes 576-rank rings cheap). Without ``busy_times``
+    the resources' busy seconds are not added up (empty)."""
     memo: dict = {}
     now = model.launch_s
     busy: dict[str, float] = {}
     records = []
     for s, (step, classes, sync_s) in enumerate(model.step_classes()):
         now = max(now, model.issued_s(s))
-        if step.key not in memo or record:
+        if record:
             memo[step.key] = _run_step(classes, model.capacity, record, s, step.key)
+        elif step.key not in memo:
+            memo[step.key] = _idle_step(classes, model.capacity, s, step.key)
         duration, step_busy, step_records = memo[step.key]
-        for name, value in step_busy.items():
-            busy[name] = busy.get(name, 0.0) + value
+        if busy_times:
+            for name, value in step_busy.items():
+                busy[name] = busy.get(name, 0.0) + value
         for r in step_records:
             records.append(r.__class__(r.tags, r.start_s + now, r.end_s + now, r.nbytes))
         now += duration + sync_s
