@@ -152,6 +152,15 @@ class Topology:
             self._shared["names"] = {c: tuple(ns) for c, ns in names.items()}
         return self._shared["names"].get(cls, ())
 
+    def class_capacities(self) -> dict[str, float]:
+        """Each resource class's capacity (B/s), in the order of ``resources``: every
+        instance of a class has it (``_class_capacities``)."""
+        if "class_capacities" not in self._cache:
+            self.names_of("")
+            caps = _class_capacities(self.system, self.world, self.domains)
+            self._cache["class_capacities"] = {c: caps[c][0] for c in self._shared["names"]}
+        return self._cache["class_capacities"]
+
     def capacities(self) -> dict[str, float]:
         """Every resource's capacity (B/s), by name, in the order of ``resources`` (kept:
         the caller copies it before changing it)."""

@@ -31,7 +31,7 @@ from pksim.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, IN_NETWORK_C
                                    IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim.mechanisms import of as mechanism_of
 from pksim.mechanisms.copy_engine import host_issue_s
-from pksim.mechanisms.flow import (capacities, check_feasible, entry_barrier_s, move_flow,
+from pksim.mechanisms.flow import (check_feasible, extra_capacities, entry_barrier_s, move_flow,
                                    phase_flag_s, phase_sync_s, resident_in_l2, transfer_flow,
                                    transfer_sync_s)
 from pksim.prediction import Prediction, TimelineEvent
@@ -147,15 +147,17 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
     if schedule.impl == "nccl":         # NVLS's copies through its buffers, chunk by chunk
         program = nccl.with_buffer_copies(program, schedule, nbytes)
     resident = resident_in_l2(topo, nbytes) and not cold
-    caps = capacities(topo, schedule)
+    extra = extra_capacities(topo, schedule)     # the capacities beside the topology's
     if schedule.impl == "nccl":
-        caps.update(nccl.issue_capacities(system, topo, schedule))
+        extra.update(nccl.issue_capacities(system, topo, schedule))
     classes, members, sync = _flows(system, schedule, topo, program, lanes, resident, reduced)
     tail = 0.0
     if streamed:
         tail = max(sync.values(), default=0.0)
         sync = {key: 0.0 for key in sync}
-    class_caps = {name: caps[instance] for name, instance in members.items()}
+    base = topo.capacities()
+    class_caps = {name: extra[instance] if instance in extra else base[instance]
+                  for name, instance in members.items()}
     # A kernel launched on a stream behind other work, as a caller times it with events.
     launch = system.gpu.sync.stream_launch_s
     floor = 0.0
@@ -312,24 +314,30 @@ def _kept_instance_caps(system: System, topo: Topology, schedule: Schedule) -> t
            (schedule if schedule.impl == "nccl" else schedule.with_(comm_sms=1)).key())
     hit = INSTANCE_CAPS.lookup(system, key)
     if hit is None:
-        caps = _instance_caps(system, topo, schedule)
-        hit = INSTANCE_CAPS.store(system, key, (caps, _equal_capacities(caps)))
+        extra = _instance_extra(system, topo, schedule)
+        caps = dict(topo.capacities())
+        caps.update(extra)
+        hit = INSTANCE_CAPS.store(system, key, (caps, _equal_capacities(caps, topo, extra)))
     return hit
 
 
-def _equal_capacities(caps: dict) -> tuple:
+def _equal_capacities(caps: dict, topo: Topology | None = None, extra: dict = ()) -> tuple:
     """What of the capacities the orbits depend on (a relabelling keeps a resource's class and
     must keep its capacity): the classes, and the capacities of each class whose instances
-    differ (one figure sets a class's instances alike, so mostly none)."""
-    first: dict[str, float] = {}
+    differ (one figure sets a class's instances alike, so mostly none). With ``topo``,
+    ``caps`` is its capacities updated with ``extra`` (names of other classes), and a
+    topology's resources of one class have one capacity (``Topology.class_capacities``):
+    only ``extra``'s names are read one by one."""
+    first: dict[str, float] = dict(topo.class_capacities()) if topo is not None else {}
     mixed: set[str] = set()
+    names = extra if topo is not None else caps
     # each distinct (class, capacity) once, in the order of the names (9,216 ranks: 65,000
     # resources, a few dozen pairs)
     try:
-        classes = list(map(_CLS, caps))
+        classes = list(map(_CLS, names))
     except AttributeError:      # a name without a class stands for its own
-        classes = [getattr(name, "cls", name) for name in caps]
-    for cls, c in dict.fromkeys(zip(classes, caps.values())):
+        classes = [getattr(name, "cls", name) for name in names]
+    for cls, c in dict.fromkeys(zip(classes, names.values())):
         if first.setdefault(cls, c) != c:
             mixed.add(cls)
     if not mixed:
@@ -357,10 +365,17 @@ def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
 def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
     """Capacities used only to tell resources apart in the symmetry reduction; the SM
     count is fixed so that it does not enter the cache key."""
-    caps = capacities(topo, schedule.with_(comm_sms=1))
-    if schedule.impl == "nccl":
-        caps.update(nccl.issue_capacities(system, topo, schedule))
+    caps = dict(topo.capacities())
+    caps.update(_instance_extra(system, topo, schedule))
     return caps
+
+
+def _instance_extra(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
+    """The entries of ``_instance_caps`` that are not the topology's."""
+    extra = extra_capacities(topo, schedule.with_(comm_sms=1))
+    if schedule.impl == "nccl":
+        extra.update(nccl.issue_capacities(system, topo, schedule))
+    return extra
 
 
 def simulate(model: Model, record: bool = False) -> Prediction:

@@ -107,21 +107,28 @@ def ce_kernel_sms(topo: Topology, sched: Schedule) -> int:
 
 
 def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
-    """Every resource a flow of this schedule may use, with its capacity (B/s). Copy-engine
-    schedules also get SM issue resources for their reduction kernels."""
+    """Every resource a flow of this schedule may use, with its capacity (B/s): the
+    topology's, then ``extra_capacities``."""
     caps = dict(topo.capacities())
+    caps.update(extra_capacities(topo, sched))
+    return caps
+
+
+def extra_capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
+    """The resources of ``capacities`` that are not the topology's: each rank's issue (its
+    communication SMs, or its copy engines); copy-engine schedules also get SM issue
+    resources for their reduction kernels and the copy-command queues."""
     issue = issue_capacity(topo, sched)
     ce = sched.mechanism == "copy-engine"
-    if not ce:      # (the same entries in the same order as the loop below makes them)
-        caps.update(dict.fromkeys(_issue_names(topo.world), issue))
-        return caps
+    if not ce:
+        return dict.fromkeys(_issue_names(topo.world), issue)
     sm_issue = issue_capacity(topo, sched.with_(mechanism="register",
                                                   comm_sms=ce_kernel_sms(topo, sched)))
+    caps: dict[str, float] = {}
     for rank in range(topo.world):
-        caps[resource("ce" if ce else "issue", rank)] = issue
-        if ce:
-            caps[resource("issue", rank)] = sm_issue
-            caps[commands(topo, rank)] = 1.0         # seconds of copy commands per second
+        caps[resource("ce", rank)] = issue
+        caps[resource("issue", rank)] = sm_issue
+        caps[commands(topo, rank)] = 1.0         # seconds of copy commands per second
     return caps
 
 
