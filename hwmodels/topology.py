@@ -131,9 +131,13 @@ class Topology:
         layout alone decides (the symmetries, the shape) is shared, not derived again."""
         caps = _class_capacities(system, self.world, self.domains)
         old = _class_capacities(self.system, self.world, self.domains)
-        resources = dict(self.resources)
-        capacity_of = dict(self.capacities())
-        for cls in (c for c in caps if caps[c] != old[c]):
+        # (a Topology is not changed after its build: where no capacity moves, the copy
+        # shares its dicts)
+        resources, capacity_of = self.resources, self.capacities()
+        changed = [c for c in caps if caps[c] != old[c]]
+        if changed:
+            resources, capacity_of = dict(resources), dict(capacity_of)
+        for cls in changed:
             capacity, doc = caps[cls]
             for name in self.names_of(cls):
                 resources[name] = Resource(name, cls, capacity, doc)

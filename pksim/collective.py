@@ -219,7 +219,9 @@ def _host_issue(system: System, schedule: Schedule, program: Program) -> tuple[f
 
 FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
 ORBITS = BoundedCache(64)       # flow orbits per (topology shape, schedule but its SM count, ...)
-INSTANCE_CAPS = BoundedCache(64)  # _instance_caps and _equal_capacities per (system, schedule)
+# _instance_caps and _equal_capacities per (system, schedule): each holds every resource of
+# the topology (65,000 at 9,216 ranks), and is quick to make again
+INSTANCE_CAPS = BoundedCache(8)
 PARTITIONS = BoundedCache(64)   # the classes of the orbits per (orbits' key, equality pattern)
 
 
@@ -279,17 +281,37 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
             else:
                 sync[pkey] = transfer_sync_s(system, specs)
         orbits[pkey] = [FlowOrbit(pkey, i, sizes[i], spec) for i, spec in zip(firsts, specs)]
-    if reduced:     # the refinement compares the numbers only for equality: kept per pattern
-        pat = (okey, equality_pattern(orbits, instance_caps))
-        part = PARTITIONS.lookup(found, pat)
-        if part is None:
-            part = PARTITIONS.store(found, pat, partition(orbits, instance_caps, relabel))
-        classes, members = classes_of(orbits, part)
+    if reduced:
+        classes, members = _classes(found, okey, orbits, instance_caps, relabel)
     else:
         patterns = {pkey: [o.spec for o in os] for pkey, os in orbits.items()}
         classes = identity_flows(patterns)
         members = {n: n for specs in patterns.values() for s in specs for n, _ in s.usage}
     return FLOWS.store(system, key, (classes, members, sync))
+
+
+LAST_CLASSES = BoundedCache(64)  # per orbits: the last flows' classes (_classes)
+
+
+def _classes(found, okey, orbits: dict, instance_caps: dict, relabel):
+    """The classes of the orbits' flows and each class resource's instance. The refinement
+    compares the numbers only for equality: its partition is kept per equality pattern.
+    The classes themselves are kept per orbits with the flows and the capacities they were
+    made from: the guessed-figure swings change one figure at a time, most of which leave
+    every flow and capacity as it was, and then get the same classes without working out
+    the pattern (equal flows and capacities give equal classes: classes_of reads no more)."""
+    last = LAST_CLASSES.lookup(found, okey)
+    if last is not None and last[0] == orbits \
+            and [instance_caps.get(n) for n in last[1]] == last[2]:
+        return last[3]
+    pat = (okey, equality_pattern(orbits, instance_caps))
+    part = PARTITIONS.lookup(found, pat)
+    if part is None:
+        part = PARTITIONS.store(found, pat, partition(orbits, instance_caps, relabel))
+    made = classes_of(orbits, part)
+    used = list(dict.fromkeys(n for os in orbits.values() for o in os for n, _ in o.spec.usage))
+    LAST_CLASSES.store(found, okey, (orbits, used, [instance_caps.get(n) for n in used], made))
+    return made
 
 
 def _orbit_sizes(orbit_of: dict, items: dict) -> dict:
