@@ -31,7 +31,8 @@ from pksim.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, IN_NETWORK_C
                                    IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim.mechanisms import of as mechanism_of
 from pksim.mechanisms.copy_engine import host_issue_s
-from pksim.mechanisms.flow import (check_feasible, extra_capacities, entry_barrier_s, move_flow,
+from pksim.mechanisms.flow import (capacities, check_feasible, entry_barrier_s,  # noqa: F401
+                                   extra_capacities, move_flow,
                                    phase_flag_s, phase_sync_s, resident_in_l2, transfer_flow,
                                    transfer_sync_s)
 from pksim.prediction import Prediction, TimelineEvent
