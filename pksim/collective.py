@@ -11,7 +11,6 @@ into lanes, ``pipeline_depth`` of them in flight at once.
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter
 from dataclasses import dataclass
 from typing import Hashable
@@ -38,7 +37,7 @@ from pksim.mechanisms.flow import (capacities, check_feasible, entry_barrier_s, 
 from pksim.prediction import Prediction, TimelineEvent
 from pksim.program import Program
 from pksim.schedule import Schedule
-from pksim.orbits import flow_orbits
+from pksim.orbits import equal_capacities, flow_orbits
 from pksim.symmetry import (FlowClass, FlowOrbit, classes_of, equality_pattern, identity_flows,
                             partition)
 from pksim.workloads.collectives import COLLECTIVES, build_program, busbw_factor
@@ -220,7 +219,7 @@ def _host_issue(system: System, schedule: Schedule, program: Program) -> tuple[f
 
 FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
 ORBITS = BoundedCache(64)       # flow orbits per (topology shape, schedule but its SM count, ...)
-# _instance_caps and _equal_capacities per (system, schedule): each holds every resource of
+# _instance_caps and equal_capacities per (system, schedule): each holds every resource of
 # the topology (65,000 at 9,216 ranks), and is quick to make again
 INSTANCE_CAPS = BoundedCache(8)
 PARTITIONS = BoundedCache(64)   # the classes of the orbits per (orbits' key, equality pattern)
@@ -329,7 +328,7 @@ def _orbit_sizes(orbit_of: dict, items: dict) -> dict:
 
 
 def _kept_instance_caps(system: System, topo: Topology, schedule: Schedule) -> tuple[dict, tuple]:
-    """``_instance_caps`` and its ``_equal_capacities``, made once per (system, shape,
+    """``_instance_caps`` and its ``equal_capacities``, made once per (system, shape,
     schedule without its SM count): at 4,096 ranks 0.5 s a build, asked for by every candidate
     of a search."""
     # (NCCL's channels set its issue capacities: their count stays in the key)
@@ -340,36 +339,8 @@ def _kept_instance_caps(system: System, topo: Topology, schedule: Schedule) -> t
         extra = _instance_extra(system, topo, schedule)
         caps = dict(topo.capacities())
         caps.update(extra)
-        hit = INSTANCE_CAPS.store(system, key, (caps, _equal_capacities(caps, topo, extra)))
+        hit = INSTANCE_CAPS.store(system, key, (caps, equal_capacities(caps, topo, extra)))
     return hit
-
-
-def _equal_capacities(caps: dict, topo: Topology | None = None, extra: dict = ()) -> tuple:
-    """What of the capacities the orbits depend on (a relabelling keeps a resource's class and
-    must keep its capacity): the classes, and the capacities of each class whose instances
-    differ (one figure sets a class's instances alike, so mostly none). With ``topo``,
-    ``caps`` is its capacities updated with ``extra`` (names of other classes), and a
-    topology's resources of one class have one capacity (``Topology.class_capacities``):
-    only ``extra``'s names are read one by one."""
-    first: dict[str, float] = dict(topo.class_capacities()) if topo is not None else {}
-    mixed: set[str] = set()
-    names = extra if topo is not None else caps
-    # each distinct (class, capacity) once, in the order of the names (9,216 ranks: 65,000
-    # resources, a few dozen pairs)
-    try:
-        classes = list(map(_CLS, names))
-    except AttributeError:      # a name without a class stands for its own
-        classes = [getattr(name, "cls", name) for name in names]
-    for cls, c in dict.fromkeys(zip(classes, names.values())):
-        if first.setdefault(cls, c) != c:
-            mixed.add(cls)
-    if not mixed:
-        return tuple(sorted(first)), ()
-    return (tuple(sorted(first)),
-            tuple(sorted((n, c) for n, c in caps.items() if getattr(n, "cls", n) in mixed)))
-
-
-_CLS = operator.attrgetter("cls")
 
 
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:

@@ -15,6 +15,7 @@ from hwmodels.topology import Topology
 from pksim import collective, program, sensitivity
 from pksim.cache import BoundedCache
 from pksim.mechanisms.flow import capacities
+from pksim.orbits import equal_capacities
 from pksim.schedule import Schedule
 from pksim.simulate import predict, predicted_time
 
@@ -101,9 +102,9 @@ def test_a_topologys_class_has_one_capacity():
     schedule = _schedule("gb200-nvl72", 2, "hierarchical", "tma", 1 << 30)
     caps = capacities(topo, schedule)
     extra = {n: c for n, c in caps.items() if n not in topo.resources}
-    assert collective._equal_capacities(caps, topo, extra) == collective._equal_capacities(caps)
+    assert equal_capacities(caps, topo, extra) == equal_capacities(caps)
     mixed = dict(extra)
     mixed[next(iter(mixed))] = 1.0      # one rank's issue unlike the others'
     caps.update(mixed)
-    assert collective._equal_capacities(caps, topo, mixed) == collective._equal_capacities(caps)
-    assert collective._equal_capacities(caps)[1]
+    assert equal_capacities(caps, topo, mixed) == equal_capacities(caps)
+    assert equal_capacities(caps)[1]
