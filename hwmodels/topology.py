@@ -88,6 +88,8 @@ class Topology:
     locations: tuple[Location, ...]
     resources: dict[str, Resource] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    # what follows from the layout alone (symmetries, shape, span): shared by re-priced copies
+    _shared: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- construction -------------------------------------------------------------
     @classmethod
@@ -102,6 +104,10 @@ class Topology:
         if world > capacity:
             raise ConfigError(f"--world {world} is larger than the cluster: {system.name} has "
                               f"{per_domain} GPUs per domain x {domains} domain(s) = {capacity}")
+        layout = _layout(system, world, domains)
+        base = _LAYOUTS.get(layout)
+        if base is not None:
+            return base._repriced(system)
         virtual = system.domain.fabric == "shared-memory"
         tiers = system.domain.switch_tiers
         locations = []
@@ -114,7 +120,57 @@ class Topology:
             locations.append(Location(rank, gpu, domain, groups))
         topo = cls(system, domains, world, tuple(locations))
         topo._add_resources()
+        while len(_LAYOUTS) >= _KEPT_LAYOUTS:
+            _LAYOUTS.pop(next(iter(_LAYOUTS)))
+        _LAYOUTS[layout] = topo
         return topo
+
+    def _repriced(self, system: System) -> "Topology":
+        """The topology of ``system``, whose layout (``_layout``) is this one's: the same
+        ranks and resources, each class's capacity from ``system``'s figures. What the
+        layout alone decides (the symmetries, the shape) is shared, not derived again."""
+        caps = _class_capacities(system, self.world, self.domains)
+        old = _class_capacities(self.system, self.world, self.domains)
+        # (a Topology is not changed after its build: where no capacity moves, the copy
+        # shares its dicts)
+        resources, capacity_of = self.resources, self.capacities()
+        changed = [c for c in caps if caps[c] != old[c]]
+        if changed:
+            resources, capacity_of = dict(resources), dict(capacity_of)
+        for cls in changed:
+            capacity, doc = caps[cls]
+            for name in self.names_of(cls):
+                resources[name] = Resource(name, cls, capacity, doc)
+            capacity_of.update(dict.fromkeys(self.names_of(cls), capacity))
+        topo = Topology(system, self.domains, self.world, self.locations, resources,
+                        _shared=self._shared)
+        topo._cache["capacities"] = capacity_of
+        return topo
+
+    def names_of(self, cls: str) -> tuple[str, ...]:
+        """The names of the resources of class ``cls``, in the order of ``resources``."""
+        if "names" not in self._shared:
+            names: dict[str, list[str]] = {}
+            for name, r in self.resources.items():
+                names.setdefault(r.cls, []).append(name)
+            self._shared["names"] = {c: tuple(ns) for c, ns in names.items()}
+        return self._shared["names"].get(cls, ())
+
+    def class_capacities(self) -> dict[str, float]:
+        """Each resource class's capacity (B/s), in the order of ``resources``: every
+        instance of a class has it (``_class_capacities``)."""
+        if "class_capacities" not in self._cache:
+            self.names_of("")
+            caps = _class_capacities(self.system, self.world, self.domains)
+            self._cache["class_capacities"] = {c: caps[c][0] for c in self._shared["names"]}
+        return self._cache["class_capacities"]
+
+    def capacities(self) -> dict[str, float]:
+        """Every resource's capacity (B/s), by name, in the order of ``resources`` (kept:
+        the caller copies it before changing it)."""
+        if "capacities" not in self._cache:
+            self._cache["capacities"] = {n: r.capacity_Bps for n, r in self.resources.items()}
+        return self._cache["capacities"]
 
     @property
     def virtual(self) -> bool:
@@ -134,35 +190,35 @@ class Topology:
         self.resources[name] = Resource(name, cls, capacity, doc)
 
     def _add_resources(self) -> None:
-        gpu = self.system.gpu
+        caps = _class_capacities(self.system, self.world, self.domains)
+
+        def add(cls: str, index) -> None:
+            capacity, doc = caps[cls]
+            self._add(cls, index, capacity, doc)
+
         for g in range(self.gpus):
-            self._add("hbm", g, gpu.hbm.effective_Bps, "HBM read+write")
-            self._add("l2", g, gpu.l2.bandwidth_Bps, "L2 read+write")
+            add("hbm", g)
+            add("l2", g)
         if self.virtual:
             return
         for loc in self.locations:
             r = loc.rank
-            if self.world > 1 and gpu.nvlink.links > 0:
-                self._add("nvl_out", r, gpu.nvlink.bandwidth_Bps, "NVLink egress")
-                self._add("nvl_in", r, gpu.nvlink.bandwidth_Bps, "NVLink ingress")
-            if self.domains > 1:
-                nic = self.system.scaleout.nic_bandwidth_Bps * self.system.scaleout.efficiency
-                self._add("nic_out", r, nic, "NIC egress")
-                self._add("nic_in", r, nic, "NIC ingress")
+            if "nvl_out" in caps:
+                add("nvl_out", r)
+                add("nvl_in", r)
+            if "nic_out" in caps:
+                add("nic_out", r)
+                add("nic_in", r)
         tiers = self.system.domain.switch_tiers
         for level, tier in enumerate(tiers, start=1):
             used_groups = sorted({loc.groups[level - 1] for loc in self.locations})
-            crossbar = tier.chips_per_group * tier.ports_per_chip * tier.port_bandwidth_Bps
             for g in used_groups:
-                self._add(f"sw{level}", g, crossbar, f"tier-{level} switch group crossbar")
+                add(f"sw{level}", g)
                 if tier.in_switch_reduction:
-                    gpus = min(tier.gpus_per_group, self.world)
-                    self._add(f"nvls{level}", g,
-                              gpus * gpu.nvlink.bandwidth_Bps * tier.reduction_efficiency,
-                              f"tier-{level} in-switch reduction")
+                    add(f"nvls{level}", g)
                 if level < len(tiers):
-                    self._add(f"up{level}", g, tier.uplink_bandwidth_Bps, f"tier-{level} uplink")
-                    self._add(f"down{level}", g, tier.uplink_bandwidth_Bps, f"tier-{level} downlink")
+                    add(f"up{level}", g)
+                    add(f"down{level}", g)
 
     # ---- queries ----------------------------------------------------------------
     def _common_tier(self, a: Location, b: Location) -> int:
@@ -203,16 +259,28 @@ class Topology:
         hops.append(f"gpu{dst}")
         return Path(tuple(res), latency, tuple(hops))
 
+    def first_peers(self) -> tuple[int, ...]:
+        """For each switch tier at which rank 0 meets a peer (0: another domain), the first
+        such peer: a path's latency follows from that tier alone (``gpu_path``), so the
+        farthest peer's latency is the largest of theirs."""
+        if "first_peers" not in self._shared:
+            first: dict[int, int] = {}
+            a = self.locations[0]
+            for q in range(1, self.world):
+                first.setdefault(self._common_tier(a, self.locations[q]), q)
+            self._shared["first_peers"] = tuple(sorted(first.values()))
+        return self._shared["first_peers"]
+
     def span_level(self) -> int:
         """Lowest switch tier whose one group holds every rank (0: several domains or none)."""
-        if "span" not in self._cache:
-            self._cache["span"] = 0
+        if "span" not in self._shared:
+            self._shared["span"] = 0
             if not (self.domains > 1 and self.locations[-1].domain != self.locations[0].domain):
                 for level in range(1, len(self.system.domain.switch_tiers) + 1):
                     if len({loc.groups[level - 1] for loc in self.locations}) == 1:
-                        self._cache["span"] = level
+                        self._shared["span"] = level
                         break
-        return self._cache["span"]
+        return self._shared["span"]
 
     def reduction_path(self, rank: int) -> Path:
         """From a rank up to the in-switch reduction unit of the tier that spans the world:
@@ -247,11 +315,11 @@ class Topology:
         """What the symmetries depend on: where every rank sits (GPU, domain, switch groups)
         and the resources' names, not their figures. Two systems that differ only in
         figures (a what-if override, ``pksim predict``'s guessed-figure swings) share it."""
-        if "shape" not in self._cache:
-            self._cache["shape"] = (self.world, self.domains, self.virtual,
+        if "shape" not in self._shared:
+            self._shared["shape"] = (self.world, self.domains, self.virtual,
                                     tuple(self.locations), len(self.system.domain.switch_tiers),
                                     hash(tuple(self.resources)))
-        return self._cache["shape"]
+        return self._shared["shape"]
 
     def automorphisms(self, colours: tuple[int, ...] | None = None
                       ) -> tuple[tuple[int, ...], ...]:
@@ -278,15 +346,15 @@ class Topology:
 
     def _automorphisms(self, colours):
         key = ("automorphisms", colours)
-        if key not in self._cache:
+        if key not in self._shared:
             tree = self._rank_tree()
             perms: list[tuple[int, ...]] = []
             sources: dict = {}
             if tree is not None:
                 colour = colours or (0,) * self.world
                 _generators(tree, self.world, perms, {}, colour, sources)
-            self._cache[key] = (tuple(perms), sources)
-        return self._cache[key]
+            self._shared[key] = (tuple(perms), sources)
+        return self._shared[key]
 
     def _rank_tree(self) -> dict | None:
         """The ranks as leaves of nested dicts (domain, tier-L group, ..., tier-1 group);
@@ -320,6 +388,50 @@ class Topology:
             self.world * self.system.gpu.nvlink.links if self.world > 1 else 0)
         out["nics"] = self.world if self.domains > 1 else 0
         return out
+
+
+_LAYOUTS: dict[tuple, Topology] = {}   # the last topologies built, by layout (_layout)
+_KEPT_LAYOUTS = 4
+
+
+def _layout(system: System, world: int, domains: int) -> tuple:
+    """What a topology's ranks and resources (not their capacities) follow from: two systems
+    alike in it (a what-if override, ``pksim predict``'s guessed-figure swings: the same
+    system with one figure changed) get the same ranks and resource names, and their
+    topologies differ only in the capacities of ``_class_capacities``."""
+    d = system.domain
+    return (world, domains, d.gpus_per_domain, d.fabric == "shared-memory",
+            system.gpu.nvlink.links > 0,
+            tuple((t.gpus_per_group, t.in_switch_reduction) for t in d.switch_tiers))
+
+
+def _class_capacities(system: System, world: int, domains: int) -> dict[str, tuple[float, str]]:
+    """The capacity (B/s) and description of each resource class a topology of ``system``
+    has: every instance of a class has the same."""
+    gpu = system.gpu
+    out = {"hbm": (gpu.hbm.effective_Bps, "HBM read+write"),
+           "l2": (gpu.l2.bandwidth_Bps, "L2 read+write")}
+    if system.domain.fabric == "shared-memory":
+        return out
+    if world > 1 and gpu.nvlink.links > 0:
+        out["nvl_out"] = (gpu.nvlink.bandwidth_Bps, "NVLink egress")
+        out["nvl_in"] = (gpu.nvlink.bandwidth_Bps, "NVLink ingress")
+    if domains > 1:
+        nic = system.scaleout.nic_bandwidth_Bps * system.scaleout.efficiency
+        out["nic_out"] = (nic, "NIC egress")
+        out["nic_in"] = (nic, "NIC ingress")
+    tiers = system.domain.switch_tiers
+    for level, tier in enumerate(tiers, start=1):
+        crossbar = tier.chips_per_group * tier.ports_per_chip * tier.port_bandwidth_Bps
+        out[f"sw{level}"] = (crossbar, f"tier-{level} switch group crossbar")
+        if tier.in_switch_reduction:
+            gpus = min(tier.gpus_per_group, world)
+            out[f"nvls{level}"] = (gpus * gpu.nvlink.bandwidth_Bps * tier.reduction_efficiency,
+                                   f"tier-{level} in-switch reduction")
+        if level < len(tiers):
+            out[f"up{level}"] = (tier.uplink_bandwidth_Bps, f"tier-{level} uplink")
+            out[f"down{level}"] = (tier.uplink_bandwidth_Bps, f"tier-{level} downlink")
+    return out
 
 
 # ---- the rank tree's automorphisms (Topology.automorphisms) ---------------------------

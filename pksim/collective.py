@@ -30,13 +30,14 @@ from pksim.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, IN_NETWORK_C
                                    IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim.mechanisms import of as mechanism_of
 from pksim.mechanisms.copy_engine import host_issue_s
-from pksim.mechanisms.flow import (capacities, check_feasible, entry_barrier_s, move_flow,
+from pksim.mechanisms.flow import (capacities, check_feasible, entry_barrier_s,  # noqa: F401
+                                   extra_capacities, move_flow,
                                    phase_flag_s, phase_sync_s, resident_in_l2, transfer_flow,
                                    transfer_sync_s)
 from pksim.prediction import Prediction, TimelineEvent
 from pksim.program import Program
 from pksim.schedule import Schedule
-from pksim.orbits import flow_orbits
+from pksim.orbits import equal_capacities, flow_orbits
 from pksim.symmetry import (FlowClass, FlowOrbit, classes_of, equality_pattern, identity_flows,
                             partition)
 from pksim.workloads.collectives import COLLECTIVES, build_program, busbw_factor
@@ -146,15 +147,17 @@ def assemble(system: System, schedule: Schedule, topo: Topology, program: Progra
     if schedule.impl == "nccl":         # NVLS's copies through its buffers, chunk by chunk
         program = nccl.with_buffer_copies(program, schedule, nbytes)
     resident = resident_in_l2(topo, nbytes) and not cold
-    caps = capacities(topo, schedule)
+    extra = extra_capacities(topo, schedule)     # the capacities beside the topology's
     if schedule.impl == "nccl":
-        caps.update(nccl.issue_capacities(system, topo, schedule))
+        extra.update(nccl.issue_capacities(system, topo, schedule))
     classes, members, sync = _flows(system, schedule, topo, program, lanes, resident, reduced)
     tail = 0.0
     if streamed:
         tail = max(sync.values(), default=0.0)
         sync = {key: 0.0 for key in sync}
-    class_caps = {name: caps[instance] for name, instance in members.items()}
+    base = topo.capacities()
+    class_caps = {name: extra[instance] if instance in extra else base[instance]
+                  for name, instance in members.items()}
     # A kernel launched on a stream behind other work, as a caller times it with events.
     launch = system.gpu.sync.stream_launch_s
     floor = 0.0
@@ -216,7 +219,9 @@ def _host_issue(system: System, schedule: Schedule, program: Program) -> tuple[f
 
 FLOWS = BoundedCache(64)        # flow classes per (system, schedule, residency): see _flows
 ORBITS = BoundedCache(64)       # flow orbits per (topology shape, schedule but its SM count, ...)
-INSTANCE_CAPS = BoundedCache(64)  # _instance_caps and _equal_capacities per (system, schedule)
+# _instance_caps and equal_capacities per (system, schedule): each holds every resource of
+# the topology (65,000 at 9,216 ranks), and is quick to make again
+INSTANCE_CAPS = BoundedCache(8)
 PARTITIONS = BoundedCache(64)   # the classes of the orbits per (orbits' key, equality pattern)
 
 
@@ -251,17 +256,18 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
                 tuple((k, id(its)) for k, its in items.items()), equal_caps)
         found = ORBITS.lookup(ORBITS, okey)
         if found is None:
-            found = ORBITS.store(ORBITS, okey, (flow_orbits(topo, instance_caps, items), items))
-        orbit_of, relabel = found[0]
+            orbit_of, relabel = flow_orbits(topo, instance_caps, items)
+            found = ORBITS.store(ORBITS, okey, ((orbit_of, relabel), items,
+                                                _orbit_sizes(orbit_of, items)))
+        (orbit_of, relabel), _, counted = found
     else:
         orbit_of, relabel = {pkey: list(range(len(its))) for pkey, its in items.items()}, []
+        counted = _orbit_sizes(orbit_of, items)
     orbits, sync = {}, {}
     for pkey, step in steps.items():
-        sizes = Counter(orbit_of[pkey])
-        firsts = sorted(sizes)
+        sizes, firsts, queued = counted[pkey]
         reps = [items[pkey][i] for i in firsts]
         if step.moves() is not None:
-            queued = Counter(m.issuer for m in items[pkey] if m.engine != "sm")
             specs = [move_flow(topo, schedule, m, m.payload / lanes, resident, link_eff,
                                queued[m.issuer] if m.engine != "sm" else 1)
                      for m in reps]
@@ -275,12 +281,8 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
             else:
                 sync[pkey] = transfer_sync_s(system, specs)
         orbits[pkey] = [FlowOrbit(pkey, i, sizes[i], spec) for i, spec in zip(firsts, specs)]
-    if reduced:     # the refinement compares the numbers only for equality: kept per pattern
-        pat = (okey, equality_pattern(orbits, instance_caps))
-        part = PARTITIONS.lookup(found, pat)
-        if part is None:
-            part = PARTITIONS.store(found, pat, partition(orbits, instance_caps, relabel))
-        classes, members = classes_of(orbits, part)
+    if reduced:
+        classes, members = _classes(found, okey, orbits, instance_caps, relabel)
     else:
         patterns = {pkey: [o.spec for o in os] for pkey, os in orbits.items()}
         classes = identity_flows(patterns)
@@ -288,8 +290,45 @@ def _flows(system: System, schedule: Schedule, topo: Topology, program: Program,
     return FLOWS.store(system, key, (classes, members, sync))
 
 
+LAST_CLASSES = BoundedCache(64)  # per orbits: the last flows' classes (_classes)
+
+
+def _classes(found, okey, orbits: dict, instance_caps: dict, relabel):
+    """The classes of the orbits' flows and each class resource's instance. The refinement
+    compares the numbers only for equality: its partition is kept per equality pattern.
+    The classes themselves are kept per orbits with the flows and the capacities they were
+    made from: the guessed-figure swings change one figure at a time, most of which leave
+    every flow and capacity as it was, and then get the same classes without working out
+    the pattern (equal flows and capacities give equal classes: classes_of reads no more)."""
+    last = LAST_CLASSES.lookup(found, okey)
+    if last is not None and last[0] == orbits \
+            and [instance_caps.get(n) for n in last[1]] == last[2]:
+        return last[3]
+    pat = (okey, equality_pattern(orbits, instance_caps))
+    part = PARTITIONS.lookup(found, pat)
+    if part is None:
+        part = PARTITIONS.store(found, pat, partition(orbits, instance_caps, relabel))
+    made = classes_of(orbits, part)
+    used = list(dict.fromkeys(n for os in orbits.values() for o in os for n, _ in o.spec.usage))
+    LAST_CLASSES.store(found, okey, (orbits, used, [instance_caps.get(n) for n in used], made))
+    return made
+
+
+def _orbit_sizes(orbit_of: dict, items: dict) -> dict:
+    """Per pattern: each orbit's size by its first item, the firsts in order, and the copy
+    commands each rank queues (its items not moved by SMs): what the orbits alone decide,
+    kept with them for every system that shares them."""
+    out = {}
+    for pkey, of in orbit_of.items():
+        sizes = Counter(of)
+        queued = Counter(getattr(m, "issuer", None) for m in items[pkey]
+                         if getattr(m, "engine", "sm") != "sm")
+        out[pkey] = (sizes, sorted(sizes), queued)
+    return out
+
+
 def _kept_instance_caps(system: System, topo: Topology, schedule: Schedule) -> tuple[dict, tuple]:
-    """``_instance_caps`` and its ``_equal_capacities``, made once per (system, shape,
+    """``_instance_caps`` and its ``equal_capacities``, made once per (system, shape,
     schedule without its SM count): at 4,096 ranks 0.5 s a build, asked for by every candidate
     of a search."""
     # (NCCL's channels set its issue capacities: their count stays in the key)
@@ -297,23 +336,11 @@ def _kept_instance_caps(system: System, topo: Topology, schedule: Schedule) -> t
            (schedule if schedule.impl == "nccl" else schedule.with_(comm_sms=1)).key())
     hit = INSTANCE_CAPS.lookup(system, key)
     if hit is None:
-        caps = _instance_caps(system, topo, schedule)
-        hit = INSTANCE_CAPS.store(system, key, (caps, _equal_capacities(caps)))
+        extra = _instance_extra(system, topo, schedule)
+        caps = dict(topo.capacities())
+        caps.update(extra)
+        hit = INSTANCE_CAPS.store(system, key, (caps, equal_capacities(caps, topo, extra)))
     return hit
-
-
-def _equal_capacities(caps: dict) -> tuple:
-    """What of the capacities the orbits depend on (a relabelling keeps a resource's class and
-    must keep its capacity): the classes, and the capacities of each class whose instances
-    differ (one figure sets a class's instances alike, so mostly none)."""
-    first: dict[str, float] = {}
-    mixed: set[str] = set()
-    for name, c in caps.items():
-        cls = getattr(name, "cls", name)
-        if first.setdefault(cls, c) != c:
-            mixed.add(cls)
-    return (tuple(sorted(first)),
-            tuple(sorted((n, c) for n, c in caps.items() if getattr(n, "cls", n) in mixed)))
 
 
 def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
@@ -332,10 +359,17 @@ def edge_barriers(topo: Topology, schedule: Schedule) -> bool:
 def _instance_caps(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
     """Capacities used only to tell resources apart in the symmetry reduction; the SM
     count is fixed so that it does not enter the cache key."""
-    caps = capacities(topo, schedule.with_(comm_sms=1))
-    if schedule.impl == "nccl":
-        caps.update(nccl.issue_capacities(system, topo, schedule))
+    caps = dict(topo.capacities())
+    caps.update(_instance_extra(system, topo, schedule))
     return caps
+
+
+def _instance_extra(system: System, topo: Topology, schedule: Schedule) -> dict[str, float]:
+    """The entries of ``_instance_caps`` that are not the topology's."""
+    extra = extra_capacities(topo, schedule.with_(comm_sms=1))
+    if schedule.impl == "nccl":
+        extra.update(nccl.issue_capacities(system, topo, schedule))
+    return extra
 
 
 def simulate(model: Model, record: bool = False) -> Prediction:
@@ -347,9 +381,7 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         time_s, busy_s, records = _run_sequential(model, record)
     else:
         time_s, busy_s, records = _run_lanes(model, record)
-    if model.host_issue_s:
-        time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
-    time_s = max(time_s, model.host_floor_s) + model.tail_s
+    time_s = _ended_s(model, time_s)
     breakdown: dict[str, float] = {}
     for name, busy in busy_s.items():
         cls = name.cls
@@ -372,6 +404,26 @@ def simulate(model: Model, record: bool = False) -> Prediction:
         busbw_GBps=algbw * busbw_factor(model.schedule.op, model.topo.world),
         exposed_comm_s=time_s, depends_on_assumed=tuple(assumed_inputs(model)),
         reduced=model.reduced, timeline=timeline, profile=model.system.profile.name)
+
+
+def simulated_time(model: Model) -> float:
+    """``simulate(model).time_s`` alone, by the same runs in the same order, without what
+    only the rest of the prediction needs (busy times, the bound, the analysis): what the
+    guessed-figure swings of ``pksim predict`` ask of each changed system."""
+    if model.cut is not None:
+        time_s = _run_cut_through(model, False)[0]
+    elif model.lanes == 1:
+        time_s = _run_sequential(model, False, busy_times=False)[0]
+    else:
+        time_s = _run_lanes(model, False)[0]
+    return _ended_s(model, time_s)
+
+
+def _ended_s(model: Model, time_s: float) -> float:
+    """The run's end with the host's issue, NCCL's floor and a streamed kernel's tail."""
+    if model.host_issue_s:
+        time_s = max(time_s, model.issued_s(len(model.host_issue_s) - 1))
+    return max(time_s, model.host_floor_s) + model.tail_s
 
 
 def _run_lanes(model: Model, record: bool):
@@ -458,21 +510,42 @@ def _run_step(classes: list[FlowClass], capacity, record: bool, step: int, key):
     return env.now, engine.busy_s, engine.records
 
 
-def _run_sequential(model: Model, record: bool):
+STEP_RUNS = BoundedCache(256)   # one step on an idle network, by what it runs (_idle_step)
+
+
+def _idle_step(classes: list[FlowClass], capacity: dict, step: int, key):
+    """``_run_step`` without records, kept by its input: the flows and the capacities of the
+    resources they use (the engine reads no other). The swings of ``pksim predict`` run the
+    same schedule on systems with one figure changed, most of which leave a step's flows
+    and capacities as they were; the run is then the one before, exactly."""
+    used = {n for fc in classes for n, _ in fc.usage}
+    content = (tuple((fc.usage, fc.latency_s, fc.nbytes) for fc in classes),
+               tuple(sorted((n, capacity[n]) for n in used)))
+    hit = STEP_RUNS.lookup(STEP_RUNS, content)
+    if hit is None:
+        hit = STEP_RUNS.store(STEP_RUNS, content, _run_step(classes, capacity, False, 0, key))
+    return hit
+
+
+def _run_sequential(model: Model, record: bool, busy_times: bool = True):
     """One lane: every step starts on an idle network, so a step's duration depends
     only on its traffic pattern. Each distinct pattern runs once on the fluid engine;
-    repeats reuse it (exact, and what makes 576-rank rings cheap)."""
+    repeats reuse it (exact, and what makes 576-rank rings cheap). Without ``busy_times``
+    the resources' busy seconds are not added up (empty)."""
     memo: dict = {}
     now = model.launch_s
     busy: dict[str, float] = {}
     records = []
     for s, (step, classes, sync_s) in enumerate(model.step_classes()):
         now = max(now, model.issued_s(s))
-        if step.key not in memo or record:
+        if record:
             memo[step.key] = _run_step(classes, model.capacity, record, s, step.key)
+        elif step.key not in memo:
+            memo[step.key] = _idle_step(classes, model.capacity, s, step.key)
         duration, step_busy, step_records = memo[step.key]
-        for name, value in step_busy.items():
-            busy[name] = busy.get(name, 0.0) + value
+        if busy_times:
+            for name, value in step_busy.items():
+                busy[name] = busy.get(name, 0.0) + value
         for r in step_records:
             records.append(r.__class__(r.tags, r.start_s + now, r.end_s + now, r.nbytes))
         now += duration + sync_s

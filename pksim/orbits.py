@@ -261,12 +261,13 @@ def _relabel_resources(topo: Topology, perm: tuple[int, ...], capacity: dict[str
     images = RELABELLED.lookup(topo.system, key)
     if images is None:
         images = RELABELLED.store(topo.system, key, _Images(topo, perm, _names(topo)))
-    out: dict[str, str] = {}
-    for name in capacity:
-        image = images.of(name)
-        if image is None or capacity.get(image) != capacity[name]:
+    out = images.relabel(capacity)
+    if out is None:
+        return None
+    get = capacity.get
+    for name, image in out.items():
+        if get(image) != capacity[name]:
             return None
-        out[name] = image
     return out if len(set(out.values())) == len(out) else None
 
 
@@ -288,6 +289,7 @@ class _Names:
         self.parsed: dict[str, tuple[str, int] | None] = {}
         self.named: dict[tuple[str, int], str] = {}
         self.spaces: dict[str, tuple[str, int] | None] = {}
+        self._grouped: tuple | None = None
 
     def parse(self, name: str) -> tuple[str, int] | None:
         if name not in self.parsed:
@@ -303,6 +305,25 @@ class _Names:
         if key not in self.named:
             self.named[key] = resource(cls, index)
         return self.named[key]
+
+    def grouped(self, capacity: dict[str, float]) -> list[tuple[str, list[tuple[str, int]]]] | None:
+        """The names of ``capacity`` by class, each with its index (None: a name without a
+        class): read once for the relabellings of one capacity in turn."""
+        if self._grouped is not None and self._grouped[0] is capacity \
+                and self._grouped[1] == len(capacity):
+            return self._grouped[2]
+        by_class: dict[str, list[tuple[str, int]]] = {}
+        out: list | None = []
+        for name in capacity:
+            parsed = self.parse(name)
+            if parsed is None:
+                out = None
+                break
+            by_class.setdefault(parsed[0], []).append((name, parsed[1]))
+        if out is not None:
+            out = list(by_class.items())
+        self._grouped = (capacity, len(capacity), out)
+        return out
 
     def space(self, cls: str) -> tuple[str, int] | None:
         if cls not in self.spaces:
@@ -323,6 +344,31 @@ class _Images:
         self.groups = [{loc.groups[t]: locs[perm[loc.rank]].groups[t] for loc in locs}
                        for t in range(len(topo.system.domain.switch_tiers))]
         self.seen: dict[str, str | None] = {}
+
+    def relabel(self, capacity: dict[str, float]) -> dict[str, str] | None:
+        """Every name of ``capacity`` -> its image, as ``of`` gives them one by one, a class
+        at a time (None: a name whose image is not known)."""
+        grouped = self.names.grouped(capacity)
+        if grouped is None:
+            return None
+        out: dict[str, str] = {}
+        name_of = self.names.name
+        for cls, members in grouped:
+            space = self.names.space(cls)
+            if space is None:
+                return None
+            kind, tier = space
+            if kind == "rank":
+                table = self.perm
+            elif kind == "gpu":
+                table = self.gpus
+            elif 0 < tier <= len(self.groups):
+                table = self.groups[tier - 1]
+            else:
+                return None
+            for name, index in members:
+                out[name] = name_of(cls, table[index])
+        return {name: out[name] for name in capacity}    # in the order of the names
 
     def of(self, name: str) -> str | None:
         """The image of resource ``name`` (None: a class whose index is not known)."""
@@ -348,4 +394,32 @@ class _Images:
         return None
 
 
-__all__ = ["flow_orbits", "relabellings", "RANK_FIELDS"]
+def equal_capacities(caps: dict, topo: Topology | None = None, extra: dict = ()) -> tuple:
+    """What of the capacities the orbits depend on (a relabelling keeps a resource's class and
+    must keep its capacity): the classes, and the capacities of each class whose instances
+    differ (one figure sets a class's instances alike, so mostly none). With ``topo``,
+    ``caps`` is its capacities updated with ``extra`` (names of other classes), and a
+    topology's resources of one class have one capacity (``Topology.class_capacities``):
+    only ``extra``'s names are read one by one."""
+    first: dict[str, float] = dict(topo.class_capacities()) if topo is not None else {}
+    mixed: set[str] = set()
+    names = extra if topo is not None else caps
+    # each distinct (class, capacity) once, in the order of the names (9,216 ranks: 65,000
+    # resources, a few dozen pairs)
+    try:
+        classes = list(map(_CLS, names))
+    except AttributeError:      # a name without a class stands for its own
+        classes = [getattr(name, "cls", name) for name in names]
+    for cls, c in dict.fromkeys(zip(classes, names.values())):
+        if first.setdefault(cls, c) != c:
+            mixed.add(cls)
+    if not mixed:
+        return tuple(sorted(first)), ()
+    return (tuple(sorted(first)),
+            tuple(sorted((n, c) for n, c in caps.items() if getattr(n, "cls", n) in mixed)))
+
+
+_CLS = attrgetter("cls")
+
+
+__all__ = ["equal_capacities", "flow_orbits", "relabellings", "RANK_FIELDS"]

@@ -137,11 +137,23 @@ class Program:
     def kinds(self) -> set[str]:
         """Transfer kinds of the steps (what the algorithm needs of the hardware): one step
         per distinct pattern is enough (steps with equal keys move the same way)."""
+        hit = _KINDS.get(id(self.steps))
+        if hit is not None and hit[0] is self.steps:
+            return set(hit[1])
         out: set[str] = set()
         for step in _first_per_key(self.steps).values():
             out.update(step.kinds if step.kinds is not None
                        else (t.kind for t in step.transfers()))
+        while len(_KINDS) >= 8:
+            _KINDS.pop(next(iter(_KINDS)))
+        _KINDS[id(self.steps)] = (self.steps, frozenset(out))
         return out
+
+
+# the kinds of a list of steps (Program.kinds), by the list, which a search's candidates and
+# the guessed-figure swings share (pksim.workloads.collectives keeps it): the entry holds the
+# list, so its id is not reused while it is here
+_KINDS: dict[int, tuple[list, frozenset]] = {}
 
 
 def digest(table) -> str:

@@ -14,7 +14,7 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, PksimError
 from hwmodels.system import System
 from pksim.prediction import Prediction
-from pksim.simulate import predict
+from pksim.simulate import predicted_time
 from pksim.study import figure
 
 STEP = 0.2          # each figure 20 % lower and 20 % higher
@@ -94,6 +94,6 @@ def _time_at(system_ref: str, overrides: tuple[str, ...], key: str, value, facto
 def _resimulate(system: System, p: Prediction, cold: bool) -> float | None:
     """The schedule's time on the changed system (None: it does not run there)."""
     try:
-        return predict(system, p.schedule, reduced=p.reduced, cold=cold).time_s
+        return predicted_time(system, p.schedule, reduced=p.reduced, cold=cold)
     except PksimError:
         return None

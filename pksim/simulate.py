@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hwmodels.catalog import load_system
 from hwmodels.system import System
-from pksim.collective import build, simulate
+from pksim.collective import build, simulate, simulated_time
 from pksim.fused import predict_fused
 from pksim.prediction import Prediction
 from pksim.schedule import Schedule
@@ -20,3 +20,12 @@ def predict(system: System | str, schedule: Schedule, reduced: bool = True,
     if schedule.op in FUSED_OPS:
         return predict_fused(system, schedule, reduced, record)
     return simulate(build(system, schedule, reduced, host_lead_s, cold), record=record)
+
+
+def predicted_time(system: System, schedule: Schedule, reduced: bool = True,
+                   cold: bool = False) -> float:
+    """``predict(system, schedule, reduced, cold=cold).time_s``, the same number, without
+    what only the rest of a prediction needs (a collective's busy times and bound)."""
+    if schedule.op in FUSED_OPS:
+        return predict_fused(system, schedule, reduced, False).time_s
+    return simulated_time(build(system, schedule, reduced, 0.0, cold))

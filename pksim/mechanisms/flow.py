@@ -12,6 +12,7 @@ which path: docs/decisions/D38.md.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from hwmodels.errors import InfeasibleError
@@ -106,19 +107,34 @@ def ce_kernel_sms(topo: Topology, sched: Schedule) -> int:
 
 
 def capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
-    """Every resource a flow of this schedule may use, with its capacity (B/s). Copy-engine
-    schedules also get SM issue resources for their reduction kernels."""
-    caps = {name: r.capacity_Bps for name, r in topo.resources.items()}
+    """Every resource a flow of this schedule may use, with its capacity (B/s): the
+    topology's, then ``extra_capacities``."""
+    caps = dict(topo.capacities())
+    caps.update(extra_capacities(topo, sched))
+    return caps
+
+
+def extra_capacities(topo: Topology, sched: Schedule) -> dict[str, float]:
+    """The resources of ``capacities`` that are not the topology's: each rank's issue (its
+    communication SMs, or its copy engines); copy-engine schedules also get SM issue
+    resources for their reduction kernels and the copy-command queues."""
     issue = issue_capacity(topo, sched)
     ce = sched.mechanism == "copy-engine"
+    if not ce:
+        return dict.fromkeys(_issue_names(topo.world), issue)
     sm_issue = issue_capacity(topo, sched.with_(mechanism="register",
                                                   comm_sms=ce_kernel_sms(topo, sched)))
+    caps: dict[str, float] = {}
     for rank in range(topo.world):
-        caps[resource("ce" if ce else "issue", rank)] = issue
-        if ce:
-            caps[resource("issue", rank)] = sm_issue
-            caps[commands(topo, rank)] = 1.0         # seconds of copy commands per second
+        caps[resource("ce", rank)] = issue
+        caps[resource("issue", rank)] = sm_issue
+        caps[commands(topo, rank)] = 1.0         # seconds of copy commands per second
     return caps
+
+
+@functools.lru_cache(maxsize=8)
+def _issue_names(world: int) -> tuple[str, ...]:
+    return tuple(resource("issue", rank) for rank in range(world))
 
 
 def warm_sources(topo: Topology, m: Move, resident: bool) -> int:
@@ -385,7 +401,7 @@ def entry_barrier_s(system: System, topo: Topology) -> float:
     path = FARTHEST.lookup(system, key)
     if path is None:        # once per topology: a search asks for it for every candidate
         path = FARTHEST.store(system, key, max((topo.gpu_path(0, q).one_way_s
-                                                for q in range(1, topo.world)), default=0.0))
+                                                for q in topo.first_peers()), default=0.0))
     return handoff_s(system.gpu, path)
 
 
