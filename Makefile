@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test test-kernels bench install clean docs
+.PHONY: run test test-full test-kernels bench install clean docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ run: install
 # fixtures (its nvcc builds, a fit, the default study) are made once.
 test: install
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
+
+# Everything: the exhaustive variants (marked `exhaustive`) and the full kernel matrix.
+test-full: install
+	PKSIM_SUITE=full PKSIM_KERNEL_MATRIX=full $(BIN)/python -m pytest -q -n auto --dist loadfile
 
 test-kernels: install
 	PKSIM_KERNEL_MATRIX=full $(BIN)/python -m pytest -q tests/codegen tests/kernels

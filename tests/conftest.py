@@ -4,6 +4,7 @@ in the repository root, committed by 9b9bf5f): ``git status`` before and after t
 the difference reported and the run failed."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -33,6 +34,20 @@ def shipped_copy(tmp_path):
         return dst
     return copy
 
+
+# PKSIM_SUITE=full (make test-full): the exhaustive variants too. By default a test marked
+# ``exhaustive`` is skipped; its file keeps a representative slice unmarked.
+FULL_SUITE = os.environ.get("PKSIM_SUITE") == "full"
+
+
+def pytest_collection_modifyitems(config, items):
+    if FULL_SUITE:
+        return
+    skip = pytest.mark.skip(reason="an exhaustive variant: make test-full (PKSIM_SUITE=full) "
+                                   "runs it; the default suite keeps a slice of its file")
+    for item in items:
+        if item.get_closest_marker("exhaustive") is not None:
+            item.add_marker(skip)
 
 
 ROOT = Path(__file__).resolve().parents[1]
