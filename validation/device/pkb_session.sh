@@ -29,7 +29,7 @@ deadline=${PK_PKB_DEADLINE:-45}
 check() {  # PROBLEMS SECONDS [OPTION]: one launch of the check, stopping resumably inside SECONDS
   local s=$2
   [ "$s" -ge $(( deadline + 30 )) ] || { echo "pkb check $1: SKIPPED, $s s left" | tee -a "$out/pkb.log"; return; }
-  timeout --signal=KILL "$s" python3 -m pksim.cli.main pkb check --pkb "$pkb" \
+  timeout --signal=KILL "$s" python3 -m pksim_cli.main pkb check --pkb "$pkb" \
     --results "$out/pkb.jsonl" --problems "$1" --world 8 --trials 5 --deadline-s "$deadline" \
     --budget-s $(( s - deadline - 20 )) ${3:-} >> "$out/pkb.log" 2>&1
   echo "pkb check $1: exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/pkb.log"
