@@ -14,11 +14,11 @@ import statistics
 import time
 
 from hwmodels.catalog import load_system
-from pksim import collective
-from pksim import simulate as sim
-from pksim.fused import clear_caches as clear_fused_caches
-from pksim.schedule import Schedule
-from pksim.search import fused_space, search, space
+from pksim_core import collective_model
+from pksim_core import simulate as sim
+from pksim_core.fusion import clear_caches as clear_fused_caches
+from pksim_core.schedule import Schedule
+from pksim_core.search import fused_space, search, space
 
 GiB = 1 << 30
 
@@ -26,7 +26,7 @@ GiB = 1 << 30
 def timed(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
-        collective.FLOWS.clear()
+        collective_model.FLOWS.clear()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -93,7 +93,7 @@ def fused_search() -> dict:
         candidates = fused_space(system, "gemm-rs", dict(m=32768, n=32768, k=4096))
         for top in tops:
             clear_fused_caches()
-            collective.FLOWS.clear()
+            collective_model.FLOWS.clear()
             start = time.perf_counter()
             result = search(system, candidates, top=top)
             wall = time.perf_counter() - start

@@ -28,7 +28,7 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "default"
-        command = [sys.executable, "-m", "pksim.cli.main", "whatif", "-o", str(out)]
+        command = [sys.executable, "-m", "pksim_cli.main", "whatif", "-o", str(out)]
         if args.workers:
             command += ["--workers", str(args.workers)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -30,7 +30,7 @@ def run(args: list[str]) -> dict:
     """One pksim command in a fresh process: wall and CPU seconds, and its JSON output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pksim.cli.main", *args, "--json"],
+    done = subprocess.run([sys.executable, "-m", "pksim_cli.main", *args, "--json"],
                           capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

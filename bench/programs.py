@@ -21,7 +21,7 @@ TARGET_S = 60.0
 _CHILD = """
 import json, sys, time
 from hwmodels.catalog import load_system
-from pksim.programs import list_programs, load_program, predict_program
+from pksim_core.programs import list_programs, load_program, predict_program
 out = []
 for name in sys.argv[1:]:
     system = load_system(name)

@@ -25,9 +25,9 @@ import time
 TARGET_S = 0.25
 PACKAGES = ("pksim", "hwmodels", "codegen", "validation")   # what a command may import
 COMMANDS = {
-    "pksim --version": ["-m", "pksim.cli.main", "--version"],
+    "pksim --version": ["-m", "pksim_cli.main", "--version"],
     "pksim predict --system dgx-h100 --op all-reduce --bytes 1MiB":
-        ["-m", "pksim.cli.main", "predict", "--system", "dgx-h100", "--op", "all-reduce",
+        ["-m", "pksim_cli.main", "predict", "--system", "dgx-h100", "--op", "all-reduce",
          "--bytes", "1MiB"],
     "python -c 'import pksim'": ["-c", "import pksim"],
 }

@@ -40,7 +40,7 @@ def measured(argv: list[str], runs: int) -> dict:
     walls, cpus, peaks, out = [], [], [], ""
     env = user_env()
     wrapper = ("import resource, sys, runpy; sys.argv = ['pksim'] + sys.argv[1:]\n"
-               "try:\n    runpy.run_module('pksim.cli.main', run_name='__main__')\n"
+               "try:\n    runpy.run_module('pksim_cli.main', run_name='__main__')\n"
                "finally:\n    u = resource.getrusage(resource.RUSAGE_SELF)\n"
                "    print(u.ru_utime + u.ru_stime, u.ru_maxrss, file=sys.stderr)\n")
     for _ in range(runs):

@@ -26,16 +26,16 @@ from typing import Any
 from codegen import fused
 from codegen.build import BuildOptions, compile_source, write_unit
 from codegen.manifest import Emitted, read_manifest, unit_manifest
-from codegen.plan import Plan, make_plan
+from codegen.plan import KernelPlan, make_plan
 from codegen.render import render
 from hwmodels.system import System
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 
 __all__ = ["Emitted", "emit", "build", "make_plan", "render", "options_for", "Plan", "BuildOptions",
            "read_manifest"]
 
 
-def options_for(plan: Plan) -> BuildOptions:
+def options_for(plan: KernelPlan) -> BuildOptions:
     if isinstance(plan, fused.FusedPlan):
         return fused.build_options(plan)
     return BuildOptions(arch=plan.arch, defines=plan.defines)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from hwmodels.errors import CompileError
 from hwmodels.resources import kernel_include_dirs, kernels_dir
-from pksim.kernel_contract import TARGETS
+from pksim_core.kernel_contract import TARGETS
 
 
 @dataclass(frozen=True)

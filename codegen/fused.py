@@ -50,9 +50,9 @@ from hwmodels.errors import InfeasibleError
 from hwmodels.resources import kernels_dir
 from hwmodels.system import System
 from hwmodels.units import format_time
-from pksim.kernel_contract import (FUSED_CODEGEN_OPS, FUSED_KERNELS, FUSED_MAX_RANKS,
+from pksim_core.kernel_contract import (FUSED_CODEGEN_OPS, FUSED_KERNELS, FUSED_MAX_RANKS,
                                    FUSED_TARGET, FUSED_THREADS, FUSED_TILES, emit_reason)
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 
 OPS = FUSED_CODEGEN_OPS
 KERNELS = FUSED_KERNELS
@@ -118,7 +118,7 @@ class FusedPlan:
 
 def make_plan(system: System, schedule: Schedule) -> FusedPlan:
     """Schedule -> FusedPlan, or InfeasibleError naming what is missing
-    (pksim.kernel_contract.emit_reason: the search marks the same schedules)."""
+    (pksim_core.kernel_contract.emit_reason: the search marks the same schedules)."""
     s = schedule
     why = emit_reason(system, s)
     if why:

@@ -9,14 +9,14 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.system import System
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 
 
 @dataclass(frozen=True)
 class Emitted:
     source: Path
     manifest: Path
-    plan: Any                  # codegen.plan.Plan or codegen.fused.FusedPlan
+    plan: Any                  # codegen.plan.KernelPlan or codegen.fused.FusedPlan
 
 
 def unit_manifest(system: System, schedule: Schedule, prediction: Any, plan) -> dict:

@@ -6,7 +6,7 @@ A Plan is everything the renderer needs and nothing it has to decide: which kern
 preprocessor switches. It is frozen and JSON-able (``to_dict``), so every stage can be dumped.
 
 Which skeleton, struct and mechanisms each (op, schedule algorithm) has is its row in
-pksim.algorithms (header, kernel, struct, mechanisms, epilogue_kernel, extended).
+pksim_core.algorithms (header, kernel, struct, mechanisms, epilogue_kernel, extended).
 
 The rooted, -v and send/recv kernels (rooted.cuh, varsize.cuh) and the reducing kernels given
 a reduce op or an epilogue (Schedule.extra "reduce_op", "epilogue": those with an
@@ -14,7 +14,7 @@ a reduce op or an epilogue (Schedule.extra "reduce_op", "epilogue": those with a
 op and the epilogue, their globals add the split table and the epilogue's terms
 (pkc_args::splits, alpha, bias).
 
-What can be emitted is pksim.kernel_contract's (``emit_reason``: the search marks the same
+What can be emitted is pksim_core.kernel_contract's (``emit_reason``: the search marks the same
 schedules); make_plan raises InfeasibleError with that reason. Worlds run to one NVLink domain
 (576 ranks). A hierarchical schedule over several domains emits its NVLink part, a ring over
 each domain's ranks, and names the scale-out part, NCCL's collective among the ranks of one
@@ -32,15 +32,15 @@ from codegen.build import newest_target
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
 from hwmodels.topology import Topology
-from pksim import algorithms as kernel_rows
-from pksim.kernel_contract import (BLOCK_THREADS, HIERARCHICAL_PARTS,
+from pksim_core import algorithms as kernel_rows
+from pksim_core.kernel_contract import (BLOCK_THREADS, HIERARCHICAL_PARTS,
                                    MAX_RANKS,
                                    RUNNABLE_MECHANISMS, TARGETS, TMA_STAGE_BYTES, TMA_STAGES,
                                    emit_reason, epilogue_of, in_network_chunk_bytes, plain_extra,
                                    reduce_op_of, target_for)
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 
-# The kernels: pksim.algorithms' rows with mechanisms (header, C++ name and struct, the
+# The kernels: pksim_core.algorithms' rows with mechanisms (header, C++ name and struct, the
 # epilogue form of a reducing kernel).
 OPS = tuple(dict.fromkeys(r.op for r in kernel_rows.kernels()))
 MECHANISM_CPP = {"tma": "tma", "register": "reg", "copy-engine": "copy_engine", "multimem": "multimem"}
@@ -63,7 +63,7 @@ def mechanisms(algorithm: str, op: str | None = None, extra=()) -> tuple[str, ..
 
 
 @dataclass(frozen=True)
-class Plan:
+class KernelPlan:
     """What the renderer emits: one kernel skeleton specialised by constants."""
     op: str
     algorithm: str              # the schedule's name (direct, two-shot, ring, in-network)
@@ -86,7 +86,7 @@ class Plan:
     schedule_key: str
     system: str
     # Streamed in-network kernels (all-reduce, reduce-scatter, all-gather): a rank's chunk
-    # (the schedule's chunk_bytes, else pksim.kernel_contract.in_network_chunk_bytes); 0 else.
+    # (the schedule's chunk_bytes, else pksim_core.kernel_contract.in_network_chunk_bytes); 0 else.
     chunk_bytes: int = 0
     # In-network kernels built with -DPKC_EMULATE_MULTIMEM=1 (peer loads and stores in place of
     # multimem; runnable as virtual ranks): schedule.extra "multimem" = "emulated".
@@ -173,7 +173,7 @@ def _hierarchy(s: Schedule, m: int) -> tuple[tuple[tuple[str, object], ...], tup
     return scale_out, calls
 
 
-def make_plan(system: System, schedule: Schedule) -> Plan:
+def make_plan(system: System, schedule: Schedule) -> KernelPlan:
     """Schedule -> Plan, or InfeasibleError naming what codegen cannot express."""
     s = schedule
     why = emit_reason(system, s)
@@ -197,7 +197,7 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     topo = Topology.build(system, world, 1)
     if part.mechanism == "copy-engine":
         # Copy engines take no SMs; the blocks are those of the local reduction kernels:
-        # the schedule's comm_sms, else all of a rank's SMs (pksim.mechanisms.flow.ce_kernel_sms).
+        # the schedule's comm_sms, else all of a rank's SMs (pksim_core.mechanisms.flow.ce_kernel_sms).
         blocks = max(1, part.comm_sms or topo.sms_per_rank())
     else:
         blocks = max(1, part.comm_sms)
@@ -208,7 +208,7 @@ def make_plan(system: System, schedule: Schedule) -> Plan:
     if emulated:
         defines = (("PKC_EMULATE_MULTIMEM", "1"),)
     chunk = in_network_chunk_bytes(blocks, part.chunk_bytes) if streamed else 0
-    return Plan(op=part.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=mech,
+    return KernelPlan(op=part.op, algorithm=s.algorithm, kernel_algorithm=kalg, mechanism=mech,
                 header=f"collectives/{header}", struct=f"pkc::{struct}", kernel=kernel,
                 entry=f"pk_{kernel}",
                 threads=BLOCK_THREADS["register" if mech == "register" else "tma"],

@@ -1,6 +1,6 @@
 """``pksim codegen --program NAME``: the generated kernels of a program's communication.
 
-Every communication op of a program (pksim.programs) becomes one generated collective, in its
+Every communication op of a program (pksim_core.programs) becomes one generated collective, in its
 group's size (a sub-group's collective is the same kernel at that world):
 
 =====================  ======================================================================
@@ -18,8 +18,8 @@ sendrecv               send-recv (collectives/varsize.cuh), its sizes a run-time
 =====================  ======================================================================
 
 The schedule of each is the fastest the model predicts among those codegen emits
-(pksim.kernel_contract.emit_reason), at the op's size; the -v and send-recv kernels at the
-program's split sizes (pksim.programs.costs.kernel_call), the schedule pksim's best costs them
+(pksim_core.kernel_contract.emit_reason), at the op's size; the -v and send-recv kernels at the
+program's split sizes (pksim_core.programs.costs.kernel_call), the schedule pksim's best costs them
 with, so that ``predict --program`` and the emitted kernels' predictions agree.
 Reductions of types other than bf16 and fp32 and groups of one rank are not emitted; the index
 says why. Distinct schedules are emitted once.
@@ -34,12 +34,12 @@ from codegen.manifest import Emitted
 from codegen.plan import algorithms as codegen_algorithms
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
-from pksim.kernel_contract import emit_reason
-from pksim.prediction import Prediction
-from pksim.programs.costs import kernel_call
-from pksim.programs.model import DTYPE_BYTES, Op, Program
-from pksim.schedule import Schedule
-from pksim.search import search, space
+from pksim_core.kernel_contract import emit_reason
+from pksim_core.prediction import Prediction
+from pksim_core.programs.costs import kernel_call
+from pksim_core.programs.model import DTYPE_BYTES, Op, ProgramSpec
+from pksim_core.schedule import Schedule
+from pksim_core.search import search, space
 
 KERNEL_OP = {"all-reduce": "all-reduce", "reduce-scatter": "reduce-scatter", "reduce": "reduce",
              "all-gather": "all-gather", "all-to-all": "all-to-all", "broadcast": "broadcast",
@@ -59,7 +59,7 @@ class CommKernel:
     reason: str = ""              # why nothing is emitted (schedule None)
 
 
-def kernel_for(system: System, program: Program, op: Op) -> CommKernel:
+def kernel_for(system: System, program: ProgramSpec, op: Op) -> CommKernel:
     """The schedule codegen emits for a communication op (the model's fastest that it can)."""
     kind = op.kind
     n = program.groups[op.group].size
@@ -101,11 +101,11 @@ def kernel_for(system: System, program: Program, op: Op) -> CommKernel:
     return CommKernel(op.name, kind, best.schedule, best)
 
 
-def program_kernels(system: System, program: Program) -> list[CommKernel]:
+def program_kernels(system: System, program: ProgramSpec) -> list[CommKernel]:
     return [kernel_for(system, program, op) for op in program.comm_ops]
 
 
-def emit_program(system: System, program: Program, out_dir: str | Path, emit, command: str = ""
+def emit_program(system: System, program: ProgramSpec, out_dir: str | Path, emit, command: str = ""
                  ) -> tuple[list[Emitted], Path]:
     """Emit every distinct kernel of the program's communication into ``out_dir`` (``emit``:
     codegen.emit) and an index, ``program-<name>.json``: per op its kernel's file, schedule

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from codegen.plan import Plan, MECHANISM_CPP
+from codegen.plan import KernelPlan, MECHANISM_CPP
 from hwmodels.units import format_bytes, format_time
 
 
@@ -35,7 +35,7 @@ class Renderer:
     launch_call = "pkc::launch<config, algorithm>({kernel}<{T}, false>, {kernel}<{T}, true>, a, rep)"
     requirements_kernel = "{kernel}<{T}, false>, {kernel}<{T}, true>"
 
-    def __init__(self, plan: Plan, prediction: Any = None, command: str = ""):
+    def __init__(self, plan: KernelPlan, prediction: Any = None, command: str = ""):
         self.p = plan
         self.prediction = prediction
         self.command = command
@@ -229,7 +229,7 @@ class MultimemRenderer(Renderer):
     kernel_note = ("Compile-only: the entry point refuses to launch without multicast addresses "
                    "(pkc_args::in_mc, out_mc).")
 
-    def __init__(self, plan: Plan, prediction: Any = None, command: str = ""):
+    def __init__(self, plan: KernelPlan, prediction: Any = None, command: str = ""):
         super().__init__(plan, prediction, command)
         if plan.chunk_bytes:
             self.guard = self.emulated_guard
@@ -274,7 +274,7 @@ class Extended:
     """The extended kernels (codegen.plan: rooted, -v, send/recv, epilogue): the config names
     the reduce op and the epilogue (collectives/epilogue.cuh), the globals add the split table
     and the epilogue's run-time terms (entry.cuh make_globals fills them)."""
-    p: Plan
+    p: KernelPlan
 
     def header(self) -> str:
         text = super().header()
@@ -310,7 +310,7 @@ _EXTENDED = {mech: type(f"Extended{cls.__name__}", (Extended, cls), {})
              for mech, cls in RENDERERS.items()}
 
 
-def render(plan: Plan, prediction: Any = None, command: str = "") -> str:
+def render(plan: KernelPlan, prediction: Any = None, command: str = "") -> str:
     """The CUDA translation unit for ``plan``."""
     renderers = _EXTENDED if plan.extended else RENDERERS
     return renderers[plan.mechanism](plan, prediction, command).render()

@@ -57,8 +57,8 @@ from click.testing import CliRunner  # noqa: E402
 
 from hwmodels.catalog import load_system  # noqa: E402
 from hwmodels.units import TIME_UNITS, significant  # noqa: E402
-from pksim.cli.main import cli  # noqa: E402
-from pksim.study import figure  # noqa: E402
+from pksim_cli.main import cli  # noqa: E402
+from pksim_core.study import figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = (ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md")))

@@ -57,7 +57,7 @@ class Flow:
 
 
 @dataclass(eq=False)
-class _Group:
+class _FlowGroup:
     """Active flows of one usage and priority: one rate; ``served`` bytes moved by each since
     the group formed; ``heap`` (served at which it lands, order, flow), soonest first."""
     usage: Mapping[str, float]
@@ -93,7 +93,7 @@ class FluidEngine:
                  priority: int = 0, **tags: Any) -> simpy.Event:
         """Start a flow after ``latency_s``; the returned event fires when its last byte lands.
         A flow of higher ``priority`` takes its max-min share before any lower one (a
-        GEMM's main loops before its epilogue's stores: pksim.fused)."""
+        GEMM's main loops before its epilogue's stores: pksim_core.fusion)."""
         done = self.env.event()
         for name in usage:
             if name not in self.capacity:
@@ -109,7 +109,7 @@ class FluidEngine:
             key = (flow.priority, frozenset(flow.usage.items()))
             group = self._groups.get(key)
             if group is None:
-                group = self._groups[key] = _Group(flow.usage, flow.priority)
+                group = self._groups[key] = _FlowGroup(flow.usage, flow.priority)
             heapq.heappush(group.heap, (group.served + flow.nbytes, next(self._order), flow))
             self._reschedule_soon()
 
@@ -215,7 +215,7 @@ class FluidEngine:
                 self._load[name] = self._load.get(name, 0.0) + used
 
     @staticmethod
-    def _fill(groups: list[_Group], capacity: Mapping[str, float]) -> dict:
+    def _fill(groups: list[_FlowGroup], capacity: Mapping[str, float]) -> dict:
         """Weighted max-min fair rates by progressive filling: raise every unfrozen
         group's rate together until a resource fills, freeze the groups on it, repeat; a
         group weighs its flows' weight times their number. Each resource's unfrozen weight

@@ -63,7 +63,7 @@ class KernelSpec:
     """The generated kernels' own routines on one GPU (SI units), from its kernel profile.
     Time per byte of payload of a move that reads S sources and writes D destinations is
     base + dest x D for a copy (S = 1), base + reduce + source x S + dest x D for a sum
-    (pksim.mechanisms.move_time_per_B), measured inside one GPU by block_moves; they govern moves
+    (pksim_core.mechanisms.move_time_per_B), measured inside one GPU by block_moves; they govern moves
     inside one GPU only (moves over NVLink: gpu.transfer_remote, docs/decisions/D38.md)."""
     tma_move_base_s_per_B: float = kfig(
         "tma_move_base_ns_per_KiB", _NS_KIB, "tma_move_base_cycles_per_KiB", "clock",
@@ -81,7 +81,7 @@ class KernelSpec:
         "tma_message_ns", 1e-9, "tma_message_cycles", "clock", table=MOVES,
         doc="TMA move: SM cycles per bulk load or store beyond its bytes; a sum of S sources "
             "cuts its stage into S + 1 slots, so its messages grow as S^2 "
-            "(pksim.mechanisms.move_time_per_B)")
+            "(pksim_core.mechanisms.move_time_per_B)")
     ldst_move_base_s_per_B: float = kfig(
         "ldst_move_base_ns_per_KiB", _NS_KIB, "ldst_move_base_cycles_per_KiB", "clock",
         table=MOVES, lo_open=True, doc="ld/st move: fixed SM cycles per KiB of payload")
@@ -96,7 +96,7 @@ class KernelSpec:
         table=MOVES, doc="ld/st move: SM cycles per KiB per summed source")
     move_knee: float = kfig(
         "move_knee", 1.0, "move_knee", table=MOVES, lo_open=True,
-        doc="the bend where the collectives' copies meet the memory (pksim.mechanisms.move_Bps)")
+        doc="the bend where the collectives' copies meet the memory (pksim_core.mechanisms.move_Bps)")
     tma_move_reduce_knee: float = kfig(
         "tma_move_reduce_knee", 1.0, "tma_move_reduce_knee", table=MOVES, lo_open=True,
         doc="the same bend for their TMA sums, which stay bound by the blocks closer to the "
@@ -108,7 +108,7 @@ class KernelSpec:
         "dest_set_latency_ns", 1e-9, "dest_set_latency_cycles", "clock", table=MOVES,
         doc="latency a move to several destinations adds: the generated kernels fill a set "
             "of them per peer, whose count the compiler does not know, where a move to one "
-            "destination passes pkc::one (pksim.mechanisms.move_fixed_latency_s)")
+            "destination passes pkc::one (pksim_core.mechanisms.move_fixed_latency_s)")
     nvlink_buffer_latency_s: float = kfig(
         "nvlink_buffer_latency_ns", 1e-9, "nvlink_buffer_latency_hops", "nvlink", table=MOVES,
         doc="the same latency per buffer for a move across NVLink (a far source or "
@@ -117,12 +117,12 @@ class KernelSpec:
     tma_shared_reuse_B: float = kfig(
         "tma_shared_reuse_MiB", 1024.0**2, "tma_shared_reuse_MiB", table=MOVES, lo_open=True,
         doc="payload per reader at which half of the repeat reads of a source shared by TMA "
-            "readers miss the L2 (pksim.mechanisms.shared_reads)")
+            "readers miss the L2 (pksim_core.mechanisms.shared_reads)")
     ldst_fanout_write: float = kfig(
         "ldst_fanout_write", 1.0, "ldst_fanout_write", table=MOVES,
         doc="register moves to several destinations: extra memory use per destination byte "
             "and doubling of the destinations, at payloads far above the reach "
-            "(pksim.mechanisms.dest_writes)")
+            "(pksim_core.mechanisms.dest_writes)")
     ldst_fanout_reach_B: float = kfig(
         "ldst_fanout_reach_MiB", 1024.0**2, "ldst_fanout_reach_MiB", table=MOVES, lo_open=True,
         doc="payload at which half of ldst_fanout_write applies")
@@ -139,7 +139,7 @@ class KernelSpec:
             "rounds (the two-shot all-reduce: 4 at a time) waits before its first store "
             "(block_moves_cross with load_batch 4)")
     # What a reduce op or a fused epilogue adds to those sums (kernels/collectives/epilogue.cuh;
-    # pksim.mechanisms.epilogue_time_per_B), measured by validation/microbench/epilogue_moves.cu
+    # pksim_core.mechanisms.epilogue_time_per_B), measured by validation/microbench/epilogue_moves.cu
     # (docs/decisions/D56.md).
     tma_move_bias_s: float = kfig(
         "tma_move_bias_ns", 1e-9, "tma_move_bias_cycles", "clock", table=EPILOGUE,
@@ -156,7 +156,7 @@ class KernelSpec:
         doc="register sum with a bias: SM cycles per output element (the bias read per "
             "element)")
     # What a source off the destinations' 16-byte grid adds (kernels/collectives/moves.cuh;
-    # pksim.mechanisms.shift_time_per_B), measured by block_moves --shift (docs/decisions/D63.md).
+    # pksim_core.mechanisms.shift_time_per_B), measured by block_moves --shift (docs/decisions/D63.md).
     ldst_move_word_s_per_B: float = kfig(
         "ldst_move_word_ns_per_KiB", _NS_KIB, "ldst_move_word_cycles_per_KiB", "clock",
         table=SHIFTED, doc="register move from a shifted source: SM cycles per KiB per source "

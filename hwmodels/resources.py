@@ -108,4 +108,4 @@ def profiles_dir() -> Path:
 
 
 def studies_dir() -> Path:
-    return package_dir("pksim", "studies")
+    return package_dir("pksim_core", "studies")

@@ -2,8 +2,8 @@
 its tensor cores run a GEMM or an attention of a given shape.
 
 These are the formulas that both the simulator and the microbenchmarks' model
-(``pksim.microbench_model``) use, each mechanism's component on top of them
-(``pksim.mechanisms``: what one move or transfer of a mechanism costs, the generated
+(``pksim_core.microbench_model``) use, each mechanism's component on top of them
+(``pksim_core.mechanisms``: what one move or transfer of a mechanism costs, the generated
 kernels' moves included); calibration fits their parameters, which live in the system file
 (``gpu.transfer``, ``gpu.tensor``) and the kernel profile (``gpu.kernel``).
 

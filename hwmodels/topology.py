@@ -17,7 +17,7 @@ from hwmodels.system import System
 class ResourceName(str):
     """A resource's name that carries its class: ``resource("nvl_out", 3)`` is the string
     ``"nvl_out[3]"`` with ``cls == "nvl_out"``; a symmetry class of such resources
-    (``pksim.symmetry``) is another name of the same class."""
+    (``pksim_core.symmetry``) is another name of the same class."""
     cls: str
 
     def __new__(cls, name: str, resource_class: str) -> "ResourceName":

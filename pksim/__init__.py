@@ -3,10 +3,7 @@
 The Python API (docs/api.md) is loaded when first used, so that ``import pksim`` stays cheap:
 ``pksim.predict``, ``pksim.search``, ``pksim.sweep``, ``pksim.whatif``, ``pksim.load_system``
 and the one error type, ``pksim.PksimError``."""
-import sys
-import types
-
-from pksim.lazy import LazyTable
+from pksim_core.lazy import LazyTable
 
 __version__ = "0.1.0"
 
@@ -31,20 +28,6 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'pksim' has no attribute {name!r}")
-
-
-class _Package(types.ModuleType):
-    """The package keeps its API names when a submodule of the same name is imported: the
-    engine's ``pksim/search.py`` stays ``sys.modules["pksim.search"]`` (``from pksim.search
-    import space`` as before) while ``pksim.search`` is the API's function."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in API and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

@@ -19,10 +19,10 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
-from pksim import plots
-from pksim.gantt import gantt
-from pksim.cli.main import cli
-from pksim.study import figure
+from pksim_core import plots
+from pksim_core.gantt import gantt
+from pksim_cli.main import cli
+from pksim_core.study import figure
 from tests.golden.test_predictions import is_default_study
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.catalog import SYSTEMS_DIR
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 
 H100 = ["--system", "dgx-h100"]
 AR = [*H100, "--op", "all-reduce", "--bytes", "1MiB"]

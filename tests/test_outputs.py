@@ -7,7 +7,7 @@ schema docs/outputs.md documents (the test reads the document's tables):
   system file's dotted key (``gpu.nvlink.latency_ns``), the one vocabulary with its own units;
 - units in the key: no key ends in _B, _us, _ms or _ns, none is nbytes, size or seconds
   (the old names are allowed only as the documented aliases, beside their new name);
-- every alias docs/outputs.md lists is one pksim.vocabulary.RENAMED knows, and an output
+- every alias docs/outputs.md lists is one pksim_core.vocabulary.RENAMED knows, and an output
   that has an alias has its new name in the same object.
 
 ``pksim validate --report`` reads the committed measurement files (their report is one of
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
-from pksim.vocabulary import MOVED, RENAMED
+from pksim_cli.main import cli
+from pksim_core.vocabulary import MOVED, RENAMED
 from tests.validation.committed import COMMITTED, committed_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,7 +237,7 @@ def test_output_keys_follow_the_schema(outputs, section):
 
 
 def test_aliases_are_the_renames_the_code_makes():
-    """Every rename pksim.vocabulary.RENAMED makes is in docs/outputs.md with its new name;
+    """Every rename pksim_core.vocabulary.RENAMED makes is in docs/outputs.md with its new name;
     the document's others are the contextual ones (a span's bytes) and systems show's."""
     _, aliases = schema()
     for old, new in RENAMED.items():

@@ -1,14 +1,15 @@
 """Guards on the shape of the code: no import cycle between project modules, no import from
-a lower layer into a higher one (hwmodels -> pksim -> codegen -> validation -> pksim.torch ->
-pksim.pkb -> pksim.cli),
-no project import hidden inside a function, no module over 600 lines (Python and CUDA sources
-alike), the working tree under 15 MB (pages' length: tests/test_docs.py). Each fails with the
-offenders listed.
+a lower layer into a higher one (folders: hwmodels -> pksim_core -> codegen -> validation ->
+pksim -> pksim_cli; inside pksim: the API -> pksim.torch -> pksim.pkb), no two folders that
+import each other, no project import hidden inside a function, no module over 600 lines
+(Python and CUDA sources alike), one class per class name, no model module named like a CUDA
+source, the working tree under 15 MB (pages' length: tests/test_docs.py). Each fails with the
+offenders listed (docs/design/layout.md, Code layout).
 
-The one way a module is imported by a name it is given is a ``pksim.lazy.LazyTable`` (the
+The one way a module is imported by a name it is given is a ``pksim_core.lazy.LazyTable`` (the
 CLI's command table, the package's API attributes): its entries count here as imports of the
 module that holds the table, at module level, so the cycle and layer guards see them; an
-importlib call with a computed name anywhere but ``pksim.lazy`` fails (docs/design/layout.md, Code
+importlib call with a computed name anywhere but ``pksim_core.lazy`` fails (docs/design/layout.md, Code
 layout)."""
 from __future__ import annotations
 
@@ -19,19 +20,21 @@ from pathlib import Path
 
 import pytest
 
-from pksim.lazy import LazyTable
+from pksim_core.lazy import LazyTable
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("hwmodels", "pksim", "codegen", "validation")
-# pksim.torch calls generated kernels (codegen, validation.runtime); pksim.pkb writes and checks
-# ParallelKernelBench solutions on top of it (docs/design/codegen.md, "pksim.torch").
-LAYERS = {"hwmodels": 0, "pksim": 1, "codegen": 2, "validation": 3, "pksim.torch": 4,
-          "pksim.pkb": 5, "pksim.cli": 6}
+PACKAGES = ("hwmodels", "pksim_core", "codegen", "validation", "pksim", "pksim_cli")
+# One layer per top-level folder, in this order (docs/design/layout.md). pksim holds the Python
+# API (on the model), pksim.torch (calls generated kernels: codegen, validation.runtime) and
+# pksim.pkb (ParallelKernelBench solutions on pksim.torch), in that order inside its layer.
+LAYERS = {"hwmodels": 0, "pksim_core": 1, "codegen": 2, "validation": 3, "pksim": 4,
+          "pksim_cli": 5}
+SUBLAYERS = {"pksim.torch": 1, "pksim.pkb": 2}       # the rest of pksim: 0
 # Libraries imported where they are used: optional ones (the simulator runs without them) and
 # heavy ones no simulation needs (scipy: the calibration's fit; matplotlib: plots; rich:
 # tables and progress bars), so that a command loads only what it uses.
 LAZY_ALLOWED = {"torch", "dask", "distributed", "matplotlib", "scipy", "rich"}
-LAZY_LOADER = "pksim.lazy"          # the one module that imports by a computed name
+LAZY_LOADER = "pksim_core.lazy"          # the one module that imports by a computed name
 MAX_MODULE_LINES = 600
 MAX_TREE_BYTES = 15 * 1024 * 1024
 GENERATED = ("tests/golden/", "tests/codegen/golden/")
@@ -47,11 +50,10 @@ def project_modules() -> dict[str, Path]:
             if ".venv" not in p.parts}
 
 
-def layer(module: str) -> int:
-    for sub in ("pksim.cli", "pksim.pkb", "pksim.torch"):
-        if module == sub or module.startswith(sub + "."):
-            return LAYERS[sub]
-    return LAYERS[module.split(".")[0]]
+def layer(module: str) -> tuple[int, int]:
+    """(the folder's layer, the place inside it)."""
+    sub = next((n for s, n in SUBLAYERS.items() if module == s or module.startswith(s + ".")), 0)
+    return LAYERS[module.split(".")[0]], sub
 
 
 class _Imports(ast.NodeVisitor):
@@ -174,6 +176,39 @@ def test_no_upward_import():
     assert up == []
 
 
+def test_folders_are_layers():
+    # the folder-level graph: every edge from a folder to one strictly below it
+    modules = project_modules()
+    edges = {(src.split(".")[0], dst.split(".")[0]) for src, dst, _, _ in imports()
+             if dst in modules and src.split(".")[0] != dst.split(".")[0]}
+    assert {e for e in edges if LAYERS[e[1]] >= LAYERS[e[0]]} == set()
+    assert set(LAYERS) == set(PACKAGES) and len(set(LAYERS.values())) == len(LAYERS)
+    assert ("pksim_cli", "validation") in edges and ("validation", "pksim_core") in edges
+
+
+def _class_names() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for mod, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(mod)
+    return found
+
+
+def test_one_class_per_class_name():
+    names = _class_names()
+    assert len(names) > 100           # the guard sees the classes
+    assert {n: mods for n, mods in names.items() if len(mods) > 1} == {}
+
+
+def test_no_model_module_named_like_a_cuda_source():
+    cuda = {p.name.split(".")[0] for p in (ROOT / "kernels").rglob("*") if p.suffix in (".cu", ".cuh")}
+    assert {"collective", "moves", "tma"} <= cuda
+    model = {p.stem for p in (ROOT / "pksim_core").rglob("*.py")} | \
+        {p.name for p in (ROOT / "pksim_core").rglob("*") if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(model & cuda) == []
+
+
 def test_no_import_inside_a_function_but_optional_dependencies():
     modules = project_modules()
     inner = [f"{src}:{line} imports {dst}" for src, dst, line, lazy in imports()
@@ -191,7 +226,7 @@ def test_modules_are_imported_by_literal_names_but_in_the_lazy_loader():
 def test_lazy_tables_name_modules_and_attributes_that_exist():
     # every entry of every LazyTable resolves (the command table is data, checked as imports)
     holders = [mod for mod, v in _visited().items() if v.tables]
-    assert set(holders) >= {"pksim", "pksim.cli.main", "pksim.cli.programs"}
+    assert set(holders) >= {"pksim", "pksim_cli.main", "pksim_cli.programs"}
     tables = [(mod, value) for mod in holders
               for value in vars(importlib.import_module(mod)).values()
               if isinstance(value, LazyTable)]
@@ -201,9 +236,14 @@ def test_lazy_tables_name_modules_and_attributes_that_exist():
     assert missing == []
 
 
+def _outside_the_project(path: Path) -> bool:
+    """A build folder or a hidden one (.venv, .git, a developer's .dev copies): not project code."""
+    parts = path.relative_to(ROOT).parts
+    return "build" in parts or any(part.startswith(".") for part in parts)
+
+
 def _python_files() -> list[Path]:
-    files = [p for p in ROOT.rglob("*.py") if ".venv" not in p.parts and ".git" not in p.parts
-             and "build" not in p.relative_to(ROOT).parts[:1]]
+    files = [p for p in ROOT.rglob("*.py") if not _outside_the_project(p)]
     return [p for p in files if not str(p.relative_to(ROOT)).startswith(GENERATED)]
 
 
@@ -216,7 +256,7 @@ def test_no_module_over_the_line_budget():
 def _cuda_files() -> list[Path]:
     """Every CUDA / C++ source of the project (kernels, microbenchmarks, device drivers, tests)."""
     return [p for p in ROOT.rglob("*") if p.suffix in (".cu", ".cuh", ".h", ".cpp")
-            and not {".venv", ".git", "build"} & set(p.relative_to(ROOT).parts)]
+            and not _outside_the_project(p)]
 
 
 def test_no_cuda_source_over_the_line_budget():
@@ -242,15 +282,17 @@ def test_the_guards_see_what_they_guard():
     edges = {"a": {"b"}, "b": {"a", "c"}, "c": set(), "x": {"y"}, "y": {"z"}, "z": {"x"}}
     assert _cycles(edges) == [["a", "b"], ["x", "y", "z"]]
     # an import inside a function and a literal importlib call are both seen, with their depth
-    tree = ast.parse("import os\ndef f():\n    from pksim import schedule\n"
+    tree = ast.parse("import os\ndef f():\n    from pksim_core import schedule\n"
                      "    importlib.import_module('hwmodels.sm')\n")
-    v = _Imports("pksim.cli.x", False, {"pksim.schedule": ROOT})
+    v = _Imports("pksim_cli.x", False, {"pksim_core.schedule": ROOT})
     v.visit(tree)
-    assert v.found == [("os", 1, False), ("pksim.schedule", 3, True), ("hwmodels.sm", 4, True)]
+    assert v.found == [("os", 1, False), ("pksim_core.schedule", 3, True), ("hwmodels.sm", 4, True)]
     # a LazyTable's entries are imports at module level; a computed importlib name is seen
-    tree = ast.parse("T = LazyTable({'run': 'pksim.cli.run:run'})\n"
+    tree = ast.parse("T = LazyTable({'run': 'pksim_cli.run:run'})\n"
                      "def f(n):\n    importlib.import_module(n)\n")
-    v = _Imports("pksim.cli.main", False, {})
+    v = _Imports("pksim_cli.main", False, {})
     v.visit(tree)
-    assert v.found == [("pksim.cli.run", 1, False)] and v.computed == [3]
-    assert layer("pksim.cli.main") > layer("validation.report.data") > layer("codegen.plan")
+    assert v.found == [("pksim_cli.run", 1, False)] and v.computed == [3]
+    assert layer("pksim_cli.main") > layer("pksim.pkb.solve") > layer("pksim.torch.comm") > \
+        layer("pksim.api.predict") > layer("validation.report.data") > layer("codegen.plan") > \
+        layer("pksim_core.collective_model") > layer("hwmodels.fluid")

@@ -93,8 +93,8 @@ def test_the_wheel_carries_every_kernel_source_and_microbenchmark(wheel):
     kernels = {f"pksim_kernels/{p.removeprefix('kernels/')}" for p in _tracked("kernels")}
     assert kernels and kernels <= names, sorted(kernels - names)
     data = set(_tracked("validation/microbench", "validation/device", "validation/suites",
-                        "validation/published/corpus", "hwmodels/systems", "pksim/studies",
-                        "pksim/programs/shipped"))
+                        "validation/published/corpus", "hwmodels/systems", "pksim_core/studies",
+                        "pksim_core/programs/shipped"))
     assert data <= names, sorted(data - names)
 
 

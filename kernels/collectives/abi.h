@@ -69,7 +69,7 @@
 #include <stddef.h>
 
 #define PKC_ABI_VERSION 2
-#define PKC_MAX_RANKS 576           /* world <= this: one NVLink domain (pksim.kernel_contract) */
+#define PKC_MAX_RANKS 576           /* world <= this: one NVLink domain (pksim_core.kernel_contract) */
 #define PKC_INLINE_RANKS 8          /* worlds up to this pass their pointers in the kernel parameter */
 #define PKC_SET_SLOTS 8             /* buffers a move holds in registers at once; more go in batches */
 #define PKC_TMA_MAX_SOURCES 8       /* sources one TMA sum stages in shared memory */

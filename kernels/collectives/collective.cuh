@@ -89,7 +89,7 @@ PK_HD span piece(size_t n, int parts, int k, size_t align) {
 // a 33-block register copy ran 6 % faster than at 128 bytes (validation/experiments/
 // piece_align.cu at commit 7cc519e, H200; docs/decisions/D23.md). Below 64 KiB a piece stays small, so
 // that small ranges still spread over the blocks (4 KiB pieces put a 4 KiB TMA sum of 8
-// sources on one block: 0.4-0.8 us slower). pksim.moves.piece_blocks models the cut
+// sources on one block: 0.4-0.8 us slower). pksim_core.move_cuts.piece_blocks models the cut
 // (docs/decisions/D23.md).
 constexpr size_t kLineBytes = 128, kPieceBytes = 4096, kPagedPieceBytes = 64 * 1024;
 

@@ -15,7 +15,7 @@
 // sum's for op_sum and ep_none, else ep_policy below, which applies the op as it accumulates and
 // the epilogue before the stores (registers: one 16-byte vector of each source a thread in
 // flight; TMA: in the stage before its bulk stores), so the moves the model costs are the sum's
-// (pksim.workloads.phases; the epilogue's arithmetic and its bias reads, a vector that stays in
+// (pksim_core.workloads.phases; the epilogue's arithmetic and its bias reads, a vector that stays in
 // L2, are not costed: docs/decisions/D53.md).
 //
 // one-shot / two-shot all-reduce and direct reduce-scatter with an epilogue: the kernels of

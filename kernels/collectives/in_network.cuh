@@ -16,11 +16,11 @@
 // 16-byte vectors only: the host checks that the bytes per rank are a multiple of 16.
 //
 // Streamed (all-reduce, reduce-scatter, all-gather): a rank's range runs in chunks of
-// config::kChunkBytes (the schedule's chunk_bytes; pksim.kernel_contract), each cut among the
+// config::kChunkBytes (the schedule's chunk_bytes; pksim_core.kernel_contract), each cut among the
 // rank's blocks; a thread holds kInFlight vectors a batch (256 threads x 4 x 16 B = 16 KiB a
 // block, the default chunk's share) and issues the next batch's loads (ld_reduce) before this
 // batch's stores (multimem.st), so chunk i + 1's ld_reduce overlaps chunk i's st (pksim models
-// the chunks as lanes, two in flight: pksim.collective.streamed_in_network).
+// the chunks as lanes, two in flight: pksim_core.collective_model.streamed_in_network).
 //
 // Emulation switch, -DPKC_EMULATE_MULTIMEM=1 (without PK_ENABLE_MULTIMEM): the same chunk loop
 // and flags (the entry and exit barriers of ranks in separate processes), with multimem.ld_reduce

@@ -183,7 +183,7 @@ void ce_push_matrix(const G& g, int r, const ce_ctx& x) {
   }
 }
 
-// all-to-all-v and send/recv (codegen names it for both: pksim.algorithms struct).
+// all-to-all-v and send/recv (codegen names it for both: pksim_core.algorithms struct).
 struct all_to_all_v_direct : algorithm_defaults, split_matrix {
 
 #ifdef __CUDACC__

@@ -59,7 +59,7 @@
 #include <stddef.h>
 
 #define PKF_ABI_VERSION 3
-#define PKF_MAX_RANKS 576          /* one NVLink domain (pksim.kernel_contract FUSED_MAX_RANKS) */
+#define PKF_MAX_RANKS 576          /* one NVLink domain (pksim_core.kernel_contract FUSED_MAX_RANKS) */
 
 typedef struct pkf_args {
   int abi_version;           /* PKF_ABI_VERSION */

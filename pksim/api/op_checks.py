@@ -5,9 +5,9 @@ NCCL's own choice). With --impl nccl, --algorithm forces NCCL's algorithm as NCC
 from __future__ import annotations
 
 from hwmodels.errors import ConfigError
-from pksim.algorithms import PEER_ORDERED
-from pksim.nccl import P2P_OPS
-from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS
+from pksim_core.algorithms import PEER_ORDERED
+from pksim_core.nccl import P2P_OPS
+from pksim_core.workloads.fused_ops import FUSED_OPS, SHAPE_KEYS
 
 # The shape options (click's parameter names) and how the user typed them.
 SHAPE_OPTIONS = {key: "--" + key.replace("_", "-") for keys in SHAPE_KEYS.values()

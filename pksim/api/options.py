@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from hwmodels.errors import ConfigError
-from pksim.kernel_contract import EPILOGUES, REDUCE_OPS, SPLIT_OPS
-from pksim.nccl import DEFAULT_LAUNCH, LAUNCH_MODES
-from pksim.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS
-from pksim.workloads import varsize
-from pksim.workloads.collectives import COLLECTIVES, REDUCING
-from pksim.workloads.fused import FUSED_OPS
+from pksim_core.kernel_contract import EPILOGUES, REDUCE_OPS, SPLIT_OPS
+from pksim_core.nccl import DEFAULT_LAUNCH, LAUNCH_MODES
+from pksim_core.schedule import ALGORITHMS, DTYPES, IMPLS, MECHANISMS, OVERLAPS, PEER_ORDERS
+from pksim_core.workloads import varsize_ops
+from pksim_core.workloads.collectives import COLLECTIVES, REDUCING
+from pksim_core.workloads.fused_ops import FUSED_OPS
 
 # keyword -> the CLI's parameter name, where they differ
 CLI_NAMES = {"system": "system_name", "set": "overrides", "bytes": "size", "n": "n_",
@@ -156,11 +156,11 @@ def comm_extra(kw, op: str, world: int) -> tuple[tuple, int | None]:
     when --bytes is not given; else None). ConfigError naming the option that does not apply."""
     extra: dict[str, str] = {}
     if kw.get("splits") is not None:
-        extra["splits"] = varsize.parse_splits(op, kw["splits"], world)
+        extra["splits"] = varsize_ops.parse_splits(op, kw["splits"], world)
     if kw.get("peers") is not None:
         if op != "send-recv":
             raise ConfigError(f"--peers: only send-recv takes pairs, not {op}")
-        extra["peers"] = varsize.parse_peers(kw["peers"], world)
+        extra["peers"] = varsize_ops.parse_peers(kw["peers"], world)
     for key, value, none in (("reduce_op", kw.get("reduce_op"), "sum"),
                              ("epilogue", kw.get("epilogue"), "none")):
         if value is None or value == none:
@@ -171,7 +171,7 @@ def comm_extra(kw, op: str, world: int) -> tuple[tuple, int | None]:
         extra[key] = value
     implied = None
     if "splits" in extra and kw.get("size") is None:
-        implied = varsize.schedule_bytes(op, tuple(extra.items()), world, DTYPES[kw["dtype"]])
+        implied = varsize_ops.schedule_bytes(op, tuple(extra.items()), world, DTYPES[kw["dtype"]])
     if op in SPLIT_OPS and op != "send-recv" and kw.get("size") is None and "splits" not in extra:
         raise ConfigError(f"--op {op} needs --splits (or --bytes for even splits)")
     return tuple(sorted(extra.items())), implied

@@ -16,22 +16,22 @@ from hwmodels.units import format_bytes, parse_bytes
 from pksim.api.op_checks import check_applies, nccl_algo
 from pksim.api.options import Options, comm_extra
 from pksim.api.programs import program_prediction, search_program
-from pksim.cache import topology
-from pksim.collective import as_run
-from pksim.inputs import (check_bytes, check_comm_sms, check_dtype, check_elements,
+from pksim_core.cache import topology
+from pksim_core.collective_model import as_run
+from pksim_core.inputs import (check_bytes, check_comm_sms, check_dtype, check_elements,
                           check_operands, check_root, check_skew, check_world, even_bytes)
-from pksim.kernel_contract import emittable_fields
-from pksim.nccl import DEFAULT_LAUNCH, nccl_schedule, report as nccl_report
-from pksim.prediction import Prediction
-from pksim.programs.predict import ProgramPrediction
-from pksim.schedule import Schedule
-from pksim.search import SearchResult, fused_space, search as run_search, space
-from pksim.simulate import predict as run_predict
-from pksim.versus import versus_nccl
-from pksim.workloads.collectives import COLLECTIVES
-from pksim.schedule import DTYPES
-from pksim.workloads.fused import ALGORITHMS as FUSED_ALGORITHMS
-from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, check_shape, operand_bytes
+from pksim_core.kernel_contract import emittable_fields
+from pksim_core.nccl import DEFAULT_LAUNCH, nccl_schedule, report as nccl_report
+from pksim_core.prediction import Prediction
+from pksim_core.programs.predict import ProgramPrediction
+from pksim_core.schedule import Schedule
+from pksim_core.search import SearchResult, fused_space, search as run_search, space
+from pksim_core.simulate import predict as run_predict
+from pksim_core.versus import versus_nccl
+from pksim_core.workloads.collectives import COLLECTIVES
+from pksim_core.schedule import DTYPES
+from pksim_core.workloads.fused_ops import ALGORITHMS as FUSED_ALGORITHMS
+from pksim_core.workloads.fused_ops import FUSED_OPS, SHAPE_KEYS, check_shape, operand_bytes
 
 
 def load_system(system: str, set: tuple[str, ...] | list[str] | str = ()) -> System:
@@ -85,7 +85,7 @@ class Predicted:
     @cached_property
     def vs_nccl(self) -> dict | None:
         """A pk collective on several GPUs against NCCL's own pick, both bindings and the
-        difference itemised (pksim.versus); None where that does not apply."""
+        difference itemised (pksim_core.versus); None where that does not apply."""
         s, p = self.schedule, self.prediction
         if s.impl == "nccl" or s.op not in COLLECTIVES or s.world <= 1 \
                 or topology(self.system, s.world, s.domains).virtual:

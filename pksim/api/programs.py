@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
-from pksim.programs import load_program, predict_program
-from pksim.programs.costs import calls, kernel_call
-from pksim.programs.predict import ProgramPrediction
-from pksim.search import search as run_search, space
+from pksim_core.programs import load_program, predict_program
+from pksim_core.programs.costs import calls, kernel_call
+from pksim_core.programs.predict import ProgramPrediction
+from pksim_core.search import search as run_search, space
 
 DEFAULT_SYSTEM = "dgx-h100"
 # predict / search / trace options that a program states itself

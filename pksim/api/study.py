@@ -13,20 +13,20 @@ from typing import Any, Callable, Sequence
 
 from hwmodels.errors import ConfigError, PksimNote
 from hwmodels.units import parse_bytes_range
-from pksim import report
+from pksim_core import report
 from pksim.api.options import check_kind, check_kinds
 from pksim.api.predict import load_system
 from pksim.api.rows import json_entry
-from pksim.inputs import check_dtype, check_root, check_unique_systems, check_world
-from pksim.plots import OutputDir
-from pksim.safe_files import Journal, journal_path
-from pksim.runner import (NotSupportedYet, Row, RunResult, Task, attach_baselines, check_case,
+from pksim_core.inputs import check_dtype, check_root, check_unique_systems, check_world
+from pksim_core.plots import OutputDir
+from pksim_core.safe_files import Journal, journal_path
+from pksim_core.runner import (NotSupportedYet, TaskOutcome, RunResult, RunTask, attach_baselines, check_case,
                           default_workers, recorded, resume_from, run_tasks, tasks_for)
-from pksim.schedule import IMPLS
-from pksim.study import (Case, Study, Variant, check_nvls, default_study, find_study,
+from pksim_core.schedule import IMPLS
+from pksim_core.study import (Case, Study, SystemVariant, check_nvls, default_study, find_study,
                          load_variants, split_note)
-from pksim.workloads.collectives import COLLECTIVES
-from pksim.workloads.fused import SHAPE_KEYS
+from pksim_core.workloads.collectives import COLLECTIVES
+from pksim_core.workloads.fused_ops import SHAPE_KEYS
 
 
 def _check_run_kinds(where: str, values: dict[str, Any]) -> None:
@@ -46,8 +46,8 @@ def _names(values: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(v.strip() for text in values for v in text.split(",") if v.strip())
 
 
-def _run(tasks: list[Task], workers: int | None, scheduler: str | None,
-         on_start: Callable[[int], None] | None, on_done: Callable[[Row], None] | None,
+def _run(tasks: list[RunTask], workers: int | None, scheduler: str | None,
+         on_start: Callable[[int], None] | None, on_done: Callable[[TaskOutcome], None] | None,
          journal: Journal | None = None) -> RunResult:
     """Run the tasks, each row into ``journal`` (if any) the moment it is done."""
     if workers is not None and workers < 1:
@@ -55,7 +55,7 @@ def _run(tasks: list[Task], workers: int | None, scheduler: str | None,
     if on_start is not None:
         on_start(len(tasks))
 
-    def done(row: Row) -> None:
+    def done(row: TaskOutcome) -> None:
         if journal is not None:
             journal.add(row.to_dict())
         if on_done is not None:
@@ -63,7 +63,7 @@ def _run(tasks: list[Task], workers: int | None, scheduler: str | None,
     return run_tasks(tasks, workers or default_workers(), scheduler, done)
 
 
-def _journal(out: OutputDir | None, name: str, identity: dict, kept: list[Row],
+def _journal(out: OutputDir | None, name: str, identity: dict, kept: list[TaskOutcome],
              again: bool) -> Journal | None:
     """The journal of this run's rows beside ``out``'s results file ``name`` (None: no
     files); one an interrupted run left is completed by --resume or started again with
@@ -111,9 +111,9 @@ def _output(output: str | Path | None, force: bool, names: list[str]) -> OutputD
 
 
 def _resumed(resume: bool, out: OutputDir | None, name: str, identity: dict, records: str,
-             tasks: list[Task], variants) -> tuple[list[Row], list[Task]]:
+             tasks: list[RunTask], variants) -> tuple[list[TaskOutcome], list[RunTask]]:
     """``--resume``: the rows the interrupted run left in ``out``'s ``name`` and the tasks
-    still to run (pksim.runner.resume_from); without it, no rows and every task."""
+    still to run (pksim_core.runner.resume_from); without it, no rows and every task."""
     if not resume:
         return [], tasks
     if out is None:
@@ -126,13 +126,13 @@ def _resumed(resume: bool, out: OutputDir | None, name: str, identity: dict, rec
 # ---- sweep ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SweepResult:
-    """A sweep's rows (``rows``: every task's ``pksim.runner.Row``; ``entries``: the
+    """A sweep's rows (``rows``: every task's ``pksim_core.runner.TaskOutcome``; ``entries``: the
     nccl-tests table, one dict per size and system, pk and nccl side by side) and the files
     written. ``interrupted``: Ctrl-C stopped it (``rows`` holds what finished)."""
     op: str
     impls: tuple[str, ...]
     systems: tuple[str, ...]
-    rows: tuple[Row, ...]
+    rows: tuple[TaskOutcome, ...]
     entries: tuple[dict, ...]
     files: tuple[Path, ...] = ()
     interrupted: bool = False
@@ -154,7 +154,7 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
           force: bool = False, resume: bool = False, workers: int | None = None,
           scheduler: str | None = None, plots: bool = True,
           on_start: Callable[[int], None] | None = None,
-          on_done: Callable[[Row], None] | None = None, nvls: str = "on") -> SweepResult:
+          on_done: Callable[[TaskOutcome], None] | None = None, nvls: str = "on") -> SweepResult:
     """pk and NCCL side by side over sizes (``bytes="1KiB:1GiB"``, a list, or an int) or a
     shape (``shape="m=1024:16384"``), on one or several systems. ``workers``: processes
     (None: every core); ``scheduler``: a Dask scheduler's address; ``output``: the folder
@@ -181,7 +181,7 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
     refs = _names(system)
     if not refs:
         raise ConfigError(f"--system {system!r}: names no system")
-    variants = [(Variant(ref, overrides), load_system(ref, overrides)) for ref in refs]
+    variants = [(SystemVariant(ref, overrides), load_system(ref, overrides)) for ref in refs]
     check_unique_systems([(v.ref, loaded) for v, loaded in variants], "--system")
     tasks = []
     for variant, loaded in variants:
@@ -192,7 +192,7 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
             case = Case(op, op, point, dtype, n, domains, root)
             check_case(loaded, case, option=lambda key: "--bytes" if size else
                        "--shape" if key == "bytes" else f"--shape {key}")
-            tasks.extend(Task(variant, case, name, nvls) for name in impls)
+            tasks.extend(RunTask(variant, case, name, nvls) for name in impls)
     out = _output(output, force or resume, report.sweep_files())
     _note(split_note(t.case for t in tasks))
     identity = {"command": "sweep", "op": op, "systems": list(refs), "set": list(overrides),
@@ -264,11 +264,11 @@ def _product(axes):
 # ---- whatif ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StudyResult:
-    """A study's rows (``rows``: every task's ``pksim.runner.Row``, in the study's order;
+    """A study's rows (``rows``: every task's ``pksim_core.runner.TaskOutcome``, in the study's order;
     ``entries``: the summary, pk against the baseline, one dict per workload, system and
     variant), what was skipped and the files written."""
     study: Study
-    rows: tuple[Row, ...]
+    rows: tuple[TaskOutcome, ...]
     entries: tuple[dict, ...]
     skipped: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
@@ -293,7 +293,7 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
            output: str | Path | None = None, force: bool = False, resume: bool = False,
            workers: int | None = None, scheduler: str | None = None, plots: bool = True,
            on_start: Callable[[int], None] | None = None,
-           on_done: Callable[[Row], None] | None = None,
+           on_done: Callable[[TaskOutcome], None] | None = None,
            nvls: str | None = None) -> StudyResult:
     """A study (a file, a shipped study's name or a ``Study``; None: the built-in study):
     the best schedule, its time, the baseline and the speed-up of each workload on each
@@ -348,7 +348,7 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
                        out.path if out else None, systems_by_name)
 
 
-def _timelines(study: Study, rows: list[Row]):
+def _timelines(study: Study, rows: list[TaskOutcome]):
     """The recorded timelines for the study's timeline plot: pk best and baseline."""
     if "timeline" not in study.plots:
         return []

@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
-from pksim.programs.costs import Call, calls, kernel_call, memory_s
-from pksim.programs.model import Program
-from pksim.programs.plan import baseline_plan
-from pksim.programs.predict import steady_time
-from pksim.programs.timeline import Task, run_tasks
-from pksim.search import search
+from pksim_core.programs.costs import Call, calls, kernel_call, memory_s
+from pksim_core.programs.model import ProgramSpec
+from pksim_core.programs.plan import baseline_plan
+from pksim_core.programs.predict import steady_time
+from pksim_core.programs.timeline import ProgramTask, run_tasks
+from pksim_core.search import search
 from pksim.torch.choice import choose
 from pksim.torch.errors import CommError
 
@@ -78,7 +78,7 @@ def predict_solution(system: System, program: Program, folded: frozenset[str] = 
     launch = system.gpu.sync.stream_launch_s
     priced: dict[str, list[tuple[float, str, float] | None]] = {}
     faster = 0
-    tasks: list[Task] = []
+    tasks: list[ProgramTask] = []
     unserved = []
     seen: dict[str, int] = {}
     names = [o.name for o in program.ops]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwmodels.errors import ConfigError
-from pksim.programs.load import list_programs, load_program
+from pksim_core.programs.load import list_programs, load_program
 
 BACKEND = "cuda"          # the PKB backend whose harness runs these solutions (NCCL + CUDA)
 NO_PROGRAM = {
@@ -44,7 +44,7 @@ NO_PROGRAM = {
 
 
 @dataclass(frozen=True)
-class Problem:
+class PkbProblem:
     id: int
     stem: str
     path: Path
@@ -89,7 +89,7 @@ def covering_programs() -> dict[int, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def problems(pkb: str | Path, only: list[int] | None = None) -> list[Problem]:
+def problems(pkb: str | Path, only: list[int] | None = None) -> list[PkbProblem]:
     """The problems of a PKB checkout (``only``: those ids), in id order."""
     root = Path(pkb)
     ref = root / "reference"
@@ -105,7 +105,7 @@ def problems(pkb: str | Path, only: list[int] | None = None) -> list[Problem]:
         if only is not None and pid not in only:
             continue
         params, call = _signature(path)
-        found.append(Problem(pid, path.stem, path, params, call, covers.get(pid, ())))
+        found.append(PkbProblem(pid, path.stem, path, params, call, covers.get(pid, ())))
     if only is not None:
         missing = sorted(set(only) - {p.id for p in found})
         if missing:

@@ -25,9 +25,9 @@ from hwmodels.errors import ConfigError
 from pksim import __version__
 from pksim.pkb.folds import folded_source, program_folds
 from pksim.pkb.predict import predict_solution
-from pksim.pkb.problems import BACKEND, NO_PROGRAM, Problem
-from pksim.programs.load import load_program
-from pksim.programs.predict import predict_program
+from pksim.pkb.problems import BACKEND, NO_PROGRAM, PkbProblem
+from pksim_core.programs.load import load_program
+from pksim_core.programs.predict import predict_program
 
 INDEX = "pksim-pkb.json"
 # The fused kernels a solution calls in place of the whole reference, by problem: the programs
@@ -40,7 +40,7 @@ _DIST_CALL = re.compile(r"\bdist\.([a-z_]+)\(")
 
 @dataclass(frozen=True)
 class Planned:
-    problem: Problem
+    problem: PkbProblem
     program: str | None
     kernel: str | None            # the fused kernel that is the whole solution, if any
     prediction: dict | None
@@ -49,7 +49,7 @@ class Planned:
     folds: tuple[str, ...] = ()   # the folds the solution makes (pksim.pkb.folds), one a site
 
 
-def plan_for(problem: Problem, system_name: str) -> Planned:
+def plan_for(problem: PkbProblem, system_name: str) -> Planned:
     """The plan of the problem's first covering program, and what the solution runs of it."""
     text = problem.path.read_text()
     calls = tuple(sorted(set(_DIST_CALL.findall(text))))
@@ -126,7 +126,7 @@ def solution({pr.params}):
 '''
 
 
-def solve(problems: list[Problem], out_dir: str | Path, system_name: str,
+def solve(problems: list[PkbProblem], out_dir: str | Path, system_name: str,
           force: bool = False) -> Path:
     """Write every problem's solution and the index; returns the index's path."""
     out = Path(out_dir)

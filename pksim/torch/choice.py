@@ -25,9 +25,9 @@ from codegen.plan import algorithms as codegen_algorithms
 from hwmodels.catalog import list_systems, load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
-from pksim.kernel_contract import RUNNABLE_MECHANISMS, emit_reason
-from pksim.schedule import Schedule
-from pksim.search import fused_space, search, space
+from pksim_core.kernel_contract import RUNNABLE_MECHANISMS, emit_reason
+from pksim_core.schedule import Schedule
+from pksim_core.search import fused_space, search, space
 from pksim.torch.errors import CommError
 
 NOT_A_MACHINE = ("-single", "-virtual", "-calibrated")
@@ -38,7 +38,7 @@ KERNEL_EXTRA = ("reduce_op", "epilogue")   # the extra keys that change the gene
 
 
 @dataclass(frozen=True)
-class Choice:
+class KernelChoice:
     """A call's schedule (what the model picked), the kernel built for it, and a note when
     the model's fastest could not run here."""
     schedule: Schedule
@@ -94,7 +94,7 @@ def runnable(s: Schedule) -> bool:
     return s.mechanism in RUNNABLE_MECHANISMS and s.algorithm != "in-network"
 
 
-def _pick(system: System, cands: list[Schedule], what: str) -> Choice:
+def _pick(system: System, cands: list[Schedule], what: str) -> KernelChoice:
     cands = [c for c in dict.fromkeys(cands) if emit_reason(system, c) is None]
     if not cands:
         raise CommError(f"{what}: codegen emits no schedule for it on {system.name}")
@@ -119,12 +119,12 @@ def _pick(system: System, cands: list[Schedule], what: str) -> Choice:
     kernel = kernel_schedule(chosen)
     if emit_reason(system, kernel) is not None:
         kernel = chosen
-    return Choice(chosen, kernel, best.time_s, note)
+    return KernelChoice(chosen, kernel, best.time_s, note)
 
 
 @lru_cache(maxsize=None)
 def choose(system_name: str, op: str, nbytes: int, world: int, dtype: str,
-           reduce_op: str = "sum") -> Choice:
+           reduce_op: str = "sum") -> KernelChoice:
     """The kernel of one collective call (``nbytes`` as nccl-tests counts the op) on a
     system named as ``load_system`` takes it."""
     system = system_named(system_name)
@@ -137,7 +137,7 @@ def choose(system_name: str, op: str, nbytes: int, world: int, dtype: str,
 
 
 @lru_cache(maxsize=None)
-def choose_fused(system_name: str, op: str, m: int, n: int, k: int, world: int) -> Choice:
+def choose_fused(system_name: str, op: str, m: int, n: int, k: int, world: int) -> KernelChoice:
     """The kernel of one fused GEMM + communication call."""
     system = system_named(system_name)
     cands = fused_space(system, op, {"m": m, "n": n, "k": k}, world, 1, "bf16")

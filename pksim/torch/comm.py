@@ -39,12 +39,12 @@ from typing import Any
 
 from pksim.torch.checks import (agree, check_divisible, check_reduce_op, check_root,
                                 check_splits, check_tensor, copy_unit, reduce_dtype, row_bytes)
-from pksim.torch.choice import Choice, bucket, choose, system_for_device, system_named
+from pksim.torch.choice import KernelChoice, bucket, choose, system_for_device, system_named
 from pksim.torch.errors import CommError
 from pksim.torch.fused import DEADLINE_S, FusedOps
 from pksim.torch.ipc import exchange, placement, runtime
 from pksim.torch.kernels import Kernels
-from validation.runtime.collectives import Collective, Ranks, SharedBuffer
+from validation.runtime.collectives import Collective, RankLayout, SharedBuffer
 from validation.runtime.library import as_pointer, ensure_eager_loading
 
 KERNEL_DTYPE = {4: "fp32", 2: "bf16"}
@@ -95,7 +95,7 @@ class HostGroup:
         self.dist.barrier(group=self.host)
 
 
-class _Ranks(Ranks):
+class _Ranks(RankLayout):
     """This process's rank of a communicator, as validation's Collective allocates on it."""
 
     def __init__(self, comm: "Communicator"):
@@ -175,7 +175,7 @@ class Communicator(FusedOps):
     def _u8(self, t):
         return t.reshape(-1).view(self.torch.uint8)
 
-    def _binding(self, choice: Choice, dtype: str, count: int, num_splits: int = 0) -> _Binding:
+    def _binding(self, choice: KernelChoice, dtype: str, count: int, num_splits: int = 0) -> _Binding:
         key = (choice.kernel.key(), dtype, choice.blocks)
         b = self._bindings.get(key)
         if b is None or b.capacity < count:

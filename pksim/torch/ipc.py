@@ -31,7 +31,7 @@ class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
 
 
-class Group(Protocol):
+class HostSide(Protocol):
     """The host side of a communicator: its rank, its size, an object all-gather, a barrier."""
     rank: int
     world: int
@@ -128,7 +128,7 @@ def runtime() -> CudaRuntime:
     return _RUNTIME[0]
 
 
-def exchange(group: Group, ipc: Ipc, ptr: int) -> list[int]:
+def exchange(group: HostSide, ipc: Ipc, ptr: int) -> list[int]:
     """Every rank's pointer to its buffer, as this process addresses it (one collective)."""
     handle, offset = ipc.handle(ptr)
     everyone = group.all_gather_object((handle, offset))

@@ -20,7 +20,7 @@ from codegen.build import cache_dir, compile_many, BuildOptions
 from codegen.manifest import read_manifest
 from hwmodels.errors import PksimError
 from hwmodels.system import System
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 from pksim.torch.choice import (KERNEL_OPS, choose_fused, likely_kernels, system_for_device,
                                 system_named)
 from pksim.torch.errors import CommError

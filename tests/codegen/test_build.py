@@ -23,15 +23,15 @@ import pytest
 from click.testing import CliRunner
 
 import codegen
-from pksim.cli.main import cli
-from pksim import algorithms
-from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS, emit_reason
+from pksim_cli.main import cli
+from pksim_core import algorithms
+from pksim_core.kernel_contract import IN_NETWORK_STREAMED_OPS, emit_reason
 from codegen.build import BuildOptions, cache_key, compile_many, compile_source, find_nvcc, ptxas_report
 from codegen.plan import ARCHS, OPS, mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.errors import CompileError
 from hwmodels.resources import device_dir, kernels_dir
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 
 NVCC = find_nvcc()
 pytestmark = [pytest.mark.nvcc,

@@ -17,7 +17,7 @@ from codegen.build import compile_many, find_nvcc
 from hwmodels.catalog import load_system
 from hwmodels.errors import CompileError
 from validation.prepare.comm import library_schedule
-from validation.suites.comm_suite import Variant
+from validation.suites.comm_suite import LibraryVariant
 
 NVCC = find_nvcc()
 pytestmark = [pytest.mark.nvcc,
@@ -25,14 +25,14 @@ pytestmark = [pytest.mark.nvcc,
 
 # One per op and mechanism (the epilogue kernels once per mechanism, each reduce op once).
 MATRIX = [
-    Variant("reduce", "direct", "tma"), Variant("reduce", "two-shot", "register"),
-    *[Variant(op, "direct", m) for op in ("gather", "scatter", "all-to-all-v", "all-gather-v",
+    LibraryVariant("reduce", "direct", "tma"), LibraryVariant("reduce", "two-shot", "register"),
+    *[LibraryVariant(op, "direct", m) for op in ("gather", "scatter", "all-to-all-v", "all-gather-v",
                                           "send-recv")
       for m in ("tma", "register", "copy-engine")],
-    Variant("reduce-scatter-v", "direct", "tma"), Variant("reduce-scatter-v", "direct", "register"),
-    Variant("all-reduce", "two-shot", "tma", "max", "scale-bias"),
-    Variant("all-reduce", "direct", "register", "avg"),
-    Variant("reduce-scatter", "direct", "register", "min", "bias"),
+    LibraryVariant("reduce-scatter-v", "direct", "tma"), LibraryVariant("reduce-scatter-v", "direct", "register"),
+    LibraryVariant("all-reduce", "two-shot", "tma", "max", "scale-bias"),
+    LibraryVariant("all-reduce", "direct", "register", "avg"),
+    LibraryVariant("reduce-scatter", "direct", "register", "min", "bias"),
 ]
 
 
@@ -69,7 +69,7 @@ def test_split_sizes_are_checked_before_any_cuda_call(builds):
     import ctypes
     from hwmodels.errors import ValidationError
     from validation.runtime.collectives import ABI_VERSION, Library, PkcArgs
-    plan, res = builds[Variant("all-to-all-v", "direct", "copy-engine")]
+    plan, res = builds[LibraryVariant("all-to-all-v", "direct", "copy-engine")]
     lib = Library(res)
     assert lib.manifest["op"] == "all-to-all-v"
     a = PkcArgs(abi_version=ABI_VERSION, world=2, rank=-1, dtype=1, count=10, phase_end=-1,

@@ -10,10 +10,10 @@ from codegen.plan import make_plan, mechanisms
 from codegen.render import render
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
-from pksim import algorithms
-from pksim.kernel_contract import SPLIT_OPS
-from pksim.prediction import Prediction
-from pksim.schedule import Schedule
+from pksim_core import algorithms
+from pksim_core.kernel_contract import SPLIT_OPS
+from pksim_core.prediction import Prediction
+from pksim_core.schedule import Schedule
 from tests.codegen.golden_sources import check_golden
 
 H200V = load_system("h200-virtual")

@@ -10,10 +10,10 @@ from click.testing import CliRunner
 import codegen
 from codegen.program import emit_program, program_kernels
 from hwmodels.catalog import load_system
-from pksim.cli.main import cli
-from pksim.programs.costs import kernel_call, pk_call
-from pksim.programs.load import load_program
-from pksim.workloads import varsize
+from pksim_cli.main import cli
+from pksim_core.programs.costs import kernel_call, pk_call
+from pksim_core.programs.load import load_program
+from pksim_core.workloads import varsize_ops
 
 H100 = load_system("dgx-h100")
 
@@ -29,7 +29,7 @@ def test_each_comm_op_gets_its_kernel():
     # 16 x 2 x 8 x 64 = 16384 bf16 elements each: 32768 elements from each rank to the next
     ring = program_kernels(H100, load_program("ring-attention"))
     assert {k.schedule.op for k in ring} == {"send-recv"}
-    assert varsize.matrix("send-recv", ring[0].schedule.extra, 8, 0) == [
+    assert varsize_ops.matrix("send-recv", ring[0].schedule.extra, 8, 0) == [
         [32768 if q == (p + 1) % 8 else 0 for q in range(8)] for p in range(8)]
     # MoE dispatch and combine: the all-to-all-v kernel (splits at run time)
     moe = {k.op: k for k in program_kernels(H100, load_program("moe-ep-balanced"))}

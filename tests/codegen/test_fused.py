@@ -18,9 +18,9 @@ import codegen
 from codegen import fused
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
-from pksim.cli.main import cli as cli_main
-from pksim.prediction import Prediction
-from pksim.schedule import Schedule
+from pksim_cli.main import cli as cli_main
+from pksim_core.prediction import Prediction
+from pksim_core.schedule import Schedule
 from tests.codegen.golden_sources import check_golden
 
 H200V = load_system("h200-virtual")

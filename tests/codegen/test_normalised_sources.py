@@ -1,4 +1,4 @@
-"""The generated collective sources against main's before pksim.algorithms (commit 2db946f):
+"""The generated collective sources against main's before pksim_core.algorithms (commit 2db946f):
 every (op, algorithm, mechanism), plain, with a reduce op and an epilogue, emulated, hierarchical,
 on sm_90a and sm_100a, renders to the same text but for its #include lines and the algorithm's
 type name (normalised_sources.json: the SHA-256 of each normalised source). A change that
@@ -17,8 +17,8 @@ import pytest
 from codegen.plan import make_plan, mechanisms
 from codegen.render import render
 from hwmodels.catalog import load_system
-from pksim import algorithms
-from pksim.schedule import Schedule
+from pksim_core import algorithms
+from pksim_core.schedule import Schedule
 
 HASHES = Path(__file__).with_name("normalised_sources.json")
 CASES = json.loads(HASHES.read_text())

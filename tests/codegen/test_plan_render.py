@@ -16,9 +16,9 @@ from codegen.plan import RUNNABLE_MECHANISMS, make_plan, mechanisms
 from codegen.render import render
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
-from pksim import algorithms
-from pksim.prediction import Prediction
-from pksim.schedule import Schedule
+from pksim_core import algorithms
+from pksim_core.prediction import Prediction
+from pksim_core.schedule import Schedule
 from tests.codegen.golden_sources import check_golden
 
 H200V = load_system("h200-virtual")
@@ -182,8 +182,8 @@ def test_plan_is_dumpable_and_frozen():
 
 
 def test_streamed_in_network_plan_takes_chunk_and_sms_from_the_schedule():
-    from pksim.collective import build
-    from pksim.kernel_contract import in_network_chunk_bytes
+    from pksim_core.collective_model import build
+    from pksim_core.kernel_contract import in_network_chunk_bytes
     s = sched("all-reduce", "in-network", "multimem", comm_sms=132)
     plan = make_plan(H100, s)
     assert plan.blocks_per_rank == 132 and plan.chunk_bytes == in_network_chunk_bytes(132)

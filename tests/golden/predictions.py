@@ -18,7 +18,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.suites.suite import Candidate
 from validation.prepare.predict import predict_candidate, predict_fused_case
 

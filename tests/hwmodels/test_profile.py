@@ -13,7 +13,7 @@ from hwmodels import profile as kp
 from hwmodels.catalog import list_systems, load_system
 from hwmodels.errors import ConfigError
 from hwmodels.system import ARCHITECTURES, TransferSpec
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 
 KIB = 1024.0
 

@@ -30,7 +30,7 @@ from codegen import fused
 from codegen.build import compile_many, find_nvcc
 from hwmodels.catalog import load_system
 from hwmodels.resources import kernels_dir
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 
 NVCC = find_nvcc()
 pytestmark = [pytest.mark.nvcc,

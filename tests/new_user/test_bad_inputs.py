@@ -10,7 +10,7 @@ import string
 import pytest
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from tests import test_new_user as contract
 from tests.new_user.cases import AR, ATTN, CASES, FILES, GEMM, H100, MOE
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-import pksim.runner
-from pksim.cli.main import cli
-from pksim.runner import run_task as _REAL_RUN_TASK
+import pksim_core.runner
+from pksim_cli.main import cli
+from pksim_core.runner import run_task as _REAL_RUN_TASK
 
 
 def run(args):
@@ -30,7 +30,7 @@ def interrupt_after(monkeypatch, k: int) -> list:
             raise KeyboardInterrupt
         calls.append(t)
         return _REAL_RUN_TASK(t)
-    monkeypatch.setattr(pksim.runner, "run_task", task)
+    monkeypatch.setattr(pksim_core.runner, "run_task", task)
     return calls
 
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.catalog import SYSTEMS_DIR
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 
 # (system, --set options, words of the message): one case per check of check_system
 CASES = [

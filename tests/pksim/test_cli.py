@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 
 COMMANDS = [["systems"], ["systems", "list"], ["systems", "show"], ["systems", "check"],
             ["predict"], ["search"]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pksim.plots import OutputDir
+from pksim_core.plots import OutputDir
 
 from tests.pksim.helpers import interrupt_after, one_line_error, run, small_study
 
@@ -74,7 +74,7 @@ def test_moe_topk_above_experts():
 
 
 def test_predict_takes_every_dtype_the_gpu_has_and_uses_it():
-    from pksim.schedule import DTYPES
+    from pksim_core.schedule import DTYPES
     import json
     for dtype in DTYPES:             # Blackwell has every type, fp4 included
         result = run(["predict", "--system", "dgx-b200", "--op", "all-reduce", "--bytes",
@@ -122,13 +122,13 @@ def _unwritable(monkeypatch):
 ])
 def test_read_only_output_fails_before_any_work(tmp_path, monkeypatch, args):
     import sys
-    import pksim.runner
-    import pksim.search         # the engine's module (pksim.search is the API's function)
+    import pksim_core.runner
+    import pksim_core.search         # the engine's module (pksim.search is the API's function)
 
     def no_work(*_a, **_k):
         raise AssertionError("work started before the output was checked")
-    monkeypatch.setattr(pksim.runner, "run_tasks", no_work)
-    monkeypatch.setattr(sys.modules["pksim.search"], "_branch_and_bound", no_work)
+    monkeypatch.setattr(pksim_core.runner, "run_tasks", no_work)
+    monkeypatch.setattr(sys.modules["pksim_core.search"], "_branch_and_bound", no_work)
     _unwritable(monkeypatch)
     out = tmp_path / "ro" / ("t.json" if args[0] == "trace" else "d")
     one_line_error(run(args + ["-o", str(out)]), "cannot write", "Permission denied")
@@ -214,11 +214,11 @@ def test_interrupted_study_is_marked_partial_and_resume_completes_it(tmp_path, m
 
 
 def test_interrupted_before_any_row_leaves_csv_headers(tmp_path, monkeypatch):
-    import pksim.runner
+    import pksim_core.runner
 
     def stop(_task):
         raise KeyboardInterrupt
-    monkeypatch.setattr(pksim.runner, "run_task", stop)
+    monkeypatch.setattr(pksim_core.runner, "run_task", stop)
     study = tmp_path / "small.toml"
     study.write_text(STUDY)
     result = run(["whatif", "--study", str(study), "--workers", "1", "-o", str(tmp_path / "o")])
@@ -261,7 +261,7 @@ def test_sweep_and_whatif_json_in_seconds_with_labels(tmp_path):
 
 
 def test_every_command_takes_output_and_the_same_dtypes():
-    from pksim.schedule import DTYPES
+    from pksim_core.schedule import DTYPES
     for command in (["whatif"], ["sweep"], ["trace"], ["codegen"], ["run"]):
         text = run(command + ["--help"]).output
         assert "-o, --output" in text, command
@@ -349,8 +349,8 @@ def test_every_binding_resource_names_a_figure_of_the_system_with_its_provenance
     provenance is known), on every shipped system, virtual ranks included; only the NCCL
     baseline's own time rests on no single figure."""
     from hwmodels.catalog import list_systems, load_system
-    from pksim.provenance import binding_figure, provenance_of
-    from pksim.schedule import DTYPES
+    from pksim_core.provenance import binding_figure, provenance_of
+    from pksim_core.schedule import DTYPES
     resources = ["issue", "latency", "hbm", "l2", "ce", "cecmd", "mempath", "tensor", "nvl_in",
                  "nvl_out", "nic_in", "nic_out", "sw1", "nvls1", "up1", "down1", "sw2"]
     for name in list_systems():
@@ -438,11 +438,11 @@ def test_every_file_and_json_gives_times_in_seconds(tmp_path):
 ])
 def test_a_study_case_no_run_can_have_is_one_line_before_any_work(tmp_path, monkeypatch,
                                                                     workload, needle):
-    import pksim.runner
+    import pksim_core.runner
 
     def no_work(*_a, **_k):
         raise AssertionError("work started before the cases were checked")
-    monkeypatch.setattr(pksim.runner, "run_tasks", no_work)
+    monkeypatch.setattr(pksim_core.runner, "run_tasks", no_work)
     study = tmp_path / "bad.toml"
     study.write_text(f'name = "bad"\nsystems = ["dgx-h100"]\n[[workload]]\nname = "w"\n'
                      f'{workload}\nworld = 8\n')

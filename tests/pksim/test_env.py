@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation import environment
 
 

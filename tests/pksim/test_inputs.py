@@ -1,4 +1,4 @@
-"""pksim.inputs and what the commands do with a request's edges that are not errors: a buffer
+"""pksim_core.inputs and what the commands do with a request's edges that are not errors: a buffer
 that does not divide over the ranks runs as nccl-tests runs it and says so; a shipped name
 wins over a file or folder of that name unless a path is given; a study's errors name it."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from hwmodels.catalog import SYSTEMS_DIR, load_system, system_path
 from hwmodels.errors import ConfigError
-from pksim.inputs import MAX_RANKS, check_unique_systems, check_world, even_bytes
-from pksim.study import STUDIES_DIR, find_study
+from pksim_core.inputs import MAX_RANKS, check_unique_systems, check_world, even_bytes
+from pksim_core.study import STUDIES_DIR, find_study
 
 from tests.pksim.helpers import run
 

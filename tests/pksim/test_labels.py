@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
-from pksim.cli.main import cli
-from pksim.search import fused_space, space
+from pksim_cli.main import cli
+from pksim_core.search import fused_space, space
 
 
 def run(args):

@@ -1,6 +1,6 @@
-"""NCCL's tuner (pksim.nccl_tuner / nccl_graph / nccl_constants) against NCCL's own logs
+"""NCCL's tuner (pksim_core.nccl_tuner / nccl_graph / nccl_constants) against NCCL's own logs
 (shared/reference/nccl-model.md section 1.7: 8x H200, NCCL 2.30.4, NCCL_DEBUG_SUBSYS=TUNING),
-and the NCCL baseline built on it (pksim.nccl)."""
+and the NCCL baseline built on it (pksim_core.nccl)."""
 from __future__ import annotations
 
 import pytest
@@ -8,11 +8,11 @@ import pytest
 from hwmodels.catalog import load_system
 from hwmodels.topology import Topology
 from hwmodels.errors import InfeasibleError
-from pksim.nccl import nccl_schedule, report as nccl_report
-from pksim.nccl_constants import constants
-from pksim.nccl_graph import derive, pick
-from pksim.nccl_tuner import table
-from pksim.simulate import predict
+from pksim_core.nccl import nccl_schedule, report as nccl_report
+from pksim_core.nccl_constants import constants
+from pksim_core.nccl_graph import derive, pick
+from pksim_core.nccl_tuner import table
+from pksim_core.simulate import predict
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 # Section 1.7's logged table: latency us / algBw GB/s as NCCL printed them.
@@ -201,7 +201,7 @@ def test_ring_ll_cuts_through_and_nvls_copies_only_unregistered():
 def _nccl_json(*args):
     import json
     from click.testing import CliRunner
-    from pksim.cli.main import cli
+    from pksim_cli.main import cli
     res = CliRunner().invoke(cli, ["predict", "--system", "dgx-h100", "--impl", "nccl",
                                    "--json", *args])
     assert res.exit_code == 0, res.output
@@ -238,7 +238,7 @@ def test_algorithm_with_impl_nccl_forces_ncclalgo():
                            "--algorithm", "hierarchical")
     assert nvls_tree["nccl"]["pick"]["algorithm"] == "nvls_tree"
     from click.testing import CliRunner
-    from pksim.cli.main import cli
+    from pksim_cli.main import cli
     res = CliRunner().invoke(cli, ["predict", "--system", "dgx-h100", "--impl", "nccl", "--op",
                                    "all-gather", "--bytes", "1GiB", "--algorithm", "tree"])
     assert res.exit_code == 2 and "NCCL has no usable tree" in res.stderr

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pksim.nccl import nccl_schedule
+from pksim_core.nccl import nccl_schedule
 from hwmodels.catalog import load_system
-from pksim.simulate import predict
+from pksim_core.simulate import predict
 from tests.pksim.helpers import one_line_error, run, write
 
 SWEEP = ["sweep", "--system", "dgx-h100", "--op", "all-reduce", "--bytes", "256MiB",

@@ -1,6 +1,6 @@
 """Plain output made for reading: three significant figures in one unit per column, text
 left and numbers right, no cell ever cut whatever the terminal, and predict's guessed figures
-summarised by how much each moves the prediction (pksim.sensitivity)."""
+summarised by how much each moves the prediction (pksim_core.sensitivity)."""
 from __future__ import annotations
 
 import re
@@ -10,12 +10,12 @@ from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
 from hwmodels.units import Seconds, format_time, significant, time_unit
-from pksim import plots
-from pksim.cli.main import cli
-from pksim.gantt import explain, gantt
-from pksim.cli.output import table
-from pksim.search import best
-from pksim.sensitivity import swings
+from pksim_core import plots
+from pksim_cli.main import cli
+from pksim_core.gantt import explain, gantt
+from pksim_cli.output import table
+from pksim_core.search import best
+from pksim_core.sensitivity import swings
 
 
 @pytest.mark.parametrize("value, text", [(2.0, "2.00"), (3.9624, "3.96"), (82.83, "82.8"),

@@ -10,12 +10,12 @@ import pytest
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
 from hwmodels.sm import gemm_time_s
-from pksim.schedule import Schedule
-from pksim.fused import lower_bounds
-from pksim.nccl import nccl_schedule
-from pksim.search import fused_space, search, space
-from pksim.simulate import predict
-from pksim.workloads.fused import FUSED_OPS, SHAPE_KEYS, expert_load
+from pksim_core.schedule import Schedule
+from pksim_core.fusion import lower_bounds
+from pksim_core.nccl import nccl_schedule
+from pksim_core.search import fused_space, search, space
+from pksim_core.simulate import predict
+from pksim_core.workloads.fused_ops import FUSED_OPS, SHAPE_KEYS, expert_load
 
 H100 = load_system("dgx-h100")
 SHAPES = {"gemm-rs": dict(m=8192, n=8192, k=2048), "gemm-ar": dict(m=4096, n=8192, k=1024),
@@ -164,7 +164,7 @@ def test_candidates_with_the_same_plan_share_their_run():
     # 72 ranks: each peer's part is 4096 / 72 rows x 8192 x 2 B = 0.93 MB, so 4 MiB and
     # 16 MiB chunks cut it like no chunking at all (one chunk per peer), and a chunk past
     # the TMA message cap (half the shared memory) sends the same messages: one simulation
-    from pksim.fused import predict as fused_predict
+    from pksim_core.fusion import predict as fused_predict
     system = load_system("gb200-nvl72")
     base = fused("gemm-rs", world=72, shape=dict(m=4096, n=8192, k=512), comm_sms=16)
     fused_predict.RUNS.clear()
@@ -218,7 +218,7 @@ def test_every_fused_op_runs_or_says_why(name, op):
 
 def test_search_command_says_what_it_simulated_and_pruned():
     from click.testing import CliRunner
-    from pksim.cli.main import cli
+    from pksim_cli.main import cli
     args = ["search", "--system", "dgx-h100", "--op", "gemm-rs", "--m", "8192", "--n", "8192",
             "--k", "1024", "--world", "4", "--top", "3"]
     out = json.loads(CliRunner().invoke(cli, args + ["--json"]).output)
@@ -236,7 +236,7 @@ def test_none_on_virtual_ranks_runs_the_gemms_one_after_another():
     # collective that it runs (reduce-scatter direct/register, 132 / 4 = 33 blocks per
     # rank) stands in for NCCL (which cannot run several ranks on one GPU):
     # 2 launches + 4 x GEMM(8192 x 8192 x 2048) + that collective's predicted time.
-    from pksim.simulate import predict as run
+    from pksim_core.simulate import predict as run
     v = load_system("h200-virtual-calibrated")
     p = predict(v, fused("gemm-rs", "none", world=4))
     gemm = gemm_time_s(v.gpu, 8192, 8192, 2048)
@@ -252,7 +252,7 @@ def test_fused_chunks_share_the_whole_gemms_hbm_traffic():
     # 2 B x (8192 x 2048 + 4 x 2048 x 8192 + 8192 x 8192) = 301,989,888 B (not 128 copies
     # of B); the intra-SM kernel writes no C locally (its tiles leave as store-adds):
     # 2 x (8192 x 2048 + 4 x 2048 x 8192) = 167,772,160 B.
-    from pksim.workloads.fused import plan
+    from pksim_core.workloads.fused_ops import plan
     shape = dict(m=8192, n=8192, k=2048)
     p = plan("gemm-rs", shape, 8, 2, "direct", 16)
     assert len(p.chunks) == 128
@@ -268,9 +268,9 @@ def test_intra_sm_store_adds_every_tile_and_read_no_memory_for_their_source():
     # (gemm-rs) and 8 x that (gemm-ar) of store-add payload, whose flows weigh on HBM only
     # the destination's read-modify-write at the tile rate
     # (hwmodels.sm.tile_reduce_memory_weight: 2 x hbm.efficiency / hbm.tile_reduce_efficiency),
-    # and as much on the GPU's memory path, which the main loops share (pksim.fused.des.run_plan)
+    # and as much on the GPU's memory path, which the main loops share (pksim_core.fusion.des.run_plan)
     from hwmodels.sm import tile_reduce_memory_weight
-    from pksim.fused.setup import Setup
+    from pksim_core.fusion.setup import Setup
     v = load_system("h200-virtual-calibrated")
     w = tile_reduce_memory_weight(v.gpu)
     assert w == pytest.approx(2 * v.gpu.hbm.efficiency / v.gpu.hbm.tile_reduce_efficiency)
@@ -290,8 +290,8 @@ def test_intra_sm_epilogue_holds_the_compute_while_the_bulk_engines_read_the_til
     # gemm-ar at w8 store-adds 8 x 8192 x 8192 x 2 B = 1 GiB per rank; the rank's 16 SMs
     # (132 // 8) hand it to their bulk engines at transfer.tma_reduce_per_sm_GBps each:
     # 2^30 B / (16 x 49.78e9 B/s) = 1.348 ms of stalls over the chunks, gemm-rs 1/8 of it
-    from pksim.fused.des import epilogue_stall_s
-    from pksim.fused.setup import Setup
+    from pksim_core.fusion.des import epilogue_stall_s
+    from pksim_core.fusion.setup import Setup
     v = load_system("h200-virtual-calibrated")
     rate = v.gpu.transfer.tma_reduce_Bps_per_sm
     for op, dests in (("gemm-rs", 1), ("gemm-ar", 8)):
@@ -324,9 +324,9 @@ def test_a_larger_share_of_the_memory_path_for_the_epilogue_is_never_slower(op):
 def test_the_timeline_shows_each_waves_epilogue_hand_off():
     # gemm-ar w8 intra-SM: the compute track of every simulated rank holds one hand-off per
     # chunk after its tiles, together as long as the chunks' stalls (epilogue_stall_s)
-    from pksim.fused.des import epilogue_stall_s
-    from pksim.fused.predict import predict_fused
-    from pksim.fused.setup import Setup
+    from pksim_core.fusion.des import epilogue_stall_s
+    from pksim_core.fusion.predict import predict_fused
+    from pksim_core.fusion.setup import Setup
     v = load_system("h200-virtual-calibrated")
     s = fused("gemm-ar", "intra-sm", algorithm="direct", world=8,
               shape=dict(m=8192, n=8192, k=2048))
@@ -346,9 +346,9 @@ def test_the_store_add_kernels_clear_their_outputs_first():
     # hbm.efficiency); gemm-rs clears a rank's m / world rows: 2 x 4096 x 8192 x 2 B =
     # 128 MiB. On a real 8-GPU board each GPU clears its own rank's output (gemm-ar: 128 MiB,
     # one memset). Kernels that do not store-add clear nothing.
-    from pksim.fused.plans import output_clear_s
-    from pksim.fused.predict import predict_fused
-    from pksim.fused.setup import Setup
+    from pksim_core.fusion.plans import output_clear_s
+    from pksim_core.fusion.predict import predict_fused
+    from pksim_core.fusion.setup import Setup
     v = load_system("h200-virtual-calibrated")
     g = v.gpu
     shape = dict(m=8192, n=8192, k=2048)

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.errors import ConfigError
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from pksim.pkb import report
 from pksim.pkb.problems import NO_PROGRAM, parse_ids, problems
 

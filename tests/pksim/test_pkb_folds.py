@@ -7,7 +7,7 @@ import pytest
 from hwmodels.catalog import load_system
 from pksim.pkb.folds import folded_source, program_folds
 from pksim.pkb.predict import predict_solution
-from pksim.programs.load import load_program
+from pksim_core.programs.load import load_program
 
 REF = '''import torch.distributed as dist
 

@@ -9,12 +9,12 @@ from hwmodels.catalog import load_system
 from pksim.pkb import check
 from pksim.pkb.predict import generated_s, predict_solution
 from pksim.pkb.shim import PksimDist
-from pksim.programs.costs import calls, nccl_call
-from pksim.programs.load import load_program
-from pksim.programs.plan import baseline_plan
-from pksim.programs.predict import predict_baseline
-from pksim.programs.timeline import run_tasks
-from pksim.search import search
+from pksim_core.programs.costs import calls, nccl_call
+from pksim_core.programs.load import load_program
+from pksim_core.programs.plan import baseline_plan
+from pksim_core.programs.predict import predict_baseline
+from pksim_core.programs.timeline import run_tasks
+from pksim_core.search import search
 from pksim.torch.choice import choose, likely_kernels, runnable
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 
 
 def run(args):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pksim.programs import list_programs, load_program
-from pksim.programs.check import peer_position
-from pksim.programs.model import DTYPE_BYTES, Op, Program
+from pksim_core.programs import list_programs, load_program
+from pksim_core.programs.check import peer_position
+from pksim_core.programs.model import DTYPE_BYTES, Op, ProgramSpec
 
 DATA = json.loads((Path(__file__).parent / "data" / "pkb_comm.json").read_text())
 PROBLEMS = {p["id"]: p for p in DATA["problems"]}
@@ -39,11 +39,11 @@ def _kind(call: dict) -> str:
     return TORCH_OP[op]
 
 
-def _row_bytes(program: Program, tensor: str, op: Op) -> int:
+def _row_bytes(program: ProgramSpec, tensor: str, op: Op) -> int:
     return program.tensors[tensor].row_elements * DTYPE_BYTES[op.dtype]
 
 
-def _expected(program: Program, op: Op) -> dict:
+def _expected(program: ProgramSpec, op: Op) -> dict:
     """What the reference run records for ``op`` on rank 0, in the record's own terms."""
     group = program.groups[op.group]
     part = group.of(program.rank)

@@ -1,4 +1,4 @@
-"""Results an interrupt cannot lose or spoil (pksim.safe_files, docs/decisions/D69.md): every
+"""Results an interrupt cannot lose or spoil (pksim_core.safe_files, docs/decisions/D69.md): every
 file written whole or not at all, the rows journaled as they finish, --resume completing from
 whatever complete rows exist, whichever moment the Ctrl-C came at."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pksim.plots import OutputDir
-from pksim.safe_files import Journal, read_journal, whole
+from pksim_core.plots import OutputDir
+from pksim_core.safe_files import Journal, read_journal, whole
 
 from tests.pksim.helpers import interrupt_after, run, small_study
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hwmodels.catalog import load_system
-from pksim.runner import best_prediction
-from pksim.study import Case
-from pksim.trace import chrome_trace, tracks
+from pksim_core.runner import best_prediction
+from pksim_core.study import Case
+from pksim_core.trace import chrome_trace, tracks
 from tests.pksim.helpers import one_line_error, run
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""pk's best schedule against NCCL's pick (pksim.versus, docs/decisions/D44.md): at >= 64 MiB
+"""pk's best schedule against NCCL's pick (pksim_core.versus, docs/decisions/D44.md): at >= 64 MiB
 with NVLS available to both they are bound by the same resource, and the difference in time
 is itemised into parts that add up."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
-from pksim.cli.main import cli
-from pksim.versus import PARTS, itemise, versus_nccl
-from pksim.nccl import nccl_schedule
-from pksim.simulate import predict
+from pksim_cli.main import cli
+from pksim_core.versus import PARTS, itemise, versus_nccl
+from pksim_core.nccl import nccl_schedule
+from pksim_core.simulate import predict
 
 MiB = 1 << 20
 

@@ -9,12 +9,12 @@ import pytest
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError, InfeasibleError
-from pksim.runner import (NotSupportedYet, Task, attach_baselines, best_prediction,
+from pksim_core.runner import (NotSupportedYet, RunTask, attach_baselines, best_prediction,
                           lower_bound, run_task, run_tasks)
-from pksim.search import best, space
-from pksim.collective import build, simulate
+from pksim_core.search import best, space
+from pksim_core.collective_model import build, simulate
 from tests.pksim.helpers import one_line_error, run, write
-from pksim.study import (Case, Variant, default_study, figure, find_study, list_studies,
+from pksim_core.study import (Case, SystemVariant, default_study, figure, find_study, list_studies,
                          load_study, load_variants)
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -208,7 +208,7 @@ def test_fused_op_runs_with_its_baseline():
 
 def test_planned_op_is_a_row_not_a_crash(tmp_path, monkeypatch):
     """An op the format names but the simulator does not model gives a clear row."""
-    import pksim.study as study_module
+    import pksim_core.study as study_module
     monkeypatch.setitem(study_module.PLANNED_OPS, "pipeline-send", "pipeline-parallel send")
     monkeypatch.setattr(study_module, "KNOWN_OPS", study_module.KNOWN_OPS + ("pipeline-send",))
     study = load_study(write(tmp_path, """
@@ -223,7 +223,7 @@ def test_planned_op_is_a_row_not_a_crash(tmp_path, monkeypatch):
     (case,), _ = study.workloads[0].expand(load_system("dgx-h100"))
     with pytest.raises(NotSupportedYet, match="not supported yet"):
         best_prediction(load_system("dgx-h100"), case)
-    row = run_task(Task(Variant("dgx-h100"), case, "pk"))
+    row = run_task(RunTask(SystemVariant("dgx-h100"), case, "pk"))
     assert row.status == "not supported yet" and "pipeline-send" in row.message
 
 
@@ -240,7 +240,7 @@ def test_vary_scales_the_systems_figure(tmp_path):
 
 def test_pool_and_inline_agree_and_interrupt_keeps_finished(tmp_path):
     cases = [Case("ar", "all-reduce", (("bytes", 1 << s),), world=8) for s in (12, 16, 20)]
-    tasks = [Task(Variant("dgx-h100"), c, i) for c in cases for i in ("pk", "nccl")]
+    tasks = [RunTask(SystemVariant("dgx-h100"), c, i) for c in cases for i in ("pk", "nccl")]
     inline = run_tasks(tasks, workers=1)
     pooled = run_tasks(tasks, workers=2)
     assert not inline.interrupted and len(inline.rows) == len(tasks)
@@ -259,7 +259,7 @@ def test_pool_and_inline_agree_and_interrupt_keeps_finished(tmp_path):
 
 def test_dask_executor(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
-    tasks = [Task(Variant("dgx-h100"), Case("ar", "all-reduce", (("bytes", 1 << 20),), world=8),
+    tasks = [RunTask(SystemVariant("dgx-h100"), Case("ar", "all-reduce", (("bytes", 1 << 20),), world=8),
                   impl) for impl in ("pk", "nccl")]
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:

@@ -1,5 +1,5 @@
-"""What-if studies over programs: a study's ``programs`` (pksim.study_programs), their rows
-(pksim.runner.program_fill), tables, files and plots, --resume, and the errors (few, small
+"""What-if studies over programs: a study's ``programs`` (pksim_core.study_programs), their rows
+(pksim_core.runner.program_fill), tables, files and plots, --resume, and the errors (few, small
 programs: each prediction takes a tenth of a second or less)."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
-from pksim.runner import Task, attach_baselines, run_task, tasks_for
-from pksim.study import Case, Variant, figure, find_study, load_study, load_variants
-from pksim.study_programs import PROGRAM_OP
+from pksim_core.runner import RunTask, attach_baselines, run_task, tasks_for
+from pksim_core.study import Case, SystemVariant, figure, find_study, load_study, load_variants
+from pksim_core.study_programs import PROGRAM_OP
 from tests.pksim.helpers import interrupt_after, one_line_error, run, write
 
 SMALL = ["allgather-gemm", "reducescatter-rmsnorm"]
@@ -36,7 +36,7 @@ kinds = ["time", "program-roofline", "program-gain"]
 def test_programs_load_beside_workloads_and_alone(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "ag.toml").write_text(
-        (Path(__file__).parents[2] / "pksim/programs/shipped/allgather.toml").read_text()
+        (Path(__file__).parents[2] / "pksim_core/programs/shipped/allgather.toml").read_text()
         .replace('name = "allgather"', 'name = "my-allgather"'))
     study = load_study(write(tmp_path, STUDY.replace(
         '"reducescatter-rmsnorm"]', '"reducescatter-rmsnorm", "mine/ag.toml"]')))
@@ -158,9 +158,9 @@ def test_program_rows_of_a_pk_only_study_keep_their_baseline(tmp_path):
 
 
 # ---- property: faster links never make a program slower ----------------------------------
-def _nvlink_variants(system_name: str, factors) -> list[Variant]:
+def _nvlink_variants(system_name: str, factors) -> list[SystemVariant]:
     base = figure(load_system(system_name), "gpu.nvlink.link_bandwidth_GBps")
-    return [Variant(system_name, (f"gpu.nvlink.link_bandwidth_GBps={base * f}",), f"x{f}")
+    return [SystemVariant(system_name, (f"gpu.nvlink.link_bandwidth_GBps={base * f}",), f"x{f}")
             for f in factors]
 
 
@@ -173,9 +173,9 @@ def test_more_nvlink_bandwidth_is_never_slower(system_name):
     for entry in programs:
         case = Case.of_program(entry)
         times = {}
-        for variant in [Variant(system_name)] + _nvlink_variants(system_name, (1.25, 2, 4)):
+        for variant in [SystemVariant(system_name)] + _nvlink_variants(system_name, (1.25, 2, 4)):
             for impl in ("pk", "nccl"):
-                row = run_task(Task(variant, case, impl))
+                row = run_task(RunTask(variant, case, impl))
                 assert row.ok, row.message
                 times[(variant.label, impl)] = row.time_s
         for (label, impl), t in times.items():
@@ -190,9 +190,9 @@ def test_faster_links_keep_the_fused_moe_lora_folds_on_gb200():
     D46's per-op choice it went from 202.7 to 206.3 us)."""
     (entry,) = load_study_programs(["fused-moe-fwd-lora"])
     case = Case.of_program(entry)
-    base = run_task(Task(Variant("gb200-nvl72"), case, "pk"))
+    base = run_task(RunTask(SystemVariant("gb200-nvl72"), case, "pk"))
     for faster in _nvlink_variants("gb200-nvl72", (1.25, 2, 4)):
-        row = run_task(Task(faster, case, "pk"))
+        row = run_task(RunTask(faster, case, "pk"))
         assert row.time_s <= base.time_s, faster.label
         assert row.schedule == base.schedule == "pksim (27 launches, 2 fused)"
 
@@ -210,12 +210,12 @@ def test_twice_the_nvlink_bandwidth_never_slows_pksims_best(system_name):
     (faster,) = _nvlink_variants(system_name, (2,))
     for entry in load_study_programs(MONOTONE):
         case = Case.of_program(entry)
-        base = run_task(Task(Variant(system_name), case, "pk"))
-        assert run_task(Task(faster, case, "pk")).time_s <= base.time_s, entry.name
+        base = run_task(RunTask(SystemVariant(system_name), case, "pk"))
+        assert run_task(RunTask(faster, case, "pk")).time_s <= base.time_s, entry.name
 
 
 def load_study_programs(names: list[str]):
-    from pksim.study_programs import load_entries
+    from pksim_core.study_programs import load_entries
     return load_entries({"programs": names}, "test", Path("."))
 
 
@@ -271,18 +271,18 @@ def test_resume_keeps_program_rows_and_completes_the_rest(tmp_path, monkeypatch)
 ])
 def test_bad_programs_are_one_line_errors_before_any_work(tmp_path, monkeypatch, programs,
                                                           needles):
-    import pksim.runner
+    import pksim_core.runner
     (tmp_path / "bad.toml").write_text('name = "bad"\nworld = 8\n[tensors]\nx = { shape = [4] }\n'
                                        '[[op]]\nname = "a"\nkind = "all-reduce"\ninput = "y"\n')
     (tmp_path / "ar.toml").write_text(
-        (Path(__file__).parents[2] / "pksim/programs/shipped/allreduce.toml").read_text()
+        (Path(__file__).parents[2] / "pksim_core/programs/shipped/allreduce.toml").read_text()
         .replace('name = "allreduce"', 'name = "ar"'))
     study = write(tmp_path, STUDY.replace('["allgather-gemm", "reducescatter-rmsnorm"]',
                                           programs))
     with pytest.raises(ConfigError) as err:
         load_study(study)
     assert str(study) in str(err.value)
-    monkeypatch.setattr(pksim.runner, "run_task", lambda t: pytest.fail("work was started"))
+    monkeypatch.setattr(pksim_core.runner, "run_task", lambda t: pytest.fail("work was started"))
     out = tmp_path / "out"
     one_line_error(run(["whatif", "--study", str(study), "-o", str(out)]), str(study),
                    *needles)
@@ -292,8 +292,8 @@ def test_bad_programs_are_one_line_errors_before_any_work(tmp_path, monkeypatch,
 def test_a_world_no_system_holds_is_one_line_before_any_work(tmp_path, monkeypatch):
     """allgather runs on 8 ranks; h200-single's domain is one GPU; a --vary that shrinks the
     domain names the variant."""
-    import pksim.runner
-    monkeypatch.setattr(pksim.runner, "run_task", lambda t: pytest.fail("work was started"))
+    import pksim_core.runner
+    monkeypatch.setattr(pksim_core.runner, "run_task", lambda t: pytest.fail("work was started"))
     study = write(tmp_path, STUDY.replace('systems = ["dgx-h100"]',
                                           'systems = ["dgx-h100", "h200-single"]'))
     out = tmp_path / "out"
@@ -305,7 +305,7 @@ def test_a_world_no_system_holds_is_one_line_before_any_work(tmp_path, monkeypat
     assert not out.exists()
     study = load_study(write(tmp_path, STUDY, "ok.toml"))
     pairs = load_variants(study)
-    small = Variant("dgx-h100", ("domain.gpus_per_domain=4",
+    small = SystemVariant("dgx-h100", ("domain.gpus_per_domain=4",
                                  "domain.switch_tier.0.gpus_per_group=4"), "four GPUs")
     shrunk = [(small, small.load())]
     with pytest.raises(ConfigError, match=r"more than the 4 GPUs per domain of dgx-h100 "

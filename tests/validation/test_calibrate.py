@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
-from pksim.cli.main import cli
-from pksim.microbench_model import predict, summarise
+from pksim_cli.main import cli
+from pksim_core.microbench_model import predict, summarise
 from validation.calibrate import fit as cal
 from validation.calibrate import manifest
 from validation.calibrate import microbench as gpu_run
@@ -413,7 +413,7 @@ def test_crossed_block_moves_wait_a_further_round_of_loads(shipped):
     # part g of all G sources into part g of all G destinations, as _block_move with G groups;
     # by registers with 4 sources a round ("load_batch": 4, the two-shot's reduce_to<C, 4>)
     # 8 sources take 2 rounds: exactly transfer.load_round_ns (1422 ns, fitted on them) more
-    from pksim.microbench_model import _block_move, predict_time_s
+    from pksim_core.microbench_model import _block_move, predict_time_s
     rec = {"bench": "block_moves_cross", "bytes": 512.0, "time_s": 7e-6, "check": "ok",
            "params": {"mechanism": "register", "kind": "reduce", "sources": 8, "dests": 8,
                       "groups": 8, "blocks": 8, "timing": "behind_write"}}
@@ -442,7 +442,7 @@ def test_a_ring_hand_off_costs_the_drain_the_release_and_a_system_flag(shipped):
     assert handoff_s(g, g.l2.latency_s) == pytest.approx(g.l2.latency_s + 532.2e-9 + 905.3e-9)
     # a signal_chain point of S steps: the first copy from HBM, then S - 1 hand-offs and
     # copies of what the previous step left in L2: linear in S with exactly that slope
-    from pksim.microbench_model import _block_move_body, predict_time_s
+    from pksim_core.microbench_model import _block_move_body, predict_time_s
     rec = {"bench": "signal_chain", "check": "ok", "bytes": 4096.0, "time_s": 1e-5,
            "params": {"mechanism": "register", "sync": "ring", "groups": 8, "blocks": 16}}
     t = {s: predict_time_s(shipped, {**rec, "params": {**rec["params"], "steps": s}})
@@ -463,8 +463,8 @@ def test_a_ring_hand_off_costs_the_drain_the_release_and_a_system_flag(shipped):
 def test_the_fused_pull_reduce_moves_at_its_own_calibrated_rate(shipped):
     # per SM and KiB of sums: base + S x source + D x dest (the kernel profile's pull_move_*):
     # gemm-rs on 4 ranks: 89.75 + 4 x 7.609 + 1 x 18.57 = 138.8 ns; gemm-ar: D = 4: 194.5 ns
-    from pksim.mechanisms import move_time_per_B
-    from pksim.workloads.fused import plan
+    from pksim_core.mechanisms import move_time_per_B
+    from pksim_core.workloads.fused_ops import plan
     g = shipped.gpu
     per_kib = {d: move_time_per_B(g, "register", 4, d, True, routine="pull") * 1024 * 1e9
                for d in (1, 4)}
@@ -480,7 +480,7 @@ def test_the_fused_pull_reduce_moves_at_its_own_calibrated_rate(shipped):
 
 def test_a_gemm_store_adding_into_one_output_holds_each_wave_for_its_bulk_stores(shipped):
     # Our GEMM 8192 x 8192 x 2048 on 132 SMs store-adding every tile into 1 output
-    # (gemm_store_add, pksim.microbench_model._gemm_store_add): 2048 tiles, 16 waves. The waves
+    # (gemm_store_add, pksim_core.microbench_model._gemm_store_add): 2048 tiles, 16 waves. The waves
     # compute back to back at the tensor rate (flop / tensor = the GEMM's body); after each
     # the SMs hand its 8 MiB of store-adds to their bulk engines, stall = 8 MiB / (132 x
     # tma_reduce_per_sm); each wave's store-adds (8 MiB x the tile RMW weight of HBM) run on
@@ -489,7 +489,7 @@ def test_a_gemm_store_adding_into_one_output_holds_each_wave_for_its_bulk_stores
     # h during the last stall, then at the whole path: the end is
     #   launch + flop / tensor + 16 stall + (last - h stall),  last = 8 MiB x w / HBM
     from hwmodels.sm import gemm_efficiency, sustained_factor, tile_reduce_memory_weight
-    from pksim.microbench_model import predict_time_s
+    from pksim_core.microbench_model import predict_time_s
     g = shipped.gpu
     m = n = 8192
     k = 2048

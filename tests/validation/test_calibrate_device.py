@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from hwmodels.catalog import load_system
 from hwmodels.errors import ConfigError
 from hwmodels.resources import data_dir
-from pksim.cli import calibrate as calibrate_cli
-from pksim.cli.main import cli
+from pksim_cli import calibrate as calibrate_cli
+from pksim_cli.main import cli
 from validation.calibrate import disjoint
 from validation.calibrate import fit as cal
 from validation.calibrate.device import from_record, start_system

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from hwmodels.catalog import load_system
 from hwmodels.resources import data_dir
-from pksim.cli import calibrate as calibrate_cli
-from pksim.cli.main import cli
+from pksim_cli import calibrate as calibrate_cli
+from pksim_cli.main import cli
 from validation.calibrate.device import from_record
 from validation.calibrate.microbench import failures
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import pksim.cli.calibrate as cli_calibrate
+import pksim_cli.calibrate as cli_calibrate
 from hwmodels.catalog import load_system
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.calibrate import ranks
 
 FAKE = Path(__file__).with_name("fake_ranks.py")

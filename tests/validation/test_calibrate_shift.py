@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hwmodels.catalog import load_system
-from pksim.microbench_model import predict_time_s
+from pksim_core.microbench_model import predict_time_s
 from validation.calibrate import convert
 from validation.calibrate import fit as cal
 from validation.calibrate import manifest

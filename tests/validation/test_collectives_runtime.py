@@ -119,7 +119,7 @@ def test_generated_collective_on_virtual_ranks(op, alg, mech, tmp_path, torch):
         pytest.skip("nvcc not found")
     import codegen
     from hwmodels.catalog import load_system
-    from pksim.schedule import Schedule
+    from pksim_core.schedule import Schedule
     from validation.runtime.collectives import Collective, Library, VirtualRanks
     s = Schedule(op=op, shape=(("bytes", 1 << 20),), world=4, algorithm=alg, mechanism=mech,
                  comm_sms=8)

@@ -7,7 +7,7 @@ import pytest
 
 from hwmodels.errors import ConfigError
 from validation.report.comm import summarise
-from validation.suites.comm_suite import (ROW, Variant, cases, load_comm_suite, parse_comm_suite,
+from validation.suites.comm_suite import (ROW, LibraryVariant, cases, load_comm_suite, parse_comm_suite,
                                           sizes_for)
 
 
@@ -32,17 +32,17 @@ def test_shipped_suite_covers_every_new_kernel_and_mechanism():
 
 def test_split_sizes_are_odd_when_checked_and_whole_rows_when_timed():
     rng = random.Random(1)
-    v = Variant("all-to-all-v", "direct", "tma")
+    v = LibraryVariant("all-to-all-v", "direct", "tma")
     count, splits, _ = sizes_for(v, 4, 1 << 20, "bf16", rng, odd=True)
     assert len(splits) == 16 and all(s % 2 == 1 or s == 0 for s in splits) and 0 in splits[:4]
     # count: the largest rank's sends or receives
     rows = [splits[r * 4:(r + 1) * 4] for r in range(4)]
     assert count == max(max(map(sum, rows)), max(sum(r[p] for r in rows) for p in range(4)))
-    _, splits, _ = sizes_for(Variant("all-gather-v", "direct", "tma"), 8, 1 << 24, "bf16", rng,
+    _, splits, _ = sizes_for(LibraryVariant("all-gather-v", "direct", "tma"), 8, 1 << 24, "bf16", rng,
                              odd=False)
     assert all(s % ROW == 0 for s in splits)
     # send-recv +1,-1: two messages per rank of half the bytes each
-    count, splits, sbytes = sizes_for(Variant("send-recv", "direct", "tma", peers="+1,-1"), 4,
+    count, splits, sbytes = sizes_for(LibraryVariant("send-recv", "direct", "tma", peers="+1,-1"), 4,
                                       1 << 20, "bf16", rng, odd=False)
     assert sbytes == 1 << 19 and count == 1 << 19 and sum(splits) == 8 * (1 << 18)
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from hwmodels.catalog import load_system
-from pksim.schedule import Schedule
-from pksim.simulate import predict
+from pksim_core.schedule import Schedule
+from pksim_core.simulate import predict
 from validation.report.compare_fused import compare, main
 
 

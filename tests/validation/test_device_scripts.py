@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from codegen.build import find_nvcc
 from hwmodels.errors import ConfigError
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.report.data import build_report, group_name
 from validation.suites.suite import load_suite, parse_suite
 

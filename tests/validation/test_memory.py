@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.runtime import memory
 from validation.runtime.collectives import GUARD_BYTES
 

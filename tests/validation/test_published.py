@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from hwmodels.errors import ConfigError
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.published.checks import entry_problems, flagged_rows, half_unit, row_problems
 from validation.published.corpus import (CORPUS_DIR, find_entry, list_entries, load_corpus,
                                          load_entry, parse_entry)

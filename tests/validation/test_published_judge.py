@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.published import ratchet
 from validation.published.corpus import load_corpus
 from validation.published.judge import BANDS, band_of, judge

@@ -14,14 +14,14 @@ from validation.prepare import random_timed as rt
 from validation.prepare.collectives import runnable
 from validation.report import random_matrix as report
 from validation.report import random_timed as timed_report
-from validation.suites.comm_suite import Variant
+from validation.suites.comm_suite import LibraryVariant
 from validation.suites.fused_kernels import BASELINE, VARIANTS, short
 
 H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _libs():
-    coll = {Variant(*k): f"lib/{'-'.join(k)}.so" for k in runnable()}
+    coll = {LibraryVariant(*k): f"lib/{'-'.join(k)}.so" for k in runnable()}
     fused = {short(op, ov, mech): f"lib/{short(op, ov, mech)}.so" for op, ov, _, mech in VARIANTS}
     fused["gemm"] = "lib/libpk_gemm.so"
     fused.update({"/".join(v): f"lib/{'-'.join(v)}.so" for v in BASELINE.values()})

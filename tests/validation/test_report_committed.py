@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from tests.validation.committed import COMMITTED, committed_bundle, committed_report
 
 SAME = ("cases", "compared", "measured_ok", "failed", "median_abs_error", "max_abs_error",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from hwmodels.catalog import load_system
-from pksim.microbench_model import predict_time_s
-from pksim.schedule import Schedule
-from pksim.simulate import predict
+from pksim_core.microbench_model import predict_time_s
+from pksim_core.schedule import Schedule
+from pksim_core.simulate import predict
 from validation.prepare.collectives import make_cases, runnable
 from validation.runtime.timer import CE_LEAD_CYCLES, FLUSH_BYTES
 from validation.prepare.predict import flush_lead_s
@@ -72,7 +72,7 @@ def test_ce_burst_is_setup_then_one_command_per_further_copy_and_a_chain_per_str
 def test_copy_engine_phases_wait_on_every_other_ranks_events():
     # Between two phases of a copy-engine collective in virtual ranks every rank's stream
     # waits on the other ranks' events: w (w - 1) waits one after another on the GPU, w in a
-    # ring (pksim.mechanisms.copy_engine.waits_s). The two-shot all-reduce has 2 phases (copies, then
+    # ring (pksim_core.mechanisms.copy_engine_cost.waits_s). The two-shot all-reduce has 2 phases (copies, then
     # the reduction kernels that write every output): at w = 4 one boundary, 12 waits; the
     # ring's ce_phases at w = 4 are 2w - 1 = 7 (a reduction and its copy to the next rank are
     # one phase on one stream), so 6 x 4.

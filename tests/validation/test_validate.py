@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from codegen.build import find_nvcc
 from hwmodels.errors import ConfigError
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.prepare.collectives import runnable
 from validation.suites.suite import load_suite, parse_suite
 from validation.report.data import build_report, group_name
@@ -129,15 +129,15 @@ def test_prepare_quick_suite(tmp_path):
 
 def test_prepare_lists_what_the_simulator_cannot_predict(tmp_path, monkeypatch):
     from hwmodels.errors import InfeasibleError
-    import pksim.simulate
+    import pksim_core.simulate
 
-    real = pksim.simulate.predict
+    real = pksim_core.simulate.predict
 
     def predict(system, schedule, *a, **kw):
         if schedule.mechanism == "copy-engine":
             raise InfeasibleError(f"{schedule.op}/{schedule.algorithm}: not modelled here")
         return real(system, schedule, *a, **kw)
-    monkeypatch.setattr(pksim.simulate, "predict", predict)
+    monkeypatch.setattr(pksim_core.simulate, "predict", predict)
     result = run(["validate", "--suite", "quick", "--prepare", "--no-build", "-o",
                   str(tmp_path / "b"), "--json"])
     assert result.exit_code == 0, result.output
@@ -151,7 +151,7 @@ def test_prepare_lists_what_the_simulator_cannot_predict(tmp_path, monkeypatch):
 
 
 def test_run_without_gpu_says_how_to_split(tmp_path, monkeypatch):
-    monkeypatch.setattr("pksim.cli.validate.gpu_missing", lambda: "no NVIDIA GPU here")
+    monkeypatch.setattr("pksim_cli.validate.gpu_missing", lambda: "no NVIDIA GPU here")
     result = run(["validate", "--suite", "quick", "-o", str(tmp_path / "b")])
     assert result.exit_code == 2
     line = result.output.strip()

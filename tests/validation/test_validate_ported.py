@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from pksim.cli.main import cli
+from pksim_cli.main import cli
 from validation.report.ported import TARGETS, judge, p90, unstable
 
 

@@ -23,7 +23,7 @@ from validation.calibrate.fit import FitResult, Results
 
 KERNEL = "gpu.kernel."            # the fit's keys of kernel-profile figures
 METHOD = ("scipy.optimize.least_squares on log(predicted / measured time) of "
-          "pksim.microbench_model, stage by stage, soft-L1 loss (scale 0.05), groups weighted "
+          "pksim_core.microbench_model, stage by stage, soft-L1 loss (scale 0.05), groups weighted "
           "equally")
 
 

@@ -2,7 +2,7 @@
 calibrated system file.
 
 ``fit(system, results)`` runs ``scipy.optimize.least_squares`` on the residuals
-log(predicted / measured) of ``pksim.microbench_model`` (the model the simulator uses),
+log(predicted / measured) of ``pksim_core.microbench_model`` (the model the simulator uses),
 stage by stage: each stage fits the parameters its microbenchmark groups determine
 and holds those of earlier stages (flags -> ld/st copies -> launches -> copies ->
 TMA copy -> TMA reduce -> collective moves -> epilogue moves -> shifted moves -> tensor). Within a stage every group weighs the same, and a soft-L1 loss
@@ -31,7 +31,7 @@ from hwmodels.errors import ConfigError, ValidationError
 from hwmodels.profile import LOCAL_FIELDS, load_profile
 from hwmodels.system import System
 from validation.calibrate.manifest import locate
-from pksim.microbench_model import (MEASURED_ONLY, REQUIRED, GroupSummary, PointResult, predict,
+from pksim_core.microbench_model import (MEASURED_ONLY, REQUIRED, GroupSummary, PointResult, predict,
                               predict_time_s,
                               summarise, usable)
 

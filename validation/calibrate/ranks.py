@@ -162,7 +162,7 @@ def load(path: Path) -> dict:
 # ---- the model and the fit (docs/decisions/D50.md) -------------------------------------------
 def rate_Bps(point: dict, r: float, half: float, cap: float) -> float:
     """One rank's rate: its SMs at ``r`` per SM (a TMA message of m bytes at m / (m + half)
-    of it), at most the path's ``cap``: the hard minimum pksim.mechanisms.flow takes over NVLink."""
+    of it), at most the path's ``cap``: the hard minimum pksim_core.mechanisms.flow takes over NVLink."""
     issue = point["sms"] * r
     if point["mechanism"] == "tma":
         m = point["msg_bytes"]
@@ -187,7 +187,7 @@ def model_s(point: dict, p: dict, local: bool) -> float:
 
 
 @dataclass
-class Group:
+class ResidualGroup:
     name: str
     points: int
     median_abs_error: float
@@ -199,7 +199,7 @@ class Group:
 @dataclass
 class RanksFit:
     values: dict[str, float]                     # gpu.transfer_remote key -> value (key units)
-    groups: list[Group]
+    groups: list[ResidualGroup]
     nuisance: dict[str, float] = field(default_factory=dict)
 
 
@@ -284,9 +284,9 @@ def fit(doc: dict) -> RanksFit:
 
 
 def _group(name: str, points: list[dict], p: dict, local: bool, fitted: tuple[str, ...],
-           note: str = "") -> Group:
+           note: str = "") -> ResidualGroup:
     errors = [abs(e) for e in _errors(points, p, local)]
-    return Group(name, len(points), statistics.median(errors), max(errors), fitted, note)
+    return ResidualGroup(name, len(points), statistics.median(errors), max(errors), fitted, note)
 
 
 # ---- the file --------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ microbenchmark, as Markdown, for docs/validation/calibration.md.
 
 With -o, the text replaces what lies between the two ``calibration-report`` markers of
 that file (the rest of the file is kept; the markers are appended if missing);
-without it, the text goes to stdout. Predictions come from ``pksim.microbench_model`` with
+without it, the text goes to stdout. Predictions come from ``pksim_core.microbench_model`` with
 the calibrated file's figures, so the tables are what the shipped model predicts.
 Each ``--also`` run (another measurement, not fitted) is judged twice: as the shipped
 file predicts it, and after a refit on it alone.
@@ -21,7 +21,7 @@ from pathlib import Path
 from hwmodels.catalog import load_system
 from hwmodels.errors import PksimError
 from hwmodels.system import System
-from pksim.microbench_model import PointResult, predict, summarise
+from pksim_core.microbench_model import PointResult, predict, summarise
 from validation.calibrate.fit import (fit, get_figure, load_results, merge_results, provenance_key,
                                       residuals)
 

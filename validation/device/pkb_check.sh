@@ -16,7 +16,7 @@ extra=()
 [ -n "${PK_PKB_PROBLEMS:-}" ] && extra+=(--problems "$PK_PKB_PROBLEMS")
 [ -n "${PK_PKB_BUDGET:-}" ] && extra+=(--budget-s "$PK_PKB_BUDGET")
 [ "${PK_PKB_TIME:-0}" = 1 ] && extra+=(--time --warmup "${PK_PKB_WARMUP:-5}" --iters "${PK_PKB_ITERS:-10}")
-timeout --signal=KILL "${PK_PKB_TIMEOUT:-400}" python3 -m pksim.cli.main pkb check --pkb "$pkb" \
+timeout --signal=KILL "${PK_PKB_TIMEOUT:-400}" python3 -m pksim_cli.main pkb check --pkb "$pkb" \
   --solutions "$sol" --results "$out/pkb.jsonl" --world "${PK_PKB_WORLD:-8}" \
   --trials "${PK_PKB_TRIALS:-5}" --deadline-s "${PK_PKB_DEADLINE:-60}" "${extra[@]}" > "$out/pkb.log" 2>&1
 echo "pkb check exit $?" >> "$out/pkb.log"

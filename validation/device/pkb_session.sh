@@ -39,7 +39,7 @@ mode=(); [ "$dry" = 1 ] && mode=(--dry-run)
 check() {  # PROBLEMS SECONDS DEADLINE [OPTION...]: one launch, stopping resumably inside SECONDS
   local ids=$1 s=$2 d=$3; shift 3
   [ "$s" -ge $(( d + 30 )) ] || { echo "pkb check $ids: SKIPPED, $s s left" | tee -a "$out/pkb.log"; return; }
-  timeout --signal=KILL "$s" python3 -m pksim.cli.main pkb check --pkb "$pkb" \
+  timeout --signal=KILL "$s" python3 -m pksim_cli.main pkb check --pkb "$pkb" \
     --results "$out/pkb.jsonl" --problems "$ids" --world 8 --trials "${PK_PKB_TRIALS:-5}" \
     --deadline-s "$d" --budget-s $(( s - d - 20 )) "${mode[@]}" "$@" >> "$out/pkb.log" 2>&1
   echo "pkb check $ids: exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/pkb.log"
@@ -51,7 +51,7 @@ check "${PK_PKB_FIRST:-1-67,69-76,78-87}" $(( $(left) - ${PK_PKB_SECOND_S:-150} 
 check "${PK_PKB_ALL:-1-87}" $(( $(left) - time_s - after_time )) "$large" --no-prebuild
 s=$(( $(left) - after_time ))
 if [ "$dry" != 1 ] && [ "$s" -ge 20 ]; then
-  timeout --signal=KILL "$s" python3 -m pksim.cli.main pkb check --pkb "$pkb" \
+  timeout --signal=KILL "$s" python3 -m pksim_cli.main pkb check --pkb "$pkb" \
     --results "$out/pkb-time.jsonl" --problems "${PK_PKB_TIME_PROBLEMS:-1,16}" --world 8 \
     --trials 1 --deadline-s "$deadline" --time --warmup "${PK_PKB_WARMUP:-3}" \
     --iters "${PK_PKB_ITERS:-5}" --no-prebuild >> "$out/pkb-time.log" 2>&1

@@ -47,7 +47,7 @@ left() { echo $(( budget - ($(date +%s) - t0) )); }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv"
 case ",$steps," in *,hardware,*)
   mkdir -p "$out/hw"
-  timeout 200 python3 -c "from pksim.cli.main import main; main()" calibrate --hardware-only \
+  timeout 200 python3 -c "from pksim_cli.main import main; main()" calibrate --hardware-only \
     --python python3 --results-out "$out/hw/mb" -o "$out/hw/calibrated.toml" --json \
     > "$out/hw/calibrate.json" 2> "$out/hw/calibrate.log"
   echo "hardware exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/times.txt";;

@@ -48,7 +48,7 @@ if [ "$steps" = microbench ]; then
   mkdir -p "$bundle" && echo "[]" > "$bundle/cases.json"
 else
   matrix=; case ",$steps," in *,matrix,*) matrix=--matrix;; esac
-  python3 -c "from pksim.cli.main import main; main()" validate --prepare $matrix --force \
+  python3 -c "from pksim_cli.main import main; main()" validate --prepare $matrix --force \
     --suite "$suite" -o "$bundle" > "$out/prepare.log" 2>&1
   echo "prepare exit $? in $(( $(date +%s) - t0 )) s" | tee "$out/prep-time.txt"
   tail -n 3 "$out/prepare.log"

@@ -35,9 +35,9 @@ from codegen.build import compile_many, find_nvcc
 from codegen.plan import RUNNABLE_MECHANISMS, mechanisms
 from hwmodels.catalog import load_system
 from hwmodels.resources import device_dir, kernels_dir
-from pksim import algorithms
-from pksim.kernel_contract import IN_NETWORK_STREAMED_OPS, world_reason
-from pksim.schedule import Schedule
+from pksim_core import algorithms
+from pksim_core.kernel_contract import IN_NETWORK_STREAMED_OPS, world_reason
+from pksim_core.schedule import Schedule
 from validation.prepare.predict import predict_case
 from validation.runtime.reference import ELEM, count_for_bytes
 
@@ -49,7 +49,7 @@ SHARDED = ("all-gather", "reduce-scatter", "all-to-all")
 
 
 def runnable() -> list[tuple[str, str, str]]:
-    """The correctness matrix's kernels (pksim.algorithms: suite "matrix"), on the mechanisms
+    """The correctness matrix's kernels (pksim_core.algorithms: suite "matrix"), on the mechanisms
     that run (the in-network ones: emulated_in_network); the rooted, -v and send/recv ones have
     their own suite, which knows their split sizes (validation.prepare.comm)."""
     return [(r.op, r.algorithm, mech) for r in algorithms.kernels() if r.suite == "matrix"

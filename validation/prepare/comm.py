@@ -26,14 +26,14 @@ from codegen.build import compile_many
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
-from pksim import simulate
-from pksim.schedule import Schedule
+from pksim_core import simulate
+from pksim_core.schedule import Schedule
 from validation.prepare.predict import flush_lead_s
-from validation.suites.comm_suite import (CommSuite, Variant, cases, epilogue_fields,
+from validation.suites.comm_suite import (CommSuite, LibraryVariant, cases, epilogue_fields,
                                           load_comm_suite, schedule_extra)
 
 
-def library_schedule(v: Variant, comm_sms: int = 16) -> Schedule:
+def library_schedule(v: LibraryVariant, comm_sms: int = 16) -> Schedule:
     """The schedule a variant's library is generated from (world, sizes and splits are run-time
     arguments: fixed here, so that the source, and its cached build, stay the same)."""
     return Schedule(op=v.op, shape=(("bytes", 1 << 30),), world=8, algorithm=v.algorithm,
@@ -41,7 +41,7 @@ def library_schedule(v: Variant, comm_sms: int = 16) -> Schedule:
 
 
 def build_libs(out: Path, suite: CommSuite, system_name: str = "h200-virtual",
-               build: bool = True) -> dict[Variant, str]:
+               build: bool = True) -> dict[LibraryVariant, str]:
     """One library per variant, as ``lib/<name>.so`` relative to ``out``. ``build=False`` only
     emits the sources and returns the paths the libraries will have (``lib<stem>.so``)."""
     system = load_system(system_name)
@@ -64,7 +64,7 @@ def build_libs(out: Path, suite: CommSuite, system_name: str = "h200-virtual",
 
 def predict_case(system: System, case: dict) -> dict:
     """The prediction fields of a timed case (predicted_s None where the model cannot say)."""
-    v: Variant = case["variant"]
+    v: LibraryVariant = case["variant"]
     sched = Schedule(op=v.op, shape=(("bytes", case["schedule_bytes"]),), world=case["world"],
                      dtype=case["dtype"], algorithm=v.algorithm, mechanism=v.mechanism,
                      comm_sms=case["blocks_per_rank"],
@@ -77,11 +77,11 @@ def predict_case(system: System, case: dict) -> dict:
     return out | {"predicted_s": p.time_s, "bound_s": p.bound_s, "bound_resource": p.bound_resource}
 
 
-def case_rows(suite: CommSuite, libs: dict[Variant, str]) -> list[dict]:
+def case_rows(suite: CommSuite, libs: dict[LibraryVariant, str]) -> list[dict]:
     system = load_system(suite.system)
     rows = []
     for seed, c in enumerate(cases(suite, system.gpu.sm.count), start=suite.seed * 1000):
-        v: Variant = c.pop("variant")
+        v: LibraryVariant = c.pop("variant")
         row = dict(c, op=v.op, algorithm=v.algorithm, mechanism=v.mechanism, family=v.family,
                    lib=libs[v], seed=seed, **epilogue_fields(v, bool(c.get("time"))))
         if v.peers:
@@ -99,7 +99,7 @@ def repredict(rows: list[dict], system: System) -> list[dict]:
     out = []
     for row in rows:
         if row.get("time"):
-            v = Variant(row["op"], row["algorithm"], row["mechanism"], row.get("reduce_op", "sum"),
+            v = LibraryVariant(row["op"], row["algorithm"], row["mechanism"], row.get("reduce_op", "sum"),
                         row.get("epilogue", "none"), row.get("peers", ""))
             case = dict(row, variant=v, splits=row.get("splits"))
             row = {k: val for k, val in row.items() if k not in ("predict_error", "bound_s",

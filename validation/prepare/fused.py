@@ -22,8 +22,8 @@ from hwmodels.catalog import load_system
 from hwmodels.errors import CompileError, ConfigError
 from hwmodels.resources import device_dir, kernels_dir
 from hwmodels.system import System
-from pksim.schedule import Schedule
-from pksim.workloads.fused import ALGORITHMS
+from pksim_core.schedule import Schedule
+from pksim_core.workloads.fused_ops import ALGORITHMS
 from validation.layout import CASES, MEMCHECK_LIBS, SANITIZE_FUSED
 from validation.prepare.collectives import build_libs
 from validation.prepare.estimate import WORKER_START_S, estimate_fused_case_s

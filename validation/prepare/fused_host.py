@@ -18,7 +18,7 @@ from pathlib import Path
 from codegen import fused
 from codegen.build import compile_many
 from hwmodels.catalog import load_system
-from pksim.schedule import Schedule
+from pksim_core.schedule import Schedule
 
 SYSTEM = "h200-virtual"
 VARIANTS = (("gemm-rs", "intra-sm", "direct", "tma"), ("ag-gemm", "intra-sm", "direct", "tma"))

@@ -10,9 +10,9 @@ from codegen.plan import algorithms as codegen_algorithms
 from hwmodels.catalog import load_system
 from hwmodels.errors import InfeasibleError
 from hwmodels.system import System
-from pksim.schedule import Schedule
-from pksim.search import fused_space, search, space
-from pksim import simulate
+from pksim_core.schedule import Schedule
+from pksim_core.search import fused_space, search, space
+from pksim_core import simulate
 from validation.runtime.timer import CE_LEAD_CYCLES, FLUSH_BYTES
 from validation.suites.suite import Candidate
 

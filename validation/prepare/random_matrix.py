@@ -36,13 +36,13 @@ from collections import Counter
 from pathlib import Path
 
 from hwmodels.catalog import load_system
-from pksim import algorithms
+from pksim_core import algorithms
 from validation.prepare import collectives as coll_prep
 from validation.prepare import comm as comm_prep
 from validation.prepare import fused as fused_prep
 from validation.prepare import random_timed
 from validation.runtime.reference import ELEM, count_for_bytes
-from validation.suites.comm_suite import Variant, epilogue_fields, load_comm_suite, sizes_for
+from validation.suites.comm_suite import LibraryVariant, epilogue_fields, load_comm_suite, sizes_for
 from validation.layout import MEMCHECK_LIBS
 from validation.suites.fused_kernels import BASELINE, VARIANTS, fused_case, none_case, short
 
@@ -60,15 +60,15 @@ REQUIREMENTS = {
              "(its reduce-scatter's equal shares)",
     "in-network emulated": "whole 16-byte vectors per rank (multimem moves 16-byte vectors)",
     "rhd": "a power-of-two world (recursive halving / doubling pairs ranks by bit; "
-           "pksim.algorithms power_of_two): worlds 2, 4 and 8",
+           "pksim_core.algorithms power_of_two): worlds 2, 4 and 8",
 }
 
 
-def collective_variants() -> list[Variant]:
+def collective_variants() -> list[LibraryVariant]:
     """Every checked collective kernel, as comm-suite variants (sum, no epilogue, for the
     matrix's and the emulated kernels)."""
-    out = [Variant(op, alg, mech) for op, alg, mech in coll_prep.runnable()]
-    out += [Variant(op, alg, mech) for op, alg, mech in coll_prep.emulated_in_network()]
+    out = [LibraryVariant(op, alg, mech) for op, alg, mech in coll_prep.runnable()]
+    out += [LibraryVariant(op, alg, mech) for op, alg, mech in coll_prep.emulated_in_network()]
     out += list(load_comm_suite("comm").variants)
     return out
 
@@ -117,7 +117,7 @@ def fused_shape(rng: random.Random, world: int) -> tuple[int, int, int, int]:
     return world, m, n, k
 
 
-def collective_case(rng: random.Random, v: Variant, world: int, dtype: str, sms: int) -> dict:
+def collective_case(rng: random.Random, v: LibraryVariant, world: int, dtype: str, sms: int) -> dict:
     """One drawn collective case (no library path yet)."""
     nbytes = _log_uniform(rng, ELEM[dtype], MAX_BYTES)
     odd = rng.random() < 0.5
@@ -211,7 +211,7 @@ def _attach_collectives(colls: list[dict], libs: dict) -> list[dict]:
     out = []
     for c in colls:
         op, alg, mech, rop, epi, peers = c["variant"]
-        out.append(dict(c, lib=libs[Variant(op, alg, mech, rop, epi, peers)]))
+        out.append(dict(c, lib=libs[LibraryVariant(op, alg, mech, rop, epi, peers)]))
     return out
 
 
@@ -246,7 +246,7 @@ def prepare(out: Path, seed: int, cases: int, build: bool = True,
     suite = load_comm_suite("comm")
     variants = collective_variants()
     plain = [(v.op, v.algorithm, v.mechanism) for v in variants if v not in suite.variants]
-    libs = {Variant(*k): p for k, p in coll_prep.build_libs(cdir, SYSTEM, plain, build).items()}
+    libs = {LibraryVariant(*k): p for k, p in coll_prep.build_libs(cdir, SYSTEM, plain, build).items()}
     libs.update(comm_prep.build_libs(cdir, suite, SYSTEM, build))
     (cdir / "cases.json").write_text(json.dumps(_attach_collectives(colls, libs), indent=1))
     flibs = fused_prep.build_bundle(fdir, build)

@@ -5,7 +5,7 @@ report (validation/report/random_timed.py) can flag every cliff.
 
 * collectives: ``TIMED_COLLECTIVES`` cases cycling over every collective x algorithm x
   mechanism of the correctness matrix (validation.prepare.collectives.runnable), worlds 2 to 8
-  as each kernel allows (pksim.kernel_contract.world_reason), bf16 and fp32 in turn, sizes
+  as each kernel allows (pksim_core.kernel_contract.world_reason), bf16 and fp32 in turn, sizes
   log-uniform from 4 KiB to 64 MiB (nccl-tests bytes), odd element counts in half the draws;
   blocks per rank the model's best for that kernel (validation.prepare.predict.predict_case),
   predicted behind the L2 flush as the default suite is (predict_candidate); 100 calls, 3
@@ -31,12 +31,12 @@ from typing import Callable
 
 from hwmodels.catalog import load_system
 from hwmodels.system import System
-from pksim.kernel_contract import world_reason
+from pksim_core.kernel_contract import world_reason
 from validation.prepare import collectives as coll_prep
 from validation.prepare.bundle import calibration_inputs
 from validation.prepare.predict import predict_candidate, predict_case, predict_fused_case
 from validation.runtime.reference import count_for_bytes, nccl_bytes
-from validation.suites.comm_suite import Variant
+from validation.suites.comm_suite import LibraryVariant
 from validation.suites.fused_kernels import BASELINE, VARIANTS, fused_case, none_case
 from validation.suites.suite import Candidate
 
@@ -89,12 +89,12 @@ def collective_cases(rng: random.Random, system: System, libs: dict, n: int, see
         i += 1
         k = first + len(out)
         case = {"id": f"t{k:04d}-{op}-{alg}-{mech}-w{w}-{dtype}-n{count}",
-                "lib": libs[Variant(op, alg, mech)], "op": op, "algorithm": alg,
+                "lib": libs[LibraryVariant(op, alg, mech)], "op": op, "algorithm": alg,
                 "mechanism": mech, "world": w, "dtype": dtype, "count": count, "bytes": nbytes,
                 "blocks_per_rank": blocks, "check": True, "time": True, "iters": COLL_ITERS,
                 "warmup": COLL_WARMUP, "seed": seed * 100000 + 90000 + k, "matrix_seed": seed,
                 "deadline_s": 30}
-        v = Variant(op, alg, mech)
+        v = LibraryVariant(op, alg, mech)
         case["variant"] = [v.op, v.algorithm, v.mechanism, v.reduce_op, v.epilogue, v.peers]
         case.update(fields)
         out.append(case)

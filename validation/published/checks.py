@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from validation.published.corpus import Entry, Row, Series
+from validation.published.corpus import Entry, PrintedRow, Series
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n,
               "all_gather": lambda n: (n - 1) / n,
@@ -19,7 +19,7 @@ _REL = 1e-9
 
 
 @dataclass(frozen=True)
-class Problem:
+class PublishedProblem:
     entry: str
     series: str
     bytes: int
@@ -44,7 +44,7 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def row_problems(row: Row, op: str | None, ranks: int | None) -> list[str]:
+def row_problems(row: PrintedRow, op: str | None, ranks: int | None) -> list[str]:
     """What in ``row`` disagrees with the nccl-tests formulas (empty: agrees or uncheckable)."""
     if op not in BUS_FACTOR or row.bytes is None or row.qualifier != "exact":
         return []
@@ -71,7 +71,7 @@ def row_problems(row: Row, op: str | None, ranks: int | None) -> list[str]:
     return out
 
 
-def entry_problems(entry: Entry) -> list[Problem]:
+def entry_problems(entry: Entry) -> list[PublishedProblem]:
     """Every row of ``entry`` that disagrees with the formulas, except rows whose note
     already records the disagreement (a transcription inconsistency kept as printed)."""
     found = []
@@ -80,10 +80,10 @@ def entry_problems(entry: Entry) -> list[Problem]:
             if row.note and "inconsistent" in row.note:
                 continue
             for what in row_problems(row, entry.op(s), entry.ranks(s)):
-                found.append(Problem(entry.name, s.label, row.bytes, what))
+                found.append(PublishedProblem(entry.name, s.label, row.bytes, what))
     return found
 
 
-def flagged_rows(entry: Entry) -> list[tuple[Series, Row]]:
+def flagged_rows(entry: Entry) -> list[tuple[Series, PrintedRow]]:
     """Rows marked in the entry as inconsistent (kept as printed, with a note)."""
     return [(s, r) for s in entry.series for r in s.rows if r.note and "inconsistent" in r.note]

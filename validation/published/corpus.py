@@ -39,7 +39,7 @@ def _frozen(d: Mapping) -> Mapping:
 
 
 @dataclass(frozen=True)
-class Row:
+class PrintedRow:
     """One printed row: ``size_key`` names what ``size`` is; ``values`` keep printed digits."""
     size_key: str | None
     size: Decimal | int | None
@@ -77,7 +77,7 @@ class Series:
     placement: str | None
     algo: str | None
     proto: str | None
-    rows: tuple[Row, ...]
+    rows: tuple[PrintedRow, ...]
     note: str | None = None
 
 
@@ -156,7 +156,7 @@ def _rows(path, dotted: str, raw: list, dtype_bytes: int | None, need_size: bool
         if need_size and not sizes:
             raise ConfigError(f"{path}: {where}: a curve row needs a size ({', '.join(SIZE_KEYS)})")
         key = sizes[0] if sizes else None
-        rows.append(Row(key, r.get(key) if key else None,
+        rows.append(PrintedRow(key, r.get(key) if key else None,
                         _frozen({k: r[k] for k in VALUE_KEYS if k in r}),
                         r.get("qualifier", "exact"), r.get("note"), dtype_bytes))
     keys = {row.size_key for row in rows}

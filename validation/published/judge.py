@@ -5,7 +5,7 @@ Per entry: the shipped system it maps to (``SYSTEMS``, by the entry's ``[system]
 entry spanning several nodes over InfiniBand is not predicted: the scale-out path is not
 judged here), the NCCL version it declares (None: the newest tables), NCCL's launch mode
 (``launch_mode``) and NVLS (``[environment] nvls = "off"`` turns it off). Per series:
-- ``nccl`` (and ``pynccl``): NCCL's own pick (pksim.nccl.nccl_schedule), simulated;
+- ``nccl`` (and ``pynccl``): NCCL's own pick (pksim_core.nccl.nccl_schedule), simulated;
 - custom kernels (``IMPLEMENTATIONS``: one-shot -> direct, two-shot, multimem ->
   in-network): pksim's best schedule of that algorithm, in a stream launch (pk kernels
   have no graph or one-thread launch; a row in another mode says so);
@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from hwmodels.catalog import load_system
 from hwmodels.errors import PksimError
 from hwmodels.topology import Topology
-from pksim.nccl import nccl_schedule
-from pksim.nccl_constants import constants
-from pksim.nccl_graph import pick
-from pksim.search import best
-from pksim.simulate import predict
-from pksim.versus import versus_nccl
-from pksim.vocabulary import renamed
-from validation.published.corpus import Entry, Row, Series, load_corpus
+from pksim_core.nccl import nccl_schedule
+from pksim_core.nccl_constants import constants
+from pksim_core.nccl_graph import pick
+from pksim_core.search import best
+from pksim_core.simulate import predict
+from pksim_core.versus import versus_nccl
+from pksim_core.vocabulary import renamed
+from validation.published.corpus import Entry, PrintedRow, Series, load_corpus
 
 KiB, MiB = 1 << 10, 1 << 20
 # Size bands (bytes per rank as nccl-tests prints them): [lo, hi)
@@ -110,7 +110,7 @@ class Curve:
 
 
 @dataclass
-class Pick:
+class LoggedPick:
     coll: str
     bytes: int
     logged: str                       # "algo/proto"
@@ -130,7 +130,7 @@ class EntryReport:
     reason: str | None                # why the whole entry is not predicted
     nccl_version: str | None
     curves: list[Curve]
-    picks: list[Pick]
+    picks: list[LoggedPick]
     bands: dict = field(default_factory=dict)
     targets: dict = field(default_factory=dict)
 
@@ -197,7 +197,7 @@ def launch_mode(entry: Entry) -> tuple[str, str | None]:
     return "eager", "launch mode not stated: eager (one process per GPU) assumed"
 
 
-def measured_s(entry: Entry, series: Series, row: Row, nbytes: int) -> float | None:
+def measured_s(entry: Entry, series: Series, row: PrintedRow, nbytes: int) -> float | None:
     t = row.time_s
     if t is not None:
         return t
@@ -245,7 +245,7 @@ def _curve(entry: Entry, system, series: Series, version: str | None) -> Curve:
     return curve
 
 
-def _time_qualifier(qualifier: str, row: Row) -> str:
+def _time_qualifier(qualifier: str, row: PrintedRow) -> str:
     """A row's qualifier as a bound on the time: a bandwidth "at-least" bounds the time from
     above."""
     if qualifier not in ("at-most", "at-least") or row.time_s is not None:
@@ -281,7 +281,7 @@ def _norm_algo(text: str) -> str:
     return text.lower().replace("nvlstree", "nvls_tree").replace("-", "_")
 
 
-def _picks(entry: Entry, system, version: str | None) -> list[Pick]:
+def _picks(entry: Entry, system, version: str | None) -> list[LoggedPick]:
     if entry.tuner is None or system is None:
         return []
     out = []
@@ -294,7 +294,7 @@ def _picks(entry: Entry, system, version: str | None) -> list[Pick]:
         model = f"{p.algorithm}/{p.protocol}" if p else None
         chan = (None if ch.channel_hi is None
                 else f"{(ch.channel_lo or 0)}..{ch.channel_hi}")
-        out.append(Pick(ch.coll, ch.bytes, logged, model, model == logged, chan,
+        out.append(LoggedPick(ch.coll, ch.bytes, logged, model, model == logged, chan,
                         p.channels if p else None))
     return out
 
@@ -367,7 +367,7 @@ def miss_reason(curve: Curve) -> str | None:
 
 
 # pk's best schedule against NCCL's pick where both have the switch's reduction (NVLS):
-# the systems the judged entries map to, at sizes from 64 MiB (pksim.versus, D44)
+# the systems the judged entries map to, at sizes from 64 MiB (pksim_core.versus, D44)
 VERSUS_SYSTEMS = ("dgx-h100", "hgx-h200", "dgx-b200")
 VERSUS_BYTES = (64 * MiB, 256 * MiB, 1024 * MiB)
 
@@ -375,7 +375,7 @@ VERSUS_BYTES = (64 * MiB, 256 * MiB, 1024 * MiB)
 def versus(systems: tuple[str, ...] = VERSUS_SYSTEMS,
            sizes: tuple[int, ...] = VERSUS_BYTES) -> list[dict]:
     """All-reduce: pk's best schedule against NCCL's pick (its default launch), each with its
-    binding resource and time, and the difference itemised (pksim.versus.versus_nccl)."""
+    binding resource and time, and the difference itemised (pksim_core.versus.versus_nccl)."""
     rows = []
     for name in systems:
         system = load_system(name)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hwmodels.errors import ConfigError
-from pksim.versus import PARTS
-from pksim.vocabulary import renamed
+from pksim_core.versus import PARTS
+from pksim_core.vocabulary import renamed
 from validation.published.judge import BANDS, EntryReport, miss_reason
 
 # A point's keys renamed in this release (the old names stay as aliases: docs/outputs.md).
@@ -111,7 +111,7 @@ def _versus_section(versus: list[dict]) -> list[str]:
     return ["", "## pk against NCCL from 64 MiB", "",
             "All-reduce, pk's best schedule against NCCL's pick (its default eager launch), "
             "both with the switch's reduction (NVLS): the resource class busiest over each run, "
-            "and pk - NCCL split into parts that add up to the difference (pksim.versus; "
+            "and pk - NCCL split into parts that add up to the difference (pksim_core.versus; "
             "docs/decisions/D44.md): launch, the host's floor, the binding resource's payload "
             "at its raw capacity, its wire overhead (protocol and mechanism efficiency), and "
             f"what is exposed beyond it. Same binding resource in {same} of {len(versus)}.",

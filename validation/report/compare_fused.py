@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hwmodels.catalog import load_system
 from hwmodels.errors import PksimError
-from pksim.simulate import predict
+from pksim_core.simulate import predict
 from validation.measurement import seconds
 from validation.prepare.predict import schedule_of
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from hwmodels.errors import ConfigError
 from hwmodels.units import format_bytes
-from pksim.vocabulary import renamed
+from pksim_core.vocabulary import renamed
 from validation.layout import FUSED_DIR, FUSED_MEASURED, MEASURED, load_bundle
 from validation.measurement import Measurement
 from validation.report.numbers import fmt_pct

@@ -27,7 +27,7 @@ from typing import Any
 from hwmodels import profile as kernel_profile
 from hwmodels.catalog import load_system, system_path
 from hwmodels.errors import ConfigError
-from pksim.provenance import binding_figure
+from pksim_core.provenance import binding_figure
 from validation.calibrate.device import product
 from validation.prepare.bundle import prepare
 from validation.report.data import build_report, load_measured
@@ -122,7 +122,7 @@ def judge(rep: dict, target: dict[str, float]) -> dict[str, dict[str, Any]]:
 
 def culprits(rep: dict, system_ref: str, count: int = 5) -> list[dict[str, Any]]:
     """The worst kernels (by median |error|) with the resource that bound them and the system
-    figure behind it (pksim.provenance.binding_figure), or the profile's term for the SMs."""
+    figure behind it (pksim_core.provenance.binding_figure), or the profile's term for the SMs."""
     system = load_system(system_ref)
     out = []
     for k in rep.get("kernels", [])[:count]:

@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 
 from hwmodels.catalog import load_system
-from pksim.schedule import Schedule
-from pksim.simulate import predict
+from pksim_core.schedule import Schedule
+from pksim_core.simulate import predict
 
 
 @dataclass(frozen=True)

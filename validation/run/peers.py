@@ -111,7 +111,7 @@ class Lib:
         return int(base.value)
 
 
-class Ranks:
+class PeerRanks:
     """This process's rank, its buffers and its peers' (mapped through CUDA IPC)."""
 
     def __init__(self, lib: Lib, slot_bytes: int):
@@ -177,7 +177,7 @@ class Ranks:
         self.lib.dll.pm_free(ctypes.c_void_p(self.recv))
 
 
-def check(ranks: Ranks, mechanism: str, op: str) -> dict:
+def check(ranks: PeerRanks, mechanism: str, op: str) -> dict:
     """Every rank with every peer once: what arrived equals what was sent (plus 1 for a
     reduction into buffers of ones)."""
     lib, st = ranks.lib, ctypes.c_void_p(ranks.stream.cuda_stream)
@@ -210,7 +210,7 @@ def check(ranks: Ranks, mechanism: str, op: str) -> dict:
             "wrong_values": wrong, "timeouts": timeouts, "bytes_per_peer": CHECK_BYTES}
 
 
-def time_point(ranks: Ranks, point: dict, iters: int, warmup: int, repeats: int) -> dict:
+def time_point(ranks: PeerRanks, point: dict, iters: int, warmup: int, repeats: int) -> dict:
     torch = torch_module()
     peers = active_peers(point["pattern"], ranks.world).get(ranks.rank, [])
     # a copy-engine transfer is timed alone (its setup is the figure: back to back, the
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     points = json.loads(ns.points.read_text())
     lib = Lib(ns.lib)
     slot_bytes = max([CHECK_BYTES] + [int(p["bytes"]) for p in points])
-    ranks = Ranks(lib, slot_bytes)
+    ranks = PeerRanks(lib, slot_bytes)
     t0 = time.time()
     pairs = list(dict.fromkeys((p["mechanism"], p["op"]) for p in points))
     checks = [check(ranks, mech, op) for mech, op in pairs]

@@ -1,7 +1,7 @@
 """The GPU runtime for generated collectives: load a library, give every rank its buffers,
 run, wait, read the device error record.
 
-Two ways of placing ranks, behind one interface (``Ranks``):
+Two ways of placing ranks, behind one interface (``RankLayout``):
 
 * ``VirtualRanks(world)``: every rank on this process's GPU, each buffer its own allocation;
   the library runs all of them in one launch (grid = world x blocks per rank, block b serving
@@ -14,7 +14,7 @@ Two ways of placing ranks, behind one interface (``Ranks``):
   host-synchronised runs (``device_sync=False``: no spinning, the host meets between phases)
   make sense there.
 
-``Collective`` ties a library to a ``Ranks``: it asks the library for its buffer sizes
+``Collective`` ties a library to a ``RankLayout``: it asks the library for its buffer sizes
 (``pkc_requirements``), allocates inputs, outputs (with a guard tail checked after every
 run), scratch, flag counters and the error record, and runs it. torch is imported lazily;
 ``CUDA_MODULE_LOADING=EAGER`` is set before CUDA initialises (lazy loading lets the first
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ValidationError
-from pksim.kernel_contract import MAX_RANKS
+from pksim_core.kernel_contract import MAX_RANKS
 from validation.runtime.library import (MESSAGE_ARGS, GeneratedLibrary, as_pointer,
                                         ensure_eager_loading, host_array, torch_module,
                                         wait_for_stream)
@@ -110,7 +110,7 @@ class SharedBuffer:
         self.ptrs = ptrs
 
 
-class Ranks:
+class RankLayout:
     """Where the ranks of a collective live. ``rank`` is -1 for virtual ranks."""
     world: int
     rank: int
@@ -133,7 +133,7 @@ class Ranks:
         pass
 
 
-class VirtualRanks(Ranks):
+class VirtualRanks(RankLayout):
     """Every rank on this process's GPU; one stream per rank for copy engines."""
 
     def __init__(self, world: int, device: int = 0):
@@ -164,7 +164,7 @@ class VirtualRanks(Ranks):
         torch_module().cuda.current_stream().synchronize()
 
 
-class IpcRanks(Ranks):
+class IpcRanks(RankLayout):
     """One process per rank (torchrun); peers' buffers mapped through CUDA IPC."""
 
     def __init__(self, device: int | None = None):
@@ -221,7 +221,7 @@ class IpcRanks(Ranks):
 class Collective:
     """A library bound to ranks, a size and a dtype, with every buffer it needs."""
 
-    def __init__(self, lib: Library, ranks: Ranks, count: int, dtype: str = "bf16", root: int = 0,
+    def __init__(self, lib: Library, ranks: RankLayout, count: int, dtype: str = "bf16", root: int = 0,
                  blocks_per_rank: int = 0, device_sync: bool = True,
                  timeout_cycles: int = 1 << 32, seq: int = 0, splits: list[int] | None = None,
                  alpha: float = 1.0, bias_count: int = 0):

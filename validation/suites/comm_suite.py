@@ -1,6 +1,6 @@
 """The suite of the communication kernels of issue 30 (``validation/suites/comm.toml``): reduce,
 gather, scatter, the -v forms, send/recv and the reducing kernels with a reduce op and an
-epilogue. Which libraries to build (``Variant``: op, algorithm, mechanism, reduce op, epilogue,
+epilogue. Which libraries to build (``LibraryVariant``: op, algorithm, mechanism, reduce op, epilogue,
 send-recv's peers), and every case: correctness at every world and dtype on odd sizes, timing
 in bf16 with every candidate of its group. Split sizes are drawn uneven (and odd, one block
 empty where there are blocks enough) from the suite's seed, so a case list is reproducible.
@@ -23,8 +23,8 @@ from hwmodels.errors import ConfigError
 from hwmodels.files import read_toml
 from hwmodels.resources import suites_dir
 from hwmodels.units import format_bytes, parse_bytes
-from pksim.kernel_contract import EPILOGUES, REDUCE_OPS
-from pksim.workloads import varsize
+from pksim_core.kernel_contract import EPILOGUES, REDUCE_OPS
+from pksim_core.workloads import varsize_ops
 from validation.suites.fused_suite import reject_unknown_keys
 
 ELEM = {"bf16": 2, "fp32": 4}
@@ -49,7 +49,7 @@ ROW = 64
 
 
 @dataclass(frozen=True)
-class Variant:
+class LibraryVariant:
     """One library: a kernel and its compile-time options."""
     op: str
     algorithm: str
@@ -87,7 +87,7 @@ class Variant:
 class CommSuite:
     name: str
     path: str
-    variants: tuple[Variant, ...]
+    variants: tuple[LibraryVariant, ...]
     worlds: tuple[int, ...]
     check_dtypes: tuple[str, ...]
     check_sizes: tuple[int, ...]
@@ -127,14 +127,14 @@ def parse_comm_suite(data: dict, where: str = "comm suite") -> CommSuite:
         if reduce_op not in REDUCE_OPS or epilogue not in EPILOGUES:
             raise ConfigError(f"{at}: reduce_op {reduce_op!r} / epilogue {epilogue!r} is not one of "
                               f"{', '.join(REDUCE_OPS)} / {', '.join(EPILOGUES)}")
-        extra = Variant(op, "", "", reduce_op, epilogue).extra
+        extra = LibraryVariant(op, "", "", reduce_op, epilogue).extra
         for alg in _list(at, k, "algorithms", str):
             if alg not in codegen_algorithms(op):
                 raise ConfigError(f"{at}: codegen has no {alg} {op} kernel")
             for mech in _list(at, k, "mechanisms", str):
                 if mech not in codegen_mechanisms(alg, op, extra):
                     raise ConfigError(f"{at}: {alg} {op} does not run on {mech}")
-                variants.append(Variant(op, alg, mech, reduce_op, epilogue, k.get("peers", "")))
+                variants.append(LibraryVariant(op, alg, mech, reduce_op, epilogue, k.get("peers", "")))
     if not variants:
         raise ConfigError(f"{where}: no [[kernels]]")
     timing = data.get("timing", {})
@@ -168,7 +168,7 @@ def _uneven(total: int, parts: int, rng: random.Random, odd: bool, empty: bool) 
     return sizes
 
 
-def sizes_for(v: Variant, world: int, nbytes: int, dtype: str, rng: random.Random,
+def sizes_for(v: LibraryVariant, world: int, nbytes: int, dtype: str, rng: random.Random,
               odd: bool) -> tuple[int, list[int] | None, int]:
     """(count, splits, schedule bytes) of ``v`` at about ``nbytes`` (nccl-tests convention:
     the buffer of a reduce or all-reduce, the gathered / scattered buffer, every rank's
@@ -183,12 +183,12 @@ def sizes_for(v: Variant, world: int, nbytes: int, dtype: str, rng: random.Rando
         count = elems | 1 if odd else elems
         return count, None, count * e
     if v.op == "send-recv":
-        peers = varsize.parse_peers(v.peers or "+1", world)
-        per_rank = len(varsize.pairs(peers, world)) // world if ">" not in peers else 1
+        peers = varsize_ops.parse_peers(v.peers or "+1", world)
+        per_rank = len(varsize_ops.pairs(peers, world)) // world if ">" not in peers else 1
         message = max(1, elems // max(1, per_rank))
         message = message | 1 if odd else message
-        splits = varsize.split_list("send-recv", (("peers", peers),), world, message)
-        return varsize.buffer_elems("send-recv", (("peers", peers),), world, message), splits, message * e
+        splits = varsize_ops.split_list("send-recv", (("peers", peers),), world, message)
+        return varsize_ops.buffer_elems("send-recv", (("peers", peers),), world, message), splits, message * e
     if v.op == "all-to-all-v":
         rows = [_uneven(elems, world, rng, odd, empty=r == 0) for r in range(world)]
         splits = [x for row in rows for x in row]
@@ -197,15 +197,15 @@ def sizes_for(v: Variant, world: int, nbytes: int, dtype: str, rng: random.Rando
         shares = _uneven(elems, world, rng, odd, empty=True)
         splits = shares
         extra = (("splits", ",".join(map(str, shares))),)
-    count = varsize.buffer_elems(v.op, extra, world, 0)
+    count = varsize_ops.buffer_elems(v.op, extra, world, 0)
     return count, splits, count * e
 
 
-def schedule_extra(v: Variant, world: int, splits: list[int] | None) -> tuple:
+def schedule_extra(v: LibraryVariant, world: int, splits: list[int] | None) -> tuple:
     """The schedule's extra of a case: the variant's options plus its sizes."""
     out = dict(v.extra)
     if v.op == "send-recv":
-        out["peers"] = varsize.parse_peers(v.peers or "+1", world)
+        out["peers"] = varsize_ops.parse_peers(v.peers or "+1", world)
     elif v.op == "all-to-all-v":
         out["splits"] = ";".join(",".join(map(str, splits[r * world:(r + 1) * world]))
                                  for r in range(world))
@@ -214,7 +214,7 @@ def schedule_extra(v: Variant, world: int, splits: list[int] | None) -> tuple:
     return tuple(sorted(out.items()))
 
 
-def epilogue_fields(v: Variant, timed: bool = False) -> dict:
+def epilogue_fields(v: LibraryVariant, timed: bool = False) -> dict:
     out = {}
     if v.reduce_op != "sum":
         out["reduce_op"] = v.reduce_op

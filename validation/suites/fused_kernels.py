@@ -6,7 +6,7 @@ bundles and the runner read them here).
 """
 from __future__ import annotations
 
-from pksim.kernel_contract import FUSED_VARIANTS, VIRTUAL_BASELINE
+from pksim_core.kernel_contract import FUSED_VARIANTS, VIRTUAL_BASELINE
 
 # Every runnable fused variant (op, overlap, algorithm, mechanism) and the collective of each
 # op's "none" baseline on virtual ranks: the kernels' contract, written once in pksim.

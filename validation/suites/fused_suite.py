@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwmodels.errors import ConfigError
-from pksim.kernel_contract import FUSED_MAX_RANKS
+from pksim_core.kernel_contract import FUSED_MAX_RANKS
 from validation.suites.fused_kernels import VARIANTS, fused_case, none_case
 
 OPS = ("gemm-rs", "ag-gemm", "gemm-ar")

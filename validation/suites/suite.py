@@ -29,7 +29,7 @@ The collective keys (ops to sizes) may be left out when the suite has a ``[fused
 suite has at least one of the two parts.
 
 A candidate is one schedule: (algorithm, mechanism, blocks per rank) for an (op, size,
-world) that the kernels run at that world (pksim.kernel_contract.world_reason: no TMA sum of
+world) that the kernels run at that world (pksim_core.kernel_contract.world_reason: no TMA sum of
 more than 8 sources, recursive halving at powers of two); its ``comm_sms`` is the blocks per
 rank. Copy-engine copies (all-gather, all-to-all,
 broadcast) get one candidate with ``SMs // world`` blocks: the copy engines move their data.
@@ -45,7 +45,7 @@ from typing import Any
 from codegen.plan import MAX_RANKS, OPS, RUNNABLE_MECHANISMS, algorithms
 from hwmodels.errors import ConfigError
 from hwmodels.files import read_toml
-from pksim.kernel_contract import world_reason
+from pksim_core.kernel_contract import world_reason
 from hwmodels.resources import suites_dir
 from hwmodels.units import format_bytes, parse_bytes
 from validation.suites.fused_suite import FusedPart, parse_fused, reject_unknown_keys
