@@ -61,7 +61,10 @@ class _T(list):
 
 def _run(text: str):
     ns: dict = {}
-    exec(compile(text, "<reference>", "exec"), ns)
+    # the stand-in below is the module the text imports: CI has no torch
+    body = text.replace("import torch.distributed as dist\n", "", 1)
+    assert body != text
+    exec(compile(body, "<reference>", "exec"), ns)
     ns["dist"] = _Dist()
     out = ns["solution"](_T([1.0]), _T([3.0]), _T([5.0]), 2)
     return [list(t) for t in out], ns["dist"].calls
