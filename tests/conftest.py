@@ -10,8 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from hwmodels.catalog import SYSTEMS_DIR
+
+# hypothesis keeps no example database: it would write .hypothesis/ into the tree
+settings.register_profile("pksim", database=None)
+settings.load_profile("pksim")
 
 
 @pytest.fixture
