@@ -7,14 +7,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from hwmodels.catalog import SYSTEMS_DIR
 
-# hypothesis keeps no example database: it would write .hypothesis/ into the tree
+# hypothesis keeps no example database and its other files outside the tree (.hypothesis/)
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), f"pksim-hypothesis-{os.getuid()}"))
 settings.register_profile("pksim", database=None)
 settings.load_profile("pksim")
 
