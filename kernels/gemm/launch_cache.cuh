@@ -4,8 +4,9 @@
 // Provides (namespace pk::gemm)
 //   * launch_key: every argument the parameters depend on (the three pointers, M, N, K, the
 //     grid arguments sms / first_block / group_m, the flags and the current device);
-//   * launch_cache<Value, Slots>: find(key) -> the stored value or nullptr; put(key, value)
-//     stores it in the next slot round robin (the oldest entry goes); drop(key) forgets it.
+//   * launch_cache<Value, Slots>: pk/recent_cache.cuh over these keys with one set of Slots
+//     ways: find(key) -> the stored value or nullptr; put(key, value) stores it, the oldest
+//     entry going; drop(key) forgets it.
 //
 // Why: without it every call of gemm_bf16 encodes three tensor maps (cuTensorMapEncodeTiled),
 // asks for the device's SM count, sets the kernel's shared-memory limit and, for a clustered
@@ -16,6 +17,8 @@
 // one per thread and per tile variant (gemm_host.cuh keeps it thread_local), and
 // tests/kernels/test_gemm_launch_cache.py compiles and checks it on the host alone.
 #pragma once
+
+#include "../include/pk/recent_cache.cuh"
 
 namespace pk {
 namespace gemm {
@@ -37,36 +40,7 @@ inline bool same_key(const launch_key& x, const launch_key& y) {
 }
 
 template <class Value, int Slots = 8>
-struct launch_cache {
-  static_assert(Slots >= 1, "a cache needs at least one slot");
-  launch_key keys[Slots] = {};
-  Value values[Slots] = {};
-  bool used[Slots] = {};
-  int next = 0;
-
-  const Value* find(const launch_key& k) const {
-    for (int i = 0; i < Slots; ++i)
-      if (used[i] && same_key(keys[i], k)) return &values[i];
-    return nullptr;
-  }
-
-  void put(const launch_key& k, const Value& v) {
-    for (int i = 0; i < Slots; ++i)
-      if (used[i] && same_key(keys[i], k)) {
-        values[i] = v;
-        return;
-      }
-    keys[next] = k;
-    values[next] = v;
-    used[next] = true;
-    next = (next + 1) % Slots;
-  }
-
-  void drop(const launch_key& k) {
-    for (int i = 0; i < Slots; ++i)
-      if (used[i] && same_key(keys[i], k)) used[i] = false;
-  }
-};
+using launch_cache = pk::recent_cache<launch_key, Value, 1, Slots>;
 
 }  // namespace gemm
 }  // namespace pk

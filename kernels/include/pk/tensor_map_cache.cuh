@@ -9,9 +9,8 @@
 //     bytes, the box, and the swizzle / L2 promotion / out-of-bounds fill modes (interleave is
 //     always none and the element strides always 1 here, so they are not part of it);
 //   * same_key(a, b), key_hash(k) (FNV-1a over the fields);
-//   * tensor_map_cache<Value, Sets, Ways>: find(key) -> the stored value or nullptr;
-//     put(key, value) stores it in the key's set (hash % Sets), the set's oldest way going;
-//     drop(key) forgets it; clear().
+//   * tensor_map_cache<Value, Sets, Ways>: pk/recent_cache.cuh over these keys (find, put,
+//     drop, clear; a key's set is its hash % Sets, the set's oldest way going).
 //
 // Why it is correct for any reuse of a pointer: a tensor map is a pure function of these
 // arguments (the driver writes the address, the dimensions, the strides and the box into the
@@ -23,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "recent_cache.cuh"
 
 namespace pk {
 
@@ -63,48 +64,6 @@ inline uint64_t key_hash(const tensor_map_key& k) {
 // for fewer than 1 in 1000 such key sets, so the default holds every map of several launches
 // of different shapes (about 100 KiB per thread with CUtensorMap values).
 template <class Value, int Sets = 64, int Ways = 8>
-struct tensor_map_cache {
-  static_assert(Sets >= 1 && Ways >= 1, "a cache needs at least one entry");
-  tensor_map_key keys[Sets][Ways] = {};
-  Value values[Sets][Ways] = {};
-  bool used[Sets][Ways] = {};
-  int next[Sets] = {};
-
-  static int set_of(const tensor_map_key& k) { return static_cast<int>(key_hash(k) % Sets); }
-
-  const Value* find(const tensor_map_key& k) const {
-    const int s = set_of(k);
-    for (int i = 0; i < Ways; ++i)
-      if (used[s][i] && same_key(keys[s][i], k)) return &values[s][i];
-    return nullptr;
-  }
-
-  void put(const tensor_map_key& k, const Value& v) {
-    const int s = set_of(k);
-    for (int i = 0; i < Ways; ++i)
-      if (used[s][i] && same_key(keys[s][i], k)) {
-        values[s][i] = v;
-        return;
-      }
-    const int i = next[s];
-    keys[s][i] = k;
-    values[s][i] = v;
-    used[s][i] = true;
-    next[s] = (i + 1) % Ways;
-  }
-
-  void drop(const tensor_map_key& k) {
-    const int s = set_of(k);
-    for (int i = 0; i < Ways; ++i)
-      if (used[s][i] && same_key(keys[s][i], k)) used[s][i] = false;
-  }
-
-  void clear() {
-    for (int s = 0; s < Sets; ++s) {
-      next[s] = 0;
-      for (int i = 0; i < Ways; ++i) used[s][i] = false;
-    }
-  }
-};
+using tensor_map_cache = recent_cache<tensor_map_key, Value, Sets, Ways>;
 
 }  // namespace pk
