@@ -30,10 +30,9 @@ from pksim_core.kernel_contract import (BLOCK_THREADS, EPILOGUE_KERNELS, IN_NETW
                                    IN_NETWORK_STREAMED_OPS, in_network_chunk_bytes)
 from pksim_core.mechanisms import of as mechanism_of
 from pksim_core.mechanisms.copy_engine_cost import host_issue_s
-from pksim_core.mechanisms.flow import (capacities, check_feasible, entry_barrier_s,  # noqa: F401
-                                   extra_capacities, move_flow,
-                                   phase_flag_s, phase_sync_s, resident_in_l2, transfer_flow,
-                                   transfer_sync_s)
+from pksim_core.mechanisms.flow import (check_feasible, entry_barrier_s, extra_capacities,
+                                        move_flow, phase_flag_s, phase_sync_s, resident_in_l2,
+                                        transfer_flow, transfer_sync_s)
 from pksim_core.prediction import Prediction, TimelineEvent
 from pksim_core.program import StepProgram
 from pksim_core.schedule import Schedule

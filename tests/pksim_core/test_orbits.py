@@ -12,7 +12,7 @@ import pytest
 from hwmodels.catalog import load_system
 from hwmodels.topology import ResourceName, Topology
 from pksim_core import collective_model, nccl
-from pksim_core.mechanisms.flow import FlowSpec, move_flow, transfer_flow
+from pksim_core.mechanisms.flow import FlowSpec, capacities, move_flow, transfer_flow
 from pksim_core.nccl import nccl_schedule
 from pksim_core.orbits import RANK_FIELDS, _Layouts, _relabel_resources, flow_orbits, relabellings
 from pksim_core.program import Move, Transfer
@@ -81,7 +81,7 @@ def _check_same(system, schedule: Schedule) -> None:
     want, instances = _reference_reduce(_all_specs(model), caps)
     assert model.classes == want
     # the class resources' capacities: those of the instances the refinement named
-    full = collective_model.capacities(model.topo, model.schedule)
+    full = capacities(model.topo, model.schedule)
     if schedule.impl == "nccl":
         full.update(nccl.issue_capacities(model.system, model.topo, model.schedule))
     assert model.capacity == {name: full[inst] for name, inst in instances.items()}
