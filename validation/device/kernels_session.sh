@@ -13,8 +13,8 @@
 # 3. the GEMM against torch.matmul in turn (gemm.sh --no-profile; --gemm-lib: a library built
 #    where nvcc is, else built here, about a minute more), within what is left of the budget.
 # Everything ends in OUTDIR/kernels-session.tgz (one file: a device call returns at most 8);
-# the reports are printed. Of the budget (540 s) the matrix gets all but 125 s: the GEMM's
-# three processes took 53 s on an H100 (gemm.sh, 2026-12-07), the host cost about 10 s.
+# the reports are printed. Of the budget (540 s) the matrix gets all but 125 s, kept for the
+# GEMM's three processes and the host cost (their times on an H100: D84).
 set -u
 budget=540
 hostcost=
