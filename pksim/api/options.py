@@ -5,7 +5,7 @@ choices check them, and the CLI's own names for them (the engine's functions rea
 A keyword is the option's name without the dashes (``--comm-sms`` -> ``comm_sms``,
 ``--cold-l2`` -> ``cold_l2``, ``--schedule LABEL`` -> ``schedule``); sizes (``bytes``,
 ``chunk_bytes``) take an int of bytes or the CLI's text (``"1MiB"``); ``set`` is a sequence
-of ``KEY=VALUE`` overrides."""
+of ``KEY=VALUE`` overrides, or a mapping ``{KEY: value}`` of the same (``overrides_of``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
@@ -42,6 +42,12 @@ SIZES = ("bytes", "chunk_bytes")
 REQUIRED = ("dtype", "impl", "domains", "root", "skew")     # None is not a value of these
 
 
+def ok_texts(value: Any) -> bool:
+    """Text, or a list or tuple of text."""
+    return isinstance(value, str) or isinstance(value, (list, tuple)) and all(
+        isinstance(x, str) for x in value)
+
+
 def check_kind(where: str, key: str, value: Any, kind: str, none: bool = True) -> None:
     """``value`` of keyword ``key`` is of ``kind`` (whole, number, flag, text, size,
     texts); None passes where ``none``. A ConfigError naming ``where``, the key and value."""
@@ -54,21 +60,35 @@ def check_kind(where: str, key: str, value: Any, kind: str, none: bool = True) -
           "flag": lambda v: isinstance(v, bool),
           "text": lambda v: isinstance(v, str),
           "size": lambda v: isinstance(v, (int, str)) and not isinstance(v, bool),
-          "texts": lambda v: isinstance(v, str) or isinstance(v, (list, tuple)) and all(
-              isinstance(x, str) for x in v)}[kind](value)
+          "texts": ok_texts,
+          "overrides": lambda v: isinstance(v, dict) and all(
+              isinstance(k, str) and isinstance(x, (int, float, str)) and not isinstance(x, bool)
+              for k, x in v.items()) or ok_texts(v)}[kind](value)
     if not ok:
         want = {"whole": "a whole number (int)", "number": "a number", "flag": "True or False",
                 "text": "text (str)", "size": "bytes as an int or text such as '1MiB'",
-                "texts": "text or a list of text"}[kind]
+                "texts": "text or a list of text",
+                "overrides": "'KEY=VALUE' text, a list of them or a dict {KEY: number}"}[kind]
         raise ConfigError(f"{where}: {key}={value!r}: must be {want}")
 
 
+def overrides_of(where: str, value: Any) -> tuple[str, ...]:
+    """``set=``'s overrides as the CLI's ``KEY=VALUE`` texts: one text, a list of them, or a
+    dict ``{KEY: value}`` (a number or text each; a float written with repr, so no digit is
+    lost). A ConfigError naming ``where`` for anything else."""
+    check_kind(where, "set", value, "overrides", none=False)
+    if isinstance(value, dict):
+        return tuple(f"{key}={val!r}" if isinstance(val, float) else f"{key}={val}"
+                     for key, val in value.items())
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 def check_kinds(where: str, values: dict[str, Any]) -> None:
-    """Every keyword of ``values`` whose kind is known (the lists above; ``set``: text or a
-    list of text) checked by ``check_kind``."""
+    """Every keyword of ``values`` whose kind is known (the lists above; ``set``: text, a
+    list of text or a dict) checked by ``check_kind``."""
     kinds = {**dict.fromkeys(WHOLE, "whole"), **dict.fromkeys(NUMBER, "number"),
              **dict.fromkeys(FLAGS, "flag"), **dict.fromkeys(TEXT, "text"),
-             **dict.fromkeys(SIZES, "size"), "set": "texts"}
+             **dict.fromkeys(SIZES, "size"), "set": "overrides"}
     for key, value in values.items():
         if key in kinds:
             check_kind(where, key, value, kinds[key], key not in REQUIRED)
@@ -79,7 +99,7 @@ class Options:
     """One operation on one system, as ``pksim predict`` / ``pksim search`` take it."""
     system: str | None = None
     program: str | None = None
-    set: tuple[str, ...] = ()
+    set: tuple[str, ...] | dict = ()
     op: str | None = None
     bytes: int | str | None = None
     m: int | None = None
@@ -123,9 +143,7 @@ class Options:
             value = getattr(self, key)
             if value is not None and value not in allowed:
                 raise ConfigError(f"{key}={value!r}: not one of {', '.join(allowed)}")
-        if isinstance(self.set, str):
-            object.__setattr__(self, "set", (self.set,))
-        object.__setattr__(self, "set", tuple(self.set))
+        object.__setattr__(self, "set", overrides_of("options", self.set))
 
     @classmethod
     def of(cls, where: str, options: dict[str, Any]) -> Options:

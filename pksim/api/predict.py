@@ -14,7 +14,7 @@ from hwmodels.errors import ConfigError, PksimNote
 from hwmodels.system import System
 from hwmodels.units import format_bytes, parse_bytes
 from pksim.api.op_checks import check_applies, nccl_algo
-from pksim.api.options import Options, comm_extra
+from pksim.api.options import Options, check_kind, comm_extra, overrides_of
 from pksim.api.programs import program_prediction, search_program
 from pksim_core.cache import topology
 from pksim_core.collective_model import as_run
@@ -34,10 +34,12 @@ from pksim_core.workloads.fused_ops import ALGORITHMS as FUSED_ALGORITHMS
 from pksim_core.workloads.fused_ops import FUSED_OPS, SHAPE_KEYS, check_shape, operand_bytes
 
 
-def load_system(system: str, set: tuple[str, ...] | list[str] | str = ()) -> System:
+def load_system(system: str, set: tuple[str, ...] | list[str] | str | dict = ()) -> System:
     """A shipped system by name, or a system file by path, with ``set``'s ``KEY=VALUE``
-    overrides (``--set``: ``gpu.nvlink.link_bandwidth_GBps=50``)."""
-    overrides = (set,) if isinstance(set, str) else tuple(set)
+    overrides (``--set``: ``gpu.nvlink.link_bandwidth_GBps=50``; or a dict
+    ``{"gpu.nvlink.link_bandwidth_GBps": 50}``)."""
+    check_kind("load_system", "system", system, "text", none=False)
+    overrides = overrides_of("load_system", set)
     return _load_system(system, overrides)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from hwmodels.errors import ConfigError, PksimNote
 from hwmodels.units import parse_bytes_range
 from pksim_core import report
-from pksim.api.options import check_kind, check_kinds
+from pksim.api.options import check_kind, check_kinds, overrides_of
 from pksim.api.predict import load_system
 from pksim.api.rows import json_entry
 from pksim_core.inputs import check_dtype, check_root, check_unique_systems, check_world
@@ -150,7 +150,7 @@ class SweepResult:
 def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
           shape: str | Sequence[str] = (), dtype: str = "bf16", world: int | None = None,
           domains: int = 1, root: int = 0, impl: str | Sequence[str] = "pk,nccl",
-          set: str | Sequence[str] = (), output: str | Path | None = None,
+          set: str | Sequence[str] | dict = (), output: str | Path | None = None,
           force: bool = False, resume: bool = False, workers: int | None = None,
           scheduler: str | None = None, plots: bool = True,
           on_start: Callable[[int], None] | None = None,
@@ -176,7 +176,7 @@ def sweep(system: str | Sequence[str], op: str, bytes: str | int | None = None,
         if impls.count(name) > 1:
             raise ConfigError(f"--impl {impl!r}: {name} given twice")
     size = str(bytes) if isinstance(bytes, int) else bytes
-    overrides = (set,) if isinstance(set, str) else tuple(set)
+    overrides = overrides_of("sweep", set)
     axes = shape_axes(op, size, (shape,) if isinstance(shape, str) else tuple(shape))
     refs = _names(system)
     if not refs:
@@ -289,7 +289,7 @@ class StudyResult:
 
 
 def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
-           set: str | Sequence[str] = (), vary: str | Sequence[str] = (),
+           set: str | Sequence[str] | dict = (), vary: str | Sequence[str] = (),
            output: str | Path | None = None, force: bool = False, resume: bool = False,
            workers: int | None = None, scheduler: str | None = None, plots: bool = True,
            on_start: Callable[[int], None] | None = None,
@@ -308,7 +308,7 @@ def whatif(study: str | Study | None = None, systems: str | Sequence[str] = (),
                                 "plots": plots, "nvls": nvls})
     chosen = study if isinstance(study, Study) else find_study(study) if study is not None else \
         default_study()
-    overrides = (set,) if isinstance(set, str) else tuple(set)
+    overrides = overrides_of("whatif", set)
     if systems and not _names(systems):
         raise ConfigError(f"--systems {systems!r}: names no system")
     chosen = chosen.with_options(_names(systems), overrides,

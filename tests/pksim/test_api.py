@@ -170,7 +170,10 @@ AR = dict(system="dgx-h100", op="all-reduce", bytes="1MiB")
     (dict(AR, root="0"), "root='0'"),
     (dict(AR, bytes=1.5), "bytes=1.5: must be bytes as an int or text"),
     (dict(AR, bytes=[1]), "bytes=[1]"),
-    (dict(AR, set=5), "set=5: must be text or a list of text"),
+    (dict(AR, set=5), "set=5: must be 'KEY=VALUE' text, a list of them or a dict"),
+    (dict(AR, set={"gpu.nvlink.latency_ns": True}), "set={'gpu.nvlink.latency_ns': True}"),
+    (dict(AR, set={3: 4}), "set={3: 4}: must be"),
+    (dict(AR, set={"gpu.nvlink.latency_ns": float("nan")}), "latency_ns = nan must be a finite"),
     (dict(AR, cold_l2="yes"), "cold_l2='yes': must be True or False"),
     (dict(AR, full=1), "full=1: must be True or False"),
     (dict(AR, nvls=True), "nvls=True: must be text"),
@@ -209,6 +212,18 @@ def test_load_system_with_overrides():
     changed = pksim.load_system("dgx-h100", set=["gpu.nvlink.link_bandwidth_GBps=50"])
     assert changed.gpu.nvlink.link_bandwidth_Bps == 2 * plain.gpu.nvlink.link_bandwidth_Bps
     assert pksim.load_system("dgx-h100", set="gpu.nvlink.link_bandwidth_GBps=50") == changed
+    assert pksim.load_system("dgx-h100", set={"gpu.nvlink.link_bandwidth_GBps": 50}) == changed
+    # a float keeps every digit (repr), so the dict and the text give the same system
+    third = {"gpu.nvlink.link_bandwidth_GBps": 100 / 3}
+    assert pksim.load_system("dgx-h100", set=third) == pksim.load_system(
+        "dgx-h100", set=[f"gpu.nvlink.link_bandwidth_GBps={100 / 3!r}"])
+
+
+def test_set_as_a_dict_predicts_as_the_texts():
+    as_dict = pksim.predict(**AR, set={"gpu.nvlink.link_bandwidth_GBps": 50})
+    as_text = pksim.predict(**AR, set=["gpu.nvlink.link_bandwidth_GBps=50"])
+    assert as_dict.to_dict() == as_text.to_dict()
+    assert as_dict.time_s < pksim.predict(**AR).time_s
 
 
 def test_the_api_page_example_runs(tmp_path, monkeypatch):
